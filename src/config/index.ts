@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { InvalidInputError } from '../errors.js';
+
+/** Process configuration, read from the environment. Every option documents its default. */
+export const configSchema = z.object({
+  /** Postgres URL. Default: unset, which starts (or joins) the embedded server in `dataDir`. */
+  databaseUrl: z.string().url().optional(),
+  /** Where the embedded server keeps its data. Default `.dagent` in the working directory. */
+  dataDir: z.string().min(1).default('.dagent'),
+  /** pino level. Default `info`. */
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+export type Config = z.infer<typeof configSchema>;
+
+export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse({
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir: env.DAGENT_DATA_DIR || undefined,
+    logLevel: env.DAGENT_LOG_LEVEL || undefined,
+  });
+  if (!parsed.success) {
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL' };
+    const issue = parsed.error.issues[0]!;
+    throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** Lease and timing defaults for the task lifecycle, in seconds. */
+export const LEASE_DEFAULTS = {
+  /** How long a claimed task may wait for `start` before the reaper takes it back. */
+  claimTtlSec: 60,
+  /** How long a running task stays leased after its last heartbeat. */
+  heartbeatLeaseSec: 60,
+} as const;

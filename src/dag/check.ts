@@ -1,0 +1,79 @@
+import type { Path } from './locate.js';
+import type { DagFile, RetryFile } from './file-schema.js';
+import { instantParse, durationSeconds } from './durations.js';
+import { dagGraphBuild, cycleFind, ancestors } from './graph.js';
+import { didYouMean } from './suggest.js';
+
+export interface CheckProblem { path: Path; message: string; atKey?: boolean }
+
+/** Checks zod cannot express: references between tasks, cycles, context refs, times, retry consistency. */
+export function dagFileCheck(file: DagFile): CheckProblem[] {
+  const problems: CheckProblem[] = [];
+  const keys = Object.keys(file.tasks);
+  const edges: Array<[string, string]> = [];
+
+  for (const [key, task] of Object.entries(file.tasks)) {
+    const seen = new Set<string>();
+    (task.depends_on ?? []).forEach((dep, i) => {
+      const path = ['tasks', key, 'depends_on', i];
+      if (dep === key) problems.push({ path, message: `task "${key}" depends on itself` });
+      else if (!(dep in file.tasks)) problems.push({ path, message: `unknown task "${dep}"${didYouMean(dep, keys)}` });
+      else if (seen.has(dep)) problems.push({ path, message: `"${dep}" is listed twice` });
+      else edges.push([dep, key]);
+      seen.add(dep);
+    });
+    for (const field of ['deadline', 'not_before'] as const) {
+      const v = task[field];
+      if (v !== undefined) {
+        const parsed = instantParse(v);
+        if (typeof parsed === 'string') problems.push({ path: ['tasks', key, field], message: parsed });
+      }
+    }
+    retryCheck(task.retry, ['tasks', key, 'retry'], problems);
+    validationCheck(task.output?.validation, ['tasks', key, 'output', 'validation'], problems);
+  }
+  retryCheck(file.defaults?.retry, ['defaults', 'retry'], problems);
+  if (problems.length) return problems;
+
+  const graph = dagGraphBuild(keys, edges);
+  const cycle = cycleFind(graph);
+  if (cycle) {
+    const from = cycle[cycle.length - 2]!;
+    const to = cycle[cycle.length - 1]!;
+    const i = file.tasks[to]!.depends_on!.indexOf(from);
+    problems.push({ path: ['tasks', to, 'depends_on', i], message: `dependency cycle: ${cycle.join(' -> ')}` });
+    return problems;
+  }
+
+  for (const [key, task] of Object.entries(file.tasks)) {
+    const upstream = ancestors(graph, key);
+    (task.spec?.context ?? []).forEach((ref, i) => {
+      const refKey = ref.split('.')[0]!;
+      const path = ['tasks', key, 'spec', 'context', i];
+      if (!(refKey in file.tasks)) problems.push({ path, message: `unknown task "${refKey}"${didYouMean(refKey, keys)}` });
+      else if (!upstream.has(refKey)) {
+        problems.push({ path, message: `"${refKey}" is not upstream of "${key}", so its output is not ready in time (add it to depends_on)` });
+      }
+    });
+  }
+  return problems;
+}
+
+function retryCheck(retry: RetryFile | undefined, path: Path, problems: CheckProblem[]) {
+  if (!retry) return;
+  const both = (retry.retry_on ?? []).filter((c) => (retry.no_retry_on ?? []).includes(c));
+  if (both.length) problems.push({ path: [...path, 'no_retry_on'], message: `${both.join(', ')} listed in both retry_on and no_retry_on` });
+  if (retry.initial_delay !== undefined && retry.max_delay !== undefined && durationSeconds(retry.max_delay) < durationSeconds(retry.initial_delay)) {
+    problems.push({ path: [...path, 'max_delay'], message: 'max_delay is shorter than initial_delay' });
+  }
+}
+
+function validationCheck(v: unknown, path: Path, problems: CheckProblem[]) {
+  const steps = Array.isArray(v) ? v : v ? [v] : [];
+  steps.forEach((s: { kind: string; schema?: unknown; schema_file?: string }, i) => {
+    const p = Array.isArray(v) ? [...path, i] : path;
+    if (s.kind === 'json-schema' && (s.schema === undefined) === (s.schema_file === undefined)) {
+      problems.push({ path: p, message: 'a json-schema step needs exactly one of schema or schema_file' });
+    }
+  });
+}

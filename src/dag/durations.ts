@@ -1,0 +1,26 @@
+import { DURATION_PATTERN } from './file-schema.js';
+
+const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86400 };
+
+/** Seconds in a duration written as a number of seconds or as `30s`, `5m`, `2h`, `1d`, `500ms`. */
+export function durationSeconds(d: number | string): number {
+  if (typeof d === 'number') return d;
+  const m = DURATION_PATTERN.exec(d);
+  if (!m) throw new Error(`not a duration: ${d}`);
+  return Number(m[1]) * UNIT_SECONDS[m[2]!]!;
+}
+
+/** A point in time: absolute (ISO 8601 with offset) or relative to submission, resolved later by the database clock. */
+export type Instant = { at: string } | { inSeconds: number };
+
+const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** Parses an instant, or returns an error message. */
+export function instantParse(s: string): Instant | string {
+  if (DURATION_PATTERN.test(s)) return { inSeconds: durationSeconds(s) };
+  if (!ISO_WITH_OFFSET.test(s)) {
+    return `"${s}" is neither an ISO 8601 date-time with offset (2026-12-01T09:00:00Z) nor a duration (2h)`;
+  }
+  if (Number.isNaN(Date.parse(s))) return `"${s}" is not a valid date-time`;
+  return { at: new Date(s).toISOString() };
+}

@@ -1,0 +1,153 @@
+import { z } from 'zod';
+
+/**
+ * The DAG file format, as written in `dags/*.yaml`. Kept free of transforms so
+ * `dagent schema` can export it as JSON Schema for editors; normalize.ts turns a
+ * parsed file into the engine's DagSpec.
+ */
+
+export const KEY_PATTERN = /^[a-z][a-z0-9_-]{0,63}$/;
+export const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+export const ERROR_CLASS_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
+export const BUILTIN_ERROR_CLASSES = [
+  'timeout', 'crash', 'rate_limit', 'invalid_output', 'auth_failure', 'budget_exceeded', 'cancelled',
+] as const;
+
+const MAX_TEXT = 100_000;
+const shortText = z.string().max(200);
+const key = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
+const duration = z.union([
+  z.number().nonnegative(),
+  z.string().regex(DURATION_PATTERN, { error: 'must be a duration like 30s, 5m, 2h, 1d or a number of seconds' }),
+]).describe('duration: number of seconds, or a string like 500ms, 30s, 5m, 2h, 1d');
+const instant = z.string().max(64)
+  .describe('ISO 8601 date-time with offset (2026-12-01T09:00:00Z), or a duration from submission (2h)');
+const errorClass = z.string().regex(ERROR_CLASS_PATTERN, { error: 'must be an error class like timeout or rate_limit' });
+const money = z.number().nonnegative().max(1_000_000);
+
+export const constraintsSchema = z.strictObject({
+  max_cost_usd: money.optional().describe('most this task may cost per attempt; claims only by agents whose budget covers it'),
+  max_duration_sec: z.number().int().positive().max(7 * 24 * 3600).optional(),
+  capabilities: z.array(key).max(32).optional().describe('capabilities an agent must have to claim the task'),
+});
+
+export const retrySchema = z.strictObject({
+  strategy: z.enum(['exponential', 'fixed', 'immediate']).optional(),
+  initial_delay: duration.optional(),
+  multiplier: z.number().min(1).max(100).optional(),
+  max_delay: duration.optional(),
+  jitter: z.number().min(0).max(1).optional().describe('fraction of the delay added or removed at random'),
+  retry_on: z.array(errorClass).max(32).optional(),
+  no_retry_on: z.array(errorClass).max(32).optional(),
+});
+
+const jsonSchemaStep = z.strictObject({
+  kind: z.literal('json-schema'),
+  schema: z.record(z.string(), z.unknown()).optional(),
+  schema_file: z.string().max(500).optional(),
+});
+const regexStep = z.strictObject({ kind: z.literal('regex'), pattern: z.string().max(2000), field: z.string().max(200).optional() });
+const testStep = z.strictObject({
+  kind: z.literal('test'),
+  command: z.string().max(4000),
+  cwd: z.string().max(500).optional(),
+  timeout: duration.optional(),
+  env: z.record(z.string(), z.string()).optional(),
+});
+const judgeStep = z.strictObject({
+  kind: z.literal('llm-judge'),
+  rubric: z.string().max(MAX_TEXT),
+  threshold: z.number().min(0).max(1),
+  model: z.string().max(200).optional(),
+});
+const noneStep = z.strictObject({ kind: z.literal('none') });
+export const validationStepSchema = z.discriminatedUnion('kind', [jsonSchemaStep, regexStep, testStep, judgeStep, noneStep]);
+
+export const outputSchema = z.strictObject({
+  type: z.enum(['json', 'text', 'markdown', 'code', 'any']).optional(),
+  validation: z.union([validationStepSchema, z.array(validationStepSchema).max(10)]).optional(),
+});
+
+export const contextRefSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,63}(\.[A-Za-z0-9_-]+)*$/, {
+  error: 'must be an upstream task key, optionally followed by a path into its output (research.summary)',
+});
+
+export const taskBodySchema = z.strictObject({
+  prompt: z.string().max(MAX_TEXT).optional(),
+  context: z.array(contextRefSchema).max(64).optional().describe('upstream outputs handed to the task at claim'),
+  constraints: constraintsSchema.optional(),
+  models: z.array(z.string().max(200)).max(16).optional(),
+  fallback_models: z.array(z.string().max(200)).max(16).optional().describe('used instead of models from retry 2 on'),
+  input: z.record(z.string(), z.unknown()).optional().describe('free-form input for the agent'),
+});
+
+const priority = z.number().int().min(0).max(100).describe('0–100, lower is more urgent');
+const taskCommon = {
+  priority: priority.optional(),
+  boost_per_minute: z.number().min(0).max(100).optional(),
+  max_attempts: z.number().int().min(1).max(100).optional(),
+  retry: retrySchema.optional(),
+  tags: z.array(z.string().max(64)).max(32).optional(),
+};
+
+export const taskSchema = z.strictObject({
+  type: key,
+  title: shortText.optional(),
+  spec: taskBodySchema.optional(),
+  ...taskCommon,
+  deadline: instant.optional(),
+  not_before: instant.optional(),
+  depends_on: z.array(key).max(1000).optional(),
+  idempotency_key: z.string().min(1).max(200).optional(),
+  output: outputSchema.optional(),
+});
+
+export const defaultsSchema = z.strictObject({
+  ...taskCommon,
+  constraints: constraintsSchema.optional(),
+  models: z.array(z.string().max(200)).max(16).optional(),
+  fallback_models: z.array(z.string().max(200)).max(16).optional(),
+});
+
+export const paramSchema = z.union([
+  z.string().max(MAX_TEXT), z.number(), z.boolean(),
+  z.strictObject({
+    default: z.union([z.string().max(MAX_TEXT), z.number(), z.boolean()]).optional(),
+    description: z.string().max(2000).optional(),
+    required: z.boolean().optional(),
+  }),
+]);
+
+export const dagFileSchema = z.strictObject({
+  name: key,
+  title: shortText.optional(),
+  description: z.string().max(10_000).optional(),
+  params: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), paramSchema).optional(),
+  budget_usd: money.optional().describe('ceiling on the DAG’s total spend'),
+  idempotency_key: z.string().min(1).max(200).optional(),
+  defaults: defaultsSchema.optional(),
+  tasks: z.record(key, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
+});
+
+export type DagFile = z.infer<typeof dagFileSchema>;
+export type TaskFile = z.infer<typeof taskSchema>;
+export type RetryFile = z.infer<typeof retrySchema>;
+
+/** Which object schema applies at a path: used to suggest the key a typo meant. */
+export function objectKeysAt(path: readonly (string | number)[]): string[] | undefined {
+  const last = path[path.length - 1];
+  const parent = path[path.length - 2];
+  if (path.length === 0) return Object.keys(dagFileSchema.shape);
+  if (path.length === 2 && path[0] === 'tasks') return Object.keys(taskSchema.shape);
+  if (path.length === 2 && path[0] === 'params') return ['default', 'description', 'required'];
+  switch (last) {
+    case 'defaults': return Object.keys(defaultsSchema.shape);
+    case 'spec': return Object.keys(taskBodySchema.shape);
+    case 'constraints': return Object.keys(constraintsSchema.shape);
+    case 'retry': return Object.keys(retrySchema.shape);
+    case 'output': return Object.keys(outputSchema.shape);
+    case 'validation': return undefined;
+  }
+  if (parent === 'validation' || typeof last === 'number') return ['kind', 'schema', 'schema_file', 'pattern', 'field', 'command', 'cwd', 'timeout', 'env', 'rubric', 'threshold', 'model'];
+  return undefined;
+}

@@ -1,0 +1,60 @@
+import type { DagFile, RetryFile } from './file-schema.js';
+import { durationSeconds, instantParse, type Instant } from './durations.js';
+import { TASK_DEFAULTS, type DagSpec, type RetryPolicy, type TaskSpec } from './spec.js';
+import type { ParamValue } from './params.js';
+
+/** A checked DagFile (after params substitution) as the engine's DagSpec, defaults applied. */
+export function dagFileNormalize(file: DagFile, params: Record<string, ParamValue>, sourceFile?: string): DagSpec {
+  const d = file.defaults ?? {};
+  const tasks: TaskSpec[] = Object.entries(file.tasks).map(([key, t]) => {
+    const constraints = { ...d.constraints, ...t.spec?.constraints };
+    return {
+      key,
+      type: t.type,
+      title: t.title,
+      body: {
+        prompt: t.spec?.prompt,
+        context: t.spec?.context ?? [],
+        models: t.spec?.models ?? d.models ?? [],
+        fallbackModels: t.spec?.fallback_models ?? d.fallback_models ?? [],
+        input: t.spec?.input ?? {},
+      },
+      requiredCapabilities: [...new Set(constraints.capabilities ?? [])].sort(),
+      maxCostUsd: constraints.max_cost_usd,
+      maxDurationSec: constraints.max_duration_sec,
+      priority: t.priority ?? d.priority ?? TASK_DEFAULTS.priority,
+      boostPerMinute: t.boost_per_minute ?? d.boost_per_minute ?? TASK_DEFAULTS.boostPerMinute,
+      deadline: t.deadline === undefined ? undefined : (instantParse(t.deadline) as Instant),
+      notBefore: t.not_before === undefined ? undefined : (instantParse(t.not_before) as Instant),
+      dependsOn: t.depends_on ?? [],
+      idempotencyKey: t.idempotency_key,
+      maxAttempts: t.max_attempts ?? d.max_attempts ?? TASK_DEFAULTS.maxAttempts,
+      retry: retryNormalize({ ...d.retry, ...t.retry }),
+      output: t.output as Record<string, unknown> | undefined,
+      tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
+    };
+  });
+  return {
+    name: file.name,
+    title: file.title,
+    description: file.description,
+    params,
+    budgetUsd: file.budget_usd,
+    idempotencyKey: file.idempotency_key,
+    sourceFile,
+    tasks,
+  };
+}
+
+function retryNormalize(r: RetryFile): RetryPolicy {
+  const base = TASK_DEFAULTS.retry;
+  return {
+    strategy: r.strategy ?? base.strategy,
+    initialDelaySec: r.initial_delay === undefined ? base.initialDelaySec : durationSeconds(r.initial_delay),
+    multiplier: r.multiplier ?? base.multiplier,
+    maxDelaySec: r.max_delay === undefined ? base.maxDelaySec : durationSeconds(r.max_delay),
+    jitter: r.jitter ?? base.jitter,
+    retryOn: r.retry_on,
+    noRetryOn: r.no_retry_on ?? [],
+  };
+}

@@ -1,0 +1,64 @@
+import type { Path } from './locate.js';
+import { didYouMean } from './suggest.js';
+
+export type ParamValue = string | number | boolean;
+export interface ParamProblem { path: Path; message: string }
+
+type Declared = Record<string, unknown>;
+
+/** Values of every declared param: `given` (from --param, strings) coerced to the default's type, else the default. */
+export function paramsResolve(declared: Declared, given: Record<string, string>): { values: Record<string, ParamValue>; problems: ParamProblem[] } {
+  const values: Record<string, ParamValue> = {};
+  const problems: ParamProblem[] = [];
+  for (const [name, decl] of Object.entries(declared)) {
+    const d = typeof decl === 'object' && decl !== null ? (decl as { default?: ParamValue; required?: boolean }) : { default: decl as ParamValue };
+    if (name in given) {
+      const coerced = coerce(given[name]!, d.default);
+      if (coerced === undefined) problems.push({ path: ['params', name], message: `--param ${name}=${given[name]}: expected a ${typeof d.default}` });
+      else values[name] = coerced;
+    } else if (d.default !== undefined) values[name] = d.default;
+    else problems.push({ path: ['params', name], message: `param "${name}" has no default and was not given (pass --param ${name}=VALUE)` });
+  }
+  for (const name of Object.keys(given)) {
+    if (!(name in declared)) {
+      problems.push({ path: ['params'], message: `--param ${name}: the DAG declares no such param${didYouMean(name, Object.keys(declared))}` });
+    }
+  }
+  return { values, problems };
+}
+
+function coerce(raw: string, like: ParamValue | undefined): ParamValue | undefined {
+  if (typeof like === 'number') {
+    const n = Number(raw);
+    return raw.trim() !== '' && Number.isFinite(n) ? n : undefined;
+  }
+  if (typeof like === 'boolean') return raw === 'true' ? true : raw === 'false' ? false : undefined;
+  return raw;
+}
+
+const PLACEHOLDER = /\$\{params\.([A-Za-z_][A-Za-z0-9_]*)\}/g;
+const WHOLE_PLACEHOLDER = /^\$\{params\.([A-Za-z_][A-Za-z0-9_]*)\}$/;
+
+/**
+ * Replace `${params.x}` in every string of `value` (structure unchanged, so error
+ * paths still point into the file). A string that is only a placeholder takes the
+ * param's type, so `priority: ${params.prio}` yields a number.
+ */
+export function paramsSubstitute(value: unknown, params: Record<string, ParamValue>, path: Path, problems: ParamProblem[]): unknown {
+  if (typeof value === 'string') {
+    const whole = WHOLE_PLACEHOLDER.exec(value);
+    if (whole) {
+      if (whole[1]! in params) return params[whole[1]!];
+    }
+    return value.replace(PLACEHOLDER, (m, name: string) => {
+      if (name in params) return String(params[name]);
+      problems.push({ path, message: `unknown param "${name}" in ${m}${didYouMean(name, Object.keys(params))}` });
+      return m;
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => paramsSubstitute(v, params, [...path, i], problems));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, paramsSubstitute(v, params, [...path, k], problems)]));
+  }
+  return value;
+}

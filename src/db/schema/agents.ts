@@ -1,0 +1,18 @@
+import { integer, jsonb, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+
+/** A registered agent. The claim reads its capabilities and budget from here. */
+export const agents = pgTable('agents', {
+  id: text('id').primaryKey(),
+  type: text('type').notNull(),
+  capabilities: text('capabilities').array().notNull().default(sql`'{}'::text[]`),
+  models: text('models').array().notNull().default(sql`'{}'::text[]`),
+  maxConcurrent: integer('max_concurrent').notNull().default(1),
+  budgetUsd: numeric('budget_usd', { precision: 14, scale: 6, mode: 'number' }),
+  spentUsd: numeric('spent_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+  /** active | draining | offline */
+  status: text('status').notNull().default('active'),
+  metadata: jsonb('metadata').notNull().default({}),
+  registeredAt: timestamp('registered_at', { withTimezone: true }).notNull().defaultNow(),
+  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }).notNull().defaultNow(),
+});

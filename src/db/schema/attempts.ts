@@ -1,0 +1,34 @@
+import { bigint, bigserial, index, integer, jsonb, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+
+/**
+ * One row per finished attempt, written when the attempt ends (completed, failed,
+ * reaped or released) so the hot path writes it once. The attempt in progress is on the task row.
+ */
+export const attempts = pgTable(
+  'attempts',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    taskId: text('task_id').notNull(),
+    dagId: text('dag_id').notNull(),
+    attempt: integer('attempt').notNull(),
+    fence: integer('fence').notNull(),
+    agentId: text('agent_id'),
+    /** completed | failed | released */
+    outcome: text('outcome').notNull(),
+    errorClass: text('error_class'),
+    errorMessage: text('error_message'),
+    startedAt: timestamp('started_at', { withTimezone: true }).notNull(),
+    endedAt: timestamp('ended_at', { withTimezone: true }).notNull().defaultNow(),
+    durationMs: integer('duration_ms').notNull(),
+    costUsd: numeric('cost_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    tokensIn: bigint('tokens_in', { mode: 'number' }).notNull().default(0),
+    tokensOut: bigint('tokens_out', { mode: 'number' }).notNull().default(0),
+    model: text('model'),
+    details: jsonb('details'),
+  },
+  (t) => [
+    uniqueIndex('attempts_task_fence_uq').on(t.taskId, t.fence),
+    index('attempts_dag_idx').on(t.dagId),
+    index('attempts_agent_idx').on(t.agentId),
+  ],
+);

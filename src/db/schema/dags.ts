@@ -1,0 +1,33 @@
+import { sql } from 'drizzle-orm';
+import { DAG_STATES } from '../../engine/state-machine.js';
+import { check, integer, jsonb, numeric, pgTable, text, timestamp, uniqueIndex, index } from 'drizzle-orm/pg-core';
+
+/** One submitted DAG. `tasks_open` counts tasks not yet COMPLETED or CANCELLED; it reaching 0 completes the DAG. */
+export const dags = pgTable(
+  'dags',
+  {
+    id: text('id').primaryKey(),
+    name: text('name').notNull(),
+    title: text('title'),
+    /** running | completed | blocked | cancelled — see src/engine/dag-status.ts */
+    status: text('status').notNull().default('running'),
+    blockedReason: text('blocked_reason'),
+    params: jsonb('params').notNull().default({}),
+    spec: jsonb('spec').notNull(),
+    sourceFile: text('source_file'),
+    budgetUsd: numeric('budget_usd', { precision: 14, scale: 6, mode: 'number' }),
+    spentUsd: numeric('spent_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    tasksTotal: integer('tasks_total').notNull().default(0),
+    tasksOpen: integer('tasks_open').notNull().default(0),
+    idempotencyKey: text('idempotency_key'),
+    createdBy: text('created_by').notNull().default('api'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    completedAt: timestamp('completed_at', { withTimezone: true }),
+  },
+  (t) => [
+    check('dags_status_ck', sql.raw(`status in (${DAG_STATES.map((s) => `'${s}'`).join(', ')})`)),
+    uniqueIndex('dags_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    index('dags_status_idx').on(t.status, t.createdAt),
+  ],
+);

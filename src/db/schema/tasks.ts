@@ -1,0 +1,73 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigint, check, doublePrecision, index, integer, jsonb, numeric, pgTable, real, smallint, text, timestamp, uniqueIndex,
+} from 'drizzle-orm/pg-core';
+import { dags } from './dags.js';
+import { TASK_STATES } from '../../engine/state-machine.js';
+
+/**
+ * One task of a DAG. `status` moves only through src/engine/state-machine.ts.
+ * `fence` is the fencing token: it grows on every claim, and every agent-side
+ * transition must present the value it got from its claim.
+ */
+export const tasks = pgTable(
+  'tasks',
+  {
+    id: text('id').primaryKey(),
+    dagId: text('dag_id').notNull().references(() => dags.id, { onDelete: 'cascade' }),
+    key: text('key').notNull(),
+    parentId: text('parent_id'),
+    type: text('type').notNull(),
+    title: text('title'),
+    status: text('status').notNull(),
+    spec: jsonb('spec').notNull(),
+    contextKeys: text('context_keys').array().notNull().default(sql`'{}'::text[]`),
+    requiredCapabilities: text('required_capabilities').array().notNull().default(sql`'{}'::text[]`),
+    maxCostUsd: numeric('max_cost_usd', { precision: 14, scale: 6, mode: 'number' }),
+    maxDurationSec: integer('max_duration_sec'),
+    priority: smallint('priority').notNull().default(50),
+    boostPerMinute: real('boost_per_minute').notNull().default(0),
+    /** What the claim orders by; equals `priority` until the priority refresher owns it. */
+    effectivePriority: doublePrecision('effective_priority').notNull().default(50),
+    deadline: timestamp('deadline', { withTimezone: true }),
+    /** Earliest time the task may become READY: its not_before, or its retry time after a failure. */
+    runAt: timestamp('run_at', { withTimezone: true }),
+    depsRemaining: integer('deps_remaining').notNull().default(0),
+    attempts: integer('attempts').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull().default(3),
+    retryPolicy: jsonb('retry_policy').notNull(),
+    idempotencyKey: text('idempotency_key'),
+    outputSpec: jsonb('output_spec'),
+    output: jsonb('output'),
+    tags: text('tags').array().notNull().default(sql`'{}'::text[]`),
+    claimedBy: text('claimed_by'),
+    fence: integer('fence').notNull().default(0),
+    claimedAt: timestamp('claimed_at', { withTimezone: true }),
+    startedAt: timestamp('started_at', { withTimezone: true }),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
+    progress: real('progress'),
+    progressMessage: text('progress_message'),
+    costUsd: numeric('cost_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    tokensIn: bigint('tokens_in', { mode: 'number' }).notNull().default(0),
+    tokensOut: bigint('tokens_out', { mode: 'number' }).notNull().default(0),
+    lastError: text('last_error'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    readyAt: timestamp('ready_at', { withTimezone: true }),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    completedAt: timestamp('completed_at', { withTimezone: true }),
+  },
+  (t) => [
+    check('tasks_status_ck', sql.raw(`status in (${TASK_STATES.map((s) => `'${s}'`).join(', ')})`)),
+    check('tasks_priority_ck', sql`${t.priority} between 0 and 100`),
+    uniqueIndex('tasks_dag_key_uq').on(t.dagId, t.key),
+    uniqueIndex('tasks_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    // The claim walks this index in order and stops after N matches: it never sorts.
+    index('tasks_ready_claim_idx').on(t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),
+    index('tasks_lease_idx').on(t.leaseExpiresAt).where(sql`${t.status} in ('claimed', 'running')`),
+    index('tasks_run_at_idx').on(t.runAt).where(sql`${t.status} in ('retrying', 'pending')`),
+    index('tasks_status_idx').on(t.status),
+    index('tasks_dag_idx').on(t.dagId),
+    index('tasks_parent_idx').on(t.parentId).where(sql`${t.parentId} is not null`),
+  ],
+);

@@ -1,0 +1,71 @@
+import { IllegalTransitionError } from '../errors.js';
+
+/**
+ * The task state machine, defined once. Every UPDATE that changes `tasks.status`
+ * takes its guard (`status = any(from)`) from here, so an illegal transition
+ * changes no row and is reported by `assertTransition`.
+ */
+export const TASK_STATES = [
+  'created', // inserted; the same transaction moves it on
+  'pending', // waiting on dependencies (or on its not_before time)
+  'ready', // claimable
+  'claimed', // leased by an agent, not yet started
+  'running', // started, kept alive by heartbeats
+  'validating', // output submitted, validation in progress
+  'completed',
+  'failed', // transient: the retry policy moves it on in the same transaction
+  'retrying', // waiting for run_at, then promoted to ready
+  'dead_lettered', // waiting for a human
+  'cancelled',
+] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+
+export const TERMINAL_STATES: readonly TaskState[] = ['completed', 'cancelled'];
+/** States in which an agent holds the task under a lease and a fencing token. */
+export const LEASED_STATES: readonly TaskState[] = ['claimed', 'running', 'validating'];
+
+interface TransitionDef {
+  from: readonly TaskState[];
+  to: readonly TaskState[];
+  /** Who performs it: documents which component moves a task out of each state. */
+  by: string;
+}
+
+export const TRANSITIONS = {
+  activate: { from: ['created'], to: ['pending', 'ready'], by: 'submit / spawn' },
+  unblock: { from: ['pending'], to: ['ready'], by: 'completion of the last upstream task; promoter for not_before' },
+  claim: { from: ['ready'], to: ['claimed'], by: 'agent claim' },
+  start: { from: ['claimed'], to: ['running'], by: 'agent' },
+  heartbeat: { from: ['claimed', 'running'], to: ['claimed', 'running'], by: 'agent' },
+  submitOutput: { from: ['claimed', 'running'], to: ['validating'], by: 'agent (when output validation is declared)' },
+  complete: { from: ['claimed', 'running', 'validating'], to: ['completed'], by: 'agent / validation' },
+  fail: { from: ['claimed', 'running', 'validating'], to: ['failed'], by: 'agent, reaper' },
+  release: { from: ['claimed', 'running'], to: ['ready'], by: 'agent shutdown (no attempt consumed)' },
+  scheduleRetry: { from: ['failed'], to: ['retrying', 'ready'], by: 'retry policy, same transaction as fail' },
+  deadLetter: { from: ['failed'], to: ['dead_lettered'], by: 'retry policy, same transaction as fail' },
+  promote: { from: ['retrying', 'pending'], to: ['ready'], by: 'promoter (run_at reached)' },
+  dlqRetry: { from: ['dead_lettered'], to: ['ready', 'pending'], by: 'human (dlq retry)' },
+  cancel: {
+    from: ['created', 'pending', 'ready', 'claimed', 'running', 'validating', 'failed', 'retrying', 'dead_lettered'],
+    to: ['cancelled'],
+    by: 'human, or cascade from a cancelled upstream',
+  },
+} as const satisfies Record<string, TransitionDef>;
+export type Transition = keyof typeof TRANSITIONS;
+
+export function fromStates(t: Transition): readonly TaskState[] {
+  return TRANSITIONS[t].from;
+}
+
+export function canTransition(t: Transition, from: TaskState): boolean {
+  return (TRANSITIONS[t].from as readonly string[]).includes(from);
+}
+
+export function assertTransition(taskId: string, t: Transition, actual: string): void {
+  if (!(TRANSITIONS[t].from as readonly string[]).includes(actual)) {
+    throw new IllegalTransitionError(taskId, t, actual, TRANSITIONS[t].from);
+  }
+}
+
+export const DAG_STATES = ['running', 'completed', 'blocked', 'cancelled'] as const;
+export type DagState = (typeof DAG_STATES)[number];
