@@ -40,6 +40,7 @@ CREATE TABLE "tasks" (
 	"deps_remaining" integer DEFAULT 0 NOT NULL,
 	"attempts" integer DEFAULT 0 NOT NULL,
 	"max_attempts" integer DEFAULT 3 NOT NULL,
+	"attempts_reset_fence" integer DEFAULT 0 NOT NULL,
 	"retry_policy" jsonb NOT NULL,
 	"idempotency_key" text,
 	"output_spec" jsonb,

@@ -1,6 +1,5 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase, type NodePgQueryResultHKT } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { PgDatabase } from 'drizzle-orm/pg-core';
@@ -81,9 +80,3 @@ export async function migrationsApply(pool: pg.Pool): Promise<void> {
 export function withTx<T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> {
   return db.transaction((tx) => fn(tx as unknown as Db));
 }
-
-/** Serialize every mutation of one DAG's graph for the rest of the transaction. */
-export async function dagLockAcquire(tx: Db, dagId: string): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(${DAG_LOCK_NAMESPACE}, hashtext(${dagId}))`);
-}
-const DAG_LOCK_NAMESPACE = 0x646167;

@@ -35,6 +35,8 @@ export const tasks = pgTable(
     depsRemaining: integer('deps_remaining').notNull().default(0),
     attempts: integer('attempts').notNull().default(0),
     maxAttempts: integer('max_attempts').notNull().default(3),
+    /** Fence at the last `dlq retry --reset-attempts`: failures before it no longer count toward retries or poison pills. */
+    attemptsResetFence: integer('attempts_reset_fence').notNull().default(0),
     retryPolicy: jsonb('retry_policy').notNull(),
     idempotencyKey: text('idempotency_key'),
     outputSpec: jsonb('output_spec'),

@@ -1,0 +1,63 @@
+import { asc, eq, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { agents } from '../schema/index.js';
+
+export type AgentRow = typeof agents.$inferSelect;
+
+export interface AgentRegistration {
+  id: string;
+  type: string;
+  capabilities: string[];
+  models?: string[];
+  maxConcurrent?: number;
+  budgetUsd?: number | null;
+  metadata?: Record<string, unknown>;
+}
+
+/** Register, or re-register after a restart: capabilities and limits are replaced, spend is kept. */
+export async function agentUpsert(db: Db, a: AgentRegistration): Promise<AgentRow> {
+  const values = {
+    id: a.id,
+    type: a.type,
+    capabilities: [...new Set(a.capabilities)].sort(),
+    models: a.models ?? [],
+    maxConcurrent: a.maxConcurrent ?? 1,
+    budgetUsd: a.budgetUsd ?? null,
+    metadata: a.metadata ?? {},
+    status: 'active',
+  };
+  const [row] = await db
+    .insert(agents)
+    .values(values)
+    .onConflictDoUpdate({ target: agents.id, set: { ...values, heartbeatAt: sql`now()` } })
+    .returning();
+  return row!;
+}
+
+export async function agentGet(db: Db, id: string): Promise<AgentRow | undefined> {
+  const [row] = await db.select().from(agents).where(eq(agents.id, id));
+  return row;
+}
+
+export function agentList(db: Db) {
+  return db.select().from(agents).orderBy(asc(agents.id));
+}
+
+export async function agentHeartbeat(db: Db, id: string): Promise<boolean> {
+  const r = await db.update(agents).set({ heartbeatAt: sql`now()` }).where(eq(agents.id, id)).returning({ id: agents.id });
+  return r.length > 0;
+}
+
+export async function agentStatusSet(db: Db, id: string, status: 'active' | 'draining' | 'offline'): Promise<void> {
+  await db.update(agents).set({ status }).where(eq(agents.id, id));
+}
+
+/** Mark agents whose heartbeats stopped more than `staleSec` ago offline; their tasks are left to the reaper. */
+export async function agentMarkStaleOffline(db: Db, staleSec: number): Promise<string[]> {
+  const r = await db
+    .update(agents)
+    .set({ status: 'offline' })
+    .where(sql`${agents.status} <> 'offline' and ${agents.heartbeatAt} < now() - make_interval(secs => ${staleSec})`)
+    .returning({ id: agents.id });
+  return r.map((x) => x.id);
+}

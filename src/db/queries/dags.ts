@@ -1,0 +1,86 @@
+import { and, desc, eq, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { dags } from '../schema/index.js';
+import { rowsOf, textArray } from './run.js';
+
+export type DagRow = typeof dags.$inferSelect;
+export type DagInsert = typeof dags.$inferInsert;
+
+export async function dagInsert(db: Db, row: DagInsert): Promise<void> {
+  await db.insert(dags).values(row);
+}
+
+export async function dagGet(db: Db, id: string): Promise<DagRow | undefined> {
+  const [row] = await db.select().from(dags).where(eq(dags.id, id));
+  return row;
+}
+
+export async function dagFindByIdempotencyKey(db: Db, key: string): Promise<DagRow | undefined> {
+  const [row] = await db.select().from(dags).where(eq(dags.idempotencyKey, key));
+  return row;
+}
+
+export function dagList(db: Db, filter: { status?: string; limit?: number } = {}) {
+  return db.select().from(dags).where(filter.status ? eq(dags.status, filter.status) : undefined)
+    .orderBy(desc(dags.createdAt)).limit(filter.limit ?? 100);
+}
+
+/**
+ * Serialize every mutation of one DAG's graph until the transaction ends, so two
+ * transactions adding edges can never together close a cycle.
+ */
+export async function dagLockGraph(db: Db, dagId: string): Promise<void> {
+  await db.execute(sql`select pg_advisory_xact_lock(${DAG_LOCK_NAMESPACE}, hashtext(${dagId}))`);
+}
+// Arbitrary constant ('dag' in ASCII): the first key of the two-key advisory lock space for DAG graphs.
+const DAG_LOCK_NAMESPACE = 0x646167;
+
+/** Grow a DAG by `n` tasks (spawned at runtime). */
+export async function dagTasksAdd(db: Db, dagId: string, n: number): Promise<void> {
+  await db.update(dags).set({ tasksTotal: sql`${dags.tasksTotal} + ${n}`, tasksOpen: sql`${dags.tasksOpen} + ${n}`, updatedAt: sql`now()` })
+    .where(eq(dags.id, dagId));
+}
+
+/** Count tasks out of a DAG that were cancelled (completion counts itself down in its own statement). */
+export async function dagTasksClosed(db: Db, counts: Map<string, number>): Promise<void> {
+  for (const [dagId, n] of counts) {
+    await db.update(dags).set({ tasksOpen: sql`${dags.tasksOpen} - ${n}`, updatedAt: sql`now()` }).where(eq(dags.id, dagId));
+  }
+}
+
+export async function dagMarkCancelled(db: Db, dagId: string): Promise<boolean> {
+  const r = await db.update(dags).set({ status: 'cancelled', completedAt: sql`now()`, updatedAt: sql`now()`, blockedReason: null })
+    .where(and(eq(dags.id, dagId), sql`${dags.status} in ('running', 'blocked')`)).returning({ id: dags.id });
+  return r.length > 0;
+}
+
+/**
+ * Re-derive the status of DAGs after a dead letter, a resolution or a cancel:
+ * completed when nothing is open, blocked (with the oldest open dead letter as
+ * the reason) while a dead letter is unresolved, else running. Cancelled stays cancelled.
+ */
+export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<Array<{ id: string; status: string }>> {
+  return rowsOf(db, sql`
+    with derived as (
+      select d.id,
+        case when d.status = 'cancelled' then 'cancelled'
+             when d.tasks_open = 0 then 'completed'
+             when x.reason is not null then 'blocked'
+             else 'running' end as status,
+        x.reason
+      from dags d
+      left join lateral (
+        select 'task ' || t.key || ' dead-lettered: ' || l.reason as reason
+        from dead_letters l join tasks t on t.id = l.task_id
+        where l.dag_id = d.id and l.resolution is null
+        order by l.created_at limit 1
+      ) x on true
+      where d.id = any(${textArray(dagIds)})
+    )
+    update dags d set status = v.status,
+      blocked_reason = case when v.status = 'blocked' then v.reason end,
+      completed_at = case when v.status in ('completed', 'cancelled') then coalesce(d.completed_at, now()) end,
+      updated_at = now()
+    from derived v where d.id = v.id
+    returning d.id, d.status`);
+}

@@ -1,0 +1,57 @@
+import { and, desc, eq, isNull, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { attempts, deadLetters, tasks } from '../schema/index.js';
+
+export type DeadLetterRow = typeof deadLetters.$inferSelect;
+
+/** Open a dead-letter entry that snapshots the task's whole attempt history and total cost. */
+export async function deadLetterInsert(
+  db: Db, e: { id: string; taskId: string; dagId: string; reason: string; errorClass: string; poisonPill: boolean; attempts: number },
+): Promise<void> {
+  await db.execute(sql`
+    insert into dead_letters (id, task_id, dag_id, reason, error_class, poison_pill, attempts, history, total_cost_usd)
+    select ${e.id}, ${e.taskId}, ${e.dagId}, ${e.reason}, ${e.errorClass}, ${e.poisonPill}, ${e.attempts},
+      coalesce(jsonb_agg(jsonb_build_object(
+        'attempt', a.attempt, 'fence', a.fence, 'agent', a.agent_id, 'outcome', a.outcome,
+        'error_class', a.error_class, 'error', a.error_message, 'started_at', a.started_at, 'ended_at', a.ended_at,
+        'duration_ms', a.duration_ms, 'cost_usd', a.cost_usd, 'model', a.model, 'details', a.details
+      ) order by a.id), '[]'::jsonb),
+      coalesce(sum(a.cost_usd), 0)
+    from ${attempts} a where a.task_id = ${e.taskId}`);
+}
+
+export interface DeadLetterListItem extends DeadLetterRow { taskKey: string; taskType: string }
+
+export function deadLetterList(db: Db, filter: { open?: boolean; dagId?: string; limit?: number } = {}) {
+  return db
+    .select({ entry: deadLetters, taskKey: tasks.key, taskType: tasks.type })
+    .from(deadLetters)
+    .innerJoin(tasks, eq(tasks.id, deadLetters.taskId))
+    .where(and(filter.open === false ? undefined : isNull(deadLetters.resolution), filter.dagId ? eq(deadLetters.dagId, filter.dagId) : undefined))
+    .orderBy(desc(deadLetters.createdAt))
+    .limit(filter.limit ?? 200);
+}
+
+export async function deadLetterGet(db: Db, id: string): Promise<DeadLetterRow | undefined> {
+  const [row] = await db.select().from(deadLetters).where(eq(deadLetters.id, id));
+  return row;
+}
+
+/** Record a human's resolution; only an open entry can be resolved (returns false otherwise). */
+export async function deadLetterResolve(
+  db: Db, id: string, resolution: 'retried' | 'cancelled', by: string, note: string | null,
+): Promise<boolean> {
+  const r = await db.update(deadLetters)
+    .set({ resolution, resolvedAt: sql`now()`, resolvedBy: by, resolvedNote: note })
+    .where(and(eq(deadLetters.id, id), isNull(deadLetters.resolution)))
+    .returning({ id: deadLetters.id });
+  return r.length > 0;
+}
+
+/** Close the open entries of tasks that were cancelled some other way (task or DAG cancel). */
+export async function deadLetterResolveForTasks(db: Db, taskIds: string[], by: string, note: string): Promise<void> {
+  if (taskIds.length === 0) return;
+  await db.update(deadLetters)
+    .set({ resolution: 'cancelled', resolvedAt: sql`now()`, resolvedBy: by, resolvedNote: note })
+    .where(and(isNull(deadLetters.resolution), sql`${deadLetters.taskId} = any(${sql.param(taskIds)}::text[])`));
+}

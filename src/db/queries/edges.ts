@@ -1,0 +1,50 @@
+import { eq, sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { edges } from '../schema/index.js';
+
+export interface EdgeRow { dagId: string; upstreamId: string; downstreamId: string }
+
+export async function edgeInsertMany(db: Db, rows: EdgeRow[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += 5000) await db.insert(edges).values(rows.slice(i, i + 5000)).onConflictDoNothing();
+}
+
+/** Every edge of a DAG, as task keys: what the cycle check loads under the DAG's lock. */
+export function edgeListForDag(db: Db, dagId: string) {
+  const up = sql`(select key from tasks where id = ${edges.upstreamId})`;
+  const down = sql`(select key from tasks where id = ${edges.downstreamId})`;
+  return db
+    .select({ upstreamId: edges.upstreamId, downstreamId: edges.downstreamId, upstreamKey: sql<string>`${up}`, downstreamKey: sql<string>`${down}` })
+    .from(edges)
+    .where(eq(edges.dagId, dagId));
+}
+
+/**
+ * The unblock step, as CTEs to splice into a statement that completed tasks:
+ * given a CTE `done(id)`, decrement each dependent's counter once per completed
+ * upstream (grouped, so one batch completing two parents counts two) and move it
+ * to READY when the counter reaches zero and its run_at has passed. Concurrent
+ * completions of two parents are safe: the UPDATE re-reads the latest row version.
+ * Defines `unblocked(id, status)`.
+ */
+export function edgeUnblockDependentsCtes(doneCte: SQL): SQL {
+  return sql`
+  dep_counts as (
+    select e.downstream_id as id, count(*)::int as n
+    from edges e join ${doneCte} d on d.id = e.upstream_id
+    group by e.downstream_id
+  ),
+  unblocked as (
+    update tasks t set
+      deps_remaining = t.deps_remaining - c.n,
+      status = case when t.deps_remaining - c.n = 0 and (t.run_at is null or t.run_at <= now()) then 'ready' else t.status end,
+      ready_at = case when t.deps_remaining - c.n = 0 and (t.run_at is null or t.run_at <= now()) then now() else t.ready_at end,
+      updated_at = now()
+    from dep_counts c
+    where t.id = c.id and t.status = 'pending'
+    returning t.id, t.status
+  )`;
+}
+
+export function edgeDownstreamIds(db: Db, taskId: string) {
+  return db.select({ id: edges.downstreamId }).from(edges).where(eq(edges.upstreamId, taskId));
+}

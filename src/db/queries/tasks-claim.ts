@@ -1,0 +1,75 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { fromStates } from '../../engine/state-machine.js';
+import { rowsOf, dateOf } from './run.js';
+
+export interface ClaimedRow {
+  id: string;
+  dagId: string;
+  key: string;
+  type: string;
+  title: string | null;
+  spec: Record<string, unknown>;
+  fence: number;
+  attempt: number;
+  maxAttempts: number;
+  maxDurationSec: number | null;
+  maxCostUsd: number | null;
+  outputSpec: Record<string, unknown> | null;
+  leaseExpiresAt: Date;
+  /** Outputs of the upstream tasks named in the task's context refs, by task key. */
+  upstreamOutputs: Record<string, unknown>;
+}
+
+/**
+ * Claim up to `limit` READY tasks for one agent, in one statement.
+ *
+ * The candidate CTE walks tasks_ready_claim_idx in (effective_priority, ready_at)
+ * order and stops at `limit` rows it could lock, skipping rows other claimers hold
+ * (SKIP LOCKED). It is a CTE joined by the UPDATE, never `WHERE id IN (SELECT …
+ * LIMIT n FOR UPDATE SKIP LOCKED)`: Postgres may re-run such a subquery and claim
+ * more than `limit` rows. Only tasks whose required capabilities are a subset of
+ * the agent's and whose max cost fits its remaining budget are candidates.
+ * Each claim bumps the fencing token and starts the claim lease.
+ */
+export async function taskClaimReady(db: Db, agentId: string, limit: number, claimTtlSec: number): Promise<ClaimedRow[]> {
+  const rows = await rowsOf<Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string }>(db, sql`
+    with agent as (
+      select id, capabilities,
+             coalesce(budget_usd - spent_usd, 'Infinity'::numeric) as remaining
+      from agents where id = ${agentId} and status = 'active'
+    ),
+    candidates as (
+      select t.id
+      from tasks t, agent a
+      where t.status = ${fromStates('claim')[0]}
+        and t.required_capabilities <@ a.capabilities
+        and coalesce(t.max_cost_usd, 0) <= a.remaining
+      order by t.effective_priority, t.ready_at, t.id
+      limit ${limit}
+      for update of t skip locked
+    )
+    update tasks t set
+      status = 'claimed',
+      claimed_by = ${agentId},
+      claimed_at = now(),
+      started_at = null,
+      heartbeat_at = null,
+      progress = null,
+      progress_message = null,
+      fence = t.fence + 1,
+      attempts = t.attempts + 1,
+      lease_expires_at = now() + make_interval(secs => ${claimTtlSec}),
+      updated_at = now()
+    from candidates c
+    where t.id = c.id
+    returning
+      t.id, t.dag_id as "dagId", t.key, t.type, t.title, t.spec, t.fence, t.attempts as "attempt",
+      t.max_attempts as "maxAttempts", t.max_duration_sec as "maxDurationSec", t.max_cost_usd::float8 as "maxCostUsd",
+      t.output_spec as "outputSpec", t.lease_expires_at as "leaseExpiresAt",
+      case when cardinality(t.context_keys) = 0 then '{}'::jsonb else (
+        select coalesce(jsonb_object_agg(u.key, u.output), '{}'::jsonb)
+        from tasks u where u.dag_id = t.dag_id and u.key = any(t.context_keys)
+      ) end as "upstreamOutputs"`);
+  return rows.map((r) => ({ ...r, leaseExpiresAt: dateOf(r.leaseExpiresAt)! }));
+}

@@ -1,0 +1,86 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { fromStates } from '../../engine/state-machine.js';
+import { edgeUnblockDependentsCtes } from './edges.js';
+import { READY_CHANNEL, rowsOf, textArray } from './run.js';
+
+export interface CompletionInput {
+  id: string;
+  fence: number;
+  output: unknown;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  model?: string | null;
+}
+
+export interface CompletionResult {
+  /** Ids that were completed; the others were refused (stale token or wrong state). */
+  completed: string[];
+  /** How many dependents became READY. */
+  unblocked: number;
+  /** DAGs whose last open task this batch completed. */
+  dagsCompleted: string[];
+}
+
+/**
+ * Complete a batch of tasks in one statement: store outputs, record the attempts,
+ * unblock dependents, settle cost on the DAG (and the agent), count the DAG down
+ * and complete it at zero, and NOTIFY once if anything became READY. Each row is
+ * guarded by its fencing token and state, so a zombie's completion changes nothing.
+ */
+export async function taskCompleteMany(db: Db, items: CompletionInput[]): Promise<CompletionResult> {
+  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [] };
+  const input = JSON.stringify(items.map((i) => ({
+    id: i.id, fence: i.fence, output: i.output ?? null,
+    cost_usd: i.costUsd ?? 0, tokens_in: i.tokensIn ?? 0, tokens_out: i.tokensOut ?? 0, model: i.model ?? null,
+  })));
+  const [r] = await rowsOf<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, sql`
+    with input as (
+      select * from jsonb_to_recordset(${input}::jsonb)
+        as x(id text, fence int, output jsonb, cost_usd numeric, tokens_in bigint, tokens_out bigint, model text)
+    ),
+    done as (
+      update tasks t set
+        status = 'completed', output = i.output, completed_at = now(), updated_at = now(),
+        lease_expires_at = null, last_error = null,
+        cost_usd = t.cost_usd + i.cost_usd, tokens_in = t.tokens_in + i.tokens_in, tokens_out = t.tokens_out + i.tokens_out
+      from input i
+      where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(fromStates('complete'))})
+      returning t.id, t.dag_id, t.fence, t.attempts, t.claimed_by, t.claimed_at, i.cost_usd, i.tokens_in, i.tokens_out, i.model
+    ),
+    recorded as (
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model)
+      select id, dag_id, attempts, fence, claimed_by, 'completed', claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int, cost_usd, tokens_in, tokens_out, model
+      from done
+    ),
+    ${edgeUnblockDependentsCtes(sql`done`)},
+    per_dag as (select dag_id, count(*)::int as n, sum(cost_usd) as cost from done group by dag_id),
+    dag_update as (
+      update dags g set
+        tasks_open = g.tasks_open - p.n,
+        spent_usd = g.spent_usd + p.cost,
+        status = case when g.tasks_open - p.n = 0 and g.status = 'running' then 'completed' else g.status end,
+        completed_at = case when g.tasks_open - p.n = 0 and g.status = 'running' then now() else g.completed_at end,
+        updated_at = now()
+      from per_dag p where g.id = p.dag_id
+      returning g.id, g.status, g.tasks_open
+    ),
+    agent_spend as (
+      update agents a set spent_usd = a.spent_usd + s.cost
+      from (select claimed_by, sum(cost_usd) as cost from done where cost_usd > 0 group by claimed_by) s
+      where a.id = s.claimed_by
+    ),
+    dag_events as (
+      insert into events (type, dag_id) select 'dag.completed', id from dag_update where tasks_open = 0 and status = 'completed'
+    ),
+    woke as (
+      select pg_notify(${READY_CHANNEL}, '') from (select 1 from unblocked where status = 'ready' limit 1) x
+    )
+    select
+      (select array_agg(id) from done) as completed,
+      (select count(*)::int from unblocked where status = 'ready') + (select count(*)::int * 0 from woke) as unblocked,
+      (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed`);
+  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [] };
+}

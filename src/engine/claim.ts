@@ -1,0 +1,76 @@
+import type { Db } from '../db/connection.js';
+import { agentGet } from '../db/queries/agents.js';
+import { taskClaimReady } from '../db/queries/tasks-claim.js';
+import { LEASE_DEFAULTS } from '../config/index.js';
+import type { TaskBody } from '../dag/spec.js';
+import { NotFoundError, InvalidInputError } from '../errors.js';
+import { modelsForAttempt } from './retry-policy.js';
+
+/** A task as an agent receives it from a claim. */
+export interface ClaimedTask {
+  id: string;
+  dagId: string;
+  key: string;
+  type: string;
+  title: string | null;
+  /** The fencing token: present it to start, heartbeat, complete, fail and release. */
+  fence: number;
+  attempt: number;
+  maxAttempts: number;
+  leaseExpiresAt: Date;
+  spec: TaskBody;
+  /** Models to use on this attempt: the fallback models from retry 2 on, when given. */
+  models: string[];
+  /** Upstream outputs named by the task's context refs, keyed by the ref (`plan`, `plan.outline`). */
+  inputs: Record<string, unknown>;
+  maxDurationSec: number | null;
+  maxCostUsd: number | null;
+  outputSpec: Record<string, unknown> | null;
+}
+
+export interface ClaimOptions {
+  /** Most tasks to claim. Default 1. */
+  limit?: number;
+  /** Seconds the agent has to start a claimed task. Default LEASE_DEFAULTS.claimTtlSec. */
+  claimTtlSec?: number;
+}
+
+/** Claim up to `limit` tasks the agent is capable of and can afford, most urgent first. */
+export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}): Promise<ClaimedTask[]> {
+  const limit = opts.limit ?? 1;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new InvalidInputError(`claim limit must be 1..1000, got ${limit}`);
+  const rows = await taskClaimReady(db, agentId, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec);
+  if (rows.length === 0 && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
+  return rows.map((r) => {
+    const spec = r.spec as unknown as TaskBody;
+    return {
+      id: r.id,
+      dagId: r.dagId,
+      key: r.key,
+      type: r.type,
+      title: r.title,
+      fence: r.fence,
+      attempt: r.attempt,
+      maxAttempts: r.maxAttempts,
+      leaseExpiresAt: r.leaseExpiresAt,
+      spec,
+      models: modelsForAttempt(spec, r.attempt),
+      inputs: contextResolve(spec.context, r.upstreamOutputs),
+      maxDurationSec: r.maxDurationSec,
+      maxCostUsd: r.maxCostUsd,
+      outputSpec: r.outputSpec,
+    };
+  });
+}
+
+/** `plan` → plan's whole output; `plan.outline.title` → that path inside it (undefined if absent). */
+export function contextResolve(refs: string[], outputs: Record<string, unknown>): Record<string, unknown> {
+  const inputs: Record<string, unknown> = {};
+  for (const ref of refs) {
+    const [key, ...path] = ref.split('.');
+    let v: unknown = outputs[key!];
+    for (const p of path) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[p] : undefined;
+    inputs[ref] = v;
+  }
+  return inputs;
+}

@@ -1,0 +1,46 @@
+import { withTx, type Db } from '../db/connection.js';
+import { dagGet, dagLockGraph } from '../db/queries/dags.js';
+import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
+import { eventInsertMany } from '../db/queries/events.js';
+import { taskDepsAdd, taskListForDag } from '../db/queries/tasks.js';
+import { InvalidInputError, NotFoundError } from '../errors.js';
+import { graphCheckAcyclic } from './graph-check.js';
+
+export interface EdgeByKey { upstream: string; downstream: string }
+
+/**
+ * Add dependency edges to an existing DAG. Under the DAG's graph lock, the
+ * current graph is loaded and checked with the new edges, so concurrent callers
+ * can never together create a cycle. A downstream task must not have started;
+ * its dependency counter grows by each new upstream that has not completed.
+ */
+export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Promise<void> {
+  await withTx(db, async (tx) => {
+    if (!(await dagGet(tx, dagId))) throw new NotFoundError('DAG', dagId);
+    await dagLockGraph(tx, dagId);
+    const taskRows = await taskListForDag(tx, dagId);
+    const byKey = new Map(taskRows.map((t) => [t.key, t]));
+    for (const e of add) {
+      for (const k of [e.upstream, e.downstream]) if (!byKey.has(k)) throw new NotFoundError(`task in DAG ${dagId}`, k);
+      const down = byKey.get(e.downstream)!;
+      if (!['created', 'pending'].includes(down.status) && byKey.get(e.upstream)!.status !== 'completed') {
+        throw new InvalidInputError(`cannot make ${e.downstream} (${down.status}) wait for ${e.upstream}: it is no longer pending`);
+      }
+    }
+    const existing = await edgeListForDag(tx, dagId);
+    graphCheckAcyclic(
+      [...byKey.keys()],
+      [...existing.map((e) => [e.upstreamKey, e.downstreamKey] as const), ...add.map((e) => [e.upstream, e.downstream] as const)],
+    );
+    const fresh = add.filter((e) => !existing.some((x) => x.upstreamKey === e.upstream && x.downstreamKey === e.downstream));
+    await edgeInsertMany(tx, fresh.map((e) => ({ dagId, upstreamId: byKey.get(e.upstream)!.id, downstreamId: byKey.get(e.downstream)!.id })));
+    const waits = new Map<string, number>();
+    for (const e of fresh) {
+      if (byKey.get(e.upstream)!.status === 'completed') continue;
+      const id = byKey.get(e.downstream)!.id;
+      waits.set(id, (waits.get(id) ?? 0) + 1);
+    }
+    for (const [id, n] of waits) await taskDepsAdd(tx, id, n);
+    await eventInsertMany(tx, [{ type: 'dag.edges_added', dagId, data: { edges: fresh } }]);
+  });
+}

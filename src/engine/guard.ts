@@ -1,0 +1,18 @@
+import type { Db } from '../db/connection.js';
+import { taskGet } from '../db/queries/tasks.js';
+import { LeaseLostError, NotFoundError } from '../errors.js';
+import { LEASED_STATES, assertTransition, type TaskState, type Transition } from './state-machine.js';
+
+/**
+ * A guarded UPDATE changed nothing: say why. A caller whose token is stale, or
+ * whose task is no longer leased, has lost its lease; otherwise the transition is illegal.
+ */
+export async function guardExplain(db: Db, taskId: string, fence: number, transition: Transition): Promise<never> {
+  const task = await taskGet(db, taskId);
+  if (!task) throw new NotFoundError('task', taskId);
+  if (task.fence !== fence || !LEASED_STATES.includes(task.status as TaskState)) {
+    throw new LeaseLostError(taskId, fence, task.fence, task.status);
+  }
+  assertTransition(taskId, transition, task.status);
+  throw new Error(`task ${taskId}: ${transition} refused for an unknown reason (status ${task.status})`);
+}

@@ -1,0 +1,122 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../db/connection.js';
+import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../db/queries/dags.js';
+import { edgeInsertMany } from '../db/queries/edges.js';
+import { eventInsertMany } from '../db/queries/events.js';
+import { taskActivateCreated, taskInsertMany, type TaskInsert } from '../db/queries/tasks.js';
+import type { Instant } from '../dag/durations.js';
+import type { DagSpec, TaskSpec } from '../dag/spec.js';
+import { ConflictError, InvalidInputError } from '../errors.js';
+import { newDagId, newTaskId } from '../ids.js';
+import { graphCheckAcyclic } from './graph-check.js';
+
+export interface SubmitOptions {
+  /** Who created the DAGs: `cli`, `api`, `cron:<name>`, `agent:<id>`. Default `api`. */
+  createdBy?: string;
+  log?: Logger;
+}
+
+export interface SubmitResult {
+  dagId: string;
+  name: string;
+  tasks: number;
+  /** False when a DAG with the same idempotency key already existed (its id is returned). */
+  created: boolean;
+}
+
+/** Create DAGs in one transaction: all of them or none. */
+export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = {}): Promise<SubmitResult[]> {
+  try {
+    const results = await withTx(db, async (tx) => {
+      const out: SubmitResult[] = [];
+      for (const spec of specs) out.push(await dagInsertOne(tx, spec, opts.createdBy ?? 'api'));
+      return out;
+    });
+    for (const r of results) opts.log?.info({ dagId: r.dagId, name: r.name, tasks: r.tasks, created: r.created }, 'dag submitted');
+    return results;
+  } catch (e) {
+    throw uniqueViolationExplain(e);
+  }
+}
+
+async function dagInsertOne(tx: Db, spec: DagSpec, createdBy: string): Promise<SubmitResult> {
+  if (spec.idempotencyKey) {
+    const existing = await dagFindByIdempotencyKey(tx, spec.idempotencyKey);
+    if (existing) return { dagId: existing.id, name: existing.name, tasks: existing.tasksTotal, created: false };
+  }
+  const keys = new Set(spec.tasks.map((t) => t.key));
+  if (keys.size !== spec.tasks.length) throw new InvalidInputError(`DAG ${spec.name}: task keys must be unique`);
+  for (const t of spec.tasks) {
+    for (const d of t.dependsOn) if (!keys.has(d)) throw new InvalidInputError(`DAG ${spec.name}: task ${t.key} depends on unknown task ${d}`);
+  }
+  const dagId = newDagId();
+  await dagInsert(tx, {
+    id: dagId,
+    name: spec.name,
+    title: spec.title,
+    params: spec.params,
+    spec: { description: spec.description ?? null },
+    sourceFile: spec.sourceFile,
+    budgetUsd: spec.budgetUsd,
+    tasksTotal: spec.tasks.length,
+    tasksOpen: spec.tasks.length,
+    idempotencyKey: spec.idempotencyKey,
+    createdBy,
+  });
+  await dagLockGraph(tx, dagId);
+  const idByKey = new Map(spec.tasks.map((t) => [t.key, newTaskId()]));
+  await taskInsertMany(tx, spec.tasks.map((t) => taskRow(t, dagId, idByKey.get(t.key)!)));
+  const edgeKeys = spec.tasks.flatMap((t) => t.dependsOn.map((d) => [d, t.key] as const));
+  graphCheckAcyclic([...keys], edgeKeys, `DAG ${spec.name}: `);
+  await edgeInsertMany(tx, edgeKeys.map(([u, v]) => ({ dagId, upstreamId: idByKey.get(u)!, downstreamId: idByKey.get(v)! })));
+  await taskActivateCreated(tx, dagId);
+  await eventInsertMany(tx, [{ type: 'dag.submitted', dagId, data: { name: spec.name, tasks: spec.tasks.length, createdBy, sourceFile: spec.sourceFile } }]);
+  return { dagId, name: spec.name, tasks: spec.tasks.length, created: true };
+}
+
+/** The row of a new task, in state `created`; `parentId` is set for tasks spawned at runtime. */
+export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: string): TaskInsert {
+  return {
+    id,
+    dagId,
+    key: t.key,
+    parentId,
+    type: t.type,
+    title: t.title,
+    status: 'created',
+    spec: t.body,
+    contextKeys: [...new Set(t.body.context.map((ref) => ref.split('.')[0]!))],
+    requiredCapabilities: t.requiredCapabilities,
+    maxCostUsd: t.maxCostUsd,
+    maxDurationSec: t.maxDurationSec,
+    priority: t.priority,
+    boostPerMinute: t.boostPerMinute,
+    effectivePriority: t.priority,
+    deadline: instantSql(t.deadline) as unknown as Date,
+    runAt: instantSql(t.notBefore) as unknown as Date,
+    depsRemaining: t.dependsOn.length,
+    maxAttempts: t.maxAttempts,
+    retryPolicy: t.retry,
+    idempotencyKey: t.idempotencyKey,
+    outputSpec: t.output,
+    tags: t.tags,
+  };
+}
+
+/** Relative instants are resolved by the database clock at insert, never the process clock. */
+function instantSql(i: Instant | undefined): SQL | undefined {
+  if (!i) return undefined;
+  return 'at' in i ? sql`${i.at}::timestamptz` : sql`now() + make_interval(secs => ${i.inSeconds})`;
+}
+
+function uniqueViolationExplain(e: unknown): unknown {
+  const err = e as { code?: string; constraint?: string; detail?: string };
+  if (err?.code === '23505' && err.constraint === 'tasks_idempotency_key_uq') {
+    return new ConflictError(`task idempotency key already used: ${err.detail ?? ''}`.trim());
+  }
+  if (err?.code === '23505' && err.constraint === 'dags_idempotency_key_uq') {
+    return new ConflictError(`DAG idempotency key already used by a concurrent submission: ${err.detail ?? ''}`.trim());
+  }
+  return e;
+}

@@ -1,0 +1,70 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../../src/db/connection.js';
+import { dagSourceLoad } from '../../src/dag/load.js';
+import type { DagSpec } from '../../src/dag/spec.js';
+import { agentRegister } from '../../src/engine/agents.js';
+import { taskClaim } from '../../src/engine/claim.js';
+import { taskComplete } from '../../src/engine/lifecycle.js';
+import { dagSubmit } from '../../src/engine/submit.js';
+
+/** A DagSpec from inline YAML (the same path files take). */
+export function dagSpec(yaml: string, params: Record<string, string> = {}): DagSpec {
+  return dagSourceLoad(yaml, 'inline.yaml', { params });
+}
+
+export async function dagCreate(db: Db, yaml: string, params: Record<string, string> = {}): Promise<string> {
+  const [r] = await dagSubmit(db, [dagSpec(yaml, params)]);
+  return r!.dagId;
+}
+
+/** `a -> b -> c …` as DAG YAML: each task depends on the one before. */
+export function chainYaml(name: string, length: number, extra = ''): string {
+  const lines = [`name: ${name}`, 'tasks:'];
+  for (let i = 0; i < length; i++) {
+    lines.push(`  t${i}:`, '    type: noop');
+    if (i > 0) lines.push(`    depends_on: [t${i - 1}]`);
+    if (extra) lines.push(`    ${extra}`);
+  }
+  return lines.join('\n');
+}
+
+export async function agentCreate(db: Db, id: string, capabilities: string[] = [], budgetUsd?: number): Promise<string> {
+  await agentRegister(db, { id, type: 'test', capabilities, budgetUsd });
+  return id;
+}
+
+/** Claim and complete tasks as `agentId` until nothing is claimable; returns task keys in completion order. */
+export async function drain(db: Db, agentId: string, output: (key: string) => unknown = (k) => ({ by: agentId, key: k })): Promise<string[]> {
+  const order: string[] = [];
+  for (;;) {
+    const claimed = await taskClaim(db, agentId, { limit: 10 });
+    if (claimed.length === 0) return order;
+    for (const t of claimed) {
+      await taskComplete(db, { taskId: t.id, fence: t.fence, output: output(t.key) });
+      order.push(t.key);
+    }
+  }
+}
+
+/** Move a task's lease into the past, as if its holder went silent (the database clock keeps running). */
+export async function leaseExpire(db: Db, taskId: string): Promise<void> {
+  await db.execute(sql`update tasks set lease_expires_at = now() - interval '1 second' where id = ${taskId}`);
+}
+
+/** Make a RETRYING task due now, as if its backoff elapsed. */
+export async function retryDue(db: Db, taskId: string): Promise<void> {
+  await db.execute(sql`update tasks set run_at = now() - interval '1 millisecond' where id = ${taskId}`);
+}
+
+export async function taskStatusByKey(db: Db, dagId: string): Promise<Record<string, string>> {
+  const { rows } = await db.execute<{ key: string; status: string }>(sql`select key, status from tasks where dag_id = ${dagId}`);
+  return Object.fromEntries(rows.map((r) => [r.key, r.status]));
+}
+
+/** Every row of every dagent table, to prove an operation changed nothing. */
+export async function databaseSnapshot(db: Db): Promise<string> {
+  const tables = ['dags', 'tasks', 'edges', 'attempts', 'agents', 'dead_letters', 'events'];
+  const out: Record<string, unknown> = {};
+  for (const t of tables) out[t] = (await db.execute(sql.raw(`select * from ${t} order by 1`))).rows;
+  return JSON.stringify(out);
+}
