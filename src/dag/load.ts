@@ -16,6 +16,8 @@ export const MAX_FILE_BYTES = 1024 * 1024;
 export interface LoadOptions {
   /** --param values, as given on the command line. */
   params?: Record<string, string>;
+  /** Accept --param names this file does not declare (several files submitted together). */
+  ignoreUndeclaredParams?: boolean;
 }
 
 /** Read, check and normalize one DAG file. Throws DagValidationError listing every problem with file:line:col. */
@@ -58,9 +60,9 @@ export function dagSourceLoad(source: string, file: string, opts: LoadOptions = 
   const rawParams = (raw as Record<string, unknown>).params ?? {};
   const paramsParsed = dagFileSchema.shape.params.safeParse(rawParams);
   if (!paramsParsed.success) throw new DagValidationError(zodProblems(paramsParsed.error, ['params'], raw, at));
-  const { values, problems: paramProblems } = paramsResolve(paramsParsed.data ?? {}, opts.params ?? {});
+  const { values, missing, problems: paramProblems } = paramsResolve(paramsParsed.data ?? {}, opts.params ?? {}, { ignoreUndeclared: opts.ignoreUndeclaredParams });
   const substituted: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(raw)) substituted[k] = k === 'params' ? v : paramsSubstitute(v, values, [k], paramProblems);
+  for (const [k, v] of Object.entries(raw)) substituted[k] = k === 'params' ? v : paramsSubstitute(v, values, [k], paramProblems, missing);
   if (paramProblems.length) throw new DagValidationError(paramProblems.map((p: ParamProblem) => at(p.path, p.message)));
 
   const parsed = dagFileSchema.safeParse(substituted);

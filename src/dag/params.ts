@@ -7,8 +7,11 @@ export interface ParamProblem { path: Path; message: string }
 type Declared = Record<string, unknown>;
 
 /** Values of every declared param: `given` (from --param, strings) coerced to the default's type, else the default. */
-export function paramsResolve(declared: Declared, given: Record<string, string>): { values: Record<string, ParamValue>; problems: ParamProblem[] } {
+export function paramsResolve(
+  declared: Declared, given: Record<string, string>, opts: { ignoreUndeclared?: boolean } = {},
+): { values: Record<string, ParamValue>; missing: Set<string>; problems: ParamProblem[] } {
   const values: Record<string, ParamValue> = {};
+  const missing = new Set<string>();
   const problems: ParamProblem[] = [];
   for (const [name, decl] of Object.entries(declared)) {
     const d = typeof decl === 'object' && decl !== null ? (decl as { default?: ParamValue; required?: boolean }) : { default: decl as ParamValue };
@@ -17,14 +20,17 @@ export function paramsResolve(declared: Declared, given: Record<string, string>)
       if (coerced === undefined) problems.push({ path: ['params', name], message: `--param ${name}=${given[name]}: expected a ${typeof d.default}` });
       else values[name] = coerced;
     } else if (d.default !== undefined) values[name] = d.default;
-    else problems.push({ path: ['params', name], message: `param "${name}" has no default and was not given (pass --param ${name}=VALUE)` });
+    else {
+      missing.add(name);
+      problems.push({ path: ['params', name], message: `param "${name}" has no default and was not given (pass --param ${name}=VALUE)` });
+    }
   }
   for (const name of Object.keys(given)) {
-    if (!(name in declared)) {
+    if (!(name in declared) && !opts.ignoreUndeclared) {
       problems.push({ path: ['params'], message: `--param ${name}: the DAG declares no such param${didYouMean(name, Object.keys(declared))}` });
     }
   }
-  return { values, problems };
+  return { values, missing, problems };
 }
 
 function coerce(raw: string, like: ParamValue | undefined): ParamValue | undefined {
@@ -44,7 +50,9 @@ const WHOLE_PLACEHOLDER = /^\$\{params\.([A-Za-z_][A-Za-z0-9_]*)\}$/;
  * paths still point into the file). A string that is only a placeholder takes the
  * param's type, so `priority: ${params.prio}` yields a number.
  */
-export function paramsSubstitute(value: unknown, params: Record<string, ParamValue>, path: Path, problems: ParamProblem[]): unknown {
+export function paramsSubstitute(
+  value: unknown, params: Record<string, ParamValue>, path: Path, problems: ParamProblem[], missing: ReadonlySet<string> = new Set(),
+): unknown {
   if (typeof value === 'string') {
     const whole = WHOLE_PLACEHOLDER.exec(value);
     if (whole) {
@@ -52,13 +60,14 @@ export function paramsSubstitute(value: unknown, params: Record<string, ParamVal
     }
     return value.replace(PLACEHOLDER, (m, name: string) => {
       if (name in params) return String(params[name]);
+      if (missing.has(name)) return m; // already reported as a missing param
       problems.push({ path, message: `unknown param "${name}" in ${m}${didYouMean(name, Object.keys(params))}` });
       return m;
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => paramsSubstitute(v, params, [...path, i], problems));
+  if (Array.isArray(value)) return value.map((v, i) => paramsSubstitute(v, params, [...path, i], problems, missing));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, paramsSubstitute(v, params, [...path, k], problems)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, paramsSubstitute(v, params, [...path, k], problems, missing)]));
   }
   return value;
 }

@@ -1,0 +1,26 @@
+import type { Logger } from 'pino';
+import { configFromEnv } from '../config/index.js';
+import { databaseOpen, type Database } from '../db/connection.js';
+import { loggerCreate } from '../observability/logger.js';
+import type { Io } from './output.js';
+
+export interface CommandContext {
+  io: Io;
+  log: Logger;
+}
+
+/** One-shot commands log warnings only unless DAGENT_LOG_LEVEL says otherwise. */
+export function commandContext(io: Io, defaultLevel = 'warn'): CommandContext {
+  return { io, log: loggerCreate(io.env.DAGENT_LOG_LEVEL ?? defaultLevel) };
+}
+
+/** Open the database (DATABASE_URL, else the embedded server in DAGENT_DATA_DIR or .dagent), run, close. */
+export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => Promise<T>): Promise<T> {
+  const cfg = configFromEnv(ctx.io.env);
+  const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, log: ctx.log });
+  try {
+    return await fn(d);
+  } finally {
+    await d.close();
+  }
+}

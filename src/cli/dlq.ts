@@ -1,0 +1,64 @@
+import type { Command } from 'commander';
+import { dlqCancel, dlqList, dlqRetry, dlqShow } from '../engine/dlq.js';
+import { withDatabase, type CommandContext } from './context.js';
+import { Output, ago, usd } from './output.js';
+
+interface HistoryItem { attempt: number; agent: string | null; outcome: string; error_class: string | null; error: string | null; duration_ms: number; cost_usd: number }
+
+export function dlqCommands(program: Command, ctx: CommandContext): void {
+  const dlq = program.command('dlq').description('review and resolve dead-lettered tasks');
+  dlq
+    .command('list')
+    .option('--all', 'include resolved entries')
+    .option('--dag <id>', 'only entries of this DAG')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { all?: boolean; dag?: string; json?: boolean }) => {
+      const rows = await withDatabase(ctx, (d) => dlqList(d.db, { all: opts.all, dagId: opts.dag }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(rows, () => out.table(['id', 'task', 'dag', 'error class', 'poison', 'attempts', 'cost', 'reason', 'age', 'resolution'],
+        rows.map((r) => [r.id, r.taskKey, r.dagId, r.errorClass, r.poisonPill ? 'yes' : 'no', r.attempts, usd(r.totalCostUsd), r.reason, ago(r.createdAt), r.resolution])));
+    });
+  dlq
+    .command('show')
+    .argument('<id>')
+    .option('--json', 'machine-readable output')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const s = await withDatabase(ctx, (d) => dlqShow(d.db, id));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(s, () => {
+        const { entry, task } = s;
+        out.line(`${entry.id}  task ${task.key} (${task.id}, ${task.type}) in ${entry.dagId}`);
+        out.line(`reason: ${entry.reason}`);
+        out.line(`poison pill: ${entry.poisonPill ? 'yes' : 'no'}   attempts: ${entry.attempts}   total cost: ${usd(entry.totalCostUsd)}   since ${entry.createdAt.toISOString()}`);
+        if (entry.resolution) out.line(`resolved: ${entry.resolution} by ${entry.resolvedBy} at ${entry.resolvedAt?.toISOString()}${entry.resolvedNote ? ` — ${entry.resolvedNote}` : ''}`);
+        out.line('\nfailure history:');
+        out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost'],
+          (entry.history as HistoryItem[]).map((h) => [h.attempt, h.agent, h.outcome, h.error_class, h.error, `${h.duration_ms} ms`, usd(Number(h.cost_usd))]));
+      });
+    });
+  dlq
+    .command('retry')
+    .argument('<id>')
+    .option('--reset-attempts', 'give the task its full attempt budget again')
+    .option('--note <text>', 'why')
+    .option('--json', 'machine-readable output')
+    .action(async (id: string, opts: { resetAttempts?: boolean; note?: string; json?: boolean }) => {
+      const r = await withDatabase(ctx, (d) => dlqRetry(d.db, id, { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => out.line(`${r.id}: retried; task ${r.taskId} is ready again`));
+    });
+  dlq
+    .command('cancel')
+    .argument('<id>')
+    .requiredOption('--note <text>', 'why the task is given up (recorded)')
+    .option('--json', 'machine-readable output')
+    .action(async (id: string, opts: { note: string; json?: boolean }) => {
+      const r = await withDatabase(ctx, (d) => dlqCancel(d.db, id, { note: opts.note, by: resolver(ctx) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => out.line(`${r.id}: cancelled task ${r.taskId} and what depended on it`));
+    });
+}
+
+function resolver(ctx: CommandContext): string {
+  return `cli:${ctx.io.env.USER ?? ctx.io.env.LOGNAME ?? 'unknown'}`;
+}

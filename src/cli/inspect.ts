@@ -1,0 +1,112 @@
+import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { dagFileLoad } from '../dag/load.js';
+import { graphRender, type GraphFormat } from '../dag/render.js';
+import { InvalidInputError } from '../errors.js';
+import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/inspect.js';
+import { withDatabase, type CommandContext } from './context.js';
+import { Output, ago, usd } from './output.js';
+import { paramCollect } from './submit.js';
+
+export function inspectCommands(program: Command, ctx: CommandContext): void {
+  program
+    .command('status')
+    .description('a DAG and its tasks')
+    .argument('<dag-id>')
+    .option('--json', 'machine-readable output')
+    .action(async (dagId: string, opts: { json?: boolean }) => {
+      const s = await withDatabase(ctx, (d) => dagStatus(d.db, dagId));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(s, () => {
+        const { dag } = s;
+        out.line(`${dag.id}  ${dag.name}${dag.title ? ` — ${dag.title}` : ''}`);
+        out.line(`status ${dag.status}   tasks ${dag.tasksTotal - dag.tasksOpen}/${dag.tasksTotal} done   spent ${usd(dag.spentUsd)}${dag.budgetUsd != null ? ` of ${usd(dag.budgetUsd)}` : ''}   created ${ago(dag.createdAt)} by ${dag.createdBy}`);
+        if (dag.blockedReason) out.line(`blocked: ${dag.blockedReason}`);
+        out.line();
+        out.table(['key', 'status', 'attempts', 'agent', 'priority', 'type', 'id'],
+          s.tasks.map((t) => [t.key, t.status, `${t.attempts}/${t.maxAttempts}`, t.claimedBy, t.priority, t.type, t.id]));
+        for (const d of s.deadLetters) out.line(`dead letter ${d.id}: ${d.taskKey}: ${d.reason}`);
+      });
+    });
+
+  const task = program.command('task').description('inspect one task');
+  task
+    .command('show')
+    .argument('<task-id>')
+    .option('--json', 'machine-readable output')
+    .action(async (taskId: string, opts: { json?: boolean }) => {
+      const s = await withDatabase(ctx, (d) => taskShow(d.db, taskId));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(s, () => {
+        const t = s.task;
+        out.line(`${t.id}  ${t.key} (${t.type})  in ${t.dagId}`);
+        out.line(`status ${t.status}  attempts ${t.attempts}/${t.maxAttempts}  priority ${t.priority}  agent ${t.claimedBy ?? '-'}  cost ${usd(t.costUsd)}`);
+        if (t.lastError) out.line(`last error: ${t.lastError}`);
+        out.line(`spec: ${JSON.stringify(t.spec)}`);
+        out.line(`inputs: ${JSON.stringify(s.inputs)}`);
+        out.line(`output: ${JSON.stringify(t.output)}`);
+        out.line('\nattempts:');
+        out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost'],
+          s.attempts.map((a) => [a.attempt, a.agentId, a.outcome, a.errorClass, a.errorMessage, `${a.durationMs} ms`, usd(a.costUsd)]));
+        out.line('\nevents:');
+        out.table(['at', 'type', 'agent', 'data'], s.events.map((e) => [e.at.toISOString(), e.type, e.agentId, JSON.stringify(e.data)]));
+      });
+    });
+
+  program
+    .command('tasks')
+    .description('list tasks')
+    .option('--dag <id>', 'only tasks of this DAG')
+    .option('--status <status>', 'only tasks in this state')
+    .option('--limit <n>', 'at most this many', (v) => Number(v), 200)
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { dag?: string; status?: string; limit: number; json?: boolean }) => {
+      const rows = await withDatabase(ctx, (d) => taskListFiltered(d.db, { dagId: opts.dag, status: opts.status, limit: opts.limit }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(rows, () => out.table(['id', 'dag', 'key', 'status', 'priority', 'attempts', 'agent'],
+        rows.map((t) => [t.id, t.dagId, t.key, t.status, t.priority, `${t.attempts}/${t.maxAttempts}`, t.claimedBy])));
+    });
+
+  program
+    .command('stats')
+    .description('counts by status and priority tier, oldest READY age, agents')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const s = await withDatabase(ctx, (d) => statsGet(d.db));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(s, () => {
+        out.table(['status', 'tier', 'tasks'], s.counts.map((c) => [c.status, c.tier, c.n]));
+        out.line(`oldest READY: ${s.oldestReadyAgeSec == null ? '-' : `${s.oldestReadyAgeSec.toFixed(1)}s`}`);
+        out.line('\nagents:');
+        out.table(['id', 'type', 'status', 'capabilities', 'heartbeat', 'spent'],
+          s.agents.map((a) => [a.id, a.type, a.status, a.capabilities.join(','), ago(a.heartbeatAt), `${usd(a.spentUsd)}${a.budgetUsd != null ? ` / ${usd(a.budgetUsd)}` : ''}`]));
+      });
+    });
+
+  program
+    .command('graph')
+    .description('draw a DAG (from the database, with statuses, or from a file)')
+    .argument('<dag-id-or-file>')
+    .option('--format <format>', 'mermaid or dot', 'mermaid')
+    .option('-p, --param <name=value>', 'DAG param, when drawing a file', paramCollect, {})
+    .option('--json', 'machine-readable output')
+    .action(async (target: string, opts: { format: string; param: Record<string, string>; json?: boolean }) => {
+      if (opts.format !== 'mermaid' && opts.format !== 'dot') throw new InvalidInputError(`--format must be mermaid or dot, got ${opts.format}`);
+      let title: string;
+      let nodes: Array<{ key: string; status?: string }>;
+      let edges: Array<{ upstream: string; downstream: string }>;
+      if (existsSync(target)) {
+        const spec = dagFileLoad(target, { params: opts.param });
+        title = spec.name;
+        nodes = spec.tasks.map((t) => ({ key: t.key }));
+        edges = spec.tasks.flatMap((t) => t.dependsOn.map((u) => ({ upstream: u, downstream: t.key })));
+      } else {
+        const s = await withDatabase(ctx, (d) => dagStatus(d.db, target));
+        title = s.dag.name;
+        nodes = s.tasks.map((t) => ({ key: t.key, status: t.status }));
+        edges = s.edges;
+      }
+      const text = graphRender(opts.format as GraphFormat, title, nodes, edges);
+      new Output(ctx.io, !!opts.json).result({ format: opts.format, graph: text }, () => ctx.io.stdout(`${text}\n`));
+    });
+}

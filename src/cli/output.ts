@@ -1,0 +1,51 @@
+import Table from 'cli-table3';
+
+export interface Io {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  env: NodeJS.ProcessEnv;
+}
+
+export const processIo: Io = {
+  stdout: (s) => process.stdout.write(s),
+  stderr: (s) => process.stderr.write(s),
+  env: process.env,
+};
+
+/** Prints either JSON (`--json`) or human tables and lines. */
+export class Output {
+  constructor(private readonly io: Io, readonly json: boolean) {}
+
+  /** With --json, the value; without, the human rendering. */
+  result(value: unknown, human: () => void): void {
+    if (this.json) this.io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+    else human();
+  }
+
+  line(s = ''): void {
+    this.io.stdout(`${s}\n`);
+  }
+
+  table(head: string[], rows: Array<Array<string | number | null | undefined>>): void {
+    const t = new Table({
+      head,
+      style: { head: [], border: [], compact: true },
+      chars: { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '',
+        left: '', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ' },
+    });
+    for (const r of rows) t.push(r.map((c) => (c === null || c === undefined ? '-' : String(c))));
+    this.io.stdout(`${t.toString()}\n`);
+  }
+}
+
+export function ago(d: Date | null | undefined): string {
+  if (!d) return '-';
+  const s = Math.round((Date.now() - d.getTime()) / 1000);
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  return `${(s / 3600).toFixed(1)}h ago`;
+}
+
+export function usd(n: number | null | undefined): string {
+  return n === null || n === undefined ? '-' : `$${n.toFixed(4)}`;
+}

@@ -1,0 +1,83 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { dagFileSchema } from '../dag/file-schema.js';
+import { dagFileLoad } from '../dag/load.js';
+import type { DagSpec } from '../dag/spec.js';
+import { DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
+import { dagSubmit } from '../engine/submit.js';
+import { withDatabase, type CommandContext } from './context.js';
+import { Output } from './output.js';
+
+/** `--param k=v` collected into an object. */
+export function paramCollect(value: string, previous: Record<string, string> = {}): Record<string, string> {
+  const i = value.indexOf('=');
+  if (i <= 0) throw new InvalidInputError(`--param ${value}: expected NAME=VALUE`);
+  return { ...previous, [value.slice(0, i)]: value.slice(i + 1) };
+}
+
+/**
+ * Load every file; report every problem of every file at once, so one run shows
+ * them all. With several files, a --param must be declared by at least one of them.
+ */
+export function dagFilesLoad(files: string[], params: Record<string, string>): DagSpec[] {
+  const specs: DagSpec[] = [];
+  const problems: SpecProblem[] = [];
+  for (const f of files) {
+    try {
+      specs.push(dagFileLoad(f, { params, ignoreUndeclaredParams: files.length > 1 }));
+    } catch (e) {
+      if (e instanceof DagValidationError) problems.push(...e.problems);
+      else throw e;
+    }
+  }
+  if (problems.length) throw new DagValidationError(problems);
+  const declaredSomewhere = new Set(specs.flatMap((s) => Object.keys(s.params)));
+  const undeclared = Object.keys(params).filter((p) => !declaredSomewhere.has(p));
+  if (undeclared.length) throw new InvalidInputError(`--param ${undeclared.join(', ')}: declared by none of ${files.join(', ')}`);
+  return specs;
+}
+
+export function dagFileJsonSchema(): Record<string, unknown> {
+  return {
+    ...z.toJSONSchema(dagFileSchema, { target: 'draft-2020-12', unrepresentable: 'any' }),
+    $id: 'https://dagent.dev/schemas/dag.schema.json',
+    title: 'dagent DAG file',
+  };
+}
+
+export function submitCommands(program: Command, ctx: CommandContext): void {
+  program
+    .command('submit')
+    .description('create DAGs from YAML files, all in one transaction (all or none)')
+    .argument('<files...>', 'DAG YAML files')
+    .option('-p, --param <name=value>', 'set a DAG param (repeatable)', paramCollect, {})
+    .option('--json', 'machine-readable output')
+    .action(async (files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
+      const specs = dagFilesLoad(files, opts.param);
+      const results = await withDatabase(ctx, (d) => dagSubmit(d.db, specs, { createdBy: 'cli', log: ctx.log }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(results, () => {
+        for (const r of results) out.line(r.created ? r.dagId : `${r.dagId} (already exists: same idempotency key)`);
+      });
+    });
+
+  program
+    .command('validate')
+    .description('check DAG files without writing anything')
+    .argument('<files...>', 'DAG YAML files')
+    .option('-p, --param <name=value>', 'set a DAG param (repeatable)', paramCollect, {})
+    .option('--json', 'machine-readable output')
+    .action((files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
+      const specs = dagFilesLoad(files, opts.param);
+      const out = new Output(ctx.io, !!opts.json);
+      const summary = specs.map((s) => ({ file: s.sourceFile, name: s.name, tasks: s.tasks.length, valid: true }));
+      out.result(summary, () => {
+        for (const s of summary) out.line(`${s.file}: ok (${s.name}, ${s.tasks} tasks)`);
+      });
+    });
+
+  program
+    .command('schema')
+    .description('print the JSON Schema of the DAG file format (for editor validation and completion)')
+    .action(() => ctx.io.stdout(`${JSON.stringify(dagFileJsonSchema(), null, 2)}\n`));
+}
