@@ -11,8 +11,8 @@ export interface EdgeByKey { upstream: string; downstream: string }
 /**
  * Add dependency edges to an existing DAG. Under the DAG's graph lock, the
  * current graph is loaded and checked with the new edges, so concurrent callers
- * can never together create a cycle. A downstream task must not have started;
- * its dependency counter grows by each new upstream that has not completed.
+ * can never together create a cycle. A downstream task must not be claimed yet:
+ * it waits (READY → PENDING) for each new upstream that has not completed.
  */
 export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Promise<void> {
   await withTx(db, async (tx) => {
@@ -22,10 +22,6 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
     const byKey = new Map(taskRows.map((t) => [t.key, t]));
     for (const e of add) {
       for (const k of [e.upstream, e.downstream]) if (!byKey.has(k)) throw new NotFoundError(`task in DAG ${dagId}`, k);
-      const down = byKey.get(e.downstream)!;
-      if (!['created', 'pending'].includes(down.status) && byKey.get(e.upstream)!.status !== 'completed') {
-        throw new InvalidInputError(`cannot make ${e.downstream} (${down.status}) wait for ${e.upstream}: it is no longer pending`);
-      }
     }
     const existing = await edgeListForDag(tx, dagId);
     graphCheckAcyclic(
@@ -40,7 +36,12 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
       const id = byKey.get(e.downstream)!.id;
       waits.set(id, (waits.get(id) ?? 0) + 1);
     }
-    for (const [id, n] of waits) await taskDepsAdd(tx, id, n);
+    for (const [id, n] of waits) {
+      if (!(await taskDepsAdd(tx, id, n))) {
+        const t = taskRows.find((r) => r.id === id)!;
+        throw new InvalidInputError(`cannot make ${t.key} wait for new upstream tasks: it is no longer waiting to run (${t.status})`);
+      }
+    }
     await eventInsertMany(tx, [{ type: 'dag.edges_added', dagId, data: { edges: fresh } }]);
   });
 }

@@ -68,3 +68,8 @@ export async function databaseSnapshot(db: Db): Promise<string> {
   for (const t of tables) out[t] = (await db.execute(sql.raw(`select * from ${t} order by 1`))).rows;
   return JSON.stringify(out);
 }
+
+/** Empty every dagent table: for test files whose tests must not see each other's tasks. */
+export async function databaseReset(db: Db): Promise<void> {
+  await db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, maintenance_gates`);
+}

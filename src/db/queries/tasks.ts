@@ -54,10 +54,14 @@ export function taskIdsByKeys(db: Db, dagId: string, keys: string[]) {
   return db.select({ id: tasks.id, key: tasks.key }).from(tasks).where(and(eq(tasks.dagId, dagId), inArray(tasks.key, keys)));
 }
 
-/** A pending task gained `n` unfinished upstream tasks. */
-export async function taskDepsAdd(db: Db, id: string, n: number): Promise<void> {
-  await db.update(tasks).set({ depsRemaining: sql`${tasks.depsRemaining} + ${n}`, updatedAt: sql`now()` })
-    .where(and(eq(tasks.id, id), inArray(tasks.status, ['created', 'pending'])));
+/** An unclaimed task gained `n` unfinished upstream tasks: it waits (READY goes back to PENDING). False if it was already claimed. */
+export async function taskDepsAdd(db: Db, id: string, n: number): Promise<boolean> {
+  const r = await rowsOf(db, sql`
+    update tasks set deps_remaining = deps_remaining + ${n},
+      status = case when status = 'created' then 'created' else 'pending' end, ready_at = null, updated_at = now()
+    where id = ${id} and status = any(${textArray(fromStates('block'))})
+    returning id`);
+  return r.length > 0;
 }
 
 /** Returns the new lease expiry, or null if the guard (id, fence, state) did not match. */
@@ -112,10 +116,14 @@ export interface FailedRow {
 
 /** leased → failed, recording the attempt. Null if the guard did not match. */
 export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow | null> {
+  // Explicit casts: Postgres would otherwise infer `$n > 0` as integer and refuse a fractional cost.
+  const cost = sql`${f.costUsd ?? 0}::numeric`;
+  const tokensIn = sql`${f.tokensIn ?? 0}::bigint`;
+  const tokensOut = sql`${f.tokensOut ?? 0}::bigint`;
   const [r] = await rowsOf<FailedRow>(db, sql`
     with failed as (
       update tasks t set status = 'failed', lease_expires_at = null, last_error = ${f.message}, updated_at = now(),
-        cost_usd = t.cost_usd + ${f.costUsd ?? 0}, tokens_in = t.tokens_in + ${f.tokensIn ?? 0}, tokens_out = t.tokens_out + ${f.tokensOut ?? 0}
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
       where t.id = ${f.id} and t.fence = ${f.fence} and t.status = any(${textArray(fromStates('fail'))})
         ${f.reapCondition === 'lease_expired' ? sql`and t.lease_expires_at < now()` : sql``}
         ${f.reapCondition === 'over_max_duration' ? sql`and t.started_at + make_interval(secs => t.max_duration_sec) < now()` : sql``}
@@ -125,15 +133,15 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow |
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at,
                             duration_ms, cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts, fence, claimed_by, 'failed', ${f.errorClass}, ${f.message}, claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${f.costUsd ?? 0}, ${f.tokensIn ?? 0}, ${f.tokensOut ?? 0},
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut},
              ${f.model ?? null}, ${f.details ? JSON.stringify(f.details) : null}::jsonb
       from failed
     ),
     dag_spend as (
-      update dags g set spent_usd = g.spent_usd + ${f.costUsd ?? 0} from failed where g.id = failed.dag_id and ${f.costUsd ?? 0} > 0
+      update dags g set spent_usd = g.spent_usd + ${cost} from failed where g.id = failed.dag_id and ${cost} > 0
     ),
     agent_spend as (
-      update agents a set spent_usd = a.spent_usd + ${f.costUsd ?? 0} from failed where a.id = failed.claimed_by and ${f.costUsd ?? 0} > 0
+      update agents a set spent_usd = a.spent_usd + ${cost} from failed where a.id = failed.claimed_by and ${cost} > 0
     )
     select id, dag_id as "dagId", key, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
            claimed_by as "agentId", attempts_reset_fence as "attemptsResetFence", cost_usd::float8 as "costUsd"

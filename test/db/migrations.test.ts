@@ -1,0 +1,55 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { describe, expect, it, inject } from 'vitest';
+import { nanoid } from 'nanoid';
+import { databaseOpen, migrationsApply } from '../../src/db/connection.js';
+import { embeddedServerStart } from '../../src/db/embedded.js';
+import { withDatabase } from '../helpers/global-setup.js';
+
+describe('migrations', () => {
+  it('are safe when several processes apply them at once', async () => {
+    const adminUrl = inject('adminUrl');
+    const name = `${inject('dbPrefix')}mig_${nanoid(6).toLowerCase().replace(/[^a-z0-9]/g, 'x')}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`create database ${name}`);
+    try {
+      const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: withDatabase(adminUrl, name), max: 1 }));
+      await Promise.all(pools.map((p) => migrationsApply(p)));
+      const { rows } = await pools[0]!.query(`select count(*)::int as n from drizzle.__drizzle_migrations`);
+      const tables = await pools[0]!.query(`select count(*)::int as n from information_schema.tables where table_schema = 'public'`);
+      await Promise.all(pools.map((p) => p.end()));
+      expect(rows[0].n).toBeGreaterThan(0);
+      expect(tables.rows[0].n).toBe(8);
+    } finally {
+      await admin.query(`drop database ${name} with (force)`);
+      await admin.end();
+    }
+  });
+});
+
+describe('embedded PostgreSQL', () => {
+  it('a second process-level open of the same data folder joins the running server', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-embedded-'));
+    chmodSync(dataDir, 0o755);
+    const first = await embeddedServerStart({ dataDir, ephemeral: true });
+    try {
+      expect(first.owned).toBe(true);
+      expect(first.port).not.toBe(5432);
+      const second = await databaseOpen({ dataDir });
+      expect(second.url).toBe(first.url);
+      const { rows } = await second.pool.query('select count(*)::int as n from dags');
+      expect(rows[0].n).toBe(0);
+      await second.close();
+      // The guest's close must not stop the owner's server.
+      const c = new pg.Client({ connectionString: first.url });
+      await c.connect();
+      await c.end();
+    } finally {
+      await first.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { databaseOpen } from '../../src/db/connection.js';
+import { dagEdgesAdd } from '../../src/engine/edges.js';
+import { dagSubmit } from '../../src/engine/submit.js';
+import { CycleError } from '../../src/errors.js';
+import { edgeListForDag } from '../../src/db/queries/edges.js';
+import { dagGraphBuild, cycleFind } from '../../src/dag/graph.js';
+import { testDatabase } from '../helpers/db.js';
+import { dagCreate, dagSpec, databaseSnapshot, taskStatusByKey } from '../helpers/factories.js';
+
+const database = await testDatabase();
+const { db } = database;
+
+describe('cycle detection at edge insertion', () => {
+  it('refuses a cyclic DAG at creation with the path, writing nothing', async () => {
+    const spec = dagSpec('name: ok\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n  c: { type: t, depends_on: [b] }\n');
+    // Bypass the file checks, as a program building specs by hand would.
+    spec.tasks[0]!.dependsOn = ['c'];
+    const before = await databaseSnapshot(db);
+    const err = await dagSubmit(db, [spec]).catch((e) => e);
+    expect(err).toBeInstanceOf(CycleError);
+    expect(err.message).toContain('a -> b -> c -> a');
+    expect(await databaseSnapshot(db)).toBe(before);
+  });
+
+  it('refuses an edge added later that would close a cycle, and accepts a safe one', async () => {
+    const dagId = await dagCreate(db, 'name: later\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n  c: { type: t, depends_on: [b] }\n  d: { type: t }\n');
+    const err = await dagEdgesAdd(db, dagId, [{ upstream: 'c', downstream: 'a' }]).catch((e) => e);
+    expect(err).toBeInstanceOf(CycleError);
+    expect(err.cycle).toEqual(['a', 'b', 'c', 'a']);
+
+    await dagEdgesAdd(db, dagId, [{ upstream: 'd', downstream: 'c' }]);
+    expect((await taskStatusByKey(db, dagId)).c).toBe('pending');
+    const { rows } = await db.execute<{ deps_remaining: number }>(sql`select deps_remaining from tasks where dag_id = ${dagId} and key = 'c'`);
+    expect(rows[0]!.deps_remaining).toBe(2);
+  });
+
+  it('two concurrent transactions adding a→b and b→a never both succeed', async () => {
+    const conns = await Promise.all([0, 1].map(() => databaseOpen({ url: database.url, migrate: false, poolSize: 1 })));
+    let refused = 0;
+    for (let round = 0; round < 25; round++) {
+      const dagId = await dagCreate(db, `name: race-${round}\ntasks:\n  a: { type: t }\n  b: { type: t }\n`);
+      const results = await Promise.allSettled([
+        dagEdgesAdd(conns[0]!.db, dagId, [{ upstream: 'a', downstream: 'b' }]),
+        dagEdgesAdd(conns[1]!.db, dagId, [{ upstream: 'b', downstream: 'a' }]),
+      ]);
+      const ok = results.filter((r) => r.status === 'fulfilled').length;
+      expect(ok).toBe(1);
+      const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      expect(failed.reason).toBeInstanceOf(CycleError);
+      refused++;
+      const edges = await edgeListForDag(db, dagId);
+      expect(edges).toHaveLength(1);
+      expect(cycleFind(dagGraphBuild(['a', 'b'], edges.map((e) => [e.upstreamKey, e.downstreamKey] as const)))).toBeUndefined();
+    }
+    expect(refused).toBe(25);
+    await Promise.all(conns.map((c) => c.close()));
+  });
+});
