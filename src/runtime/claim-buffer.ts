@@ -1,0 +1,93 @@
+import type { Db } from '../db/connection.js';
+import { taskClaim, type ClaimedTask } from '../engine/claim.js';
+
+export interface ClaimBufferOptions {
+  db: Db;
+  agentId: string;
+  /** Most tasks claimed per statement. Default 100. */
+  batch?: number;
+  /** Refill when fewer than this many tasks are buffered. Default batch / 2. */
+  lowWater?: number;
+  /** Upper bound on tasks held (buffered + running), so one agent cannot hoard the queue. Default 2 × batch. */
+  maxHeld?: number;
+  claimTtlSec?: number;
+}
+
+/**
+ * A local buffer of claimed tasks: one claim statement serves many slots. Refills
+ * are single-flight; `wake()` (a NOTIFY, or a local completion that unblocked
+ * dependents) lets a waiting taker retry at once instead of at the next poll.
+ */
+export class ClaimBuffer {
+  private readonly buffer: ClaimedTask[] = [];
+  private refilling: Promise<number> | undefined;
+  private waiters: Array<() => void> = [];
+  private held = 0;
+  private readonly batch: number;
+  private readonly lowWater: number;
+  private readonly maxHeld: number;
+
+  constructor(private readonly o: ClaimBufferOptions) {
+    this.batch = o.batch ?? 100;
+    this.lowWater = o.lowWater ?? Math.max(1, Math.floor(this.batch / 2));
+    this.maxHeld = o.maxHeld ?? this.batch * 2;
+  }
+
+  /** The next task, or undefined if nothing is claimable right now. */
+  async take(): Promise<ClaimedTask | undefined> {
+    if (this.buffer.length <= this.lowWater) {
+      const refill = this.refill();
+      if (this.buffer.length === 0) await refill;
+    }
+    const t = this.buffer.shift();
+    return t;
+  }
+
+  /** A task taken from the buffer has finished (completed, failed or released). */
+  settled(): void {
+    this.held--;
+  }
+
+  /** Resolve when woken, or after `ms`. */
+  waitForWork(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const waiters = this.waiters;
+      function done() {
+        clearTimeout(timer);
+        const i = waiters.indexOf(done);
+        if (i >= 0) waiters.splice(i, 1);
+        resolve();
+      }
+      waiters.push(done);
+    });
+  }
+
+  wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  private refill(): Promise<number> {
+    if (!this.refilling) {
+      // Cleared in a chained callback, never inside claimMore: a claimMore that
+      // finishes synchronously would otherwise clear it before it is assigned.
+      const p = this.claimMore();
+      this.refilling = p;
+      p.finally(() => {
+        if (this.refilling === p) this.refilling = undefined;
+      }).catch(() => {});
+    }
+    return this.refilling;
+  }
+
+  private async claimMore(): Promise<number> {
+    const room = Math.min(this.batch, this.maxHeld - this.held);
+    if (room <= 0) return 0;
+    const claimed = await taskClaim(this.o.db, this.o.agentId, { limit: room, claimTtlSec: this.o.claimTtlSec });
+    this.held += claimed.length;
+    this.buffer.push(...claimed);
+    return claimed.length;
+  }
+}

@@ -1,0 +1,75 @@
+import type { Db } from '../db/connection.js';
+import { taskCompleteMany, type Completion } from '../engine/lifecycle.js';
+
+export interface CompletionBatcherOptions {
+  db: Db;
+  /** Flush once this many completions are waiting. Default 100. */
+  maxBatch?: number;
+  /** Most flush statements in flight at once. Default 2. */
+  maxInFlight?: number;
+  /** Called after a flush with how many dependents became READY (to wake local claimers). */
+  onUnblocked?: (n: number) => void;
+}
+
+export interface CompletionOutcome { completed: boolean }
+
+/**
+ * Collects completions and writes them in one statement per batch. A batch is
+ * flushed when full, or on the next turn of the event loop, so a lone completion
+ * waits microseconds, not a timer. Each caller learns whether its task was
+ * accepted (a stale fencing token is refused, never thrown across the batch).
+ */
+export class CompletionBatcher {
+  private pending: Array<{ c: Completion; resolve: (o: CompletionOutcome) => void; reject: (e: unknown) => void }> = [];
+  private scheduled = false;
+  private inFlight = 0;
+  private readonly maxBatch: number;
+  private readonly maxInFlight: number;
+  private readonly idle = new Set<() => void>();
+
+  constructor(private readonly o: CompletionBatcherOptions) {
+    this.maxBatch = o.maxBatch ?? 100;
+    this.maxInFlight = o.maxInFlight ?? 2;
+  }
+
+  complete(c: Completion): Promise<CompletionOutcome> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ c, resolve, reject });
+      if (this.pending.length >= this.maxBatch) this.flush();
+      else if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => {
+          this.scheduled = false;
+          this.flush();
+        });
+      }
+    });
+  }
+
+  /** Resolves once everything added so far is written. */
+  async drain(): Promise<void> {
+    while (this.pending.length || this.inFlight) {
+      this.flush();
+      await new Promise<void>((r) => this.idle.add(r));
+    }
+  }
+
+  private flush(): void {
+    if (this.pending.length === 0 || this.inFlight >= this.maxInFlight) return;
+    const batch = this.pending.splice(0, this.maxBatch);
+    this.inFlight++;
+    taskCompleteMany(this.o.db, batch.map((b) => b.c))
+      .then((r) => {
+        const refused = new Set(r.refused);
+        for (const b of batch) b.resolve({ completed: !refused.has(b.c.taskId) });
+        if (r.unblocked > 0) this.o.onUnblocked?.(r.unblocked);
+      })
+      .catch((e) => batch.forEach((b) => b.reject(e)))
+      .finally(() => {
+        this.inFlight--;
+        if (this.pending.length) this.flush();
+        for (const f of this.idle) f();
+        this.idle.clear();
+      });
+  }
+}

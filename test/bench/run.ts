@@ -1,0 +1,136 @@
+/**
+ * npm run bench [-- --quick]
+ *
+ * Throughput and latency of dagent's hot path on a fresh embedded PostgreSQL
+ * (default, durable settings): flat claim → complete, chains whose every
+ * completion unblocks the next task, and the dependency hop latency. Prints
+ * figures; never asserts them (see docs/benchmarks.md).
+ */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { sql } from 'drizzle-orm';
+import { databaseOpen, type Database } from '../../src/db/connection.js';
+import { embeddedServerStart } from '../../src/db/embedded.js';
+import { TASK_DEFAULTS, type DagSpec, type TaskSpec } from '../../src/dag/spec.js';
+import { agentRegister } from '../../src/engine/agents.js';
+import { dagSubmit } from '../../src/engine/submit.js';
+import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
+import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
+
+const quick = process.argv.includes('--quick');
+const FLAT_TASKS = quick ? 4_000 : 20_000;
+const CHAINS = quick ? 40 : 200;
+const CHAIN_LENGTH = 50;
+
+function task(key: string, dependsOn: string[] = []): TaskSpec {
+  return {
+    key, type: 'noop', body: { context: [], models: [], fallbackModels: [], input: {} }, requiredCapabilities: [],
+    priority: 50, boostPerMinute: 0, dependsOn, maxAttempts: 3, retry: { ...TASK_DEFAULTS.retry }, tags: [],
+  };
+}
+
+async function submitFlat(d: Database, total: number, perDag = 1000) {
+  const specs: DagSpec[] = [];
+  for (let i = 0; i < total / perDag; i++) {
+    specs.push({ name: `flat-${i}`, params: {}, tasks: Array.from({ length: perDag }, (_, j) => task(`t${j}`)) });
+  }
+  for (const s of specs) await dagSubmit(d.db, [s]);
+}
+
+async function submitChains(d: Database, chains: number, length: number) {
+  for (let c = 0; c < chains; c++) {
+    await dagSubmit(d.db, [{ name: `chain-${c}`, params: {}, tasks: Array.from({ length }, (_, i) => task(`t${i}`, i ? [`t${i - 1}`] : [])) }]);
+  }
+}
+
+interface RunResult { seconds: number; tasks: number; hopsMs: number[] }
+
+/**
+ * One agent with `slots` concurrent no-op handlers, fed by a claim buffer and
+ * writing through a completion batcher: the shape of the agent runtime.
+ */
+async function runAgent(d: Database, slots: number, expected: number, batch = Math.max(50, slots * 4)): Promise<RunResult> {
+  const agentId = `bench-${slots}-${Date.now()}`;
+  await agentRegister(d.db, { id: agentId, type: 'bench', capabilities: [], maxConcurrent: slots });
+  const buffer = new ClaimBuffer({ db: d.db, agentId, batch, maxHeld: batch * 2 });
+  const batcher = new CompletionBatcher({ db: d.db, maxBatch: batch, maxInFlight: 3, onUnblocked: () => buffer.wake() });
+  const completedAt = new Map<string, number>();
+  const hopsMs: number[] = [];
+  let done = 0;
+  const started = performance.now();
+  const slot = async () => {
+    while (done < expected) {
+      const t = await buffer.take();
+      if (!t) {
+        await buffer.waitForWork(20);
+        continue;
+      }
+      const claimedAt = performance.now();
+      const n = Number(t.key.slice(1));
+      const upstreamDone = n > 0 ? completedAt.get(`${t.dagId}:${n - 1}`) : undefined;
+      if (upstreamDone !== undefined) hopsMs.push(Math.max(0, claimedAt - upstreamDone));
+      // The handler is a no-op; the slot is free as soon as it returns, the write is batched.
+      void batcher.complete({ taskId: t.id, fence: t.fence, output: null }).then((o) => {
+        buffer.settled();
+        if (!o.completed) throw new Error(`completion of ${t.id} refused`);
+        completedAt.set(`${t.dagId}:${n}`, performance.now());
+        if (++done >= expected) buffer.wake();
+      });
+    }
+  };
+  await Promise.all(Array.from({ length: slots }, slot));
+  await batcher.drain();
+  return { seconds: (performance.now() - started) / 1000, tasks: done, hopsMs };
+}
+
+async function reset(d: Database) {
+  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events`);
+  await d.db.execute(sql`vacuum analyze`);
+}
+
+const pct = (xs: number[], p: number) => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+async function main() {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-bench-'));
+  chmodSync(dataDir, 0o755);
+  const server = await embeddedServerStart({ dataDir, database: 'bench' });
+  const d = await databaseOpen({ url: server.url, poolSize: 20 });
+  const { rows } = await d.db.execute(sql`show server_version`);
+  const pgVersion = (rows[0] as unknown as { server_version?: string })?.server_version;
+  console.log(`dagent bench — ${new Date().toISOString()}`);
+  console.log(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, PostgreSQL ${pgVersion} (embedded, default durable settings)${quick ? ', QUICK sizes' : ''}\n`);
+  const lines: string[] = [];
+  try {
+    for (const slots of [10, 32]) {
+      await reset(d);
+      await submitFlat(d, FLAT_TASKS);
+      const r = await runAgent(d, slots, FLAT_TASKS);
+      lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks, ${slots} slots: ${fmt(r.tasks / r.seconds)} tasks/s (${r.seconds.toFixed(2)} s)`);
+      console.log(lines.at(-1));
+    }
+    await reset(d);
+    await submitChains(d, CHAINS, CHAIN_LENGTH);
+    const chains = await runAgent(d, 32, CHAINS * CHAIN_LENGTH);
+    lines.push(`chains ${CHAINS} × ${CHAIN_LENGTH}, 32 slots: ${fmt(chains.tasks / chains.seconds)} tasks/s (${chains.seconds.toFixed(2)} s); hop under load p50 ${pct(chains.hopsMs, 50).toFixed(2)} ms, p95 ${pct(chains.hopsMs, 95).toFixed(2)} ms`);
+    console.log(lines.at(-1));
+    await reset(d);
+    await submitChains(d, 1, 200);
+    const single = await runAgent(d, 1, 200, 1);
+    lines.push(`single chain of 200, 1 slot: dependency hop (upstream completed → dependent claimed) p50 ${pct(single.hopsMs, 50).toFixed(2)} ms, p95 ${pct(single.hopsMs, 95).toFixed(2)} ms`);
+    console.log(lines.at(-1));
+  } finally {
+    await d.close();
+    await server.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
+process.exit(0);
