@@ -21,6 +21,13 @@ export function instantParse(s: string): Instant | string {
   if (!ISO_WITH_OFFSET.test(s)) {
     return `"${s}" is neither an ISO 8601 date-time with offset (2026-12-01T09:00:00Z) nor a duration (2h)`;
   }
-  if (Number.isNaN(Date.parse(s))) return `"${s}" is not a valid date-time`;
+  if (Number.isNaN(Date.parse(s)) || !calendarValid(s)) return `"${s}" is not a valid date-time`;
   return { at: new Date(s).toISOString() };
+}
+
+/** Date.parse rolls 2026-02-30 over to March; refuse dates and times that do not exist. */
+function calendarValid(s: string): boolean {
+  const [y, mo, d, h, mi, sec] = s.slice(0, 19).split(/[-T:]/).map(Number) as number[];
+  const date = new Date(Date.UTC(y!, mo! - 1, d!));
+  return date.getUTCMonth() === mo! - 1 && date.getUTCDate() === d && h! <= 23 && mi! <= 59 && (sec === undefined || Number.isNaN(sec) || sec <= 59);
 }

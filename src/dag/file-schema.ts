@@ -122,7 +122,7 @@ export const dagFileSchema = z.strictObject({
   name: key,
   title: shortText.optional(),
   description: z.string().max(10_000).optional(),
-  params: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), paramSchema).optional(),
+  params: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'a param name must match ^[A-Za-z_][A-Za-z0-9_]*$' }), paramSchema).optional(),
   budget_usd: money.optional().describe('ceiling on the DAG’s total spend'),
   idempotency_key: z.string().min(1).max(200).optional(),
   defaults: defaultsSchema.optional(),

@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { LineCounter, parseDocument, type Document } from 'yaml';
+import { LineCounter, parseDocument, visit, type Document } from 'yaml';
 import type { z } from 'zod';
 import { DagValidationError, type SpecProblem } from '../errors.js';
 import { dagFileSchema, objectKeysAt, type DagFile } from './file-schema.js';
@@ -46,12 +46,19 @@ export function dagSourceLoad(source: string, file: string, opts: LoadOptions = 
 
   if (doc.errors.length) {
     throw new DagValidationError(doc.errors.map((e) => {
-      const pos = lc.linePos(e.pos[0]);
+      // The parser notices an unclosed [ or { only at the next key; point at the bracket instead.
+      const unclosed = /flow (sequence|mapping|collection)/i.test(e.message) ? unclosedBracketBefore(source, e.pos[0]) : undefined;
+      const pos = lc.linePos(unclosed ?? e.pos[0]);
       const rest = source.slice(e.pos[0]);
       return { file, line: pos.line, column: pos.col, path: '', message: yamlMessage(e.code, e.message, rest.slice(0, rest.search(/:|\n|$/))) };
     }));
   }
-  const raw = doc.toJS({ maxAliasCount: 100 }) as unknown;
+  let raw: unknown;
+  try {
+    raw = doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    throw new DagValidationError([aliasProblem(doc, lc, file, e as Error)]);
+  }
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new DagValidationError([at([], 'a DAG file must be a YAML mapping with name and tasks')]);
   }
@@ -75,36 +82,43 @@ export function dagSourceLoad(source: string, file: string, opts: LoadOptions = 
 type At = (p: Path, message: string, atKey?: boolean) => SpecProblem;
 
 function zodProblems(error: z.ZodError, prefix: Path, root: unknown, at: At): SpecProblem[] {
-  const out: SpecProblem[] = [];
-  for (const issue of error.issues) {
-    const p = [...prefix, ...(issue.path as (string | number)[])];
-    if (issue.code === 'unrecognized_keys') {
-      const allowed = objectKeysAt(p) ?? [];
-      for (const k of issue.keys) out.push(at([...p, k], `unknown field "${k}"${unknownFieldHint(k, p, allowed)}`, true));
-    } else if (issue.code === 'invalid_type' && valueAt(root, issue.path as Path) === undefined) {
-      out.push(at(p, 'required field is missing'));
-    } else if (issue.code === 'invalid_union') {
-      out.push(at(p, unionMessage(issue)));
-    } else if (issue.code === 'invalid_value') {
-      const got = valueAt(root, issue.path as Path);
-      const options = issue.values.map(String);
-      out.push(at(p, `must be one of ${options.join(', ')}${typeof got === 'string' ? didYouMean(got, options) : ''}`));
-    } else {
-      out.push(at(p, issue.message.replace(/^Invalid input: /, '')));
-    }
-  }
-  return out;
+  return error.issues.flatMap((issue) => issueProblems(issue as z.core.$ZodIssue, [...prefix, ...(issue.path as (string | number)[])], root, at));
 }
 
-function unionMessage(issue: z.core.$ZodIssueInvalidUnion): string {
-  if (issue.discriminator) return `kind must be one of json-schema, regex, test, llm-judge, none`;
-  // Report the branch whose type matched: its complaint is the specific one.
-  for (const branch of issue.errors) {
-    const specific = branch.find((i) => i.code !== 'invalid_type');
-    if (specific && branch.every((i) => i.code !== 'invalid_type')) return specific.message.replace(/^Invalid input: /, '');
+/** One zod issue as located problems; unions are unfolded into the branch whose type matched. */
+function issueProblems(issue: z.core.$ZodIssue, p: Path, root: unknown, at: At): SpecProblem[] {
+  const clean = (m: string) => m.replace(/^Invalid (input|string): /, '');
+  switch (issue.code) {
+    case 'unrecognized_keys': {
+      const allowed = objectKeysAt(p) ?? [];
+      return issue.keys.map((k) => at([...p, k], `unknown field "${k}"${unknownFieldHint(k, p, allowed)}`, true));
+    }
+    case 'invalid_key':
+      return [at(p, issue.issues.map((i) => clean(i.message)).join('; '), true)];
+    case 'invalid_type':
+      if (valueAt(root, p) === undefined) return [at(p, 'required field is missing')];
+      if (issue.expected === 'int') return [at(p, 'must be a whole number')];
+      return [at(p, clean(issue.message))];
+    case 'invalid_value': {
+      const got = valueAt(root, p);
+      const options = issue.values.map(String);
+      return [at(p, `must be one of ${options.join(', ')}${typeof got === 'string' ? didYouMean(got, options) : ''}`)];
+    }
+    case 'invalid_union': {
+      if (issue.errors.length === 0 && 'discriminator' in issue && issue.discriminator) {
+        const got = valueAt(root, p);
+        const options = ('options' in issue ? issue.options ?? [] : []).map(String);
+        return [at(p, `${issue.discriminator} must be one of ${options.join(', ')}${typeof got === 'string' ? didYouMean(got, options) : ''}`)];
+      }
+      // A branch whose complaints are all below its root matched the value's type: its complaints are the specific ones.
+      const matched = issue.errors.find((branch) => branch.length > 0 && branch.every((i) => i.path.length > 0 || i.code !== 'invalid_type'));
+      if (matched) return matched.flatMap((i) => issueProblems(i, [...p, ...(i.path as (string | number)[])], root, at));
+      const expected = [...new Set(issue.errors.flatMap((b) => b.filter((i) => i.code === 'invalid_type').map((i) => (i as { expected: string }).expected)))];
+      return [at(p, `expected ${expected.join(' or ') || 'a different value'}`)];
+    }
+    default:
+      return [at(p, clean(issue.message))];
   }
-  const expected = [...new Set(issue.errors.flatMap((b) => b.filter((i) => i.code === 'invalid_type').map((i) => (i as { expected: string }).expected)))];
-  return `expected ${expected.join(' or ') || 'a different value'}`;
 }
 
 /** A field written one level too high (a spec field on the task) is a common slip: say where it belongs. */
@@ -122,6 +136,44 @@ function valueAt(root: unknown, p: Path): unknown {
   let v = root;
   for (const seg of p) v = v && typeof v === 'object' ? (v as Record<string | number, unknown>)[seg] : undefined;
   return v;
+}
+
+/** An alias that names no anchor, or expands too much: point at the first offending alias. */
+function aliasProblem(doc: Document, lc: LineCounter, file: string, e: Error): SpecProblem {
+  let offset = 0;
+  let name = '';
+  visit(doc, {
+    Alias(_, node) {
+      if (name) return visit.BREAK;
+      if (!node.resolve(doc) || /alias count/i.test(e.message)) {
+        name = node.source;
+        offset = node.range?.[0] ?? 0;
+        return visit.BREAK;
+      }
+      return undefined;
+    },
+  });
+  const pos = lc.linePos(offset);
+  const message = /alias count/i.test(e.message)
+    ? 'YAML aliases expand too much (more than 100 expansions): write the values out'
+    : `alias *${name} refers to no anchor &${name}`;
+  return { file, line: pos.line, column: pos.col, path: '', message };
+}
+
+/** Offset of the last [ or { before `end` that is not closed, skipping quoted text and comments. */
+function unclosedBracketBefore(source: string, end: number): number | undefined {
+  const open: number[] = [];
+  let quote: string | undefined;
+  for (let i = 0; i < end; i++) {
+    const c = source[i]!;
+    if (quote) {
+      if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === '#' && (i === 0 || /\s/.test(source[i - 1]!))) i = source.indexOf('\n', i) < 0 ? end : source.indexOf('\n', i);
+    else if (c === '[' || c === '{') open.push(i);
+    else if (c === ']' || c === '}') open.pop();
+  }
+  return open.at(-1);
 }
 
 function yamlMessage(code: string, message: string, text: string): string {

@@ -16,12 +16,18 @@ export function pathFormat(path: Path): string {
 export function positionOf(doc: Document, lc: LineCounter, path: Path, keyOfField = false): { line: number; col: number } {
   let node: unknown = doc.contents;
   let offset = (node as Node | null)?.range?.[0] ?? 0;
+  // Where the current node's own key starts: a missing field is reported at its parent's key.
+  let parentKey: number | undefined;
   for (let i = 0; i < path.length; i++) {
     const seg = path[i]!;
     if (isMap(node)) {
       const pair = node.items.find((p) => isPair(p) && (isScalar(p.key) ? p.key.value : p.key) === seg);
-      if (!pair) break;
+      if (!pair) {
+        offset = parentKey ?? offset;
+        break;
+      }
       const keyStart = (pair.key as Node | null)?.range?.[0];
+      parentKey = keyStart;
       const last = i === path.length - 1;
       node = pair.value;
       const valueStart = (node as Node | null)?.range?.[0];
@@ -32,6 +38,7 @@ export function positionOf(doc: Document, lc: LineCounter, path: Path, keyOfFiel
       if (!item) break;
       node = item;
       offset = item.range?.[0] ?? offset;
+      parentKey = offset;
     } else break;
   }
   const pos = lc.linePos(offset);

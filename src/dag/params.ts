@@ -58,6 +58,9 @@ export function paramsSubstitute(
     if (whole) {
       if (whole[1]! in params) return params[whole[1]!];
     }
+    for (const bad of value.match(/\$\{params?\.[^}]*\}/g) ?? []) {
+      if (!WHOLE_PLACEHOLDER.test(bad)) problems.push({ path, message: `malformed placeholder ${bad}: write \${params.NAME} with NAME of letters, digits and _` });
+    }
     return value.replace(PLACEHOLDER, (m, name: string) => {
       if (name in params) return String(params[name]);
       if (missing.has(name)) return m; // already reported as a missing param

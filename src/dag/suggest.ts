@@ -2,6 +2,11 @@
 export function closestMatch(word: string, candidates: Iterable<string>): string | undefined {
   let best: string | undefined;
   let bestDistance = Infinity;
+  const list = [...candidates];
+  // `max_cost` for `max_cost_usd`: a leading part of a real name is a strong hint whatever the edit distance.
+  const extended = word.length >= 4 ? list.filter((c) => c.toLowerCase().startsWith(word.toLowerCase())) : [];
+  if (extended.length === 1) return extended[0];
+  candidates = list;
   for (const c of candidates) {
     const d = editDistance(word.toLowerCase(), c.toLowerCase());
     if (d < bestDistance) {
