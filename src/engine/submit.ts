@@ -111,7 +111,8 @@ function instantSql(i: Instant | undefined): SQL | undefined {
 }
 
 function uniqueViolationExplain(e: unknown): unknown {
-  const err = e as { code?: string; constraint?: string; detail?: string };
+  // drizzle wraps the driver's error; the Postgres fields are on its cause.
+  const err = ((e as { cause?: unknown })?.cause ?? e) as { code?: string; constraint?: string; detail?: string };
   if (err?.code === '23505' && err.constraint === 'tasks_idempotency_key_uq') {
     return new ConflictError(`task idempotency key already used: ${err.detail ?? ''}`.trim());
   }
