@@ -33,14 +33,25 @@ export interface ClaimOptions {
   limit?: number;
   /** Seconds the agent has to start a claimed task. Default LEASE_DEFAULTS.claimTtlSec. */
   claimTtlSec?: number;
+  /**
+   * The agent's capabilities, when the caller already knows them (saves a read per
+   * claim). Claims nothing unless they are a subset of the agent's registered ones.
+   */
+  capabilities?: readonly string[];
 }
 
 /** Claim up to `limit` tasks the agent is capable of and can afford, most urgent first. */
 export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}): Promise<ClaimedTask[]> {
   const limit = opts.limit ?? 1;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new InvalidInputError(`claim limit must be 1..1000, got ${limit}`);
-  const rows = await taskClaimReady(db, agentId, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec);
-  if (rows.length === 0 && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
+  let capabilities = opts.capabilities;
+  if (!capabilities) {
+    const agent = await agentGet(db, agentId);
+    if (!agent) throw new NotFoundError('agent', agentId);
+    capabilities = agent.capabilities;
+  }
+  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec);
+  if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;
     return {

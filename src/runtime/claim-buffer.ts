@@ -11,6 +11,8 @@ export interface ClaimBufferOptions {
   /** Upper bound on tasks held (buffered + running), so one agent cannot hoard the queue. Default 2 × batch. */
   maxHeld?: number;
   claimTtlSec?: number;
+  /** The agent's capabilities, so each claim skips reading the agent row. Default: read on every claim. */
+  capabilities?: readonly string[];
 }
 
 /**
@@ -85,7 +87,7 @@ export class ClaimBuffer {
   private async claimMore(): Promise<number> {
     const room = Math.min(this.batch, this.maxHeld - this.held);
     if (room <= 0) return 0;
-    const claimed = await taskClaim(this.o.db, this.o.agentId, { limit: room, claimTtlSec: this.o.claimTtlSec });
+    const claimed = await taskClaim(this.o.db, this.o.agentId, { limit: room, claimTtlSec: this.o.claimTtlSec, capabilities: this.o.capabilities });
     this.held += claimed.length;
     this.buffer.push(...claimed);
     return claimed.length;

@@ -29,6 +29,5 @@ export const attempts = pgTable(
   (t) => [
     uniqueIndex('attempts_task_fence_uq').on(t.taskId, t.fence),
     index('attempts_dag_idx').on(t.dagId),
-    index('attempts_agent_idx').on(t.agentId),
   ],
 );

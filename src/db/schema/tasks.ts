@@ -68,8 +68,8 @@ export const tasks = pgTable(
     index('tasks_ready_claim_idx').on(t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),
     index('tasks_lease_idx').on(t.leaseExpiresAt).where(sql`${t.status} in ('claimed', 'running')`),
     index('tasks_run_at_idx').on(t.runAt).where(sql`${t.status} in ('retrying', 'pending')`),
-    index('tasks_status_idx').on(t.status),
-    index('tasks_dag_idx').on(t.dagId),
+    // No plain index on status: it lured the planner away from tasks_ready_claim_idx (a bitmap scan plus
+    // sort over every READY row, 27 ms per claim at 14k READY) and costs every status change. (dag_id, key) serves DAG lookups.
     index('tasks_parent_idx').on(t.parentId).where(sql`${t.parentId} is not null`),
   ],
 );
