@@ -25,6 +25,7 @@ export class ClaimBuffer {
   private refilling: Promise<number> | undefined;
   private waiters: Array<() => void> = [];
   private held = 0;
+  private wokenWhileBusy = false;
   private readonly batch: number;
   private readonly lowWater: number;
   private readonly maxHeld: number;
@@ -45,13 +46,19 @@ export class ClaimBuffer {
     return t;
   }
 
-  /** A task taken from the buffer has finished (completed, failed or released). */
+  /** A task taken from the buffer has finished (completed, failed or released): its room goes to waiting takers. */
   settled(): void {
+    const wasFull = this.held >= this.maxHeld;
     this.held--;
+    if (wasFull) this.wake();
   }
 
-  /** Resolve when woken, or after `ms`. */
+  /** Resolve when woken, or after `ms`; at once if a wake came while nobody was waiting. */
   waitForWork(ms: number): Promise<void> {
+    if (this.wokenWhileBusy) {
+      this.wokenWhileBusy = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       const waiters = this.waiters;
@@ -66,6 +73,8 @@ export class ClaimBuffer {
   }
 
   wake(): void {
+    // A wake that finds no waiter may have raced a taker between an empty claim and its wait: keep it.
+    if (this.waiters.length === 0) this.wokenWhileBusy = true;
     const w = this.waiters;
     this.waiters = [];
     for (const f of w) f();

@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --quick]
+ * npm run bench [-- --quick] [-- --no-fsync]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
  * Throughput and latency of dagent's hot path on a fresh embedded PostgreSQL
  * (default, durable settings): flat claim → complete, chains whose every
@@ -84,7 +84,8 @@ async function runAgent(d: Database, slots: number, expected: number, batch = BA
   };
   await Promise.all(Array.from({ length: slots }, slot));
   await batcher.drain();
-  return { seconds: (performance.now() - started) / 1000, tasks: done, hopsMs };
+  const seconds = (performance.now() - started) / 1000;
+  return { seconds, tasks: done, hopsMs };
 }
 
 async function reset(d: Database) {

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../engine/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
@@ -31,11 +31,17 @@ export interface CompletionResult {
  */
 export async function taskCompleteMany(db: Db, items: CompletionInput[]): Promise<CompletionResult> {
   if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [] };
+  const [r] = await rowsOf<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, taskCompleteManySql(items));
+  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [] };
+}
+
+/** The completion statement itself, exposed so it can be EXPLAINed as it runs. */
+export function taskCompleteManySql(items: CompletionInput[]): SQL {
   const input = JSON.stringify(items.map((i) => ({
     id: i.id, fence: i.fence, output: i.output ?? null,
     cost_usd: i.costUsd ?? 0, tokens_in: i.tokensIn ?? 0, tokens_out: i.tokensOut ?? 0, model: i.model ?? null,
   })));
-  const [r] = await rowsOf<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, sql`
+  return sql`
     with input as (
       select * from jsonb_to_recordset(${input}::jsonb)
         as x(id text, fence int, output jsonb, cost_usd numeric, tokens_in bigint, tokens_out bigint, model text)
@@ -81,6 +87,5 @@ export async function taskCompleteMany(db: Db, items: CompletionInput[]): Promis
     select
       (select array_agg(id) from done) as completed,
       (select count(*)::int from unblocked where status = 'ready') + (select count(*)::int * 0 from woke) as unblocked,
-      (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed`);
-  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [] };
+      (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed`;
 }
