@@ -1,0 +1,72 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
+import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
+import { testDatabase } from '../helpers/db.js';
+import { agentCreate, chainYaml, dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
+
+const { db } = await testDatabase();
+beforeEach(() => databaseReset(db));
+
+const flat = (n: number) => `name: flat\ntasks:\n${Array.from({ length: n }, (_, i) => `  t${i}: { type: t }`).join('\n')}\n`;
+// A wait that is never woken makes the test time out: that is the failure these tests look for.
+const FOREVER = 10 * 60_000;
+
+describe('ClaimBuffer', () => {
+  it('holds at most maxHeld tasks, and a settled task lets a waiting taker continue', async () => {
+    await dagCreate(db, flat(12));
+    const agentId = await agentCreate(db, 'buffer-a');
+    const buffer = new ClaimBuffer({ db, agentId, batch: 4, maxHeld: 4 });
+    const taken = [];
+    for (let i = 0; i < 4; i++) taken.push(await buffer.take());
+    expect(taken.every(Boolean)).toBe(true);
+    expect(await buffer.take()).toBeUndefined();
+
+    const waiting = buffer.waitForWork(FOREVER);
+    buffer.settled();
+    await waiting;
+    expect(await buffer.take()).toBeDefined();
+  });
+
+  it('keeps a wake that arrives while no one waits, so the next wait returns at once', async () => {
+    const agentId = await agentCreate(db, 'buffer-b');
+    const buffer = new ClaimBuffer({ db, agentId, batch: 2 });
+    expect(await buffer.take()).toBeUndefined();
+    buffer.wake();
+    await buffer.waitForWork(FOREVER);
+  });
+
+  it('passes a task that became ready to a taker woken by the completion that unblocked it', async () => {
+    const dagId = await dagCreate(db, chainYaml('pair', 2));
+    const agentId = await agentCreate(db, 'buffer-c');
+    const buffer = new ClaimBuffer({ db, agentId, batch: 2 });
+    const batcher = new CompletionBatcher({ db, onUnblocked: () => buffer.wake() });
+    const first = (await buffer.take())!;
+    expect(first.key).toBe('t0');
+    expect(await buffer.take()).toBeUndefined();
+    const woken = buffer.waitForWork(FOREVER);
+    expect(await batcher.complete({ taskId: first.id, fence: first.fence, output: 1 })).toEqual({ completed: true });
+    await woken;
+    expect((await buffer.take())?.key).toBe('t1');
+    expect((await taskStatusByKey(db, dagId)).t1).toBe('claimed');
+  });
+});
+
+describe('CompletionBatcher', () => {
+  it('writes many completions in batches, reports refusals per task, and drains', async () => {
+    await dagCreate(db, flat(250));
+    const agentId = await agentCreate(db, 'batcher-a');
+    const buffer = new ClaimBuffer({ db, agentId, batch: 250, maxHeld: 250 });
+    const tasks = [];
+    for (let t = await buffer.take(); t; t = await buffer.take()) tasks.push(t);
+    expect(tasks).toHaveLength(250);
+
+    let flushes = 0;
+    const batcher = new CompletionBatcher({ db, maxBatch: 100, onUnblocked: () => flushes++ });
+    const outcomes = tasks.map((t, i) => batcher.complete({ taskId: t.id, fence: i === 7 ? t.fence + 1 : t.fence, output: i }));
+    await batcher.drain();
+    const results = await Promise.all(outcomes);
+    expect(results.filter((r) => r.completed)).toHaveLength(249);
+    expect(results[7]).toEqual({ completed: false });
+    expect(flushes).toBe(0);
+  });
+});
