@@ -43,9 +43,12 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
     .option('--note <text>', 'why')
     .option('--json', 'machine-readable output')
     .action(async (id: string, opts: { resetAttempts?: boolean; note?: string; json?: boolean }) => {
-      const r = await withDatabase(ctx, (d) => dlqRetry(d.db, id, { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) }));
+      const { entry, taskStatus } = await withDatabase(ctx, async (d) => {
+        const entry = await dlqRetry(d.db, id, { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) });
+        return { entry, taskStatus: (await dlqShow(d.db, id)).task.status };
+      });
       const out = new Output(ctx.io, !!opts.json);
-      out.result(r, () => out.line(`${r.id}: retried; task ${r.taskId} is ready again`));
+      out.result({ ...entry, taskStatus }, () => out.line(`${entry.id}: retried; task ${entry.taskId} is ${taskStatus} again`));
     });
   dlq
     .command('cancel')

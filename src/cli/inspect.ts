@@ -8,6 +8,19 @@ import { withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 import { paramCollect } from './submit.js';
 
+/** The agent column: the holder of a leased task, or who finished it; not a past holder of a task waiting again. */
+function agentShown(status: string, claimedBy: string | null): string | null {
+  return ['ready', 'pending', 'retrying', 'created'].includes(status) ? null : claimedBy;
+}
+
+export function positiveInt(option: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidInputError(`${option} ${v}: expected a whole number ≥ 1`);
+    return n;
+  };
+}
+
 export function inspectCommands(program: Command, ctx: CommandContext): void {
   program
     .command('status')
@@ -20,11 +33,13 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
       out.result(s, () => {
         const { dag } = s;
         out.line(`${dag.id}  ${dag.name}${dag.title ? ` — ${dag.title}` : ''}`);
-        out.line(`status ${dag.status}   tasks ${dag.tasksTotal - dag.tasksOpen}/${dag.tasksTotal} done   spent ${usd(dag.spentUsd)}${dag.budgetUsd != null ? ` of ${usd(dag.budgetUsd)}` : ''}   created ${ago(dag.createdAt)} by ${dag.createdBy}`);
+        const count = (st: string) => s.tasks.filter((t) => t.status === st).length;
+        const cancelled = count('cancelled');
+        out.line(`status ${dag.status}   tasks ${count('completed')}/${dag.tasksTotal} completed${cancelled ? `, ${cancelled} cancelled` : ''}   spent ${usd(dag.spentUsd)}${dag.budgetUsd != null ? ` of ${usd(dag.budgetUsd)}` : ''}   created ${ago(dag.createdAt)} by ${dag.createdBy}`);
         if (dag.blockedReason) out.line(`blocked: ${dag.blockedReason}`);
         out.line();
         out.table(['key', 'status', 'attempts', 'agent', 'priority', 'type', 'id'],
-          s.tasks.map((t) => [t.key, t.status, `${t.attempts}/${t.maxAttempts}`, t.claimedBy, t.priority, t.type, t.id]));
+          s.tasks.map((t) => [t.key, t.status, `${t.attempts}/${t.maxAttempts}`, agentShown(t.status, t.claimedBy), t.priority, t.type, t.id]));
         for (const d of s.deadLetters) out.line(`dead letter ${d.id}: ${d.taskKey}: ${d.reason}`);
       });
     });
@@ -58,13 +73,13 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
     .description('list tasks')
     .option('--dag <id>', 'only tasks of this DAG')
     .option('--status <status>', 'only tasks in this state')
-    .option('--limit <n>', 'at most this many', (v) => Number(v), 200)
+    .option('--limit <n>', 'at most this many (default 200)', positiveInt('--limit'), 200)
     .option('--json', 'machine-readable output')
     .action(async (opts: { dag?: string; status?: string; limit: number; json?: boolean }) => {
       const rows = await withDatabase(ctx, (d) => taskListFiltered(d.db, { dagId: opts.dag, status: opts.status, limit: opts.limit }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(rows, () => out.table(['id', 'dag', 'key', 'status', 'priority', 'attempts', 'agent'],
-        rows.map((t) => [t.id, t.dagId, t.key, t.status, t.priority, `${t.attempts}/${t.maxAttempts}`, t.claimedBy])));
+        rows.map((t) => [t.id, t.dagId, t.key, t.status, t.priority, `${t.attempts}/${t.maxAttempts}`, agentShown(t.status, t.claimedBy)])));
     });
 
   program

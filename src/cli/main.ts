@@ -8,8 +8,9 @@ import { demoCommand } from './demo.js';
 import { dlqCommands } from './dlq.js';
 import { exitCodeFor } from './exit-codes.js';
 import { inspectCommands } from './inspect.js';
-import { processIo, type Io } from './output.js';
+import { Output, processIo, type Io } from './output.js';
 import { submitCommands } from './submit.js';
+import { upCommand } from './up.js';
 
 export function programBuild(ctx: CommandContext): Command {
   const program = new Command('dagent')
@@ -23,14 +24,17 @@ export function programBuild(ctx: CommandContext): Command {
   cancelCommands(program, ctx);
   dlqCommands(program, ctx);
   demoCommand(program, ctx);
+  upCommand(program, ctx);
   program
     .command('migrate')
     .description('apply pending database migrations (every command also does this on start)')
-    .action(async () => {
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
       const cfg = configFromEnv(ctx.io.env);
       const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, log: ctx.log });
       await d.close();
-      ctx.io.stdout('migrations applied\n');
+      const out = new Output(ctx.io, !!opts.json);
+      out.result({ migrated: true }, () => out.line('migrations applied'));
     });
   for (const c of program.commands) c.exitOverride().configureOutput({ writeOut: ctx.io.stdout, writeErr: ctx.io.stderr });
   return program;
@@ -38,10 +42,9 @@ export function programBuild(ctx: CommandContext): Command {
 
 /** Run the CLI; returns the exit code instead of exiting, so tests can run it in-process. */
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
-  const ctx = commandContext(io);
   const json = argv.includes('--json');
   try {
-    await programBuild(ctx).parseAsync(argv, { from: 'user' });
+    await programBuild(commandContext(io)).parseAsync(argv, { from: 'user' });
     return 0;
   } catch (err) {
     const code = exitCodeFor(err);

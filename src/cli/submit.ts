@@ -79,5 +79,6 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
   program
     .command('schema')
     .description('print the JSON Schema of the DAG file format (for editor validation and completion)')
+    .option('--json', 'accepted for uniformity: the output is JSON either way')
     .action(() => ctx.io.stdout(`${JSON.stringify(dagFileJsonSchema(), null, 2)}\n`));
 }

@@ -29,10 +29,9 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
         if (typeof parsed === 'string') problems.push({ path: ['tasks', key, field], message: parsed });
       }
     }
-    retryCheck(task.retry, ['tasks', key, 'retry'], problems);
+    retryCheck({ ...file.defaults?.retry, ...task.retry }, ['tasks', key, 'retry'], problems);
     validationCheck(task.output?.validation, ['tasks', key, 'output', 'validation'], problems);
   }
-  retryCheck(file.defaults?.retry, ['defaults', 'retry'], problems);
   if (problems.length) return problems;
 
   const graph = dagGraphBuild(keys, edges);

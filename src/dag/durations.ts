@@ -27,7 +27,9 @@ export function instantParse(s: string): Instant | string {
 
 /** Date.parse rolls 2026-02-30 over to March; refuse dates and times that do not exist. */
 function calendarValid(s: string): boolean {
-  const [y, mo, d, h, mi, sec] = s.slice(0, 19).split(/[-T:]/).map(Number) as number[];
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?/.exec(s);
+  if (!m) return false;
+  const [y, mo, d, h, mi, sec] = m.slice(1).map((v) => (v === undefined ? 0 : Number(v))) as number[];
   const date = new Date(Date.UTC(y!, mo! - 1, d!));
-  return date.getUTCMonth() === mo! - 1 && date.getUTCDate() === d && h! <= 23 && mi! <= 59 && (sec === undefined || Number.isNaN(sec) || sec <= 59);
+  return date.getUTCMonth() === mo! - 1 && date.getUTCDate() === d && h! <= 23 && mi! <= 59 && sec! <= 59;
 }

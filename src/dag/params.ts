@@ -17,9 +17,13 @@ export function paramsResolve(
     const d = typeof decl === 'object' && decl !== null ? (decl as { default?: ParamValue; required?: boolean }) : { default: decl as ParamValue };
     if (name in given) {
       const coerced = coerce(given[name]!, d.default);
-      if (coerced === undefined) problems.push({ path: ['params', name], message: `--param ${name}=${given[name]}: expected a ${typeof d.default}` });
-      else values[name] = coerced;
+      if (coerced !== undefined) values[name] = coerced;
+      else {
+        missing.add(name);
+        problems.push({ path: ['params', name], message: `--param ${name}=${given[name]}: expected a ${typeof d.default}` });
+      }
     } else if (d.default !== undefined) values[name] = d.default;
+    else if (d.required === false) values[name] = '';
     else {
       missing.add(name);
       problems.push({ path: ['params', name], message: `param "${name}" has no default and was not given (pass --param ${name}=VALUE)` });

@@ -40,8 +40,11 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     url = server.url;
   }
   const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
-  // An idle client losing its server (restart, network) must not crash the process.
-  pool.on('error', (err) => opts.log?.warn({ err }, 'idle database client error'));
+  let closing = false;
+  // An idle client losing its server (restart, network) must not crash the process; during close it is expected.
+  pool.on('error', (err) => {
+    if (!closing) opts.log?.warn({ err }, 'idle database client error');
+  });
   const db = drizzle(pool, { schema });
   try {
     if (opts.migrate !== false) await migrationsApply(pool);
@@ -55,6 +58,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     pool,
     url,
     async close() {
+      closing = true;
       await pool.end();
       await server?.stop();
     },

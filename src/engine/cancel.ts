@@ -3,7 +3,7 @@ import { dagGet, dagLockGraph, dagMarkCancelled, dagStatusRefresh, dagTasksClose
 import { deadLetterResolveForTasks } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskCancelCascade, taskGet, taskNonTerminalIdsForDag, type CancelledRow } from '../db/queries/tasks.js';
-import { IllegalTransitionError, NotFoundError } from '../errors.js';
+import { DagentError, IllegalTransitionError, NotFoundError } from '../errors.js';
 import { TRANSITIONS } from './state-machine.js';
 
 /** Cancel one task and everything downstream that can no longer run. Returns the cancelled tasks. */
@@ -30,7 +30,7 @@ export async function dagCancel(db: Db, dagId: string, by = 'human', note?: stri
     const ids = (await taskNonTerminalIdsForDag(tx, dagId)).map((r) => r.id);
     const cancelled = ids.length ? await taskCancelCascade(tx, ids) : [];
     if (!(await dagMarkCancelled(tx, dagId))) {
-      throw new IllegalTransitionError(dagId, 'cancel DAG', dag.status, ['running', 'blocked']);
+      throw new DagentError('ILLEGAL_TRANSITION', `DAG ${dagId} is ${dag.status}: only running or blocked DAGs can be cancelled`, { dagId, status: dag.status });
     }
     await cancelledSettle(tx, cancelled, by, note);
     await eventInsertMany(tx, [{ type: 'dag.cancelled', dagId, data: { by, note: note ?? null, tasks: cancelled.length } }]);
@@ -44,6 +44,7 @@ export async function cancelledSettle(tx: Db, cancelled: CancelledRow[], by: str
   for (const c of cancelled) perDag.set(c.dagId, (perDag.get(c.dagId) ?? 0) + 1);
   await dagTasksClosed(tx, perDag);
   await deadLetterResolveForTasks(tx, cancelled.filter((c) => c.previous === 'dead_lettered').map((c) => c.id), by, note ?? 'task cancelled');
-  await dagStatusRefresh(tx, [...perDag.keys()]);
+  const refreshed = await dagStatusRefresh(tx, [...perDag.keys()]);
+  await eventInsertMany(tx, refreshed.filter((d) => d.status === 'completed').map((d) => ({ type: 'dag.completed', dagId: d.id, data: { by } })));
   await eventInsertMany(tx, cancelled.map((c) => ({ type: 'task.cancelled', dagId: c.dagId, taskId: c.id, data: { previous: c.previous, by, note: note ?? null } })));
 }

@@ -38,6 +38,8 @@ export interface ClaimOptions {
    * claim). Claims nothing unless they are a subset of the agent's registered ones.
    */
   capabilities?: readonly string[];
+  /** Only claim tasks of this DAG. Default: any DAG. */
+  dagId?: string;
 }
 
 /** Claim up to `limit` tasks the agent is capable of and can afford, most urgent first. */
@@ -50,7 +52,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
     if (!agent) throw new NotFoundError('agent', agentId);
     capabilities = agent.capabilities;
   }
-  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec);
+  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, opts.dagId);
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;

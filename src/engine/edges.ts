@@ -22,6 +22,10 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
     const byKey = new Map(taskRows.map((t) => [t.key, t]));
     for (const e of add) {
       for (const k of [e.upstream, e.downstream]) if (!byKey.has(k)) throw new NotFoundError(`task in DAG ${dagId}`, k);
+      const up = byKey.get(e.upstream)!;
+      if (up.status === 'cancelled') {
+        throw new InvalidInputError(`cannot make ${e.downstream} wait for ${e.upstream}: ${e.upstream} is cancelled and will never complete`);
+      }
     }
     const existing = await edgeListForDag(tx, dagId);
     graphCheckAcyclic(

@@ -1,6 +1,6 @@
 import type { Db } from '../db/connection.js';
 import { taskGet } from '../db/queries/tasks.js';
-import { LeaseLostError, NotFoundError } from '../errors.js';
+import { DagentError, LeaseLostError, NotFoundError } from '../errors.js';
 import { LEASED_STATES, assertTransition, type TaskState, type Transition } from './state-machine.js';
 
 /**
@@ -14,5 +14,6 @@ export async function guardExplain(db: Db, taskId: string, fence: number, transi
     throw new LeaseLostError(taskId, fence, task.fence, task.status);
   }
   assertTransition(taskId, transition, task.status);
-  throw new Error(`task ${taskId}: ${transition} refused for an unknown reason (status ${task.status})`);
+  // State and token match now, so the row changed between the UPDATE and this read (a reaper's expiry re-check lost to a heartbeat).
+  throw new DagentError('TRANSITION_RACED', `task ${taskId}: ${transition} refused: the task changed meanwhile (now ${task.status})`, { taskId, transition });
 }

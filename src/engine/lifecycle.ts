@@ -117,8 +117,10 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
 export async function taskRelease(db: Db, ref: TaskRef & { reason?: string }): Promise<void> {
   const ok = await withTx(db, async (tx) => {
     const released = await taskReleaseQuery(tx, ref.taskId, ref.fence, ref.reason ?? 'released by agent');
-    if (released) await eventInsertMany(tx, [{ type: 'task.released', taskId: ref.taskId, data: { reason: ref.reason ?? null } }]);
-    return released;
+    if (released) {
+      await eventInsertMany(tx, [{ type: 'task.released', taskId: ref.taskId, dagId: released.dagId, agentId: released.agentId, data: { reason: ref.reason ?? null } }]);
+    }
+    return released !== null;
   });
   if (!ok) await guardExplain(db, ref.taskId, ref.fence, 'release');
 }

@@ -3,7 +3,9 @@ import type { Db } from '../db/connection.js';
 import { agentMarkStaleOffline } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskLeaseExpiredList, type ExpiredLease } from '../db/queries/tasks.js';
-import { LeaseLostError } from '../errors.js';
+import { DagentError } from '../errors.js';
+
+const SKIPPABLE = new Set(['LEASE_LOST', 'ILLEGAL_TRANSITION', 'TRANSITION_RACED']);
 import { taskFail } from '../engine/lifecycle.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
@@ -44,8 +46,10 @@ export function reaperCreate(o: ReaperOptions): MaintenanceService {
       await eventInsertMany(o.db, [{ type: 'task.reaped', dagId: t.dagId, taskId: t.id, agentId: t.agentId, data: { reason: t.reason } }]);
       return true;
     } catch (e) {
-      if (e instanceof LeaseLostError || (e as { code?: string }).code === 'ILLEGAL_TRANSITION') return false;
-      throw e;
+      // Completed, heartbeated or reclaimed since the scan: nothing to take back.
+      if (e instanceof DagentError && SKIPPABLE.has(e.code)) return false;
+      o.log?.warn({ err: e, taskId: t.id }, 'reaper could not take a task back; continuing with the batch');
+      return false;
     }
   };
   return serviceCreate({

@@ -155,8 +155,9 @@ describe('validate', () => {
 
   const examples = readdirSync(EXAMPLES_DIR).filter((f) => f.endsWith('.yaml')).sort();
 
-  it('there are four examples', () => {
-    expect(examples).toEqual(['code-change.yaml', 'dependency-audit.yaml', 'release-train.yaml', 'research-report.yaml']);
+  it('there are at least three examples, including code-change (the one with a required param)', () => {
+    expect(examples.length).toBeGreaterThanOrEqual(3);
+    expect(examples).toContain('code-change.yaml');
   });
 
   it.each(examples)('exits 0 for dags/examples/%s', async (name) => {
@@ -167,11 +168,11 @@ describe('validate', () => {
     expect(run.stdout).toContain(': ok (');
   });
 
-  it('exits 0 for all four examples at once', async () => {
+  it('exits 0 for all examples at once', async () => {
     const files = examples.map((f) => path.relative(process.cwd(), path.join(EXAMPLES_DIR, f)));
     const run = await cli(['validate', ...files, '--param', 'ticket=X']);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
-    expect(run.stdout.trim().split('\n')).toHaveLength(4);
+    expect(run.stdout.trim().split('\n')).toHaveLength(examples.length);
   });
 });

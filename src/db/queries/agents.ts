@@ -43,8 +43,11 @@ export function agentList(db: Db) {
   return db.select().from(agents).orderBy(asc(agents.id));
 }
 
+/** A heartbeat also brings an agent marked offline (heartbeats had stopped) back to active; draining stays draining. */
 export async function agentHeartbeat(db: Db, id: string): Promise<boolean> {
-  const r = await db.update(agents).set({ heartbeatAt: sql`now()` }).where(eq(agents.id, id)).returning({ id: agents.id });
+  const r = await db.update(agents)
+    .set({ heartbeatAt: sql`now()`, status: sql`case when ${agents.status} = 'offline' then 'active' else ${agents.status} end` })
+    .where(eq(agents.id, id)).returning({ id: agents.id });
   return r.length > 0;
 }
 

@@ -1,6 +1,8 @@
 import { eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { edges } from '../schema/index.js';
+import { fromStates } from '../../engine/state-machine.js';
+import { textArray } from './run.js';
 
 export interface EdgeRow { dagId: string; upstreamId: string; downstreamId: string }
 
@@ -40,7 +42,7 @@ export function edgeUnblockDependentsCtes(doneCte: SQL): SQL {
       ready_at = case when t.deps_remaining - c.n = 0 and (t.run_at is null or t.run_at <= now()) then now() else t.ready_at end,
       updated_at = now()
     from dep_counts c
-    where t.id = c.id and t.status = 'pending'
+    where t.id = c.id and t.status = any(${textArray(fromStates('unblock'))})
     returning t.id, t.status
   )`;
 }

@@ -43,16 +43,16 @@ export interface ClaimedRow {
  * Each claim bumps the fencing token and starts the claim lease.
  */
 export async function taskClaimReady(
-  db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number,
+  db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, dagId?: string,
 ): Promise<ClaimedRow[]> {
   const rows = await rowsOf<Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string }>(
-    db, taskClaimReadySql(agentId, capabilities, limit, claimTtlSec),
+    db, taskClaimReadySql(agentId, capabilities, limit, claimTtlSec, dagId),
   );
   return rows.map((r) => ({ ...r, leaseExpiresAt: dateOf(r.leaseExpiresAt)! }));
 }
 
 /** The claim statement itself, exposed so it can be EXPLAINed as it runs. */
-export function taskClaimReadySql(agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number): SQL {
+export function taskClaimReadySql(agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, dagId?: string): SQL {
   const caps = textArray(capabilities);
   return sql`
     with agent as materialized (
@@ -66,6 +66,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         and ${caps} <@ (select capabilities from agent)
         and (t.required_capabilities = '{}' or t.required_capabilities <@ ${caps})
         and (t.max_cost_usd is null or t.max_cost_usd <= (select remaining from agent))
+        ${dagId ? sql`and t.dag_id = ${dagId}` : sql``}
       order by t.effective_priority, t.ready_at, t.id
       limit ${limit}
       for update of t skip locked

@@ -1,7 +1,7 @@
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
-import { fromStates, type TaskState } from '../../engine/state-machine.js';
+import { LEASED_STATES, fromStates, type TaskState } from '../../engine/state-machine.js';
 import { READY_CHANNEL, dateOf, rowsOf, textArray } from './run.js';
 
 export type TaskRow = typeof tasks.$inferSelect;
@@ -188,8 +188,8 @@ export async function taskDeadLetterRetry(db: Db, id: string, resetAttempts: boo
 }
 
 /** Give a leased task back without consuming an attempt (graceful shutdown). */
-export async function taskRelease(db: Db, id: string, fence: number, reason: string): Promise<boolean> {
-  const r = await rowsOf<{ id: string }>(db, sql`
+export async function taskRelease(db: Db, id: string, fence: number, reason: string): Promise<{ dagId: string; agentId: string | null } | null> {
+  const [r] = await rowsOf<{ dagId: string; agentId: string | null }>(db, sql`
     with released as (
       update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now()
       where t.id = ${id} and t.fence = ${fence} and t.status = any(${textArray(fromStates('release'))})
@@ -201,8 +201,8 @@ export async function taskRelease(db: Db, id: string, fence: number, reason: str
              (extract(epoch from now() - claimed_at) * 1000)::int
       from released
     )
-    select id, ${notifyIfReady(sql`released`)} as notified from released`);
-  return r.length > 0;
+    select dag_id as "dagId", claimed_by as "agentId", ${notifyIfReady(sql`released`)} as notified from released`);
+  return r ?? null;
 }
 
 export interface ExpiredLease { id: string; dagId: string; fence: number; status: TaskState; agentId: string | null; reason: 'claim_ttl' | 'heartbeat' | 'max_duration' }
@@ -260,10 +260,19 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
       select t.id, t.status from tasks t join downstream d on d.id = t.id
       where t.status = any(${textArray(fromStates('cancel'))})
       for update of t
+    ),
+    cancelled as (
+      update tasks t set status = 'cancelled', lease_expires_at = null, completed_at = now(), updated_at = now()
+      from previous p where t.id = p.id
+      returning t.*, p.status as previous
+    ),
+    cut_short as (
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms)
+      select id, dag_id, attempts, fence, claimed_by, 'cancelled', 'cancelled', 'cancelled while held by an agent', claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int
+      from cancelled where previous = any(${textArray(LEASED_STATES)})
     )
-    update tasks t set status = 'cancelled', lease_expires_at = null, completed_at = now(), updated_at = now()
-    from previous p where t.id = p.id
-    returning t.id, t.dag_id as "dagId", t.key, p.status as previous`);
+    select id, dag_id as "dagId", key, previous from cancelled`);
 }
 
 export function taskNonTerminalIdsForDag(db: Db, dagId: string) {

@@ -9,7 +9,7 @@ export const dags = pgTable(
     id: text('id').primaryKey(),
     name: text('name').notNull(),
     title: text('title'),
-    /** running | completed | blocked | cancelled — see src/engine/dag-status.ts */
+    /** running | completed | blocked | cancelled — derived by dagStatusRefresh (db/queries/dags.ts) and the completion statement */
     status: text('status').notNull().default('running'),
     blockedReason: text('blocked_reason'),
     params: jsonb('params').notNull().default({}),

@@ -1,0 +1,35 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { taskClaim } from '../../src/engine/claim.js';
+import { taskFail } from '../../src/engine/lifecycle.js';
+import { testDatabase } from '../helpers/db.js';
+import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js';
+
+const database = await testDatabase();
+const { db } = database;
+
+describe('dagent up (real process)', () => {
+  it('runs the maintenance loops until SIGTERM, then exits 0', async () => {
+    const dagId = await dagCreate(db, 'name: up\ntasks:\n  x: { type: t, retry: { strategy: fixed, initial_delay: 1s, jitter: 0 } }\n');
+    const agentId = await agentCreate(db, 'up-agent');
+    const [x] = await taskClaim(db, agentId);
+    await taskFail(db, { taskId: x!.id, fence: x!.fence, errorClass: 'crash', message: 'boom' });
+    expect((await taskStatusByKey(db, dagId)).x).toBe('retrying');
+
+    const child = spawn(process.execPath, ['bin/dagent.js', 'up'], { env: { ...process.env, DATABASE_URL: database.url }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.on('data', (b) => (stdout += b));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    // The promoter in the child moves the task to READY once its retry time (1 s, database clock) passes.
+    for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).x !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
+    expect(stdout).toContain('reaper, promoter running');
+    const { rows } = await db.execute<{ name: string }>(sql`select name from maintenance_gates`);
+    expect(rows.map((r) => r.name)).toContain('promoter');
+
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stdout).toContain('dagent up: stopped');
+  });
+});
