@@ -6,6 +6,7 @@ import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete, taskHeartbeat, taskStart } from '../../src/engine/lifecycle.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { LeaseLostError, IllegalTransitionError } from '../../src/errors.js';
+import { promoterCreate } from '../../src/maintenance/promoter.js';
 
 const { db } = await testDatabase();
 
@@ -48,6 +49,25 @@ describe('task lifecycle', () => {
     expect(done.dagsCompleted).toEqual([dagId]);
     const dag = await dagGet(db, dagId);
     expect(dag).toMatchObject({ status: 'completed', tasksOpen: 0, spentUsd: 0.25 });
+  });
+
+  it('resolves relative deadline and not_before by the database clock; not_before holds the task until the promoter', async () => {
+    const dagId = await dagCreate(db, 'name: later\ntasks:\n  x: { type: t, deadline: 2h, not_before: 1h }\n  y: { type: t, deadline: "2030-01-01T00:00:00+02:00" }\n');
+    const { rows } = await db.execute<{ key: string; status: string; deadline_in: number; run_in: number | null; deadline: string }>(sql`
+      select key, status, extract(epoch from deadline - created_at)::float8 as deadline_in,
+             extract(epoch from run_at - created_at)::float8 as run_in, to_json(deadline)#>>'{}' as deadline
+      from tasks where dag_id = ${dagId} order by key`);
+    expect(rows[0]).toMatchObject({ key: 'x', status: 'pending' });
+    expect(rows[0]!.deadline_in).toBeCloseTo(7200, 0);
+    expect(rows[0]!.run_in).toBeCloseTo(3600, 0);
+    expect(rows[1]).toMatchObject({ key: 'y', status: 'ready' });
+    expect(new Date(rows[1]!.deadline).toISOString()).toBe('2029-12-31T22:00:00.000Z');
+
+    const promoter = promoterCreate({ db });
+    expect(await promoter.runOnce()).toBe(0);
+    await db.execute(sql`update tasks set run_at = now() where dag_id = ${dagId} and key = 'x'`);
+    expect(await promoter.runOnce()).toBe(1);
+    expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
   });
 
   it('refuses a stale fencing token and an illegal transition with typed errors', async () => {

@@ -58,7 +58,8 @@ export function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-async function adminQuery(url: string, q: string): Promise<void> {
+/** One statement on a short-lived connection (CREATE/DROP DATABASE cannot run in a pool's transaction). */
+export async function adminQuery(url: string, q: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {

@@ -1,11 +1,13 @@
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import type { PgInsertValue } from 'drizzle-orm/pg-core';
 import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates, type TaskState } from '../../engine/state-machine.js';
 import { READY_CHANNEL, dateOf, rowsOf, textArray } from './run.js';
 
 export type TaskRow = typeof tasks.$inferSelect;
-export type TaskInsert = typeof tasks.$inferInsert;
+/** A task row to insert; columns may be SQL expressions (times relative to the database clock). */
+export type TaskInsert = PgInsertValue<typeof tasks>;
 
 const CHUNK = 500;
 
