@@ -73,7 +73,7 @@ describe('task lifecycle', () => {
   it('refuses a stale fencing token and an illegal transition with typed errors', async () => {
     const dagId = await dagCreate(db, 'name: one\ntasks:\n  x: { type: t }\n');
     await agentCreate(db, 'lc-2');
-    const [x] = await taskClaim(db, 'lc-2');
+    const [x] = await taskClaim(db, 'lc-2', { dagId });
     await expect(taskComplete(db, { taskId: x!.id, fence: x!.fence + 1, output: 1 })).rejects.toBeInstanceOf(LeaseLostError);
     await taskStart(db, { taskId: x!.id, fence: x!.fence });
     await expect(taskStart(db, { taskId: x!.id, fence: x!.fence })).rejects.toBeInstanceOf(IllegalTransitionError);
