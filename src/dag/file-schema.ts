@@ -22,7 +22,8 @@ const duration = z.union([
 ]).describe('duration: number of seconds, or a string like 500ms, 30s, 5m, 2h, 1d');
 const instant = z.string().max(64)
   .describe('ISO 8601 date-time with offset (2026-12-01T09:00:00Z), or a duration from submission (2h)');
-const errorClass = z.string().regex(ERROR_CLASS_PATTERN, { error: 'must be an error class like timeout or rate_limit' });
+const errorClass = z.string().regex(ERROR_CLASS_PATTERN, { error: 'must be an error class like timeout or rate_limit' })
+  .describe(`an error class: ${BUILTIN_ERROR_CLASSES.join(', ')}, or a custom one (lowercase, digits, _)`);
 const money = z.number().nonnegative().max(1_000_000);
 
 export const constraintsSchema = z.strictObject({
