@@ -38,7 +38,7 @@ describe('example DAGs', () => {
     expect(order.sort()).toEqual(spec.tasks.map((t) => t.key).sort());
 
     const position = new Map<string, number>();
-    const completionOrder = await db.query.attempts.findMany({ where: (a, { eq }) => eq(a.dagId, dagId), orderBy: (a, { asc }) => [asc(a.id)] });
+    const completionOrder = await db.query.attempts.findMany({ where: (a, { eq }) => eq(a.dagId, dagId), orderBy: (a, { asc }) => [asc(a.endedAt)] });
     const keyOf = new Map((await db.query.tasks.findMany({ where: (t, { eq }) => eq(t.dagId, dagId) })).map((t) => [t.id, t.key]));
     completionOrder.forEach((a, i) => position.set(keyOf.get(a.taskId)!, i));
     const edges = await edgeListForDag(db, dagId);

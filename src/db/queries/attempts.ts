@@ -5,7 +5,7 @@ import { attempts } from '../schema/index.js';
 export type AttemptRow = typeof attempts.$inferSelect;
 
 export function attemptListForTask(db: Db, taskId: string) {
-  return db.select().from(attempts).where(eq(attempts.taskId, taskId)).orderBy(asc(attempts.id));
+  return db.select().from(attempts).where(eq(attempts.taskId, taskId)).orderBy(asc(attempts.fence));
 }
 
 /** Failed attempts since the last attempt reset, and on how many distinct agents: the poison-pill inputs. */

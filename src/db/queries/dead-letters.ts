@@ -15,7 +15,7 @@ export async function deadLetterInsert(
         'attempt', a.attempt, 'fence', a.fence, 'agent', a.agent_id, 'outcome', a.outcome,
         'error_class', a.error_class, 'error', a.error_message, 'started_at', a.started_at, 'ended_at', a.ended_at,
         'duration_ms', a.duration_ms, 'cost_usd', a.cost_usd, 'model', a.model, 'details', a.details
-      ) order by a.id), '[]'::jsonb),
+      ) order by a.fence), '[]'::jsonb),
       coalesce(sum(a.cost_usd), 0)
     from ${attempts} a where a.task_id = ${e.taskId}`);
 }
