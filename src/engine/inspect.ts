@@ -5,7 +5,7 @@ import { dagGet } from '../db/queries/dags.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
 import { eventListForTask } from '../db/queries/events.js';
-import { taskCountsByStatusTier, taskGet, taskIdsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks.js';
+import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { TaskBody } from '../dag/spec.js';
 import { didYouMean } from '../dag/suggest.js';
@@ -32,9 +32,8 @@ export async function taskShow(db: Db, taskId: string) {
   const task = await taskGet(db, taskId);
   if (!task) throw new NotFoundError('task', taskId);
   const body = task.spec as TaskBody;
-  const upstream = task.contextKeys.length ? await taskIdsByKeys(db, task.dagId, task.contextKeys) : [];
-  const outputs: Record<string, unknown> = {};
-  for (const u of upstream) outputs[u.key] = (await taskGet(db, u.id))?.output ?? null;
+  const upstream = task.contextKeys.length ? await taskOutputsByKeys(db, task.dagId, task.contextKeys) : [];
+  const outputs = Object.fromEntries(upstream.map((u) => [u.key, u.output]));
   const [attempts, events] = await Promise.all([attemptListForTask(db, taskId), eventListForTask(db, taskId)]);
   return { task, inputs: contextResolve(body.context ?? [], outputs), attempts, events };
 }

@@ -52,8 +52,9 @@ export function taskList(db: Db, filter: { dagId?: string; status?: string; limi
   return db.select().from(tasks).where(where).orderBy(asc(tasks.effectivePriority), asc(tasks.createdAt)).limit(filter.limit ?? 1000);
 }
 
-export function taskIdsByKeys(db: Db, dagId: string, keys: string[]) {
-  return db.select({ id: tasks.id, key: tasks.key }).from(tasks).where(and(eq(tasks.dagId, dagId), inArray(tasks.key, keys)));
+/** Outputs of the named tasks of a DAG (what a task's context refs point at). */
+export function taskOutputsByKeys(db: Db, dagId: string, keys: string[]) {
+  return db.select({ key: tasks.key, output: tasks.output }).from(tasks).where(and(eq(tasks.dagId, dagId), inArray(tasks.key, keys)));
 }
 
 /** An unclaimed task gained `n` unfinished upstream tasks: it waits (READY goes back to PENDING). False if it was already claimed. */
