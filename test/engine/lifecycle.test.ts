@@ -5,6 +5,7 @@ import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete, taskHeartbeat, taskStart } from '../../src/engine/lifecycle.js';
 import { dagGet } from '../../src/db/queries/dags.js';
+import { taskShow } from '../../src/engine/inspect.js';
 import { LeaseLostError, IllegalTransitionError } from '../../src/errors.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 
@@ -49,6 +50,9 @@ describe('task lifecycle', () => {
     expect(done.dagsCompleted).toEqual([dagId]);
     const dag = await dagGet(db, dagId);
     expect(dag).toMatchObject({ status: 'completed', tasksOpen: 0, spentUsd: 0.25 });
+    const shown = await taskShow(db, d!.id);
+    expect(shown.inputs).toEqual({ b: 'B', 'c.value': 'C' });
+    expect(shown.attempts.map((x) => x.outcome)).toEqual(['completed']);
   });
 
   it('resolves relative deadline and not_before by the database clock; not_before holds the task until the promoter', async () => {
