@@ -54,6 +54,21 @@ describe('embedded PostgreSQL', () => {
   });
 });
 
+describe('embedded PostgreSQL started twice at once', () => {
+  it('one starter owns the server and the other joins it (start lock)', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-race-'));
+    chmodSync(dataDir, 0o755);
+    const [a, b] = await Promise.all([embeddedServerStart({ dataDir, ephemeral: true }), embeddedServerStart({ dataDir, ephemeral: true })]);
+    try {
+      expect([a.owned, b.owned].sort()).toEqual([false, true]);
+      expect(a.url).toBe(b.url);
+    } finally {
+      await (a.owned ? a : b).stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('embedded server folder access', () => {
   it('grants other users traverse-only permission on private folders above a target, nothing more', async () => {
     const { traversalGrant } = await import('../../src/db/embedded.js');
