@@ -6,4 +6,3 @@ const random = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 14);
 export const newDagId = () => `dag_${random()}`;
 export const newTaskId = () => `tsk_${random()}`;
 export const newDeadLetterId = () => `dlq_${random()}`;
-export const newAgentId = (type: string) => `${type}-${random().slice(0, 6)}`;

@@ -20,7 +20,6 @@ export const TASK_STATES = [
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
-export const TERMINAL_STATES: readonly TaskState[] = ['completed', 'cancelled'];
 /** States in which an agent holds the task under a lease and a fencing token. */
 export const LEASED_STATES: readonly TaskState[] = ['claimed', 'running', 'validating'];
 
@@ -56,10 +55,6 @@ export type Transition = keyof typeof TRANSITIONS;
 
 export function fromStates(t: Transition): readonly TaskState[] {
   return TRANSITIONS[t].from;
-}
-
-export function canTransition(t: Transition, from: TaskState): boolean {
-  return (TRANSITIONS[t].from as readonly string[]).includes(from);
 }
 
 export function assertTransition(taskId: string, t: Transition, actual: string): void {

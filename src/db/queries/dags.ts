@@ -1,4 +1,4 @@
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from './run.js';
@@ -20,11 +20,6 @@ export async function dagFindByIdempotencyKey(db: Db, key: string): Promise<DagR
   return row;
 }
 
-export function dagList(db: Db, filter: { status?: string; limit?: number } = {}) {
-  return db.select().from(dags).where(filter.status ? eq(dags.status, filter.status) : undefined)
-    .orderBy(desc(dags.createdAt)).limit(filter.limit ?? 100);
-}
-
 /**
  * Serialize every mutation of one DAG's graph until the transaction ends, so two
  * transactions adding edges can never together close a cycle.
@@ -34,12 +29,6 @@ export async function dagLockGraph(db: Db, dagId: string): Promise<void> {
 }
 // Arbitrary constant ('dag' in ASCII): the first key of the two-key advisory lock space for DAG graphs.
 const DAG_LOCK_NAMESPACE = 0x646167;
-
-/** Grow a DAG by `n` tasks (spawned at runtime). */
-export async function dagTasksAdd(db: Db, dagId: string, n: number): Promise<void> {
-  await db.update(dags).set({ tasksTotal: sql`${dags.tasksTotal} + ${n}`, tasksOpen: sql`${dags.tasksOpen} + ${n}`, updatedAt: sql`now()` })
-    .where(eq(dags.id, dagId));
-}
 
 /** Count tasks out of a DAG that were cancelled (completion counts itself down in its own statement). */
 export async function dagTasksClosed(db: Db, counts: Map<string, number>): Promise<void> {

@@ -20,8 +20,6 @@ export async function deadLetterInsert(
     from ${attempts} a where a.task_id = ${e.taskId}`);
 }
 
-export interface DeadLetterListItem extends DeadLetterRow { taskKey: string; taskType: string }
-
 export function deadLetterList(db: Db, filter: { open?: boolean; dagId?: string; limit?: number } = {}) {
   return db
     .select({ entry: deadLetters, taskKey: tasks.key, taskType: tasks.type })

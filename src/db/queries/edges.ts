@@ -46,7 +46,3 @@ export function edgeUnblockDependentsCtes(doneCte: SQL): SQL {
     returning t.id, t.status
   )`;
 }
-
-export function edgeDownstreamIds(db: Db, taskId: string) {
-  return db.select({ id: edges.downstreamId }).from(edges).where(eq(edges.upstreamId, taskId));
-}

@@ -1,4 +1,4 @@
-import { asc, desc, eq, sql } from 'drizzle-orm';
+import { asc, desc, eq } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { events } from '../schema/index.js';
 
@@ -21,9 +21,4 @@ export function eventListForTask(db: Db, taskId: string) {
 
 export function eventListForDag(db: Db, dagId: string, limit = 200) {
   return db.select().from(events).where(eq(events.dagId, dagId)).orderBy(desc(events.id)).limit(limit);
-}
-
-export async function eventCountByType(db: Db, type: string): Promise<number> {
-  const [r] = await db.select({ n: sql<number>`count(*)::int` }).from(events).where(eq(events.type, type));
-  return r?.n ?? 0;
 }
