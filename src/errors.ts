@@ -85,3 +85,10 @@ export class ConflictError extends DagentError {
     super('CONFLICT', message, details);
   }
 }
+
+/** Spending more would exceed a budget (the DAG's budget_usd). */
+export class BudgetExceededError extends DagentError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('BUDGET_EXCEEDED', message, details);
+  }
+}

@@ -20,3 +20,9 @@ export { maintenanceServices, reaperCreate, promoterCreate, type MaintenanceServ
 export { ClaimBuffer } from './runtime/claim-buffer.js';
 export { CompletionBatcher } from './runtime/completion-batcher.js';
 export * from './errors.js';
+export { taskSpawn, type SpawnOptions, type SpawnResult, type SpawnedChild } from './engine/spawn.js';
+export type { SubtaskSpec } from './dag/subtask-spec.js';
+export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/define-agent.js';
+export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
+export { ReadyListener } from './runtime/ready-listener.js';
+export { TaskError, RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';

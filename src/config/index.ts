@@ -30,6 +30,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
 export const LEASE_DEFAULTS = {
   /** How long a claimed task may wait for `start` before the reaper takes it back. */
   claimTtlSec: 60,
-  /** How long a running task stays leased after its last heartbeat. */
+  /** How long a running task stays leased after its last heartbeat, when the task sets no heartbeat_sec. */
   heartbeatLeaseSec: 60,
+  /** How often the agent runtime heartbeats a running task that sets no heartbeat_sec. */
+  heartbeatSec: 20,
+  /** A heartbeat lease lasts this many beats, so one late or lost beat never loses the task. */
+  beatsPerLease: 3,
 } as const;

@@ -29,6 +29,8 @@ const money = z.number().nonnegative().max(1_000_000);
 export const constraintsSchema = z.strictObject({
   max_cost_usd: money.optional().describe('most this task may cost per attempt; claims only by agents whose budget covers it'),
   max_duration_sec: z.number().int().positive().max(7 * 24 * 3600).optional(),
+  heartbeat_sec: z.number().int().positive().max(3600).optional()
+    .describe('how often the agent heartbeats while running (default 20); the lease lasts three beats'),
   capabilities: z.array(key).max(32).optional().describe('capabilities an agent must have to claim the task'),
 });
 

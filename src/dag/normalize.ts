@@ -22,6 +22,7 @@ export function dagFileNormalize(file: DagFile, params: Record<string, ParamValu
       requiredCapabilities: [...new Set(constraints.capabilities ?? [])].sort(),
       maxCostUsd: constraints.max_cost_usd,
       maxDurationSec: constraints.max_duration_sec,
+      heartbeatSec: constraints.heartbeat_sec,
       priority: t.priority ?? d.priority ?? TASK_DEFAULTS.priority,
       boostPerMinute: t.boost_per_minute ?? d.boost_per_minute ?? TASK_DEFAULTS.boostPerMinute,
       deadline: t.deadline === undefined ? undefined : (instantParse(t.deadline) as Instant),

@@ -23,6 +23,8 @@ export interface TaskSpec {
   requiredCapabilities: string[];
   maxCostUsd?: number;
   maxDurationSec?: number;
+  /** Heartbeat interval while running; the lease lasts three beats. Default LEASE_DEFAULTS.heartbeatSec. */
+  heartbeatSec?: number;
   priority: number;
   boostPerMinute: number;
   deadline?: Instant;

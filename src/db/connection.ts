@@ -84,3 +84,19 @@ export async function migrationsApply(pool: pg.Pool): Promise<void> {
 export function withTx<T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> {
   return db.transaction((tx) => fn(tx as unknown as Db));
 }
+
+// Socket errors, and the SQLSTATEs of a server that is shutting down, starting up or unreachable.
+const CONNECTION_LOST_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+
+/**
+ * True when an error means "the database could not be reached", not "the
+ * statement was wrong": worth retrying once the server is back. Drizzle wraps
+ * driver errors, so the cause is checked too.
+ */
+export function isConnectionLost(e: unknown): boolean {
+  for (let err = e as { code?: string; message?: string; cause?: unknown } | undefined, depth = 0; err && depth < 4; err = err.cause as typeof err, depth++) {
+    if (err.code && CONNECTION_LOST_CODES.has(err.code)) return true;
+    if (/Connection terminated|connection is closed|Client has encountered a connection error|Client was closed|timeout exceeded when trying to connect/i.test(err.message ?? '')) return true;
+  }
+  return false;
+}

@@ -23,7 +23,11 @@ export interface ClaimedTask {
   models: string[];
   /** Upstream outputs named by the task's context refs, keyed by the ref (`plan`, `plan.outline`). */
   inputs: Record<string, unknown>;
+  /** Outputs of the completed subtasks this task spawned, by their key (see taskSpawn). */
+  children: Record<string, unknown>;
   maxDurationSec: number | null;
+  /** Heartbeat interval while running; the lease lasts LEASE_DEFAULTS.beatsPerLease beats. */
+  heartbeatSec: number;
   maxCostUsd: number | null;
   outputSpec: Record<string, unknown> | null;
 }
@@ -69,7 +73,9 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
       spec,
       models: modelsForAttempt(spec, r.attempt),
       inputs: contextResolve(spec.context, r.upstreamOutputs),
+      children: r.childOutputs,
       maxDurationSec: r.maxDurationSec,
+      heartbeatSec: r.heartbeatSec ?? LEASE_DEFAULTS.heartbeatSec,
       maxCostUsd: r.maxCostUsd,
       outputSpec: r.outputSpec,
     };

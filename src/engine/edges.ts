@@ -3,6 +3,7 @@ import { dagGet, dagLockGraph } from '../db/queries/dags.js';
 import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskDepsAdd, taskListForDag } from '../db/queries/tasks.js';
+import { taskDepsRecount } from '../db/queries/tasks-spawn.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import { graphCheckAcyclic } from './graph-check.js';
 
@@ -15,7 +16,7 @@ export interface EdgeByKey { upstream: string; downstream: string }
  * it waits (READY → PENDING) for each new upstream that has not completed.
  */
 export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Promise<void> {
-  await withTx(db, async (tx) => {
+  const waiting = await withTx(db, async (tx) => {
     if (!(await dagGet(tx, dagId))) throw new NotFoundError('DAG', dagId);
     await dagLockGraph(tx, dagId);
     const taskRows = await taskListForDag(tx, dagId);
@@ -47,5 +48,8 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
       }
     }
     await eventInsertMany(tx, [{ type: 'dag.edges_added', dagId, data: { edges: fresh } }]);
+    return [...waits.keys()];
   });
+  // An upstream may have completed while the edges were being added, unseen by its completion (see taskDepsRecount).
+  await withTx(db, (tx) => taskDepsRecount(tx, waiting));
 }

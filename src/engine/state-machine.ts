@@ -41,6 +41,7 @@ export const TRANSITIONS = {
   complete: { from: ['claimed', 'running', 'validating'], to: ['completed'], by: 'agent / validation' },
   fail: { from: ['claimed', 'running', 'validating'], to: ['failed'], by: 'agent, reaper' },
   release: { from: ['claimed', 'running'], to: ['ready'], by: 'agent shutdown (no attempt consumed)' },
+  waitForChildren: { from: ['claimed', 'running'], to: ['pending'], by: 'agent spawning subtasks with wait (no attempt consumed)' },
   scheduleRetry: { from: ['failed'], to: ['retrying', 'ready'], by: 'retry policy, same transaction as fail' },
   deadLetter: { from: ['failed'], to: ['dead_lettered'], by: 'retry policy, same transaction as fail' },
   promote: { from: ['retrying', 'pending'], to: ['ready'], by: 'promoter (run_at reached)' },

@@ -90,6 +90,7 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     requiredCapabilities: t.requiredCapabilities,
     maxCostUsd: t.maxCostUsd,
     maxDurationSec: t.maxDurationSec,
+    heartbeatSec: t.heartbeatSec,
     priority: t.priority,
     boostPerMinute: t.boostPerMinute,
     effectivePriority: t.priority,

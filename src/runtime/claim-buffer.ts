@@ -1,5 +1,6 @@
 import type { Db } from '../db/connection.js';
 import { taskClaim, type ClaimedTask } from '../engine/claim.js';
+import { Wakeup } from './wakeup.js';
 
 export interface ClaimBufferOptions {
   db: Db;
@@ -23,9 +24,8 @@ export interface ClaimBufferOptions {
 export class ClaimBuffer {
   private readonly buffer: ClaimedTask[] = [];
   private refilling: Promise<number> | undefined;
-  private waiters: Array<() => void> = [];
+  private readonly wakeup = new Wakeup();
   private held = 0;
-  private wokenWhileBusy = false;
   private readonly batch: number;
   private readonly lowWater: number;
   private readonly maxHeld: number;
@@ -55,29 +55,11 @@ export class ClaimBuffer {
 
   /** Resolve when woken, or after `ms`; at once if a wake came while nobody was waiting. */
   waitForWork(ms: number): Promise<void> {
-    if (this.wokenWhileBusy) {
-      this.wokenWhileBusy = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const waiters = this.waiters;
-      function done() {
-        clearTimeout(timer);
-        const i = waiters.indexOf(done);
-        if (i >= 0) waiters.splice(i, 1);
-        resolve();
-      }
-      waiters.push(done);
-    });
+    return this.wakeup.wait(ms);
   }
 
   wake(): void {
-    // A wake that finds no waiter may have raced a taker between an empty claim and its wait: keep it.
-    if (this.waiters.length === 0) this.wokenWhileBusy = true;
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
+    this.wakeup.wake();
   }
 
   private refill(): Promise<number> {

@@ -73,3 +73,9 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<Array<{ id: 
     from derived v where d.id = v.id
     returning d.id, d.status`);
 }
+
+/** Tasks were added to a running DAG (spawned subtasks): they count toward its total and keep it open. */
+export async function dagTasksAdded(db: Db, dagId: string, n: number): Promise<void> {
+  await db.update(dags).set({ tasksTotal: sql`${dags.tasksTotal} + ${n}`, tasksOpen: sql`${dags.tasksOpen} + ${n}`, updatedAt: sql`now()` })
+    .where(eq(dags.id, dagId));
+}

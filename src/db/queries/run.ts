@@ -12,6 +12,8 @@ export function dateOf(v: string | Date | null | undefined): Date | null {
 
 /** NOTIFY channel for "tasks became READY". Payloads carry nothing but a hint, never task data. */
 export const READY_CHANNEL = 'dagent_ready';
+/** What an agent process runs on its listener connection to hear that hint. */
+export const READY_LISTEN_SQL = `listen ${READY_CHANNEL}`;
 
 /** A JS string array bound as one `text[]` parameter (a bare array would expand to a value list). */
 export function textArray(values: readonly string[]): SQL {

@@ -14,11 +14,14 @@ export interface ClaimedRow {
   attempt: number;
   maxAttempts: number;
   maxDurationSec: number | null;
+  heartbeatSec: number | null;
   maxCostUsd: number | null;
   outputSpec: Record<string, unknown> | null;
   leaseExpiresAt: Date;
   /** Outputs of the upstream tasks named in the task's context refs, by task key. */
   upstreamOutputs: Record<string, unknown>;
+  /** Outputs of completed subtasks this task spawned, by their key under the parent. */
+  childOutputs: Record<string, unknown>;
 }
 
 /**
@@ -29,7 +32,8 @@ export interface ClaimedRow {
  * (SKIP LOCKED). It is a CTE joined by the UPDATE, never `WHERE id IN (SELECT …
  * LIMIT n FOR UPDATE SKIP LOCKED)`: Postgres may re-run such a subquery and claim
  * more than `limit` rows. Only tasks whose required capabilities are a subset of
- * the agent's and whose max cost fits its remaining budget are candidates.
+ * the agent's and whose max cost fits its remaining budget are candidates; an
+ * agent whose budget is spent claims nothing.
  *
  * Why the filters are written this way: the plan must walk the index and stop
  * early. If the planner believes fewer than `limit` READY rows pass the filters,
@@ -65,6 +69,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       where t.status = ${fromStates('claim')[0]}
         and ${caps} <@ (select capabilities from agent)
         and (t.required_capabilities = '{}' or t.required_capabilities <@ ${caps})
+        and (select remaining from agent) > 0
         and (t.max_cost_usd is null or t.max_cost_usd <= (select remaining from agent))
         ${dagId ? sql`and t.dag_id = ${dagId}` : sql``}
       order by t.effective_priority, t.ready_at, t.id
@@ -87,10 +92,14 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
     where t.id = c.id
     returning
       t.id, t.dag_id as "dagId", t.key, t.type, t.title, t.spec, t.fence, t.attempts as "attempt",
-      t.max_attempts as "maxAttempts", t.max_duration_sec as "maxDurationSec", t.max_cost_usd::float8 as "maxCostUsd",
+      t.max_attempts as "maxAttempts", t.max_duration_sec as "maxDurationSec", t.heartbeat_sec as "heartbeatSec", t.max_cost_usd::float8 as "maxCostUsd",
       t.output_spec as "outputSpec", t.lease_expires_at as "leaseExpiresAt",
       case when cardinality(t.context_keys) = 0 then '{}'::jsonb else (
         select coalesce(jsonb_object_agg(u.key, u.output), '{}'::jsonb)
         from tasks u where u.dag_id = t.dag_id and u.key = any(t.context_keys)
-      ) end as "upstreamOutputs"`;
+      ) end as "upstreamOutputs",
+      (
+        select coalesce(jsonb_object_agg(substr(c.key, length(t.key) + 2), c.output), '{}'::jsonb)
+        from tasks c where c.parent_id = t.id and c.status = 'completed'
+      ) as "childOutputs"`;
 }

@@ -16,7 +16,7 @@ export async function taskInsertMany(db: Db, rows: TaskInsert[]): Promise<void> 
 }
 
 /** Statement fragment: NOTIFY once if the CTE `source(status)` holds a READY row. */
-function notifyIfReady(source: SQL): SQL {
+export function notifyIfReady(source: SQL): SQL {
   return sql`(select count(*) from (select pg_notify(${READY_CHANNEL}, '') from (select 1 from ${source} where status = 'ready' limit 1) x) n)`;
 }
 

@@ -14,7 +14,7 @@ export const attempts = pgTable(
     attempt: integer('attempt').notNull(),
     fence: integer('fence').notNull(),
     agentId: text('agent_id'),
-    /** completed | failed | released */
+    /** completed | failed | released | waiting (ended by spawning subtasks with wait) | cancelled */
     outcome: text('outcome').notNull(),
     errorClass: text('error_class'),
     errorMessage: text('error_message'),

@@ -25,6 +25,8 @@ export const tasks = pgTable(
     requiredCapabilities: text('required_capabilities').array().notNull().default(sql`'{}'::text[]`),
     maxCostUsd: numeric('max_cost_usd', { precision: 14, scale: 6, mode: 'number' }),
     maxDurationSec: integer('max_duration_sec'),
+    /** How often the agent heartbeats a running task; the lease lasts three beats. Null: LEASE_DEFAULTS. */
+    heartbeatSec: integer('heartbeat_sec'),
     priority: smallint('priority').notNull().default(50),
     boostPerMinute: real('boost_per_minute').notNull().default(0),
     /** What the claim orders by; equals `priority` until the priority refresher owns it. */

@@ -1,0 +1,77 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { fromStates } from '../../engine/state-machine.js';
+import { rowsOf, textArray } from './run.js';
+import { notifyIfReady } from './tasks.js';
+
+export interface LeasedTaskRow { id: string; dagId: string; key: string; priority: number; status: string }
+
+/** Lock a task its caller still holds (state and fencing token), for a spawn; null if the lease is gone. */
+export async function taskLockLeased(db: Db, id: string, fence: number): Promise<LeasedTaskRow | null> {
+  const [r] = await rowsOf<LeasedTaskRow>(db, sql`
+    select id, dag_id as "dagId", key, priority, status from tasks
+    where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('waitForChildren'))})
+    for update`);
+  return r ?? null;
+}
+
+/**
+ * leased → pending until `children` more upstream tasks complete: the attempt
+ * ends without counting (attempts is given back, like a release), is recorded
+ * with outcome `waiting` and the cost reported so far, which is charged to the DAG and the agent.
+ */
+export async function taskWaitForChildren(
+  db: Db, w: { id: string; fence: number; children: number; costUsd: number; tokensIn: number; tokensOut: number; model: string | null },
+): Promise<boolean> {
+  const cost = sql`${w.costUsd}::numeric`;
+  const r = await rowsOf(db, sql`
+    with waiting as (
+      update tasks t set status = 'pending', deps_remaining = t.deps_remaining + ${w.children}, attempts = t.attempts - 1,
+        lease_expires_at = null, ready_at = null, updated_at = now(),
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${w.tokensIn}::bigint, tokens_out = t.tokens_out + ${w.tokensOut}::bigint
+      where t.id = ${w.id} and t.fence = ${w.fence} and t.status = any(${textArray(fromStates('waitForChildren'))})
+      returning t.*
+    ),
+    recorded as (
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model)
+      select id, dag_id, attempts + 1, fence, claimed_by, 'waiting', claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${w.tokensIn}::bigint, ${w.tokensOut}::bigint, ${w.model}
+      from waiting
+    ),
+    dag_spend as (update dags g set spent_usd = g.spent_usd + ${cost} from waiting where g.id = waiting.dag_id and ${cost} > 0),
+    agent_spend as (update agents a set spent_usd = a.spent_usd + ${cost} from waiting where a.id = waiting.claimed_by and ${cost} > 0)
+    select id from waiting`);
+  return r.length > 0;
+}
+
+/**
+ * Recount the unfinished upstream tasks of PENDING tasks that gained edges at
+ * runtime, and unblock those left with none. Run in its own transaction after
+ * the edges committed: a completion that ran concurrently with the edge insert
+ * read the edges from its own snapshot and may have missed the new one, leaving
+ * a counter one too high for ever. The row lock comes first, in its own
+ * statement, so the count (a new snapshot) sees every completion that held it.
+ * Call it inside a transaction, so the lock lasts until the count is written.
+ */
+export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  await db.execute(sql`select id from tasks where id = any(${textArray(ids)}) and status = 'pending' order by id for update`);
+  const [r] = await rowsOf<{ n: number }>(db, sql`
+    with counted as (
+      select t.id, (
+        select count(*) from edges e join tasks u on u.id = e.upstream_id
+        where e.downstream_id = t.id and u.status <> 'completed'
+      )::int as open
+      from tasks t where t.id = any(${textArray(ids)}) and t.status = any(${textArray(fromStates('unblock'))})
+    ),
+    fixed as (
+      update tasks t set deps_remaining = c.open,
+        status = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then 'ready' else t.status end,
+        ready_at = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then now() else t.ready_at end,
+        updated_at = now()
+      from counted c where t.id = c.id and t.deps_remaining <> c.open
+      returning t.status
+    )
+    select count(*)::int as n, ${notifyIfReady(sql`fixed`)} as notified from fixed`);
+  return r?.n ?? 0;
+}

@@ -1,0 +1,147 @@
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../db/connection.js';
+import { dagGet, dagLockGraph, dagTasksAdded } from '../db/queries/dags.js';
+import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
+import { eventInsertMany } from '../db/queries/events.js';
+import { taskActivateCreated, taskInsertMany, taskListForDag } from '../db/queries/tasks.js';
+import { taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
+import { ancestors, dagGraphBuild } from '../dag/graph.js';
+import { subtaskSpecsParse } from '../dag/subtask-spec.js';
+import type { TaskSpec } from '../dag/spec.js';
+import { BudgetExceededError, ConflictError, InvalidInputError } from '../errors.js';
+import { newTaskId } from '../ids.js';
+import { graphCheckAcyclic } from './graph-check.js';
+import { guardExplain } from './guard.js';
+import type { TaskRef } from './lifecycle.js';
+import { taskRow } from './submit.js';
+
+export interface SpawnOptions {
+  /**
+   * True: the parent waits for its subtasks. Its current attempt ends without
+   * counting (`waiting`), it goes PENDING on them and is claimed again once they
+   * have all completed. Subtasks that already completed (a resumed handler
+   * spawning the same keys again) are not waited for. Default false: fire and forget.
+   */
+  wait?: boolean;
+  /** Cost the parent's attempt reported so far; recorded when a wait ends the attempt. */
+  cost?: { usd: number; tokensIn: number; tokensOut: number; model: string | null };
+  log?: Logger;
+}
+
+export interface SpawnedChild {
+  /** The key given to spawn (`lint`); the DAG knows it as `<parent key>/lint`. */
+  key: string;
+  id: string;
+  status: string;
+  /** Present once the subtask has completed. */
+  output?: unknown;
+  /** False when a subtask with this key already existed under this parent (spawn is idempotent per key). */
+  created: boolean;
+}
+
+export interface SpawnResult {
+  children: SpawnedChild[];
+  /** True when the parent now waits: its attempt has ended and the agent must stop working on it. */
+  waiting: boolean;
+}
+
+/**
+ * Add subtasks (and edges among them) to the running task's DAG in one
+ * transaction, each with parent_id set, under the DAG's graph lock and
+ * cycle-checked like any other edge. Keys are idempotent per parent, so a
+ * handler written as a resumable step may spawn the same subtasks on every run.
+ */
+export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: SpawnOptions = {}): Promise<SpawnResult> {
+  const result = await withTx(db, async (tx) => {
+    const p = await taskLockLeased(tx, parent.taskId, parent.fence);
+    if (!p) return null;
+    const subtasks = subtaskSpecsParse(specs, { priority: p.priority });
+    const dag = (await dagGet(tx, p.dagId))!;
+    if (dag.budgetUsd !== null && dag.spentUsd >= dag.budgetUsd) {
+      throw new BudgetExceededError(`DAG ${dag.id} has spent ${dag.spentUsd} of its ${dag.budgetUsd} USD budget: no more subtasks`, { dagId: dag.id });
+    }
+    await dagLockGraph(tx, p.dagId);
+    const rows = await taskListForDag(tx, p.dagId);
+    const byKey = new Map(rows.map((r) => [r.key, r]));
+    const fullKey = (local: string) => `${p.key}/${local}`;
+    const siblings = new Set(subtasks.map((s) => s.key));
+    const resolve = (k: string) => (siblings.has(k) ? fullKey(k) : k);
+
+    const existing: SpawnedChild[] = [];
+    const fresh: Array<TaskSpec & { id: string }> = [];
+    for (const s of subtasks) {
+      const prior = byKey.get(fullKey(s.key));
+      if (prior && prior.parentId !== p.id) throw new ConflictError(`task key ${fullKey(s.key)} is already used in DAG ${p.dagId}`);
+      if (prior) {
+        existing.push({ key: s.key, id: prior.id, status: prior.status, created: false, ...(prior.status === 'completed' ? { output: prior.output } : {}) });
+        continue;
+      }
+      const dependsOn = s.dependsOn.map(resolve);
+      for (const d of dependsOn) {
+        if (!byKey.has(d) && !subtasks.some((x) => fullKey(x.key) === d)) {
+          throw new InvalidInputError(`subtask ${s.key}: depends_on ${d} is neither a sibling nor a task of DAG ${p.dagId}`);
+        }
+      }
+      const context = s.body.context.map((ref) => {
+        const [k, ...path] = ref.split('.');
+        return [resolve(k!), ...path].join('.');
+      });
+      fresh.push({ ...s, key: fullKey(s.key), dependsOn, body: { ...s.body, context }, id: newTaskId() });
+    }
+
+    const waitFor = opts.wait
+      ? [...existing.filter((c) => c.status !== 'completed').map((c) => c.id), ...fresh.map((f) => f.id)]
+      : [];
+    const keyById = new Map([...rows.map((r) => [r.id, r.key] as const), ...fresh.map((f) => [f.id, f.key] as const)]);
+    const newEdges = [
+      ...fresh.flatMap((f) => f.dependsOn.map((d) => [d, f.key] as const)),
+      ...waitFor.map((id) => [keyById.get(id)!, p.key] as const),
+    ];
+    const oldEdges = (await edgeListForDag(tx, p.dagId)).map((e) => [e.upstreamKey, e.downstreamKey] as const);
+    const allKeys = [...byKey.keys(), ...fresh.map((f) => f.key)];
+    graphCheckAcyclic(allKeys, [...oldEdges, ...newEdges], `spawn from ${p.key}: `);
+
+    // Context refs must name work that is done or upstream, else the input would be missing at claim.
+    const graph = dagGraphBuild(allKeys, [...oldEdges, ...newEdges]);
+    for (const f of fresh) {
+      const upstream = ancestors(graph, f.key);
+      for (const ref of f.body.context) {
+        const k = ref.split('.')[0]!;
+        if (byKey.get(k)?.status !== 'completed' && !upstream.has(k)) {
+          throw new InvalidInputError(`subtask ${f.key}: context ref ${ref} names ${k}, which is neither completed nor upstream of it`);
+        }
+      }
+    }
+
+    const open = (k: string) => byKey.get(k)?.status !== 'completed';
+    await taskInsertMany(tx, fresh.map((f) => ({ ...taskRow(f, p.dagId, f.id, p.id), depsRemaining: f.dependsOn.filter(open).length })));
+    await edgeInsertMany(tx, newEdges.map(([u, v]) => ({
+      dagId: p.dagId, upstreamId: byKey.get(u)?.id ?? fresh.find((f) => f.key === u)!.id, downstreamId: byKey.get(v)?.id ?? fresh.find((f) => f.key === v)!.id,
+    })));
+    if (fresh.length) {
+      await dagTasksAdded(tx, p.dagId, fresh.length);
+      await taskActivateCreated(tx, p.dagId);
+    }
+    const waiting = waitFor.length > 0;
+    if (waiting) {
+      const c = opts.cost ?? { usd: 0, tokensIn: 0, tokensOut: 0, model: null };
+      await taskWaitForChildren(tx, { id: p.id, fence: parent.fence, children: waitFor.length, costUsd: c.usd, tokensIn: c.tokensIn, tokensOut: c.tokensOut, model: c.model });
+    }
+    await eventInsertMany(tx, [
+      ...(fresh.length ? [{ type: 'task.spawned', dagId: p.dagId, taskId: p.id, data: { subtasks: fresh.map((f) => f.key), wait: !!opts.wait } }] : []),
+      ...(waiting ? [{ type: 'task.waiting', dagId: p.dagId, taskId: p.id, data: { on: waitFor.length } }] : []),
+    ]);
+    const children: SpawnedChild[] = subtasks.map((s) => {
+      const f = fresh.find((x) => x.key === fullKey(s.key));
+      if (!f) return existing.find((c) => c.key === s.key)!;
+      return { key: s.key, id: f.id, status: f.dependsOn.some(open) || f.notBefore ? 'pending' : 'ready', created: true };
+    });
+    const recount = [...fresh.filter((f) => f.dependsOn.some(open)).map((f) => f.id), ...(waiting ? [p.id] : [])];
+    return { children, waiting, dagId: p.dagId, recount };
+  });
+  if (!result) return guardExplain(db, parent.taskId, parent.fence, 'waitForChildren');
+  await withTx(db, (tx) => taskDepsRecount(tx, result.recount));
+  const created = result.children.filter((c) => c.created).length;
+  opts.log?.info({ taskId: parent.taskId, dagId: result.dagId, created, waiting: result.waiting }, 'subtasks spawned');
+  return { children: result.children, waiting: result.waiting };
+}

@@ -1,0 +1,153 @@
+import os from 'node:os';
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { isConnectionLost } from '../db/connection.js';
+import { agentBeat, agentDeregister, agentDrain, agentRegister } from '../engine/agents.js';
+import { taskClaim, type ClaimedTask } from '../engine/claim.js';
+import { logger } from '../observability/logger.js';
+import { CompletionBatcher } from './completion-batcher.js';
+import type { AgentDefinition } from './define-agent.js';
+import { DELIVER_MAX_MS, DELIVER_MIN_MS } from './deliver.js';
+import { ReadyListener } from './ready-listener.js';
+import { TaskRun } from './task-run.js';
+import { Wakeup } from './wakeup.js';
+
+/** Fallback poll when no notification arrives; each wait is jittered ±20 % so agents do not poll in step. */
+export const POLL_INTERVAL_MS_DEFAULT = 2_000;
+/** How often the agent row is heartbeated; the reaper marks agents silent for 90 s offline. */
+export const AGENT_BEAT_MS = 10_000;
+/** How long running tasks may take to finish on shutdown before they are released. */
+export const SHUTDOWN_GRACE_MS_DEFAULT = 30_000;
+
+export interface AgentRunnerOptions {
+  /** The database, and its URL for the LISTEN connection. */
+  database: { db: Db; url: string };
+  /** Default `<name>-<host>-<pid>`. Reusing an id re-registers the same agent (its spend is kept). */
+  id?: string;
+  /** Tasks run at once. Default the definition's maxConcurrent, else 1. */
+  concurrency?: number;
+  /** Default POLL_INTERVAL_MS_DEFAULT. */
+  pollIntervalMs?: number;
+  /** Seconds a claimed task may wait for its start. Default LEASE_DEFAULTS.claimTtlSec. */
+  claimTtlSec?: number;
+  /** Share one listener among the agents of a process. Default: the runner opens its own. */
+  listener?: ReadyListener;
+  log?: Logger;
+}
+
+/**
+ * Runs one agent: registers it, claims up to its free slots (capabilities and
+ * budget are matched by the claim), runs each task as a TaskRun, wakes on NOTIFY
+ * and polls as the fallback, heartbeats the agent row, and on stop drains:
+ * no new claims, running tasks get a grace period, the rest are released
+ * without losing an attempt. Database outages are ridden out with backoff.
+ */
+export class AgentRunner {
+  readonly id: string;
+  private readonly runs = new Map<string, TaskRun>();
+  private readonly wakeup = new Wakeup();
+  private readonly batcher: CompletionBatcher;
+  private readonly log: Logger;
+  private readonly concurrency: number;
+  private readonly listener: ReadyListener;
+  private readonly ownsListener: boolean;
+  private unsubscribe: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+  private beatTimer: NodeJS.Timeout | undefined;
+  private stopping = false;
+  private stopped: Promise<void> | undefined;
+  private claimFailures = 0;
+
+  constructor(readonly def: AgentDefinition, private readonly o: AgentRunnerOptions) {
+    this.id = o.id ?? `${def.name}-${os.hostname()}-${process.pid}`;
+    this.concurrency = o.concurrency ?? def.maxConcurrent ?? 1;
+    this.log = (o.log ?? logger()).child({ agentId: this.id });
+    this.batcher = new CompletionBatcher({ db: o.database.db });
+    this.ownsListener = !o.listener;
+    this.listener = o.listener ?? new ReadyListener({ url: o.database.url, log: this.log });
+  }
+
+  /** Tasks running now. */
+  get running(): number {
+    return this.runs.size;
+  }
+
+  async start(): Promise<void> {
+    const { db } = this.o.database;
+    await agentRegister(db, {
+      id: this.id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models,
+      maxConcurrent: this.concurrency, budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid },
+    });
+    this.unsubscribe = this.listener.subscribe(() => this.wakeup.wake());
+    if (this.ownsListener) await this.listener.start();
+    this.beatTimer = setInterval(() => {
+      agentBeat(db, this.id).catch((err) => this.log.warn({ err: (err as Error).message }, 'agent heartbeat failed'));
+    }, AGENT_BEAT_MS);
+    this.loop = this.claimLoop();
+    this.log.info({ capabilities: this.def.capabilities, concurrency: this.concurrency }, 'agent started');
+  }
+
+  /**
+   * Graceful shutdown: status draining (claims stop), running tasks get
+   * `graceMs` to finish, then are released back to READY without losing an
+   * attempt; the agent deregisters. Safe to call twice.
+   */
+  stop(opts: { graceMs?: number } = {}): Promise<void> {
+    this.stopped ??= this.shutdown(opts.graceMs ?? SHUTDOWN_GRACE_MS_DEFAULT);
+    return this.stopped;
+  }
+
+  private async shutdown(graceMs: number): Promise<void> {
+    const { db } = this.o.database;
+    this.stopping = true;
+    this.wakeup.wake();
+    await agentDrain(db, this.id).catch((err) => this.log.warn({ err: (err as Error).message }, 'could not mark the agent draining'));
+    await this.loop;
+    this.log.info({ running: this.runs.size, graceMs }, 'draining');
+    const all = () => Promise.all([...this.runs.values()].map((r) => r.done));
+    let graceTimer: NodeJS.Timeout | undefined;
+    const inGrace = await Promise.race([all().then(() => true), new Promise<boolean>((r) => { graceTimer = setTimeout(() => r(false), graceMs); })]);
+    clearTimeout(graceTimer);
+    if (!inGrace) for (const r of this.runs.values()) r.shutdown();
+    await all();
+    await this.batcher.drain();
+    clearInterval(this.beatTimer);
+    this.unsubscribe?.();
+    if (this.ownsListener) await this.listener.stop();
+    await agentDeregister(db, this.id).catch((err) => this.log.warn({ err: (err as Error).message }, 'could not deregister'));
+    this.log.info('agent stopped');
+  }
+
+  private async claimLoop(): Promise<void> {
+    const pollMs = this.o.pollIntervalMs ?? POLL_INTERVAL_MS_DEFAULT;
+    while (!this.stopping) {
+      const free = this.concurrency - this.runs.size;
+      if (free > 0) {
+        try {
+          const claimed = await taskClaim(this.o.database.db, this.id, {
+            limit: free, capabilities: this.def.capabilities, claimTtlSec: this.o.claimTtlSec,
+          });
+          this.claimFailures = 0;
+          for (const t of claimed) this.launch(t);
+          // A full claim may have left more READY work behind: look again once a slot frees up.
+        } catch (err) {
+          const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** this.claimFailures++);
+          this.log.warn({ err: (err as Error).message, retryInMs: delay, databaseUnreachable: isConnectionLost(err) }, 'claim failed');
+          await new Promise((r) => setTimeout(r, delay));
+          continue;
+        }
+      }
+      if (this.stopping) break;
+      await this.wakeup.wait(pollMs * (0.8 + Math.random() * 0.4));
+    }
+  }
+
+  private launch(task: ClaimedTask): void {
+    const run = new TaskRun({ db: this.o.database.db, agentId: this.id, def: this.def, batcher: this.batcher, log: this.log }, task);
+    this.runs.set(task.id, run);
+    void run.done.finally(() => {
+      this.runs.delete(task.id);
+      this.wakeup.wake();
+    });
+  }
+}

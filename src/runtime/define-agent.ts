@@ -1,0 +1,64 @@
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { KEY_PATTERN } from '../dag/file-schema.js';
+import type { SubtaskSpec } from '../dag/subtask-spec.js';
+import type { ClaimedTask } from '../engine/claim.js';
+import type { SpawnedChild } from '../engine/spawn.js';
+import { InvalidInputError } from '../errors.js';
+
+/** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */
+export interface TaskContext {
+  agentId: string;
+  /** Upstream outputs named by the task's context refs (`research`, `plan.outline`). */
+  inputs: Record<string, unknown>;
+  /** Outputs of subtasks this task spawned that have completed, by their key. */
+  children: Record<string, unknown>;
+  /** Aborted when the task passes max_duration_sec, loses its lease, or the agent shuts down. */
+  signal: AbortSignal;
+  log: Logger;
+  /** Record progress; the runtime also heartbeats on its own every heartbeat_sec. */
+  heartbeat(progress?: { progress?: number; message?: string }): Promise<void>;
+  /**
+   * Add subtasks to this task's DAG. With `wait: true` this attempt ends
+   * (without counting as a failure) and the task is claimed again once they all
+   * completed: write the handler as a resumable step that spawns the same keys
+   * again; on the rerun spawn returns at once with their outputs.
+   */
+  spawn(specs: SubtaskSpec[], opts?: { wait?: boolean }): Promise<SpawnedChild[]>;
+  /** Add to the cost of this attempt; charged to the task, the DAG and this agent's budget. */
+  reportCost(cost: { usd?: number; tokens?: { input?: number; output?: number }; model?: string }): void;
+}
+
+export interface AgentDefinition {
+  /** The agent type, also the default id prefix. */
+  name: string;
+  /** The agent claims only tasks whose required capabilities are all in this list. */
+  capabilities: string[];
+  /** Models it can use; recorded on its registration. Default none. */
+  models?: string[];
+  /** Total spend allowed across its lifetime, in USD. Default unlimited. */
+  budgetUsd?: number;
+  /** Tasks run at once. Default 1. */
+  maxConcurrent?: number;
+  /** Do the task; the return value is its output (any JSON value). Throw a TaskError to choose the error class. */
+  run(task: ClaimedTask, ctx: TaskContext): Promise<unknown>;
+}
+
+const definitionSchema = z.object({
+  name: z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }),
+  capabilities: z.array(z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$' })).max(64),
+  models: z.array(z.string().min(1).max(200)).max(32).optional(),
+  budgetUsd: z.number().nonnegative().optional(),
+  maxConcurrent: z.number().int().min(1).max(1000).optional(),
+  run: z.custom<AgentDefinition['run']>((v) => typeof v === 'function', { error: 'must be a function (task, ctx) => output' }),
+});
+
+/** Declare an agent; checks the definition now, so a typo fails at load, not at the first task. */
+export function defineAgent(def: AgentDefinition): AgentDefinition {
+  const parsed = definitionSchema.safeParse(def);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new InvalidInputError(`agent definition${def?.name ? ` ${def.name}` : ''}: ${issue.path.join('.') || 'definition'}: ${issue.message}`);
+  }
+  return Object.freeze({ ...def });
+}

@@ -1,0 +1,28 @@
+import type { Logger } from 'pino';
+import { isConnectionLost } from '../db/connection.js';
+
+/** Retry backoff while the database is unreachable: from DELIVER_MIN_MS doubling to DELIVER_MAX_MS. */
+export const DELIVER_MIN_MS = 200;
+export const DELIVER_MAX_MS = 5_000;
+/** Past this, give up: the lease has long lapsed and the reaper has retried the task elsewhere. */
+export const DELIVER_GIVE_UP_MS = 10 * 60_000;
+
+/**
+ * Run `fn` until it reaches the database. Only "could not reach the database"
+ * errors are retried (a restart, a network cut); every other error, including a
+ * refused transition, is the caller's to handle. A finished task's result must
+ * not be dropped because the database blinked: that would throw away the work.
+ */
+export async function deliver<T>(what: string, fn: () => Promise<T>, log: Logger, giveUpMs = DELIVER_GIVE_UP_MS): Promise<T> {
+  const started = Date.now();
+  for (let failures = 0; ; failures++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!isConnectionLost(e) || Date.now() - started > giveUpMs) throw e;
+      const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** failures);
+      log.warn({ err: (e as Error).message, retryInMs: delay }, `${what}: database unreachable, retrying`);
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}

@@ -1,0 +1,53 @@
+import { DagentError } from '../errors.js';
+
+/**
+ * Thrown by an agent's handler to choose how its failure is classified. The
+ * error class drives the task's retry policy (`retry_on`, `no_retry_on`);
+ * `retryable: false` dead-letters at once whatever the policy says. Anything
+ * else a handler throws is classified `error`; a run past max_duration_sec is `timeout`.
+ */
+export class TaskError extends DagentError {
+  readonly errorClass: string;
+  readonly retryable: boolean;
+  constructor(errorClass: string, message: string, opts: { retryable?: boolean; details?: Record<string, unknown>; cause?: unknown } = {}) {
+    super('TASK_FAILED', message, { errorClass, ...opts.details });
+    this.errorClass = errorClass;
+    this.retryable = opts.retryable ?? true;
+    if (opts.cause !== undefined) this.cause = opts.cause;
+  }
+}
+
+/** The provider refused for rate or quota reasons; worth retrying after a delay. */
+export class RateLimitError extends TaskError {
+  constructor(message: string, opts: { retryAfterSec?: number; cause?: unknown } = {}) {
+    super('rate_limit', message, { details: opts.retryAfterSec === undefined ? {} : { retryAfterSec: opts.retryAfterSec }, cause: opts.cause });
+  }
+}
+
+/** Credentials were refused: a retry cannot help, so it dead-letters at once. */
+export class AuthFailureError extends TaskError {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super('auth_failure', message, { retryable: false, cause: opts.cause });
+  }
+}
+
+/** The handler produced output it knows is unusable (unparseable, wrong shape). */
+export class InvalidOutputError extends TaskError {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super('invalid_output', message, { cause: opts.cause });
+  }
+}
+
+/** A failure no retry can fix: the task is dead-lettered at once for a human to look at. */
+export class NonRetryableError extends TaskError {
+  constructor(message: string, opts: { errorClass?: string; cause?: unknown } = {}) {
+    super(opts.errorClass ?? 'fatal', message, { retryable: false, cause: opts.cause });
+  }
+}
+
+/** Error class and retryability of whatever a handler threw. */
+export function errorClassify(err: unknown): { errorClass: string; message: string; retryable?: boolean } {
+  if (err instanceof TaskError) return { errorClass: err.errorClass, message: err.message, retryable: err.retryable };
+  const message = err instanceof Error ? err.message : String(err);
+  return { errorClass: 'error', message: message || 'handler threw without a message' };
+}

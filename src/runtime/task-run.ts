@@ -1,0 +1,173 @@
+import type { Logger } from 'pino';
+import { LEASE_DEFAULTS } from '../config/index.js';
+import type { Db } from '../db/connection.js';
+import type { ClaimedTask } from '../engine/claim.js';
+import { taskFail, taskHeartbeat, taskRelease, taskStart, type TaskRef } from '../engine/lifecycle.js';
+import { taskSpawn } from '../engine/spawn.js';
+import { DagentError, LeaseLostError } from '../errors.js';
+import type { AgentDefinition, TaskContext } from './define-agent.js';
+import type { CompletionBatcher } from './completion-batcher.js';
+import { deliver } from './deliver.js';
+import { errorClassify } from './task-errors.js';
+
+/** Why a running handler was told to stop. */
+export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown';
+
+export class TaskAborted extends Error {
+  constructor(readonly reason: AbortReason) {
+    super(`task aborted: ${reason}`);
+    this.name = 'TaskAborted';
+  }
+}
+
+/** Thrown out of `ctx.spawn(…, { wait: true })` to unwind the handler: its attempt has ended. */
+export class WaitingForSubtasks extends Error {
+  constructor() {
+    super('waiting for subtasks: this attempt has ended; the task runs again when they complete');
+    this.name = 'WaitingForSubtasks';
+  }
+}
+
+export interface TaskRunDeps {
+  db: Db;
+  agentId: string;
+  def: AgentDefinition;
+  batcher: CompletionBatcher;
+  log: Logger;
+}
+
+type Outcome = { kind: 'output'; output: unknown } | { kind: 'error'; err: unknown } | { kind: 'aborted'; reason: AbortReason };
+
+/**
+ * One claimed task on its way through an agent: start, the handler under a
+ * heartbeat timer and a max-duration timer, then exactly one of complete, fail,
+ * release (shutdown) or nothing (lease lost, or waiting for subtasks).
+ */
+export class TaskRun {
+  readonly done: Promise<void>;
+  private readonly abort = new AbortController();
+  private readonly ref: TaskRef;
+  private readonly log: Logger;
+  private readonly cost = { usd: 0, tokensIn: 0, tokensOut: 0, model: null as string | null };
+  private waiting = false;
+  private beatTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly deps: TaskRunDeps, readonly task: ClaimedTask) {
+    this.ref = { taskId: task.id, fence: task.fence };
+    this.log = deps.log.child({ taskId: task.id, dagId: task.dagId, attempt: task.attempt });
+    this.done = this.execute().catch((err) => this.log.error({ err }, 'task run failed unexpectedly; the reaper will recover the task'));
+  }
+
+  /** Stop the handler now and hand the task back (graceful shutdown past its grace period). */
+  shutdown(): void {
+    this.stop('shutdown');
+  }
+
+  private stop(reason: AbortReason): void {
+    if (!this.abort.signal.aborted) this.abort.abort(new TaskAborted(reason));
+  }
+
+  private get leaseSec(): number {
+    return this.task.heartbeatSec * LEASE_DEFAULTS.beatsPerLease;
+  }
+
+  private async execute(): Promise<void> {
+    const { db } = this.deps;
+    try {
+      await deliver('start', () => taskStart(db, this.ref, this.leaseSec), this.log);
+    } catch (err) {
+      if (err instanceof DagentError) return this.log.warn({ err: err.message }, 'task was taken back before it started');
+      throw err;
+    }
+    this.log.info({ key: this.task.key, type: this.task.type }, 'task started');
+    this.beatTimer = setInterval(() => void this.beat().catch(() => {}), this.task.heartbeatSec * 1000);
+    const maxTimer = this.task.maxDurationSec ? setTimeout(() => this.stop('timeout'), this.task.maxDurationSec * 1000) : undefined;
+    let outcome: Outcome;
+    try {
+      outcome = await Promise.race([
+        Promise.resolve()
+          .then(() => this.deps.def.run(this.task, this.context()))
+          .then((output): Outcome => ({ kind: 'output', output }), (err): Outcome => ({ kind: 'error', err })),
+        new Promise<Outcome>((resolve) => {
+          this.abort.signal.addEventListener('abort', () => resolve({ kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason }));
+        }),
+      ]);
+    } finally {
+      clearInterval(this.beatTimer);
+      clearTimeout(maxTimer);
+    }
+    if (this.waiting) return this.log.info('waiting for subtasks');
+    if (this.abort.signal.aborted && outcome.kind !== 'aborted') outcome = { kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason };
+    await this.settle(outcome);
+  }
+
+  private async settle(outcome: Outcome): Promise<void> {
+    const { db, batcher } = this.deps;
+    const spent = { costUsd: this.cost.usd, tokensIn: this.cost.tokensIn, tokensOut: this.cost.tokensOut, model: this.cost.model };
+    try {
+      if (outcome.kind === 'output') {
+        const r = await deliver('complete', () => batcher.complete({ ...this.ref, output: outcome.output ?? null, ...spent }), this.log);
+        if (r.completed) this.log.info({ costUsd: this.cost.usd }, 'task completed');
+        else this.log.warn('completion refused: the lease was lost (the task was reaped and may run again elsewhere)');
+        return;
+      }
+      if (outcome.kind === 'aborted' && outcome.reason === 'lease_lost') return this.log.warn('lease lost; abandoning the task');
+      if (outcome.kind === 'aborted' && outcome.reason === 'shutdown') {
+        await deliver('release', () => taskRelease(db, { ...this.ref, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
+        return this.log.info('released on shutdown');
+      }
+      const failure = outcome.kind === 'aborted'
+        ? { errorClass: 'timeout', message: `ran past max_duration_sec (${this.task.maxDurationSec}s)` }
+        : errorClassify(outcome.err);
+      const r = await deliver('fail', () => taskFail(db, { ...this.ref, ...failure, ...spent }, { log: this.log }), this.log);
+      this.log.warn({ errorClass: failure.errorClass, message: failure.message, next: r.status }, 'task failed');
+    } catch (err) {
+      if (err instanceof LeaseLostError) return this.log.warn({ err: err.message }, 'lease lost before the outcome was recorded');
+      throw err;
+    }
+  }
+
+  private async beat(progress?: { progress?: number; message?: string }): Promise<void> {
+    if (this.waiting) return;
+    try {
+      await taskHeartbeat(this.deps.db, { ...this.ref, ...progress, leaseSec: this.leaseSec });
+    } catch (err) {
+      if (err instanceof DagentError) this.stop('lease_lost');
+      else this.log.warn({ err: (err as Error).message }, 'heartbeat failed; will retry at the next beat');
+      throw err;
+    }
+  }
+
+  private context(): TaskContext {
+    const signal = this.abort.signal;
+    const live = () => {
+      if (signal.aborted) throw signal.reason;
+      if (this.waiting) throw new WaitingForSubtasks();
+    };
+    return {
+      agentId: this.deps.agentId,
+      inputs: this.task.inputs,
+      children: this.task.children,
+      signal,
+      log: this.log,
+      heartbeat: async (progress) => {
+        live();
+        await this.beat(progress);
+      },
+      spawn: async (specs, opts = {}) => {
+        live();
+        const r = await taskSpawn(this.deps.db, this.ref, specs, { wait: opts.wait, cost: this.cost, log: this.log });
+        if (!r.waiting) return r.children;
+        this.waiting = true;
+        clearInterval(this.beatTimer);
+        throw new WaitingForSubtasks();
+      },
+      reportCost: (c) => {
+        this.cost.usd += c.usd ?? 0;
+        this.cost.tokensIn += c.tokens?.input ?? 0;
+        this.cost.tokensOut += c.tokens?.output ?? 0;
+        if (c.model) this.cost.model = c.model;
+      },
+    };
+  }
+}
