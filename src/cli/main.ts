@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { DagValidationError, DagentError } from '../errors.js';
 import { databaseOpen } from '../db/connection.js';
 import { configFromEnv } from '../config/index.js';
+import { agentCommands } from './agent.js';
 import { cancelCommands } from './cancel.js';
 import { commandContext, type CommandContext } from './context.js';
 import { demoCommand } from './demo.js';
@@ -11,6 +12,7 @@ import { inspectCommands } from './inspect.js';
 import { Output, processIo, type Io } from './output.js';
 import { submitCommands } from './submit.js';
 import { upCommand } from './up.js';
+import { watchCommand } from './watch.js';
 
 export function programBuild(ctx: CommandContext): Command {
   const program = new Command('dagent')
@@ -23,6 +25,8 @@ export function programBuild(ctx: CommandContext): Command {
   inspectCommands(program, ctx);
   cancelCommands(program, ctx);
   dlqCommands(program, ctx);
+  watchCommand(program, ctx);
+  agentCommands(program, ctx);
   demoCommand(program, ctx);
   upCommand(program, ctx);
   program

@@ -1,28 +1,46 @@
 import type { Command } from 'commander';
+import { configFromEnv } from '../config/index.js';
+import { InvalidInputError } from '../errors.js';
 import { maintenanceServices } from '../maintenance/index.js';
+import { agentModuleLoad } from '../runtime/agent-load.js';
+import { AgentFleet, type FleetMember } from '../runtime/fleet.js';
 import { withDatabase, type CommandContext } from './context.js';
+import { shutdownSignal } from './signals.js';
 
 /**
- * Long-running service mode: the maintenance loops (reaper, promoter) until
- * SIGINT or SIGTERM. Any number of `dagent up` processes may run; each duty
- * runs once per interval cluster-wide (cadence gate).
+ * Long-running service mode: the maintenance loops (reaper, promoter) and the
+ * agents named by --agent or DAGENT_AGENTS, until SIGINT or SIGTERM. Any number
+ * of `dagent up` processes may run; each duty runs once per interval
+ * cluster-wide (cadence gate).
  */
 export function upCommand(program: Command, ctx: CommandContext): void {
   program
     .command('up')
-    .description('run the maintenance loops (reaper, promoter) until SIGINT/SIGTERM')
-    .action(async () => {
+    .description('run the maintenance loops (reaper, promoter) and any configured agents until SIGINT/SIGTERM')
+    .option('-a, --agent <file[:concurrency]>', 'also run this agent module (repeatable; adds to DAGENT_AGENTS)', (v: string, prev: string[]) => [...prev, v], [])
+    .action(async (opts: { agent: string[] }) => {
+      const specs = [...configFromEnv(ctx.io.env).agents, ...opts.agent];
+      const members = await Promise.all(specs.map(fleetMemberLoad));
       await withDatabase(ctx, async (d) => {
         const services = maintenanceServices(d.db, ctx.log);
         services.forEach((s) => s.start());
-        ctx.io.stdout(`dagent up: ${services.map((s) => s.name).join(', ')} running; stop with Ctrl-C or SIGTERM\n`);
-        const signal = await new Promise<string>((resolve) => {
-          process.once('SIGINT', () => resolve('SIGINT'));
-          process.once('SIGTERM', () => resolve('SIGTERM'));
-        });
+        const fleet = new AgentFleet(d, members, { log: ctx.log });
+        await fleet.start();
+        const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';
+        ctx.io.stdout(`dagent up: ${services.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
+        const signal = await shutdownSignal();
         ctx.log.info({ signal }, 'stopping');
+        await fleet.stop();
         await Promise.all(services.map((s) => s.stop()));
         ctx.io.stdout('dagent up: stopped\n');
       });
     });
+}
+
+async function fleetMemberLoad(spec: string): Promise<FleetMember> {
+  const m = /^(.+?)(?::(\d+))?$/.exec(spec);
+  if (!m) throw new InvalidInputError(`agent ${spec}: expected file or file:concurrency`);
+  const concurrency = m[2] === undefined ? undefined : Number(m[2]);
+  if (concurrency === 0) throw new InvalidInputError(`agent ${spec}: concurrency must be at least 1`);
+  return { def: await agentModuleLoad(m[1]!), concurrency };
 }

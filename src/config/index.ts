@@ -9,6 +9,8 @@ export const configSchema = z.object({
   dataDir: z.string().min(1).default('.dagent'),
   /** pino level. Default `info`. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Agent modules `dagent up` runs, from DAGENT_AGENTS (comma-separated; `file:concurrency` allowed). Default none. */
+  agents: z.array(z.string().regex(/^[^:]+(:\d+)?$/, { error: 'expected file or file:concurrency' })).default([]),
 });
 export type Config = z.infer<typeof configSchema>;
 
@@ -17,9 +19,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.DAGENT_DATA_DIR || undefined,
     logLevel: env.DAGENT_LOG_LEVEL || undefined,
+    agents: env.DAGENT_AGENTS ? env.DAGENT_AGENTS.split(',').map((a) => a.trim()).filter(Boolean) : undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }

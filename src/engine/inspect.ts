@@ -54,3 +54,6 @@ export async function statsGet(db: Db) {
     agents: agents.map((a) => ({ id: a.id, type: a.type, status: a.status, capabilities: a.capabilities, heartbeatAt: a.heartbeatAt, budgetUsd: a.budgetUsd, spentUsd: a.spentUsd })),
   };
 }
+
+/** Attempts of a DAG by outcome, and how many failures were retried: the run summary's figures. */
+export { attemptCountsForDag } from '../db/queries/attempts.js';

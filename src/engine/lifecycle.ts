@@ -64,6 +64,8 @@ export interface Failure extends TaskRef {
   message: string;
   /** False: skip remaining retries and dead-letter now (a NonRetryableError). */
   retryable?: boolean;
+  /** Do not retry sooner than this (a provider's Retry-After). */
+  retryAfterSec?: number;
   costUsd?: number;
   tokensIn?: number;
   tokensOut?: number;
@@ -89,7 +91,7 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
     const stats = await attemptFailureStats(tx, failed.id, failed.attemptsResetFence);
     const decision = retryDecide(failed.retryPolicy as unknown as RetryPolicy, {
       errorClass: f.errorClass, attempt: failed.attempts, maxAttempts: failed.maxAttempts,
-      failures: stats.failures, distinctAgents: stats.agents, retryable: f.retryable,
+      failures: stats.failures, distinctAgents: stats.agents, retryable: f.retryable, retryAfterSec: f.retryAfterSec,
     }, opts.random);
     const base = { dagId: failed.dagId, taskId: failed.id, agentId: failed.agentId };
     const failedEvent = { ...base, type: 'task.failed', data: { errorClass: f.errorClass, message: f.message, attempt: failed.attempts } };

@@ -13,6 +13,8 @@ export interface FailureFacts {
   distinctAgents: number;
   /** False when the agent declared the error non-retryable. */
   retryable?: boolean;
+  /** The provider asked to wait this long (a rate limit's Retry-After): the retry never comes sooner. */
+  retryAfterSec?: number;
 }
 
 export type RetryDecision =
@@ -31,7 +33,7 @@ export function retryDecide(policy: RetryPolicy, f: FailureFacts, random: () => 
     return { action: 'dead_letter', reason: `poison pill: failed ${f.failures} times on ${f.distinctAgents} distinct agents`, poisonPill: true };
   }
   if (f.attempt >= f.maxAttempts) return { action: 'dead_letter', reason: `attempts exhausted (${f.attempt}/${f.maxAttempts})`, poisonPill: false };
-  return { action: 'retry', delaySec: retryDelaySec(policy, f.attempt, random) };
+  return { action: 'retry', delaySec: Math.max(retryDelaySec(policy, f.attempt, random), f.retryAfterSec ?? 0) };
 }
 
 /**

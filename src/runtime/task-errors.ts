@@ -45,9 +45,24 @@ export class NonRetryableError extends TaskError {
   }
 }
 
-/** Error class and retryability of whatever a handler threw. */
-export function errorClassify(err: unknown): { errorClass: string; message: string; retryable?: boolean } {
-  if (err instanceof TaskError) return { errorClass: err.errorClass, message: err.message, retryable: err.retryable };
+export interface ClassifiedError {
+  errorClass: string;
+  message: string;
+  retryable?: boolean;
+  retryAfterSec?: number;
+  /** Recorded on the attempt row (a TaskError's details, e.g. a command's exit code and output). */
+  details?: Record<string, unknown>;
+}
+
+/** Error class, retryability and details of whatever a handler threw. */
+export function errorClassify(err: unknown): ClassifiedError {
+  if (err instanceof TaskError) {
+    const retryAfter = err.details.retryAfterSec;
+    return {
+      errorClass: err.errorClass, message: err.message, retryable: err.retryable, details: err.details,
+      ...(typeof retryAfter === 'number' ? { retryAfterSec: retryAfter } : {}),
+    };
+  }
   const message = err instanceof Error ? err.message : String(err);
   return { errorClass: 'error', message: message || 'handler threw without a message' };
 }

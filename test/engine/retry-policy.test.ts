@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { modelsForAttempt, retryDecide, retryDelaySec } from '../../src/engine/retry-policy.js';
-import type { RetryPolicy } from '../../src/dag/spec.js';
+import { TASK_DEFAULTS, type RetryPolicy } from '../../src/dag/spec.js';
 
 const policy = (p: Partial<RetryPolicy> = {}): RetryPolicy => ({
   strategy: 'exponential', initialDelaySec: 10, multiplier: 2, maxDelaySec: 300, jitter: 0, noRetryOn: [], ...p,
@@ -28,6 +28,13 @@ describe('retry policy', () => {
     expect(retryDecide(policy(), { ...facts, attempt: 5 })).toMatchObject({ action: 'dead_letter', reason: 'attempts exhausted (5/5)' });
     expect(retryDecide(policy(), { ...facts, attempt: 3, failures: 3, distinctAgents: 2 })).toMatchObject({ action: 'dead_letter', poisonPill: true });
     expect(retryDecide(policy(), { ...facts, attempt: 3, failures: 3, distinctAgents: 1 })).toEqual({ action: 'retry', delaySec: 40 });
+  });
+
+  it('never retries sooner than a provider\'s Retry-After, nor sooner than the policy', () => {
+    const policy = { ...TASK_DEFAULTS.retry, strategy: 'fixed' as const, initialDelaySec: 10, jitter: 0 };
+    const facts = { errorClass: 'rate_limit', attempt: 1, maxAttempts: 3, failures: 1, distinctAgents: 1 };
+    expect(retryDecide(policy, { ...facts, retryAfterSec: 30 })).toEqual({ action: 'retry', delaySec: 30 });
+    expect(retryDecide(policy, { ...facts, retryAfterSec: 2 })).toEqual({ action: 'retry', delaySec: 10 });
   });
 
   it('switches to fallback models from retry 2 (the third attempt) on', () => {

@@ -1,6 +1,7 @@
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { attempts } from '../schema/index.js';
+import { rowsOf } from './run.js';
 
 export type AttemptRow = typeof attempts.$inferSelect;
 
@@ -15,4 +16,15 @@ export async function attemptFailureStats(db: Db, taskId: string, sinceFence: nu
     .from(attempts)
     .where(and(eq(attempts.taskId, taskId), eq(attempts.outcome, 'failed'), gt(attempts.fence, sinceFence)));
   return { failures: r?.failures ?? 0, agents: r?.agents ?? 0 };
+}
+
+/** Attempts of a DAG by outcome, and how many failed attempts were followed by another try (retries). */
+export async function attemptCountsForDag(db: Db, dagId: string): Promise<{ completed: number; failed: number; retried: number }> {
+  const [r] = await rowsOf<{ completed: number; failed: number; retried: number }>(db, sql`
+    select count(*) filter (where outcome = 'completed')::int as completed,
+           count(*) filter (where outcome = 'failed')::int as failed,
+           count(*) filter (where outcome = 'failed' and exists (
+             select 1 from attempts later where later.task_id = a.task_id and later.fence > a.fence))::int as retried
+    from attempts a where dag_id = ${dagId}`);
+  return r ?? { completed: 0, failed: 0, retried: 0 };
 }

@@ -1,0 +1,33 @@
+import type { Command } from 'commander';
+import { agentModuleLoad } from '../runtime/agent-load.js';
+import { AgentFleet } from '../runtime/fleet.js';
+import { SHUTDOWN_GRACE_MS_DEFAULT } from '../runtime/agent-runner.js';
+import { withDatabase, type CommandContext } from './context.js';
+import { positiveInt } from './inspect.js';
+import { shutdownSignal } from './signals.js';
+
+/** `dagent agent run FILE`: one agent as a long-lived process; any number of them share one database. */
+export function agentCommands(program: Command, ctx: CommandContext): void {
+  const agent = program.command('agent').description('run agents');
+  agent
+    .command('run')
+    .description('run the agent a file defines (export default defineAgent({...})) until SIGINT/SIGTERM')
+    .argument('<file>', 'agent module, e.g. agents/shell.ts')
+    .option('--id <id>', 'agent id (default <name>-<host>-<pid>); reuse it to keep the same registration')
+    .option('--concurrency <n>', 'tasks run at once (default: the agent\'s maxConcurrent)', positiveInt('--concurrency'))
+    .option('--poll-ms <ms>', 'fallback poll interval when no notification arrives (default 2000)', positiveInt('--poll-ms'))
+    .option('--grace-sec <s>', `on shutdown, how long running tasks may finish before release (default ${SHUTDOWN_GRACE_MS_DEFAULT / 1000})`, positiveInt('--grace-sec'))
+    .action(async (file: string, opts: { id?: string; concurrency?: number; pollMs?: number; graceSec?: number }) => {
+      const def = await agentModuleLoad(file);
+      await withDatabase(ctx, async (d) => {
+        const fleet = new AgentFleet(d, [{ def, id: opts.id, concurrency: opts.concurrency }], { pollIntervalMs: opts.pollMs, log: ctx.log });
+        await fleet.start();
+        const r = fleet.runners[0]!;
+        ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]; stop with Ctrl-C or SIGTERM\n`);
+        const signal = await shutdownSignal();
+        ctx.io.stdout(`agent ${r.id}: ${signal}, draining ${r.running} running task(s)\n`);
+        await fleet.stop(opts.graceSec === undefined ? undefined : opts.graceSec * 1000);
+        ctx.io.stdout(`agent ${r.id}: stopped\n`);
+      });
+    });
+}

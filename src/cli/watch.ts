@@ -1,0 +1,32 @@
+import type { Command } from 'commander';
+import { DagentError } from '../errors.js';
+import { withDatabase, type CommandContext } from './context.js';
+import { positiveInt } from './inspect.js';
+import { DagProgress } from './progress.js';
+
+const WATCH_INTERVAL_MS = 250;
+
+/** `dagent watch DAG_ID`: live progress until the DAG completes (exit 0), is cancelled or blocks (exit 1). */
+export function watchCommand(program: Command, ctx: CommandContext): void {
+  program
+    .command('watch')
+    .description('show a DAG\'s progress live, a line per task transition, until it completes, blocks or is cancelled')
+    .argument('<dag-id>')
+    .option('--interval-ms <ms>', `how often to look (default ${WATCH_INTERVAL_MS})`, positiveInt('--interval-ms'), WATCH_INTERVAL_MS)
+    .action(async (dagId: string, opts: { intervalMs: number }) => {
+      await withDatabase(ctx, async (d) => {
+        const progress = new DagProgress(d.db, dagId, (s) => ctx.io.stdout(`${s}\n`));
+        for (;;) {
+          const s = await progress.poll();
+          if (s.dag.status === 'completed') {
+            ctx.io.stdout(`DAG ${dagId} completed\n`);
+            return;
+          }
+          if (s.dag.status !== 'running') {
+            throw new DagentError('DAG_NOT_COMPLETED', `DAG ${dagId} is ${s.dag.status}${s.dag.blockedReason ? `: ${s.dag.blockedReason}` : ''}`, { dagId, status: s.dag.status });
+          }
+          await new Promise((r) => setTimeout(r, opts.intervalMs));
+        }
+      });
+    });
+}

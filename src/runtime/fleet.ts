@@ -1,0 +1,35 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { AgentRunner } from './agent-runner.js';
+import type { AgentDefinition } from './define-agent.js';
+import { ReadyListener } from './ready-listener.js';
+
+export interface FleetMember {
+  def: AgentDefinition;
+  id?: string;
+  concurrency?: number;
+}
+
+/** Several agents in one process, sharing one LISTEN connection. */
+export class AgentFleet {
+  readonly runners: AgentRunner[];
+  private readonly listener: ReadyListener;
+
+  constructor(database: { db: Db; url: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger }) {
+    this.listener = new ReadyListener({ url: database.url, log: opts.log });
+    this.runners = members.map((m) => new AgentRunner(m.def, {
+      database, id: m.id, concurrency: m.concurrency, pollIntervalMs: opts.pollIntervalMs, listener: this.listener, log: opts.log,
+    }));
+  }
+
+  async start(): Promise<void> {
+    await this.listener.start();
+    for (const r of this.runners) await r.start();
+  }
+
+  /** Drain every agent (see AgentRunner.stop), then close the listener. */
+  async stop(graceMs?: number): Promise<void> {
+    await Promise.all(this.runners.map((r) => r.stop({ graceMs })));
+    await this.listener.stop();
+  }
+}

@@ -1,0 +1,317 @@
+import http, { type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { pino, type Logger } from 'pino';
+import { testDatabase } from '../helpers/db.js';
+import { dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
+import { eventually } from '../helpers/wait.js';
+import { AgentRunner } from '../../src/runtime/agent-runner.js';
+import { TaskError } from '../../src/runtime/task-errors.js';
+import { dagGet } from '../../src/db/queries/dags.js';
+import llm, { llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec, type ChatMessage } from '../../agents/llm.js';
+
+const database = await testDatabase();
+const { db } = database;
+const silent = pino({ level: 'silent' });
+const runners: AgentRunner[] = [];
+
+async function start(id: string, log: Logger = silent): Promise<AgentRunner> {
+  const r = new AgentRunner(llm, { database, log, id });
+  runners.push(r);
+  await r.start();
+  return r;
+}
+
+async function rows<T>(q: ReturnType<typeof sql>): Promise<T[]> {
+  return (await db.execute(q)).rows as T[];
+}
+
+// A stand-in provider: records every request, answers with whatever the test sets in `reply`.
+interface Seen { path: string; authorization: string | undefined; model: string; messages: ChatMessage[]; res: ServerResponse }
+let seen: Seen[] = [];
+let reply: (req: Seen) => void = () => {};
+const server = http.createServer((req, res) => {
+  let data = '';
+  req.setEncoding('utf8');
+  req.on('data', (c: string) => { data += c; });
+  req.on('end', () => {
+    const body = JSON.parse(data) as { model: string; messages: ChatMessage[] };
+    const s = { path: req.url ?? '', authorization: req.headers.authorization, model: body.model, messages: body.messages, res };
+    seen.push(s);
+    reply(s);
+  });
+});
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+}
+function completion(text: string | null, input: number, output: number) {
+  return { id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text } }], usage: { prompt_tokens: input, completion_tokens: output } };
+}
+
+const ENV_KEYS = ['DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'OPENAI_BASE_URL', 'OPENAI_API_KEY'];
+const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
+
+beforeEach(async () => {
+  await databaseReset(db);
+  seen = [];
+  reply = () => {};
+  for (const k of ENV_KEYS) delete process.env[k];
+  process.env.DAGENT_LLM_BASE_URL = baseUrl;
+  process.env.DAGENT_LLM_API_KEY = 'sk-test';
+});
+afterEach(async () => {
+  await Promise.all(runners.splice(0).map((r) => r.stop({ graceMs: 0 })));
+});
+afterAll(async () => {
+  for (const k of ENV_KEYS) {
+    if (envBefore[k] === undefined) delete process.env[k];
+    else process.env[k] = envBefore[k];
+  }
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+type AttemptRow = { key: string; attempt: number; outcome: string; error_class: string | null; model: string | null; tokens_in: number; tokens_out: number; cost_usd: number };
+function attempts(dagId: string): Promise<AttemptRow[]> {
+  return rows<AttemptRow>(sql`
+    select t.key, a.attempt, a.outcome, a.error_class, a.model, a.tokens_in::int, a.tokens_out::int, a.cost_usd::float8
+    from attempts a join tasks t on t.id = a.task_id where a.dag_id = ${dagId} order by t.key, a.attempt`);
+}
+function tasksOf(dagId: string) {
+  return rows<{ key: string; status: string; output: unknown; cost_usd: number }>(
+    sql`select key, status, output, cost_usd::float8 from tasks where dag_id = ${dagId} order by key`);
+}
+
+describe('llm agent against a chat-completions server', () => {
+  it('calls the model with prompt and upstream inputs, stores the text and charges tokens × price', async () => {
+    process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'house-model': { input: 1, output: 2 } });
+    reply = (r) => send(r.res, 200, r.model === 'gpt-4o' ? completion('Herons are tall.', 12_000, 3_000) : completion('Tall birds.', 1_000, 500));
+    const dagId = await dagCreate(db, `
+name: chat
+tasks:
+  research:
+    type: llm
+    spec:
+      constraints: { capabilities: [llm] }
+      prompt: List three facts about herons.
+      input: { prompt: Keep each under ten words. }
+      models: [gpt-4o]
+  summary:
+    type: llm
+    depends_on: [research]
+    spec: { constraints: { capabilities: [llm] }, prompt: Summarize., context: [research], models: [house-model] }
+`);
+    await start('llm-ok');
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
+
+    const researchOut = { type: 'text', model: 'gpt-4o', text: 'Herons are tall.', usage: { input: 12_000, output: 3_000 } };
+    expect(await tasksOf(dagId)).toEqual([
+      { key: 'research', status: 'completed', output: researchOut, cost_usd: 0.06 }, // 12k × 2.5/1M + 3k × 10/1M
+      { key: 'summary', status: 'completed', output: { type: 'text', model: 'house-model', text: 'Tall birds.', usage: { input: 1_000, output: 500 } }, cost_usd: 0.002 },
+    ]);
+    expect((await dagGet(db, dagId))!.spentUsd).toBeCloseTo(0.062, 6);
+    expect(await attempts(dagId)).toEqual([
+      { key: 'research', attempt: 1, outcome: 'completed', error_class: null, model: 'gpt-4o', tokens_in: 12_000, tokens_out: 3_000, cost_usd: 0.06 },
+      { key: 'summary', attempt: 1, outcome: 'completed', error_class: null, model: 'house-model', tokens_in: 1_000, tokens_out: 500, cost_usd: 0.002 },
+    ]);
+
+    expect(seen.map((s) => [s.path, s.authorization, s.model])).toEqual([
+      ['/v1/chat/completions', 'Bearer sk-test', 'gpt-4o'],
+      ['/v1/chat/completions', 'Bearer sk-test', 'house-model'],
+    ]);
+    const [first, second] = seen;
+    expect(first!.messages.map((m) => m.role)).toEqual(['system', 'user']);
+    expect(first!.messages[0]!.content).toMatch(/DAG/);
+    expect(first!.messages[1]!.content).toBe('List three facts about herons.\n\nKeep each under ten words.');
+    const user = second!.messages[1]!.content;
+    expect(user.startsWith('Summarize.')).toBe(true);
+    expect(JSON.parse(user.slice(user.indexOf('{')))).toEqual({ research: researchOut });
+  });
+
+  it('falls back to OPENAI_BASE_URL, OPENAI_API_KEY and DAGENT_LLM_MODEL when the task names no model', async () => {
+    for (const k of ENV_KEYS) delete process.env[k];
+    Object.assign(process.env, { OPENAI_BASE_URL: `${baseUrl}/`, OPENAI_API_KEY: 'sk-openai', DAGENT_LLM_MODEL: 'gpt-4o-mini' });
+    reply = (r) => send(r.res, 200, completion('ok', 1_000_000, 0));
+    const dagId = await dagCreate(db, 'name: env\ntasks:\n  only: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi } }\n');
+    await start('llm-env');
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
+    expect(seen.map((s) => [s.path, s.authorization, s.model])).toEqual([['/v1/chat/completions', 'Bearer sk-openai', 'gpt-4o-mini']]);
+    expect((await tasksOf(dagId))[0]!.cost_usd).toBeCloseTo(0.15, 6);
+  });
+
+  it('429: fails the attempt as rate_limit and schedules the retry no sooner than Retry-After', async () => {
+    reply = (r) => send(r.res, 429, { error: { message: 'slow down' } }, { 'retry-after': '7' });
+    const dagId = await dagCreate(db, `
+name: limited
+tasks:
+  only: { type: llm, retry: { strategy: fixed, initial_delay: 1s, jitter: 0 }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [gpt-4o] } }
+`);
+    await start('llm-429');
+    await eventually('retrying', async () => (await taskStatusByKey(db, dagId)).only === 'retrying');
+    const [a] = await attempts(dagId);
+    expect(a).toMatchObject({ attempt: 1, outcome: 'failed', error_class: 'rate_limit', model: 'gpt-4o' });
+    expect(seen).toHaveLength(1);
+    const [t] = await rows<{ delay: number; details: { retryAfterSec: number } }>(sql`
+      select extract(epoch from t.run_at - a.ended_at)::float8 as delay, a.details
+      from tasks t join attempts a on a.task_id = t.id where t.dag_id = ${dagId}`);
+    expect(t!.details.retryAfterSec).toBe(7);
+    expect(t!.delay).toBeGreaterThan(6.5);
+    expect(t!.delay).toBeLessThan(7.5);
+  });
+
+  it('401: fails as auth_failure and dead-letters after one attempt', async () => {
+    reply = (r) => send(r.res, 401, { error: { message: 'invalid api key' } });
+    const dagId = await dagCreate(db, `
+name: denied
+tasks:
+  only: { type: llm, max_attempts: 5, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [gpt-4o] } }
+`);
+    await start('llm-401');
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).only === 'dead_lettered');
+    expect((await attempts(dagId)).map((a) => a.error_class)).toEqual(['auth_failure']);
+    const [dl] = await rows<{ error_class: string; attempts: number }>(sql`select error_class, attempts from dead_letters where dag_id = ${dagId}`);
+    expect(dl).toEqual({ error_class: 'auth_failure', attempts: 1 });
+    expect(seen).toHaveLength(1);
+  });
+
+  it('switches to the fallback model on the third attempt after provider errors', async () => {
+    reply = (r) => (r.model === 'model-a' ? send(r.res, 500, { error: { message: 'overloaded' } }) : send(r.res, 200, completion('from b', 10, 5)));
+    const dagId = await dagCreate(db, `
+name: fallback
+tasks:
+  only:
+    type: llm
+    max_attempts: 3
+    retry: { strategy: immediate }
+    spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [model-a], fallback_models: [model-b] }
+`);
+    await start('llm-fallback');
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
+    expect(seen.map((s) => s.model)).toEqual(['model-a', 'model-a', 'model-b']);
+    expect((await attempts(dagId)).map((a) => [a.attempt, a.outcome, a.error_class, a.model])).toEqual([
+      [1, 'failed', 'provider_error', 'model-a'],
+      [2, 'failed', 'provider_error', 'model-a'],
+      [3, 'completed', null, 'model-b'],
+    ]);
+    const [t] = await tasksOf(dagId);
+    expect(t).toMatchObject({ output: { model: 'model-b', text: 'from b' }, cost_usd: 0 }); // model-b has no price
+  });
+
+  it('classifies bad requests, provider errors, missing content and missing configuration', async () => {
+    reply = (r) => {
+      if (r.model === 'rejected') return send(r.res, 400, { error: { message: 'unknown parameter' } });
+      if (r.model === 'flaky') return send(r.res, 503, { error: { message: 'try later' } });
+      send(r.res, 200, { ...completion(null, 7, 0), choices: [] });
+    };
+    const dagId = await dagCreate(db, `
+name: faults
+tasks:
+  rejected: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [rejected] } }
+  flaky: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [flaky] } }
+  empty: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [gpt-4o] } }
+  nomodel: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi } }
+`);
+    await start('llm-faults');
+    const want = { rejected: 'dead_lettered', flaky: 'retrying', empty: 'retrying', nomodel: 'dead_lettered' };
+    await eventually('all four failed once', async () => {
+      const s = await taskStatusByKey(db, dagId);
+      return Object.entries(want).every(([k, v]) => s[k] === v);
+    });
+    expect(await taskStatusByKey(db, dagId)).toEqual(want);
+    expect((await attempts(dagId)).map((a) => [a.key, a.error_class, a.tokens_in])).toEqual([
+      ['empty', 'invalid_output', 7], // tokens spent on an unusable answer are still charged
+      ['flaky', 'provider_error', 0],
+      ['nomodel', 'config', 0],
+      ['rejected', 'bad_request', 0],
+    ]);
+    expect(seen.map((s) => s.model).sort()).toEqual(['flaky', 'gpt-4o', 'rejected']);
+  });
+
+  it('fails as provider_unreachable when nothing listens at the base URL', async () => {
+    const closed = http.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    process.env.DAGENT_LLM_BASE_URL = `http://127.0.0.1:${port}/v1`;
+    const dagId = await dagCreate(db, `
+name: offline
+tasks:
+  only: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [gpt-4o] } }
+`);
+    await start('llm-offline');
+    await eventually('retrying', async () => (await taskStatusByKey(db, dagId)).only === 'retrying');
+    expect((await attempts(dagId)).map((a) => a.error_class)).toEqual(['provider_unreachable']);
+  });
+
+  it('aborts the HTTP request when the task passes max_duration_sec', async () => {
+    let disconnected = false;
+    reply = (r) => r.res.on('close', () => { disconnected = !r.res.writableEnded; }); // never answers
+    const dagId = await dagCreate(db, `
+name: slow
+tasks:
+  only: { type: llm, max_attempts: 1, spec: { constraints: { capabilities: [llm], max_duration_sec: 1 }, prompt: hi, models: [gpt-4o] } }
+`);
+    await start('llm-slow');
+    await eventually('timed out', async () => (await taskStatusByKey(db, dagId)).only === 'dead_lettered');
+    expect((await attempts(dagId)).map((a) => a.error_class)).toEqual(['timeout']);
+    await eventually('provider saw the client go away', async () => disconnected, 5_000);
+  });
+
+  it('records an unpriced model at cost 0 and warns about it once', async () => {
+    const lines: string[] = [];
+    const log = pino({ level: 'warn' }, new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } }));
+    reply = (r) => send(r.res, 200, completion('ok', 100, 100));
+    const dagId = await dagCreate(db, `
+name: unpriced
+tasks:
+  a: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [mystery-model] } }
+  b: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [mystery-model] } }
+`);
+    await start('llm-unpriced', log);
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
+    expect((await tasksOf(dagId)).map((t) => t.cost_usd)).toEqual([0, 0]);
+    expect((await attempts(dagId)).map((a) => [a.model, a.tokens_in])).toEqual([['mystery-model', 100], ['mystery-model', 100]]);
+    const warnings = lines.map((l) => JSON.parse(l) as { msg: string; model?: string }).filter((l) => l.model === 'mystery-model');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.msg).toMatch(/no price/);
+  });
+});
+
+describe('llm agent pieces', () => {
+  it('prices tokens per million, with DAGENT_LLM_PRICES overriding and extending the table', () => {
+    expect(llmCostUsd('gpt-4o', { input: 1_000_000, output: 1_000_000 }, llmPrices(undefined))).toBeCloseTo(12.5);
+    expect(llmCostUsd('gpt-4o-mini', { input: 2_000, output: 1_000 }, llmPrices(undefined))).toBeCloseTo(0.0009);
+    expect(llmCostUsd('gpt-4o-2024-05-13', { input: 1, output: 1 }, llmPrices(undefined))).toBeNull();
+    expect(llmCostUsd('toString', { input: 1, output: 1 }, llmPrices(undefined))).toBeNull();
+    const prices = llmPrices('{"gpt-4o":{"input":1,"output":1},"local":{"input":0,"output":0}}');
+    expect(llmCostUsd('gpt-4o', { input: 1_000_000, output: 1_000_000 }, prices)).toBeCloseTo(2);
+    expect(llmCostUsd('local', { input: 5, output: 5 }, prices)).toBe(0);
+    expect(() => llmPrices('{not json')).toThrow(expect.objectContaining({ errorClass: 'config', retryable: false }));
+    expect(() => llmPrices('{"m":{"input":1}}')).toThrow(expect.objectContaining({ errorClass: 'config' }));
+  });
+
+  it('maps HTTP statuses to error classes, reading Retry-After as seconds or a date', () => {
+    const classOf = (e: TaskError) => [e.errorClass, e.retryable];
+    expect(classOf(llmHttpError(429, ''))).toEqual(['rate_limit', true]);
+    expect(llmHttpError(429, '', '7').details.retryAfterSec).toBe(7);
+    expect(classOf(llmHttpError(401, ''))).toEqual(['auth_failure', false]);
+    expect(classOf(llmHttpError(403, ''))).toEqual(['auth_failure', false]);
+    expect(classOf(llmHttpError(404, 'no such model'))).toEqual(['bad_request', false]);
+    expect(classOf(llmHttpError(502, ''))).toEqual(['provider_error', true]);
+    expect(llmHttpError(500, 'x'.repeat(10_000)).message.length).toBeLessThan(400);
+    expect(retryAfterSec('Wed, 21 Oct 2015 07:28:30 GMT', Date.parse('Wed, 21 Oct 2015 07:28:00 GMT'))).toBe(30);
+    expect(retryAfterSec('soon')).toBeUndefined();
+    expect(retryAfterSec(null)).toBeUndefined();
+  });
+
+  it('builds messages without an inputs section when the task has no upstream inputs', () => {
+    const spec = { prompt: 'hi', context: [], models: [], fallbackModels: [], input: {} };
+    expect(llmMessages({ key: 'k', spec, inputs: {} })[1]).toEqual({ role: 'user', content: 'hi' });
+    expect(() => llmMessages({ key: 'k', spec: { ...spec, prompt: undefined }, inputs: {} })).toThrow(expect.objectContaining({ errorClass: 'bad_request' }));
+  });
+});
