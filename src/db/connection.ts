@@ -100,3 +100,9 @@ export function isConnectionLost(e: unknown): boolean {
   }
   return false;
 }
+
+/** The driver's message for an error drizzle wrapped (its own message repeats the whole statement). */
+export function errorMessage(e: unknown): string {
+  const err = e as { message?: string; cause?: { message?: string } } | undefined;
+  return err?.cause?.message ?? err?.message ?? String(e);
+}

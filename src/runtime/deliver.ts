@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isConnectionLost } from '../db/connection.js';
+import { errorMessage, isConnectionLost } from '../db/connection.js';
 
 /** Retry backoff while the database is unreachable: from DELIVER_MIN_MS doubling to DELIVER_MAX_MS. */
 export const DELIVER_MIN_MS = 200;
@@ -21,7 +21,7 @@ export async function deliver<T>(what: string, fn: () => Promise<T>, log: Logger
     } catch (e) {
       if (!isConnectionLost(e) || Date.now() - started > giveUpMs) throw e;
       const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** failures);
-      log.warn({ err: (e as Error).message, retryInMs: delay }, `${what}: database unreachable, retrying`);
+      log.warn({ err: errorMessage(e), retryInMs: delay }, `${what}: database unreachable, retrying`);
       await new Promise((r) => setTimeout(r, delay));
     }
   }

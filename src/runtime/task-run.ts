@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
-import type { Db } from '../db/connection.js';
+import { errorMessage, type Db } from '../db/connection.js';
 import type { ClaimedTask } from '../engine/claim.js';
 import { taskFail, taskHeartbeat, taskRelease, taskStart, type TaskRef } from '../engine/lifecycle.js';
 import { taskSpawn } from '../engine/spawn.js';
@@ -133,7 +133,7 @@ export class TaskRun {
       await taskHeartbeat(this.deps.db, { ...this.ref, ...progress, leaseSec: this.leaseSec });
     } catch (err) {
       if (err instanceof DagentError) this.stop('lease_lost');
-      else this.log.warn({ err: (err as Error).message }, 'heartbeat failed; will retry at the next beat');
+      else this.log.warn({ err: errorMessage(err) }, 'heartbeat failed; will retry at the next beat');
       throw err;
     }
   }
