@@ -3,7 +3,8 @@
  *
  * Throughput and latency of dagent's hot path on a fresh embedded PostgreSQL
  * (default, durable settings): flat claim → complete, chains whose every
- * completion unblocks the next task, and the dependency hop latency. Prints
+ * completion unblocks the next task, the dependency hop latency, and the
+ * agent runtime's dispatch and dependency latency (agent-latency.ts). Prints
  * figures; never asserts them (see docs/benchmarks.md).
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
@@ -18,6 +19,7 @@ import { agentRegister } from '../../src/engine/agents.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
+import { agentLatency } from './agent-latency.js';
 
 const quick = process.argv.includes('--quick');
 const FLAT_TASKS = quick ? 4_000 : 20_000;
@@ -25,6 +27,7 @@ const CHAINS = quick ? 40 : 200;
 const CHAIN_LENGTH = 50;
 const BATCH = Number(process.env.BENCH_BATCH ?? 200);
 const EPHEMERAL = process.argv.includes('--no-fsync');
+const LATENCY_TASKS = quick ? 100 : 500;
 
 function task(key: string, dependsOn: string[] = []): TaskSpec {
   return {
@@ -137,6 +140,13 @@ async function main() {
     await submitChains(d, 1, 200);
     const single = await runAgent(d, 1, 200, 1);
     lines.push(`single chain of 200, 1 slot: dependency hop (upstream completed → dependent claimed) p50 ${pct(single.hopsMs, 50).toFixed(2)} ms, p95 ${pct(single.hopsMs, 95).toFixed(2)} ms`);
+    console.log(lines.at(-1));
+    await reset(d);
+    const lat = await agentLatency(d, LATENCY_TASKS, task);
+    const ms = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(2)} ms, p95 ${pct(xs, 95).toFixed(2)} ms, p99 ${pct(xs, 99).toFixed(2)} ms`;
+    lines.push(`agent runtime, idle agent (30 s poll), ${LATENCY_TASKS} tasks: dispatch (submitted → handler running) ${ms(lat.dispatchMs)}`);
+    console.log(lines.at(-1));
+    lines.push(`agent runtime, chain of ${LATENCY_TASKS}: dependency (upstream completed → dependent claimed) ${ms(lat.dependencyMs)}`);
     console.log(lines.at(-1));
   } finally {
     await d.close();
