@@ -18,7 +18,7 @@ const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const DEFAULT_DAG = path.join(REPO, 'dags/repo-audit.yaml');
 /** The example agents the main job runs in-process. */
 const DEMO_AGENTS = ['agents/repo-audit.ts', 'agents/shell.ts', 'agents/synthesize.ts'];
-const POLL_MS = 200;
+const POLL_MS = 100;
 
 /**
  * The main job (`npm start`): migrate, start the maintenance loops and the

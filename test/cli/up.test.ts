@@ -32,4 +32,26 @@ describe('dagent up (real process)', () => {
     expect(await exited).toBe(0);
     expect(stdout).toContain('dagent up: stopped');
   });
+
+  it('also runs the agents named by --agent and DAGENT_AGENTS, and drains them on SIGTERM', async () => {
+    const dagId = await dagCreate(db, `
+name: up-agents
+tasks:
+  a: { type: t, spec: { constraints: { capabilities: [alpha] } } }
+  b: { type: t, depends_on: [a], spec: { constraints: { capabilities: [beta] } } }
+`);
+    const child = spawn(process.execPath, ['bin/dagent.js', 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
+      env: { ...process.env, DATABASE_URL: database.url, DAGENT_AGENTS: 'test/fixtures/agents/beta.ts' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (b) => (stdout += b));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).b !== 'completed'; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await taskStatusByKey(db, dagId)).toEqual({ a: 'completed', b: 'completed' });
+    expect(stdout).toMatch(/agents beta-\S+, alpha-\S+/);
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    const { rows } = await db.execute<{ type: string; status: string; max_concurrent: number }>(sql`select type, status, max_concurrent from agents where type in ('alpha', 'beta') order by type`);
+    expect(rows).toEqual([{ type: 'alpha', status: 'offline', max_concurrent: 1 }, { type: 'beta', status: 'offline', max_concurrent: 2 }]);
+  });
 });

@@ -1,0 +1,107 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { main } from '../../src/cli/main.js';
+import { testDatabase } from '../helpers/db.js';
+import { agentCreate, dagCreate } from '../helpers/factories.js';
+import { taskClaim } from '../../src/engine/claim.js';
+import { taskComplete, taskFail } from '../../src/engine/lifecycle.js';
+
+const database = await testDatabase();
+const { db } = database;
+const env = { ...process.env, DATABASE_URL: database.url };
+
+async function cli(...argv: string[]) {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(argv, { stdout: (s) => { stdout += s; }, stderr: (s) => { stderr += s; }, env });
+  return { code, stdout, stderr };
+}
+
+/** A small repository to audit: two folders with known contents. */
+function repoFixture(): string {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'dagent-audit-'));
+  mkdirSync(path.join(root, 'lib'));
+  mkdirSync(path.join(root, 'notes'));
+  mkdirSync(path.join(root, 'node_modules'));
+  writeFileSync(path.join(root, 'lib', 'a.ts'), 'one\ntwo\n// TODO: three\n');
+  writeFileSync(path.join(root, 'lib', 'b.ts'), 'four\n');
+  writeFileSync(path.join(root, 'notes', 'n.md'), 'FIXME\n');
+  return root;
+}
+
+describe('the main job (dagent demo, behind npm start)', () => {
+  it('audits a repository: one spawned subtask per folder, a report, live lines and a summary', async () => {
+    const root = repoFixture();
+    const r = await cli('demo', '--param', `root=${root}`, '--param', `report_dir=${path.join(root, '.reports')}`);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    // Lines show transitions as polled: a fast run may skip straight to completed, but never goes silent.
+    expect(r.stdout).toMatch(/✔ survey\s+completed on repo-audit-\d+/);
+    expect(r.stdout).toMatch(/survey\/dir-lib\s+\w+.*\(spawned\)/);
+    expect(r.stdout).toMatch(/✔ report\s+completed on synthesize-\d+/);
+    expect(r.stdout).toMatch(/tasks completed 4\/4, retries 0, dead letters 0, cost \$0\.0000, wall time [\d.]+s/);
+    const report = /report: (.+\.md)/.exec(r.stdout)![1]!;
+    const markdown = readFileSync(path.resolve(report), 'utf8');
+    expect(markdown).toContain(`# Repository audit: ${root}`);
+    expect(markdown).toMatch(/\| lib\/ \| lib\/a\.ts \| \d+ \| 2 \| 4 \| 1 \|/);
+    expect(markdown).toMatch(/\| notes\/ \| notes\/n\.md \| \d+ \| 1 \| 1 \| 1 \|/);
+    expect(markdown).not.toContain('node_modules');
+    const kids = (await db.execute(sql`select key, parent_id is not null as spawned from tasks where key like 'survey/%' order by key`)).rows;
+    expect(kids).toEqual([{ key: 'survey/dir-lib', spawned: true }, { key: 'survey/dir-notes', spawned: true }]);
+  });
+
+  it('--json prints the summary only', async () => {
+    const root = repoFixture();
+    const r = await cli('demo', '--json', '--param', `root=${root}`, '--param', `report_dir=${path.join(root, '.reports')}`);
+    expect(r.code).toBe(0);
+    const s = JSON.parse(r.stdout);
+    expect(s).toMatchObject({ status: 'completed', completed: 4, tasks: 4, retries: 0, deadLetters: 0 });
+    expect(existsSync(s.report)).toBe(true);
+  });
+});
+
+describe('dagent watch', () => {
+  it('prints each transition until the DAG completes, exit 0', async () => {
+    const dagId = await dagCreate(db, 'name: watched\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n');
+    await agentCreate(db, 'watch-agent');
+    const watching = cli('watch', dagId, '--interval-ms', '20');
+    for (const key of ['a', 'b']) {
+      await new Promise((r) => setTimeout(r, 100));
+      const [t] = await taskClaim(db, 'watch-agent', { dagId });
+      expect(t!.key).toBe(key);
+      await taskComplete(db, { taskId: t!.id, fence: t!.fence, output: key });
+    }
+    const r = await watching;
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/\[0\/2\] · a\s+ready/);
+    expect(r.stdout).toMatch(/✔ b\s+completed on watch-agent/);
+    expect(r.stdout).toContain(`DAG ${dagId} completed`);
+  });
+
+  it('exits 1 with the reason when the DAG blocks on a dead letter', async () => {
+    const dagId = await dagCreate(db, 'name: doomed\ntasks:\n  a: { type: t, max_attempts: 1 }\n');
+    await agentCreate(db, 'watch-agent-2');
+    const [t] = await taskClaim(db, 'watch-agent-2', { dagId });
+    await taskFail(db, { taskId: t!.id, fence: t!.fence, errorClass: 'crash', message: 'gone' });
+    const r = await cli('watch', dagId);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/☠ a\s+dead_lettered: gone/);
+    expect(r.stderr).toMatch(/DAG .* is blocked: task a dead-lettered: attempts exhausted/);
+  });
+});
+
+describe('dagent agent run: bad input', () => {
+  it('names the file when it is missing or is not an agent, exit 2', async () => {
+    const missing = await cli('agent', 'run', 'agents/nope.ts');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('agents/nope.ts: no such agent file');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-agent-'));
+    writeFileSync(path.join(dir, 'not-agent.mjs'), 'export default { hello: 1 };\n');
+    const notAgent = await cli('agent', 'run', path.join(dir, 'not-agent.mjs'));
+    expect(notAgent.code).toBe(2);
+    expect(notAgent.stderr).toMatch(/not-agent\.mjs: the default export is not an agent/);
+  });
+});
