@@ -98,8 +98,9 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         select coalesce(jsonb_object_agg(u.key, u.output), '{}'::jsonb)
         from tasks u where u.dag_id = t.dag_id and u.key = any(t.context_keys)
       ) end as "upstreamOutputs",
-      (
+      -- Behind a flag: an unconditional lookup per claimed row cost ~7 % of flat throughput.
+      case when not t.has_children then '{}'::jsonb else (
         select coalesce(jsonb_object_agg(substr(c.key, length(t.key) + 2), c.output), '{}'::jsonb)
         from tasks c where c.parent_id = t.id and c.status = 'completed'
-      ) as "childOutputs"`;
+      ) end as "childOutputs"`;
 }

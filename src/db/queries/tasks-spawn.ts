@@ -6,12 +6,12 @@ import { notifyIfReady } from './tasks.js';
 
 export interface LeasedTaskRow { id: string; dagId: string; key: string; priority: number; status: string }
 
-/** Lock a task its caller still holds (state and fencing token), for a spawn; null if the lease is gone. */
+/** Lock a task its caller still holds (state and fencing token) and mark it a parent, for a spawn; null if the lease is gone. */
 export async function taskLockLeased(db: Db, id: string, fence: number): Promise<LeasedTaskRow | null> {
   const [r] = await rowsOf<LeasedTaskRow>(db, sql`
-    select id, dag_id as "dagId", key, priority, status from tasks
+    update tasks set has_children = true
     where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('waitForChildren'))})
-    for update`);
+    returning id, dag_id as "dagId", key, priority, status`);
   return r ?? null;
 }
 

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import {
-  bigint, check, doublePrecision, index, integer, jsonb, numeric, pgTable, real, smallint, text, timestamp, uniqueIndex,
+  bigint, boolean, check, doublePrecision, index, integer, jsonb, numeric, pgTable, real, smallint, text, timestamp, uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import { dags } from './dags.js';
 import { TASK_STATES } from '../../engine/state-machine.js';
@@ -17,6 +17,8 @@ export const tasks = pgTable(
     dagId: text('dag_id').notNull().references(() => dags.id, { onDelete: 'cascade' }),
     key: text('key').notNull(),
     parentId: text('parent_id'),
+    /** Set once the task spawns a subtask, so the claim looks up child outputs only for such tasks. */
+    hasChildren: boolean('has_children').notNull().default(false),
     type: text('type').notNull(),
     title: text('title'),
     status: text('status').notNull(),

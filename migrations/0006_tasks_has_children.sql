@@ -1,0 +1,1 @@
+ALTER TABLE "tasks" ADD COLUMN "has_children" boolean DEFAULT false NOT NULL;
