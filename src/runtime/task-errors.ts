@@ -56,8 +56,8 @@ export interface ClassifiedError {
 
 /** Error class, retryability and details of whatever a handler threw. */
 export function errorClassify(err: unknown): ClassifiedError {
-  if (err instanceof TaskError) {
-    const retryAfter = err.details.retryAfterSec;
+  if (isTaskError(err)) {
+    const retryAfter = err.details?.retryAfterSec;
     return {
       errorClass: err.errorClass, message: err.message, retryable: err.retryable, details: err.details,
       ...(typeof retryAfter === 'number' ? { retryAfterSec: retryAfter } : {}),
@@ -65,4 +65,14 @@ export function errorClassify(err: unknown): ClassifiedError {
   }
   const message = err instanceof Error ? err.message : String(err);
   return { errorClass: 'error', message: message || 'handler threw without a message' };
+}
+
+/**
+ * By shape, not `instanceof`: an agent module importing `dagent` from the
+ * package gets the built copy of these classes, while the CLI runs the sources.
+ */
+function isTaskError(err: unknown): err is TaskError {
+  const e = err as Partial<TaskError> | null;
+  return err instanceof TaskError
+    || (typeof e === 'object' && e !== null && e.code === 'TASK_FAILED' && typeof e.errorClass === 'string' && typeof e.retryable === 'boolean');
 }
