@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main } from '../../src/cli/main.js';
+import { cliWith } from '../helpers/cli.js';
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete, taskFail } from '../../src/engine/lifecycle.js';
 import { testDatabase } from '../helpers/db.js';
@@ -12,12 +12,7 @@ const database = await testDatabase();
 const { db } = database;
 const env = { ...process.env, DATABASE_URL: database.url };
 
-async function cli(...argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, { stdout: (s) => { stdout += s; }, stderr: (s) => { stderr += s; }, env });
-  return { code, stdout, stderr, json: () => JSON.parse(stdout) };
-}
+const cli = cliWith(env);
 
 describe('dagent CLI', () => {
   it('submits, shows status, and resolves dead letters through the dlq commands', async () => {

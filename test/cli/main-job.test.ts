@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { main } from '../../src/cli/main.js';
+import { cliWith } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/claim.js';
@@ -13,12 +13,7 @@ const database = await testDatabase();
 const { db } = database;
 const env = { ...process.env, DATABASE_URL: database.url };
 
-async function cli(...argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, { stdout: (s) => { stdout += s; }, stderr: (s) => { stderr += s; }, env });
-  return { code, stdout, stderr };
-}
+const cli = cliWith(env);
 
 /** A small repository to audit: two folders with known contents. */
 function repoFixture(): string {

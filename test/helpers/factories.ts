@@ -73,3 +73,8 @@ export async function databaseSnapshot(db: Db): Promise<string> {
 export async function databaseReset(db: Db): Promise<void> {
   await db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, maintenance_gates`);
 }
+
+/** Rows of a hand-written query, for assertions. */
+export async function rowsOf<T>(db: Db, q: ReturnType<typeof sql>): Promise<T[]> {
+  return (await db.execute(q)).rows as T[];
+}

@@ -1,34 +1,20 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { pino } from 'pino';
 import { testDatabase } from '../helpers/db.js';
-import { dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
+import { dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
-import { AgentRunner } from '../../src/runtime/agent-runner.js';
-import { defineAgent, type AgentDefinition } from '../../src/runtime/define-agent.js';
+import { defineAgent } from '../../src/runtime/define-agent.js';
 import { AuthFailureError, RateLimitError } from '../../src/runtime/task-errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { agentGet } from '../../src/db/queries/agents.js';
 
 const database = await testDatabase();
 const { db } = database;
-const log = pino({ level: 'silent' });
-const runners: AgentRunner[] = [];
-
-function runner(def: AgentDefinition, opts: { id?: string; concurrency?: number; pollIntervalMs?: number } = {}): AgentRunner {
-  const r = new AgentRunner(def, { database, log, ...opts });
-  runners.push(r);
-  return r;
-}
-
-async function rows<T>(q: ReturnType<typeof sql>): Promise<T[]> {
-  return (await db.execute(q)).rows as T[];
-}
+const { runner } = agentRunners(database);
+const rows = <T>(q: ReturnType<typeof sql>) => rowsOf<T>(db, q);
 
 beforeEach(() => databaseReset(db));
-afterEach(async () => {
-  await Promise.all(runners.splice(0).map((r) => r.stop({ graceMs: 0 })));
-});
 
 describe('agent runner', () => {
   it('runs a DAG to completion, handing each task its upstream inputs and charging reported cost', async () => {

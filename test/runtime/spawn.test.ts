@@ -1,11 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { pino } from 'pino';
 import { testDatabase } from '../helpers/db.js';
-import { agentCreate, dagCreate, databaseReset, databaseSnapshot, taskStatusByKey } from '../helpers/factories.js';
+import { agentCreate, dagCreate, databaseReset, databaseSnapshot, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
-import { AgentRunner } from '../../src/runtime/agent-runner.js';
-import { defineAgent, type AgentDefinition } from '../../src/runtime/define-agent.js';
+import { defineAgent } from '../../src/runtime/define-agent.js';
 import { NonRetryableError } from '../../src/runtime/task-errors.js';
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete, taskStart } from '../../src/engine/lifecycle.js';
@@ -17,24 +16,10 @@ import { CycleError, InvalidInputError, LeaseLostError } from '../../src/errors.
 
 const database = await testDatabase();
 const { db } = database;
-const log = pino({ level: 'silent' });
-const runners: AgentRunner[] = [];
-
-async function run(def: AgentDefinition, opts: { id?: string; concurrency?: number } = {}): Promise<AgentRunner> {
-  const r = new AgentRunner(def, { database, log, pollIntervalMs: 200, ...opts });
-  runners.push(r);
-  await r.start();
-  return r;
-}
-
-async function rows<T>(q: ReturnType<typeof sql>): Promise<T[]> {
-  return (await db.execute(q)).rows as T[];
-}
+const { run } = agentRunners(database, { pollIntervalMs: 200 });
+const rows = <T>(q: ReturnType<typeof sql>) => rowsOf<T>(db, q);
 
 beforeEach(() => databaseReset(db));
-afterEach(async () => {
-  await Promise.all(runners.splice(0).map((r) => r.stop({ graceMs: 0 })));
-});
 
 const worker = defineAgent({ name: 'worker', capabilities: ['shell'], maxConcurrent: 4, async run(task) { return { did: task.key, n: task.spec.input.n }; } });
 
