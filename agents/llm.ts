@@ -82,7 +82,8 @@ export function llmHttpError(status: number, body: string, retryAfter: string | 
   const message = `chat completion failed: HTTP ${status}${body ? `: ${body.slice(0, 300)}` : ''}`;
   if (status === 429) return new RateLimitError(message, { retryAfterSec: retryAfterSec(retryAfter) });
   if (status === 401 || status === 403) return new AuthFailureError(message);
-  if (status >= 400 && status < 500) return new NonRetryableError(message, { errorClass: 'bad_request' });
+  // 408 (request timeout) is the provider's trouble, not the request's: retry it like a 5xx.
+  if (status >= 400 && status < 500 && status !== 408) return new NonRetryableError(message, { errorClass: 'bad_request' });
   return new TaskError('provider_error', message);
 }
 

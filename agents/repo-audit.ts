@@ -34,6 +34,7 @@ export default defineAgent({
       throw new TaskError('bad_input', `cannot read ${root}: ${(e as Error).message}`, { retryable: false });
     }
     ctx.log.info({ root, folders: folders.length }, 'auditing folders');
+    if (folders.length === 0) return { root, folders: [] };
     const keys = folders.map((f, i, all) => {
       const k = keyOf(f);
       return all.findIndex((g) => keyOf(g) === k) === i ? k : `${k}-${i}`;
@@ -54,7 +55,7 @@ export default defineAgent({
 
 /** A task key for a folder name: lowercase, starting with a letter. */
 function keyOf(folder: string): string {
-  return `dir-${folder.toLowerCase().replace(/[^a-z0-9_-]/g, '-')}`.slice(0, 64);
+  return `dir-${folder.toLowerCase().replace(/[^a-z0-9_-]/g, '-')}`.slice(0, 56); // room for a -N suffix within 64
 }
 
 function countsOf(stdout: string): Record<string, string | number> {

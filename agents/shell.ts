@@ -47,26 +47,45 @@ export default defineAgent({
 
 function commandRun(input: ShellInput, cwd: string, signal: AbortSignal) {
   return new Promise<{ exitCode: number | null; signal: string | null; stdout: string; stderr: string; timedOut: boolean }>((resolve, reject) => {
-    const child = input.args
-      ? spawn(input.command, input.args, { cwd, env: { ...process.env, ...input.env }, signal, killSignal: 'SIGKILL' })
-      : spawn(input.command, { cwd, env: { ...process.env, ...input.env }, shell: true, signal, killSignal: 'SIGKILL' });
+    // Its own process group, so a timeout or abort kills the whole pipeline, not just /bin/sh
+    // (a killed shell's children would keep the pipes open, and run on).
+    const options = { cwd, env: commandEnv(input.env), detached: true };
+    const child = input.args ? spawn(input.command, input.args, options) : spawn(input.command, { ...options, shell: true });
     const out = collector();
     const err = collector();
     child.stdout.on('data', out.add);
     child.stderr.on('data', err.add);
     let timedOut = false;
-    const timer = input.timeoutSec ? setTimeout(() => { timedOut = true; child.kill('SIGKILL'); }, input.timeoutSec * 1000) : undefined;
-    child.on('error', (e) => {
+    const killGroup = () => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch { /* already gone */ }
+    };
+    const timer = input.timeoutSec ? setTimeout(() => { timedOut = true; killGroup(); }, input.timeoutSec * 1000) : undefined;
+    const onAbort = () => killGroup();
+    signal.addEventListener('abort', onAbort);
+    const done = () => {
       clearTimeout(timer);
-      // An abort (max duration, shutdown) kills the command; the runtime reports why.
-      if ((e as Error).name === 'AbortError') reject(signal.reason);
-      else reject(new TaskError('command_failed', `could not run ${input.command}: ${e.message}`));
+      signal.removeEventListener('abort', onAbort);
+    };
+    child.on('error', (e) => {
+      done();
+      reject(new TaskError('command_failed', `could not run ${input.command}: ${e.message}`));
     });
     child.on('close', (code, sig) => {
-      clearTimeout(timer);
-      resolve({ exitCode: code, signal: sig, stdout: out.text(), stderr: err.text(), timedOut });
+      done();
+      // An abort (max duration, shutdown) killed the command; the runtime reports why.
+      if (signal.aborted) reject(signal.reason);
+      else resolve({ exitCode: code, signal: sig, stdout: out.text(), stderr: err.text(), timedOut });
     });
   });
+}
+
+/** The agent's environment without dagent's own settings (the database URL stays with the agent), plus the task's. */
+function commandEnv(extra: Record<string, string> | undefined): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (k !== 'DATABASE_URL' && !k.startsWith('DAGENT_')) env[k] = v;
+  return { ...env, ...extra };
 }
 
 function collector() {

@@ -24,7 +24,7 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
         await fleet.start();
         const r = fleet.runners[0]!;
         ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]; stop with Ctrl-C or SIGTERM\n`);
-        const signal = await shutdownSignal();
+        const signal = await shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`));
         ctx.io.stdout(`agent ${r.id}: ${signal}, draining ${r.running} running task(s)\n`);
         await fleet.stop(opts.graceSec === undefined ? undefined : opts.graceSec * 1000);
         ctx.io.stdout(`agent ${r.id}: stopped\n`);

@@ -1,14 +1,18 @@
-/** Resolve with the first of SIGINT / SIGTERM: long-running commands stop gracefully on either. */
-export function shutdownSignal(): Promise<NodeJS.Signals> {
+/**
+ * Resolve with the first SIGINT / SIGTERM: long-running commands then stop
+ * gracefully. Later signals are acknowledged and ignored, so a second Ctrl-C (or
+ * a signal a supervisor forwards twice) does not kill the process mid-drain;
+ * SIGKILL remains the way to force it.
+ */
+export function shutdownSignal(onRepeat: (s: NodeJS.Signals) => void = () => {}): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
-    const on = (s: NodeJS.Signals) => () => {
-      process.off('SIGINT', onInt);
-      process.off('SIGTERM', onTerm);
+    let first: NodeJS.Signals | undefined;
+    const handler = (s: NodeJS.Signals) => {
+      if (first) return onRepeat(s);
+      first = s;
       resolve(s);
     };
-    const onInt = on('SIGINT');
-    const onTerm = on('SIGTERM');
-    process.once('SIGINT', onInt);
-    process.once('SIGTERM', onTerm);
+    process.on('SIGINT', handler);
+    process.on('SIGTERM', handler);
   });
 }

@@ -28,7 +28,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
         await fleet.start();
         const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';
         ctx.io.stdout(`dagent up: ${services.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
-        const signal = await shutdownSignal();
+        const signal = await shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`));
         ctx.log.info({ signal }, 'stopping');
         await fleet.stop();
         await Promise.all(services.map((s) => s.stop()));

@@ -16,11 +16,12 @@ export async function agentBeat(db: Db, id: string): Promise<void> {
   if (!(await agentHeartbeat(db, id))) throw new NotFoundError('agent', id);
 }
 
-export async function agentDrain(db: Db, id: string): Promise<void> {
-  await agentStatusSet(db, id, 'draining');
+/** Stop the agent claiming. `instance`: only if the registration is still that process's (metadata.instance). */
+export async function agentDrain(db: Db, id: string, instance?: string): Promise<void> {
+  await agentStatusSet(db, id, 'draining', instance);
 }
 
-export async function agentDeregister(db: Db, id: string): Promise<void> {
-  await agentStatusSet(db, id, 'offline');
+export async function agentDeregister(db: Db, id: string, instance?: string): Promise<void> {
+  await agentStatusSet(db, id, 'offline', instance);
   await eventInsertMany(db, [{ type: 'agent.offline', agentId: id }]);
 }

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { LEASE_DEFAULTS } from '../config/index.js';
 import { withTx, type Db } from '../db/connection.js';
 import { attemptFailureStats } from '../db/queries/attempts.js';
 import { dagStatusRefresh } from '../db/queries/dags.js';
@@ -17,8 +16,8 @@ import { retryDecide } from './retry-policy.js';
 
 export interface TaskRef { taskId: string; fence: number }
 
-/** claimed → running; the heartbeat lease starts. */
-export async function taskStart(db: Db, ref: TaskRef, leaseSec: number = LEASE_DEFAULTS.heartbeatLeaseSec): Promise<Date> {
+/** claimed → running; the heartbeat lease starts (default: three of the task's heartbeat_sec, else 60 s). */
+export async function taskStart(db: Db, ref: TaskRef, leaseSec?: number): Promise<Date> {
   return (await taskStartQuery(db, ref.taskId, ref.fence, leaseSec)) ?? guardExplain(db, ref.taskId, ref.fence, 'start');
 }
 
@@ -26,7 +25,7 @@ export async function taskStart(db: Db, ref: TaskRef, leaseSec: number = LEASE_D
 export async function taskHeartbeat(
   db: Db, ref: TaskRef & { progress?: number; message?: string; leaseSec?: number },
 ): Promise<Date> {
-  const lease = await taskHeartbeatQuery(db, ref.taskId, ref.fence, ref.leaseSec ?? LEASE_DEFAULTS.heartbeatLeaseSec, ref.progress, ref.message);
+  const lease = await taskHeartbeatQuery(db, ref.taskId, ref.fence, ref.leaseSec, ref.progress, ref.message);
   return lease ?? guardExplain(db, ref.taskId, ref.fence, 'heartbeat');
 }
 

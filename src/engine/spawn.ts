@@ -72,6 +72,7 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     for (const s of subtasks) {
       const prior = byKey.get(fullKey(s.key));
       if (prior && prior.parentId !== p.id) throw new ConflictError(`task key ${fullKey(s.key)} is already used in DAG ${p.dagId}`);
+      if (prior?.status === 'cancelled' && opts.wait) throw new InvalidInputError(`subtask ${s.key} was cancelled and will never complete: cannot wait for it`);
       if (prior) {
         existing.push({ key: s.key, id: prior.id, status: prior.status, created: false, ...(prior.status === 'completed' ? { output: prior.output } : {}) });
         continue;
@@ -81,6 +82,7 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
         if (!byKey.has(d) && !subtasks.some((x) => fullKey(x.key) === d)) {
           throw new InvalidInputError(`subtask ${s.key}: depends_on ${d} is neither a sibling nor a task of DAG ${p.dagId}`);
         }
+        if (byKey.get(d)?.status === 'cancelled') throw new InvalidInputError(`subtask ${s.key}: depends_on ${d}, which is cancelled and will never complete`);
       }
       const context = s.body.context.map((ref) => {
         const [k, ...path] = ref.split('.');

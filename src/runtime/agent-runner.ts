@@ -1,4 +1,5 @@
 import os from 'node:os';
+import { nanoid } from 'nanoid';
 import type { Logger } from 'pino';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import { agentBeat, agentDeregister, agentDrain, agentRegister } from '../engine/agents.js';
@@ -17,6 +18,8 @@ export const POLL_INTERVAL_MS_DEFAULT = 2_000;
 export const AGENT_BEAT_MS = 10_000;
 /** How long running tasks may take to finish on shutdown before they are released. */
 export const SHUTDOWN_GRACE_MS_DEFAULT = 30_000;
+/** After the grace period, how long releases and pending results may take before the agent gives up on them. */
+export const SHUTDOWN_SETTLE_MS = 15_000;
 
 export interface AgentRunnerOptions {
   /** The database, and its URL for the LISTEN connection. */
@@ -56,6 +59,8 @@ export class AgentRunner {
   private stopping = false;
   private stopped: Promise<void> | undefined;
   private claimFailures = 0;
+  /** Tells this process's registration apart from another process that reuses the id. */
+  private readonly instance = nanoid(10);
 
   constructor(readonly def: AgentDefinition, private readonly o: AgentRunnerOptions) {
     this.id = o.id ?? `${def.name}-${os.hostname()}-${process.pid}`;
@@ -75,10 +80,12 @@ export class AgentRunner {
     const { db } = this.o.database;
     await agentRegister(db, {
       id: this.id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models,
-      maxConcurrent: this.concurrency, budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid },
+      maxConcurrent: this.concurrency, budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, instance: this.instance },
     });
+    if (this.stopping) return;
     this.unsubscribe = this.listener.subscribe(() => this.wakeup.wake());
     if (this.ownsListener) await this.listener.start();
+    if (this.stopping) return;
     this.beatTimer = setInterval(() => {
       agentBeat(db, this.id).catch((err) => this.log.warn({ err: errorMessage(err) }, 'agent heartbeat failed'));
     }, AGENT_BEAT_MS);
@@ -100,20 +107,20 @@ export class AgentRunner {
     const { db } = this.o.database;
     this.stopping = true;
     this.wakeup.wake();
-    await agentDrain(db, this.id).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not mark the agent draining'));
+    await agentDrain(db, this.id, this.instance).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not mark the agent draining'));
     await this.loop;
     this.log.info({ running: this.runs.size, graceMs }, 'draining');
     const all = () => Promise.all([...this.runs.values()].map((r) => r.done));
-    let graceTimer: NodeJS.Timeout | undefined;
-    const inGrace = await Promise.race([all().then(() => true), new Promise<boolean>((r) => { graceTimer = setTimeout(() => r(false), graceMs); })]);
-    clearTimeout(graceTimer);
-    if (!inGrace) for (const r of this.runs.values()) r.shutdown();
-    await all();
-    await this.batcher.drain();
+    if (!(await within(all(), graceMs))) {
+      for (const r of this.runs.values()) r.shutdown();
+      // Releases and results still waiting for an unreachable database get a bounded time; the reaper covers the rest.
+      if (!(await within(all(), SHUTDOWN_SETTLE_MS))) this.log.error({ unsettled: this.runs.size }, 'gave up waiting for tasks to settle; the reaper will take them back');
+    }
+    await within(this.batcher.drain(), SHUTDOWN_SETTLE_MS);
     clearInterval(this.beatTimer);
     this.unsubscribe?.();
     if (this.ownsListener) await this.listener.stop();
-    await agentDeregister(db, this.id).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not deregister'));
+    await agentDeregister(db, this.id, this.instance).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not deregister'));
     this.log.info('agent stopped');
   }
 
@@ -143,10 +150,20 @@ export class AgentRunner {
 
   private launch(task: ClaimedTask): void {
     const run = new TaskRun({ db: this.o.database.db, agentId: this.id, def: this.def, batcher: this.batcher, log: this.log }, task);
-    this.runs.set(task.id, run);
+    // Keyed by claim, not task: the reaper may hand a task back to this agent while its old run still winds down.
+    const key = `${task.id}:${task.fence}`;
+    this.runs.set(key, run);
     void run.done.finally(() => {
-      this.runs.delete(task.id);
+      this.runs.delete(key);
       this.wakeup.wake();
     });
   }
+}
+
+/** True if `p` settled within `ms`. */
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = await Promise.race([p.then(() => true, () => true), new Promise<boolean>((r) => { timer = setTimeout(() => r(false), ms); })]);
+  clearTimeout(timer);
+  return settled;
 }

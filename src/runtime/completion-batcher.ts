@@ -1,4 +1,4 @@
-import type { Db } from '../db/connection.js';
+import { isConnectionLost, type Db } from '../db/connection.js';
 import { taskCompleteMany, type Completion } from '../engine/lifecycle.js';
 
 export interface CompletionBatcherOptions {
@@ -54,17 +54,24 @@ export class CompletionBatcher {
     }
   }
 
+  private async write(batch: Array<{ c: Completion; resolve: (o: CompletionOutcome) => void }>): Promise<void> {
+    const r = await taskCompleteMany(this.o.db, batch.map((b) => b.c));
+    const refused = new Set(r.refused);
+    for (const b of batch) b.resolve({ completed: !refused.has(b.c.taskId) });
+    if (r.unblocked > 0) this.o.onUnblocked?.(r.unblocked);
+  }
+
   private flush(): void {
     if (this.pending.length === 0 || this.inFlight >= this.maxInFlight) return;
     const batch = this.pending.splice(0, this.maxBatch);
     this.inFlight++;
-    taskCompleteMany(this.o.db, batch.map((b) => b.c))
-      .then((r) => {
-        const refused = new Set(r.refused);
-        for (const b of batch) b.resolve({ completed: !refused.has(b.c.taskId) });
-        if (r.unblocked > 0) this.o.onUnblocked?.(r.unblocked);
+    this.write(batch)
+      .catch(async (e) => {
+        // One bad row fails the whole statement: unless the database is gone, retry the rows one by one,
+        // so only the culprit's caller sees the error.
+        if (batch.length === 1 || isConnectionLost(e)) return batch.forEach((b) => b.reject(e));
+        for (const b of batch) await this.write([b]).catch((err) => b.reject(err));
       })
-      .catch((e) => batch.forEach((b) => b.reject(e)))
       .finally(() => {
         this.inFlight--;
         if (this.pending.length) this.flush();

@@ -9,8 +9,9 @@ export const DELIVER_GIVE_UP_MS = 10 * 60_000;
 
 /**
  * Run `fn` until it reaches the database. Only "could not reach the database"
- * errors are retried (a restart, a network cut); every other error, including a
- * refused transition, is the caller's to handle. A finished task's result must
+ * errors (a restart, a network cut) and transient ones (deadlock, serialization
+ * failure: safe to repeat, as every transition is guarded by state and fencing
+ * token) are retried; every other error, including a refused transition, is the caller's to handle. A finished task's result must
  * not be dropped because the database blinked: that would throw away the work.
  */
 export async function deliver<T>(what: string, fn: () => Promise<T>, log: Logger, giveUpMs = DELIVER_GIVE_UP_MS): Promise<T> {
@@ -19,10 +20,18 @@ export async function deliver<T>(what: string, fn: () => Promise<T>, log: Logger
     try {
       return await fn();
     } catch (e) {
-      if (!isConnectionLost(e) || Date.now() - started > giveUpMs) throw e;
+      if (!(isConnectionLost(e) || isTransient(e)) || Date.now() - started > giveUpMs) throw e;
       const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** failures);
-      log.warn({ err: errorMessage(e), retryInMs: delay }, `${what}: database unreachable, retrying`);
+      log.warn({ err: errorMessage(e), retryInMs: delay }, `${what}: ${isTransient(e) ? 'transient database error' : 'database unreachable'}, retrying`);
       await new Promise((r) => setTimeout(r, delay));
     }
   }
+}
+
+// deadlock_detected, serialization_failure: the statement was rolled back and may simply be run again.
+const TRANSIENT_CODES = new Set(['40P01', '40001']);
+
+function isTransient(e: unknown): boolean {
+  const err = e as { code?: string; cause?: { code?: string } } | undefined;
+  return TRANSIENT_CODES.has(err?.code ?? '') || TRANSIENT_CODES.has(err?.cause?.code ?? '');
 }

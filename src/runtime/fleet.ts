@@ -1,3 +1,4 @@
+import os from 'node:os';
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { AgentRunner } from './agent-runner.js';
@@ -17,9 +18,14 @@ export class AgentFleet {
 
   constructor(database: { db: Db; url: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger }) {
     this.listener = new ReadyListener({ url: database.url, log: opts.log });
-    this.runners = members.map((m) => new AgentRunner(m.def, {
-      database, id: m.id, concurrency: m.concurrency, pollIntervalMs: opts.pollIntervalMs, listener: this.listener, log: opts.log,
-    }));
+    const seen = new Map<string, number>();
+    this.runners = members.map((m) => {
+      // The same module twice in one process gets distinct ids (`shell-host-42`, `shell-host-42-2`).
+      const n = (seen.get(m.def.name) ?? 0) + 1;
+      seen.set(m.def.name, n);
+      const id = m.id ?? (n > 1 ? `${m.def.name}-${os.hostname()}-${process.pid}-${n}` : undefined);
+      return new AgentRunner(m.def, { database, id, concurrency: m.concurrency, pollIntervalMs: opts.pollIntervalMs, listener: this.listener, log: opts.log });
+    });
   }
 
   async start(): Promise<void> {

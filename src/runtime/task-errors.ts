@@ -63,6 +63,8 @@ export function errorClassify(err: unknown): ClassifiedError {
       ...(typeof retryAfter === 'number' ? { retryAfterSec: retryAfter } : {}),
     };
   }
+  // Spawning past the DAG's budget: retrying cannot help until a human raises the budget.
+  if (err instanceof DagentError && err.code === 'BUDGET_EXCEEDED') return { errorClass: 'budget_exceeded', message: err.message, retryable: false };
   const message = err instanceof Error ? err.message : String(err);
   return { errorClass: 'error', message: message || 'handler threw without a message' };
 }

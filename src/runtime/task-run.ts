@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
-import { errorMessage, type Db } from '../db/connection.js';
+import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import type { ClaimedTask } from '../engine/claim.js';
 import { taskFail, taskHeartbeat, taskRelease, taskStart, type TaskRef } from '../engine/lifecycle.js';
 import { taskSpawn } from '../engine/spawn.js';
@@ -8,7 +8,7 @@ import { DagentError, LeaseLostError } from '../errors.js';
 import type { AgentDefinition, TaskContext } from './define-agent.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import { deliver } from './deliver.js';
-import { errorClassify } from './task-errors.js';
+import { errorClassify, InvalidOutputError } from './task-errors.js';
 
 /** Why a running handler was told to stop. */
 export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown';
@@ -76,9 +76,13 @@ export class TaskRun {
     try {
       await deliver('start', () => taskStart(db, this.ref, this.leaseSec), this.log);
     } catch (err) {
-      if (err instanceof DagentError) return this.log.warn({ err: err.message }, 'task was taken back before it started');
-      throw err;
+      // A start that committed but whose reply was lost is retried into "already running, same fence": it is ours.
+      const startedAlready = err instanceof DagentError && err.code === 'ILLEGAL_TRANSITION' && err.details.actual === 'running';
+      if (!startedAlready && err instanceof DagentError) return this.log.warn({ err: err.message }, 'task was taken back before it started');
+      if (!startedAlready) throw err;
     }
+    // Shut down while the start was still being delivered: hand the task back without running it.
+    if (this.abort.signal.aborted) return this.settle({ kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason });
     this.log.info({ key: this.task.key, type: this.task.type }, 'task started');
     this.beatTimer = setInterval(() => void this.beat().catch(() => {}), this.task.heartbeatSec * 1000);
     const maxTimer = this.task.maxDurationSec ? setTimeout(() => this.stop('timeout'), this.task.maxDurationSec * 1000) : undefined;
@@ -89,7 +93,9 @@ export class TaskRun {
           .then(() => this.deps.def.run(this.task, this.context()))
           .then((output): Outcome => ({ kind: 'output', output }), (err): Outcome => ({ kind: 'error', err })),
         new Promise<Outcome>((resolve) => {
-          this.abort.signal.addEventListener('abort', () => resolve({ kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason }));
+          const aborted = () => resolve({ kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason });
+          if (this.abort.signal.aborted) aborted();
+          else this.abort.signal.addEventListener('abort', aborted);
         }),
       ]);
     } finally {
@@ -101,12 +107,16 @@ export class TaskRun {
     await this.settle(outcome);
   }
 
-  private async settle(outcome: Outcome): Promise<void> {
+  private async settle(result: Outcome): Promise<void> {
+    let outcome = result;
     const { db, batcher } = this.deps;
     const spent = { costUsd: this.cost.usd, tokensIn: this.cost.tokensIn, tokensOut: this.cost.tokensOut, model: this.cost.model };
     try {
+      const storable = outcome.kind === 'output' ? jsonStorable(outcome.output) : undefined;
+      if (storable && 'error' in storable) outcome = { kind: 'error', err: new InvalidOutputError(`output cannot be stored as JSON: ${storable.error}`) };
       if (outcome.kind === 'output') {
-        const r = await deliver('complete', () => batcher.complete({ ...this.ref, output: outcome.output ?? null, ...spent }), this.log);
+        const output = (storable as { value: unknown }).value;
+        const r = await deliver('complete', () => batcher.complete({ ...this.ref, output, ...spent }), this.log);
         if (r.completed) this.log.info({ costUsd: this.cost.usd }, 'task completed');
         else this.log.warn('completion refused: the lease was lost (the task was reaped and may run again elsewhere)');
         return;
@@ -119,7 +129,9 @@ export class TaskRun {
       const failure = outcome.kind === 'aborted'
         ? { errorClass: 'timeout', message: `ran past max_duration_sec (${this.task.maxDurationSec}s)` }
         : errorClassify(outcome.err);
-      const r = await deliver('fail', () => taskFail(db, { ...this.ref, ...failure, ...spent }, { log: this.log }), this.log);
+      const details = 'details' in failure && failure.details ? jsonStorable(failure.details) : undefined;
+      const record = { ...this.ref, ...failure, details: details && 'value' in details ? (details.value as Record<string, unknown>) : undefined, ...spent };
+      const r = await deliver('fail', () => taskFail(db, record, { log: this.log }), this.log);
       this.log.warn({ errorClass: failure.errorClass, message: failure.message, next: r.status }, 'task failed');
     } catch (err) {
       if (err instanceof LeaseLostError) return this.log.warn({ err: err.message }, 'lease lost before the outcome was recorded');
@@ -152,7 +164,12 @@ export class TaskRun {
       log: this.log,
       heartbeat: async (progress) => {
         live();
-        await this.beat(progress);
+        try {
+          await this.beat(progress);
+        } catch (err) {
+          // A database blip is not the handler's problem; a lost lease is (the signal is aborted too).
+          if (!isConnectionLost(err)) throw err;
+        }
       },
       spawn: async (specs, opts = {}) => {
         live();
@@ -169,5 +186,20 @@ export class TaskRun {
         if (c.model) this.cost.model = c.model;
       },
     };
+  }
+}
+
+/**
+ * What will be stored for a value in a jsonb column: NUL characters, which
+ * PostgreSQL cannot store in jsonb, become U+FFFD; a value JSON cannot express
+ * (a BigInt, a cycle) is an error. Checked per task, so one bad output fails
+ * its own task instead of the batch it would have been written with.
+ */
+export function jsonStorable(value: unknown): { value: unknown } | { error: string } {
+  try {
+    const text = JSON.stringify(value ?? null, (_k, v: unknown) => (typeof v === 'string' && v.includes('\u0000') ? v.replaceAll('\u0000', '\uFFFD') : v));
+    return { value: text === undefined ? null : JSON.parse(text) };
+  } catch (e) {
+    return { error: (e as Error).message };
   }
 }

@@ -303,6 +303,7 @@ describe('llm agent pieces', () => {
     expect(classOf(llmHttpError(403, ''))).toEqual(['auth_failure', false]);
     expect(classOf(llmHttpError(404, 'no such model'))).toEqual(['bad_request', false]);
     expect(classOf(llmHttpError(502, ''))).toEqual(['provider_error', true]);
+    expect(classOf(llmHttpError(408, ''))).toEqual(['provider_error', true]);
     expect(llmHttpError(500, 'x'.repeat(10_000)).message.length).toBeLessThan(400);
     expect(retryAfterSec('Wed, 21 Oct 2015 07:28:30 GMT', Date.parse('Wed, 21 Oct 2015 07:28:00 GMT'))).toBe(30);
     expect(retryAfterSec('soon')).toBeUndefined();

@@ -86,4 +86,22 @@ describe('task lifecycle', () => {
     const { rows } = await db.execute(sql`select output from tasks where dag_id = ${dagId}`);
     expect(rows[0]).toEqual({ output: 1 });
   });
+
+  it('leases for three of the task\'s heartbeat_sec when the caller names no lease', async () => {
+    const dagId = await dagCreate(db, 'name: beat\ntasks:\n  slow: { type: t, spec: { constraints: { heartbeat_sec: 100 } } }\n  plain: { type: t }\n');
+    await agentCreate(db, 'lease-1');
+    const claimed = await taskClaim(db, 'lease-1', { limit: 2, dagId });
+    const leaseOf = async (key: string) => {
+      const t = claimed.find((x) => x.key === key)!;
+      const until = await taskStart(db, { taskId: t.id, fence: t.fence });
+      return (until.getTime() - Date.now()) / 1000;
+    };
+    const slow = await leaseOf('slow');
+    expect(slow).toBeGreaterThan(290);
+    expect(slow).toBeLessThan(310);
+    const plain = await leaseOf('plain');
+    expect(plain).toBeGreaterThan(50);
+    expect(plain).toBeLessThan(70);
+  });
 });
+

@@ -132,6 +132,18 @@ tasks:
     expect((await agentGet(db, 'steady-1'))!.status).toBe('offline');
   });
 
+  it('an old process stopping does not drain the new process that re-registered the same id', async () => {
+    const def = defineAgent({ name: 'rolling', capabilities: [], async run() { return null; } });
+    const old = runner(def, { id: 'rolling-1' });
+    await old.start();
+    const fresh = runner(def, { id: 'rolling-1' });
+    await fresh.start();
+    await old.stop({ graceMs: 0 });
+    expect((await agentGet(db, 'rolling-1'))!.status).toBe('active');
+    const dagId = await dagCreate(db, 'name: after-deploy\ntasks:\n  a: { type: t }\n');
+    await eventually('completed by the new process', async () => (await taskStatusByKey(db, dagId)).a === 'completed');
+  });
+
   it('on stop past the grace period, releases running tasks without consuming an attempt', async () => {
     const r = runner(defineAgent({ name: 'stubborn', capabilities: [], run: () => new Promise(() => {}) }));
     const dagId = await dagCreate(db, 'name: one\ntasks:\n  only: { type: t }\n');

@@ -70,3 +70,23 @@ describe('CompletionBatcher', () => {
     expect(flushes).toBe(0);
   });
 });
+
+describe('CompletionBatcher with a bad row', () => {
+  it('retries the batch row by row, so only the bad completion fails', async () => {
+    await dagCreate(db, flat(3));
+    const agentId = await agentCreate(db, 'batcher-bad');
+    const { taskClaim } = await import('../../src/engine/claim.js');
+    const [a, b, c] = await taskClaim(db, agentId, { limit: 3 });
+    const batcher = new CompletionBatcher({ db });
+    // jsonb cannot hold NUL: this row makes the whole statement fail.
+    const results = await Promise.allSettled([
+      batcher.complete({ taskId: a!.id, fence: a!.fence, output: 'fine' }),
+      batcher.complete({ taskId: b!.id, fence: b!.fence, output: 'bad\u0000' }),
+      batcher.complete({ taskId: c!.id, fence: c!.fence, output: 'fine too' }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const statuses = Object.values(await taskStatusByKey(db, a!.dagId)).sort();
+    expect(statuses).toEqual(['claimed', 'completed', 'completed']);
+  });
+});
+

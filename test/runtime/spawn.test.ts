@@ -12,7 +12,8 @@ import { taskSpawn } from '../../src/engine/spawn.js';
 import { dlqList, dlqRetry } from '../../src/engine/dlq.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { dagGraphBuild, cycleFind } from '../../src/dag/graph.js';
-import { CycleError, InvalidInputError, LeaseLostError } from '../../src/errors.js';
+import { BudgetExceededError, CycleError, InvalidInputError, LeaseLostError } from '../../src/errors.js';
+import { taskCancel } from '../../src/engine/cancel.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -96,6 +97,18 @@ tasks:
     await expect(taskSpawn(db, { ...ref, fence: ref.fence + 1 }, [{ key: 'a', type: 't' }])).rejects.toThrow(LeaseLostError);
     expect(await databaseSnapshot(db)).toBe(before);
     expect(dagId).toBeTruthy();
+  });
+
+  it('refuses to make a subtask wait for a cancelled task, and a DAG over its budget gets no more subtasks', async () => {
+    const dagId = await dagCreate(db, 'name: gone\nbudget_usd: 1\ntasks:\n  root: { type: t }\n  dropped: { type: t }\n');
+    await agentCreate(db, 'sp-3');
+    const [root] = await taskClaim(db, 'sp-3', { dagId });
+    const ref = { taskId: root!.id, fence: root!.fence };
+    const dropped = (await rows<{ id: string }>(sql`select id from tasks where dag_id = ${dagId} and key = 'dropped'`))[0]!;
+    await taskCancel(db, dropped.id);
+    await expect(taskSpawn(db, ref, [{ key: 'x', type: 't', depends_on: ['dropped'] }])).rejects.toThrow(/depends_on dropped, which is cancelled/);
+    await db.execute(sql`update dags set spent_usd = 1 where id = ${dagId}`);
+    await expect(taskSpawn(db, ref, [{ key: 'x', type: 't' }])).rejects.toThrow(BudgetExceededError);
   });
 
   it('a dead-lettered child keeps its waiting parent blocked, and the DLQ says why; a DLQ retry lets it flow on', async () => {

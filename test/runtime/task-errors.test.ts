@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { BudgetExceededError } from '../../src/errors.js';
 import { AuthFailureError, NonRetryableError, RateLimitError, TaskError, errorClassify } from '../../src/runtime/task-errors.js';
 
 describe('errorClassify', () => {
@@ -12,6 +13,10 @@ describe('errorClassify', () => {
   it('recognises a TaskError from another copy of the package by its shape', () => {
     const foreign = Object.assign(new Error('quota'), { code: 'TASK_FAILED', errorClass: 'rate_limit', retryable: true, details: { retryAfterSec: 3 } });
     expect(errorClassify(foreign)).toMatchObject({ errorClass: 'rate_limit', retryable: true, retryAfterSec: 3 });
+  });
+
+  it('classifies a spawn refused for the DAG budget as budget_exceeded, not retried', () => {
+    expect(errorClassify(new BudgetExceededError('spent'))).toEqual({ errorClass: 'budget_exceeded', message: 'spent', retryable: false });
   });
 
   it('classifies anything else as error, keeping its message', () => {

@@ -1,4 +1,4 @@
-import { asc, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { agents } from '../schema/index.js';
 
@@ -51,8 +51,14 @@ export async function agentHeartbeat(db: Db, id: string): Promise<boolean> {
   return r.length > 0;
 }
 
-export async function agentStatusSet(db: Db, id: string, status: 'active' | 'draining' | 'offline'): Promise<void> {
-  await db.update(agents).set({ status }).where(eq(agents.id, id));
+/**
+ * Set an agent's status. With `instance`, only while the row is still that
+ * process's registration: an old process draining on a rolling deploy must not
+ * drain the new process that re-registered the same id.
+ */
+export async function agentStatusSet(db: Db, id: string, status: 'active' | 'draining' | 'offline', instance?: string): Promise<void> {
+  const mine = instance === undefined ? undefined : sql`${agents.metadata}->>'instance' = ${instance}`;
+  await db.update(agents).set({ status }).where(and(eq(agents.id, id), mine));
 }
 
 /** Mark agents whose heartbeats stopped more than `staleSec` ago offline; their tasks are left to the reaper. */

@@ -49,12 +49,20 @@ export async function taskWaitForChildren(
  * runtime, and unblock those left with none. Run in its own transaction after
  * the edges committed: a completion that ran concurrently with the edge insert
  * read the edges from its own snapshot and may have missed the new one, leaving
- * a counter one too high for ever. The row lock comes first, in its own
- * statement, so the count (a new snapshot) sees every completion that held it.
+ * a counter one too high for ever. The row locks come first, in their own
+ * statements, so the count (a new snapshot) sees every completion that held
+ * them. A completion whose snapshot predates the edge but which had not yet
+ * locked its task when the recount did can still slip through; see docs/operations.md.
  * Call it inside a transaction, so the lock lasts until the count is written.
  */
 export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
   if (ids.length === 0) return 0;
+  // Wait out completions of their upstreams already in flight (they hold the upstream row), upstream rows
+  // first and then the dependents, the order a completion takes them in, so the two cannot deadlock.
+  await db.execute(sql`
+    select u.id from edges e join tasks u on u.id = e.upstream_id
+    where e.downstream_id = any(${textArray(ids)}) and u.status <> 'completed'
+    order by u.id for share of u`);
   await db.execute(sql`select id from tasks where id = any(${textArray(ids)}) and status = 'pending' order by id for update`);
   const [r] = await rowsOf<{ n: number }>(db, sql`
     with counted as (

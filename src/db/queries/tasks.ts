@@ -4,6 +4,7 @@ import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates, type TaskState } from '../../engine/state-machine.js';
 import { READY_CHANNEL, dateOf, rowsOf, textArray } from './run.js';
+import { LEASE_DEFAULTS } from '../../config/index.js';
 
 export type TaskRow = typeof tasks.$inferSelect;
 /** A task row to insert; columns may be SQL expressions (times relative to the database clock). */
@@ -67,21 +68,29 @@ export async function taskDepsAdd(db: Db, id: string, n: number): Promise<boolea
   return r.length > 0;
 }
 
+/**
+ * The heartbeat lease: the caller's, else three of the task's heartbeat_sec,
+ * else LEASE_DEFAULTS.heartbeatLeaseSec. Computed in SQL, from the row.
+ */
+function leaseSql(leaseSec: number | undefined): SQL {
+  return sql`make_interval(secs => coalesce(${leaseSec ?? null}::float8, heartbeat_sec * ${LEASE_DEFAULTS.beatsPerLease}, ${LEASE_DEFAULTS.heartbeatLeaseSec}))`;
+}
+
 /** Returns the new lease expiry, or null if the guard (id, fence, state) did not match. */
-export async function taskStart(db: Db, id: string, fence: number, leaseSec: number): Promise<Date | null> {
+export async function taskStart(db: Db, id: string, fence: number, leaseSec?: number): Promise<Date | null> {
   const [r] = await rowsOf<{ lease: string }>(db, sql`
     update tasks set status = 'running', started_at = now(), heartbeat_at = now(),
-      lease_expires_at = now() + make_interval(secs => ${leaseSec}), updated_at = now()
+      lease_expires_at = now() + ${leaseSql(leaseSec)}, updated_at = now()
     where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('start'))})
     returning lease_expires_at as lease`);
   return dateOf(r?.lease);
 }
 
 export async function taskHeartbeat(
-  db: Db, id: string, fence: number, leaseSec: number, progress?: number, message?: string,
+  db: Db, id: string, fence: number, leaseSec: number | undefined, progress?: number, message?: string,
 ): Promise<Date | null> {
   const [r] = await rowsOf<{ lease: string }>(db, sql`
-    update tasks set heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => ${leaseSec}),
+    update tasks set heartbeat_at = now(), lease_expires_at = now() + ${leaseSql(leaseSec)},
       progress = coalesce(${progress ?? null}::real, progress), progress_message = coalesce(${message ?? null}::text, progress_message)
     where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('heartbeat'))})
     returning lease_expires_at as lease`);
