@@ -4,6 +4,7 @@ import { databaseOpen } from '../db/connection.js';
 import { configFromEnv } from '../config/index.js';
 import { agentCommands } from './agent.js';
 import { cancelCommands } from './cancel.js';
+import { cronCommands } from './cron.js';
 import { commandContext, type CommandContext } from './context.js';
 import { demoCommand } from './demo.js';
 import { dlqCommands } from './dlq.js';
@@ -25,6 +26,7 @@ export function programBuild(ctx: CommandContext): Command {
   inspectCommands(program, ctx);
   cancelCommands(program, ctx);
   dlqCommands(program, ctx);
+  cronCommands(program, ctx);
   watchCommand(program, ctx);
   agentCommands(program, ctx);
   demoCommand(program, ctx);

@@ -1,10 +1,13 @@
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { dagFileSchema } from '../dag/file-schema.js';
 import { dagFileLoad } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
 import { DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
-import { dagSubmit } from '../engine/submit.js';
+import { dagSubmit, type SubmitResult } from '../engine/submit.js';
+import { scheduleRegister } from '../engine/schedules.js';
+import { withTx, type Db } from '../db/connection.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output } from './output.js';
 
@@ -54,10 +57,13 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .option('--json', 'machine-readable output')
     .action(async (files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
       const specs = dagFilesLoad(files, opts.param);
-      const results = await withDatabase(ctx, (d) => dagSubmit(d.db, specs, { createdBy: 'cli', log: ctx.log }));
+      const results = await withDatabase(ctx, (d) => submitOrSchedule(d.db, specs, ctx));
       const out = new Output(ctx.io, !!opts.json);
       out.result(results, () => {
-        for (const r of results) out.line(r.created ? r.dagId : `${r.dagId} (already exists: same idempotency key)`);
+        for (const r of results) {
+          if ('schedule' in r) out.line(`scheduled ${r.schedule}: next fire ${r.nextFireAt.toISOString()}`);
+          else out.line(r.created ? r.dagId : `${r.dagId} (already exists: same idempotency key)`);
+        }
       });
     });
 
@@ -81,4 +87,24 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .description('print the JSON Schema of the DAG file format (for editor validation and completion)')
     .option('--json', 'accepted for uniformity: the output is JSON either way')
     .action(() => ctx.io.stdout(`${JSON.stringify(dagFileJsonSchema(), null, 2)}\n`));
+}
+
+/**
+ * Submit DAG files in one transaction: files with a `schedule:` block register
+ * their schedule (the DAG then runs at each fire), the others are created now.
+ */
+export async function submitOrSchedule(db: Db, specs: DagSpec[], ctx: CommandContext) {
+  return withTx(db, async (tx) => {
+    const now = specs.filter((sp) => !sp.schedule);
+    const created = now.length ? await dagSubmit(tx, now, { createdBy: 'cli', log: ctx.log }) : [];
+    const out: Array<SubmitResult | { schedule: string; nextFireAt: Date }> = [];
+    for (const spec of specs) {
+      if (!spec.schedule) out.push(created[now.indexOf(spec)]!);
+      else {
+        const row = await scheduleRegister(tx, spec, readFileSync(spec.sourceFile!, 'utf8'));
+        out.push({ schedule: row.name, nextFireAt: row.nextFireAt });
+      }
+    }
+    return out;
+  });
 }

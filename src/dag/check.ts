@@ -3,6 +3,7 @@ import type { DagFile, RetryFile } from './file-schema.js';
 import { instantParse, durationSeconds } from './durations.js';
 import { dagGraphBuild, cycleFind, ancestors } from './graph.js';
 import { didYouMean } from './suggest.js';
+import { cronProblem } from './cron.js';
 
 export interface CheckProblem { path: Path; message: string; atKey?: boolean }
 
@@ -31,6 +32,15 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
     }
     retryCheck({ ...file.defaults?.retry, ...task.retry }, ['tasks', key, 'retry'], problems);
     validationCheck(task.output?.validation, ['tasks', key, 'output', 'validation'], problems);
+  }
+  if (file.schedule) {
+    const bad = cronProblem(file.schedule.cron, file.schedule.timezone);
+    if (bad) problems.push({ path: ['schedule', bad.field], message: bad.message });
+    for (const name of Object.keys(file.schedule.params ?? {})) {
+      if (!(name in (file.params ?? {}))) {
+        problems.push({ path: ['schedule', 'params', name], message: `"${name}" is not a param of this DAG${didYouMean(name, Object.keys(file.params ?? {}))}`, atKey: true });
+      }
+    }
   }
   if (problems.length) return problems;
 

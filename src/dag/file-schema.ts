@@ -121,6 +121,20 @@ export const paramSchema = z.union([
   }),
 ]);
 
+export const scheduleSchema = z.strictObject({
+  name: key.optional().describe('the schedule\'s name; default the DAG\'s name'),
+  cron: z.string().min(1).max(200).describe('cron expression (croner): 5 fields, or 6 with seconds first; @daily and friends'),
+  timezone: z.string().min(1).max(64).optional().describe('IANA time zone the cron expression is read in; default UTC'),
+  catchup: z.enum(['none', 'latest', 'all']).optional()
+    .describe('fires missed while no scheduler ran: none (skip them), latest (run the latest once; default), all (run each, up to catchup_limit)'),
+  catchup_limit: z.number().int().min(1).max(1000).optional().describe('most missed fires run with catchup: all; default 10'),
+  overlap: z.enum(['allow', 'skip', 'cancel_previous']).optional()
+    .describe('when the previous run is still going: allow (default), skip this fire, or cancel the previous run'),
+  enabled: z.boolean().optional().describe('default true'),
+  params: z.record(z.string(), z.union([z.string().max(MAX_TEXT), z.number(), z.boolean()])).optional()
+    .describe('params for every fire; a param named scheduled_at receives the fire\'s scheduled instant'),
+});
+
 export const dagFileSchema = z.strictObject({
   name: key,
   title: shortText.optional(),
@@ -130,11 +144,13 @@ export const dagFileSchema = z.strictObject({
   idempotency_key: z.string().min(1).max(200).optional(),
   defaults: defaultsSchema.optional(),
   tasks: z.record(key, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
+  schedule: scheduleSchema.optional().describe('run this DAG on a cron schedule: submitting the file registers the schedule'),
 });
 
 export type DagFile = z.infer<typeof dagFileSchema>;
 export type TaskFile = z.infer<typeof taskSchema>;
 export type RetryFile = z.infer<typeof retrySchema>;
+export type ScheduleFile = z.infer<typeof scheduleSchema>;
 
 /** Which object schema applies at a path: used to suggest the key a typo meant. */
 export function objectKeysAt(path: readonly (string | number)[]): string[] | undefined {
@@ -149,6 +165,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'constraints': return Object.keys(constraintsSchema.shape);
     case 'retry': return Object.keys(retrySchema.shape);
     case 'output': return Object.keys(outputSchema.shape);
+    case 'schedule': return Object.keys(scheduleSchema.shape);
     case 'validation': return undefined;
   }
   if (parent === 'validation' || typeof last === 'number') return ['kind', 'schema', 'schema_file', 'pattern', 'field', 'command', 'cwd', 'timeout', 'env', 'rubric', 'threshold', 'model'];

@@ -1,6 +1,6 @@
-import type { DagFile, RetryFile } from './file-schema.js';
+import type { DagFile, RetryFile, ScheduleFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from './durations.js';
-import { TASK_DEFAULTS, type DagSpec, type RetryPolicy, type TaskSpec } from './spec.js';
+import { SCHEDULE_DEFAULTS, TASK_DEFAULTS, type DagSpec, type RetryPolicy, type ScheduleSpec, type TaskSpec } from './spec.js';
 import type { ParamValue } from './params.js';
 
 /** A checked DagFile (after params substitution) as the engine's DagSpec, defaults applied. */
@@ -44,6 +44,7 @@ export function dagFileNormalize(file: DagFile, params: Record<string, ParamValu
     idempotencyKey: file.idempotency_key,
     sourceFile,
     tasks,
+    ...(file.schedule ? { schedule: scheduleNormalize(file.schedule, file.name) } : {}),
   };
 }
 
@@ -57,5 +58,18 @@ function retryNormalize(r: RetryFile): RetryPolicy {
     jitter: r.jitter ?? base.jitter,
     retryOn: r.retry_on,
     noRetryOn: r.no_retry_on ?? [],
+  };
+}
+
+function scheduleNormalize(s: ScheduleFile, dagName: string): ScheduleSpec {
+  return {
+    name: s.name ?? dagName,
+    cron: s.cron,
+    timezone: s.timezone ?? SCHEDULE_DEFAULTS.timezone,
+    catchup: s.catchup ?? SCHEDULE_DEFAULTS.catchup,
+    catchupLimit: s.catchup_limit ?? SCHEDULE_DEFAULTS.catchupLimit,
+    overlap: s.overlap ?? SCHEDULE_DEFAULTS.overlap,
+    enabled: s.enabled ?? SCHEDULE_DEFAULTS.enabled,
+    params: s.params ?? {},
   };
 }

@@ -13,6 +13,19 @@ export interface DagSpec {
   idempotencyKey?: string;
   sourceFile?: string;
   tasks: TaskSpec[];
+  /** Present when the file declares a schedule: submitting registers it instead of running the DAG now. */
+  schedule?: ScheduleSpec;
+}
+
+export interface ScheduleSpec {
+  name: string;
+  cron: string;
+  timezone: string;
+  catchup: 'none' | 'latest' | 'all';
+  catchupLimit: number;
+  overlap: 'allow' | 'skip' | 'cancel_previous';
+  enabled: boolean;
+  params: Record<string, string | number | boolean>;
 }
 
 export interface TaskSpec {
@@ -55,6 +68,9 @@ export interface RetryPolicy {
   retryOn?: string[];
   noRetryOn: string[];
 }
+
+/** Defaults for a schedule block's optional fields. */
+export const SCHEDULE_DEFAULTS = { timezone: 'UTC', catchup: 'latest', catchupLimit: 10, overlap: 'allow', enabled: true } as const;
 
 /** Defaults for every task field a DAG file may leave out. */
 export const TASK_DEFAULTS = {

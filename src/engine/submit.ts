@@ -30,7 +30,7 @@ export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = 
   try {
     const results = await withTx(db, async (tx) => {
       const out: SubmitResult[] = [];
-      for (const spec of specs) out.push(await dagInsertOne(tx, spec, opts.createdBy ?? 'api'));
+      for (const spec of specs) out.push(await dagCreateInTx(tx, spec, { createdBy: opts.createdBy ?? 'api' }));
       return out;
     });
     for (const r of results) opts.log?.info({ dagId: r.dagId, name: r.name, tasks: r.tasks, created: r.created }, 'dag submitted');
@@ -40,7 +40,12 @@ export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = 
   }
 }
 
-async function dagInsertOne(tx: Db, spec: DagSpec, createdBy: string): Promise<SubmitResult> {
+/**
+ * Insert one DAG inside the caller's transaction (submit, a schedule's fire).
+ * A DAG whose idempotency key exists already is returned, not inserted again.
+ */
+export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: string; scheduledAt?: Date }): Promise<SubmitResult> {
+  const createdBy = o.createdBy;
   if (spec.idempotencyKey) {
     const existing = await dagFindByIdempotencyKey(tx, spec.idempotencyKey);
     if (existing) return { dagId: existing.id, name: existing.name, tasks: existing.tasksTotal, created: false };
@@ -63,6 +68,7 @@ async function dagInsertOne(tx: Db, spec: DagSpec, createdBy: string): Promise<S
     tasksOpen: spec.tasks.length,
     idempotencyKey: spec.idempotencyKey,
     createdBy,
+    scheduledAt: o.scheduledAt,
   });
   await dagLockGraph(tx, dagId);
   const idByKey = new Map(spec.tasks.map((t) => [t.key, newTaskId()]));

@@ -100,7 +100,7 @@ tasks:
   });
 
   it('refuses to make a subtask wait for a cancelled task, and a DAG over its budget gets no more subtasks', async () => {
-    const dagId = await dagCreate(db, 'name: gone\nbudget_usd: 1\ntasks:\n  root: { type: t }\n  dropped: { type: t }\n');
+    const dagId = await dagCreate(db, 'name: gone\nbudget_usd: 1\ntasks:\n  root: { type: t }\n  dropped: { type: t, depends_on: [root] }\n');
     await agentCreate(db, 'sp-3');
     const [root] = await taskClaim(db, 'sp-3', { dagId });
     const ref = { taskId: root!.id, fence: root!.fence };

@@ -21,6 +21,8 @@ export const dags = pgTable(
     tasksOpen: integer('tasks_open').notNull().default(0),
     idempotencyKey: text('idempotency_key'),
     createdBy: text('created_by').notNull().default('api'),
+    /** For a DAG a schedule fired: the fire's scheduled instant (created_by is cron:<name>). */
+    scheduledAt: timestamp('scheduled_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
     completedAt: timestamp('completed_at', { withTimezone: true }),

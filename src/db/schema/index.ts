@@ -6,3 +6,4 @@ export * from './agents.js';
 export * from './dead-letters.js';
 export * from './events.js';
 export * from './maintenance-gates.js';
+export * from './schedules.js';

@@ -1,0 +1,84 @@
+import { asc, eq, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { schedules } from '../schema/index.js';
+import { dateOf, rowsOf } from './run.js';
+
+export type ScheduleRow = typeof schedules.$inferSelect;
+export type ScheduleInsert = typeof schedules.$inferInsert;
+
+/** The database clock: schedules fire by it, never by the process clock. */
+export async function dbNow(db: Db): Promise<Date> {
+  const [r] = await rowsOf<{ now: string }>(db, sql`select now() as now`);
+  return dateOf(r!.now)!;
+}
+
+/** Register, or replace a schedule's definition; its counters and history are kept. */
+export async function scheduleUpsert(db: Db, row: ScheduleInsert): Promise<ScheduleRow> {
+  const { name: _name, fires: _f, skipped: _s, missed: _m, createdAt: _c, ...set } = row;
+  const [r] = await db.insert(schedules).values(row)
+    .onConflictDoUpdate({ target: schedules.name, set: { ...set, updatedAt: sql`now()` } })
+    .returning();
+  return r!;
+}
+
+export async function scheduleGet(db: Db, name: string): Promise<ScheduleRow | undefined> {
+  const [r] = await db.select().from(schedules).where(eq(schedules.name, name));
+  return r;
+}
+
+export interface ScheduleListRow extends ScheduleRow { lastRunStatus: string | null }
+
+/** Every schedule with the status of its last run. */
+export async function scheduleList(db: Db): Promise<ScheduleListRow[]> {
+  const rows = await db.select({ s: schedules, lastRunStatus: sql<string | null>`(select status from dags where id = ${schedules.lastDagId})` })
+    .from(schedules).orderBy(asc(schedules.name));
+  return rows.map((r) => ({ ...r.s, lastRunStatus: r.lastRunStatus }));
+}
+
+/**
+ * Enabled schedules whose next fire is due at `now`, locked for this
+ * transaction; schedules another scheduler holds are skipped, not waited for.
+ */
+export function scheduleLockDue(db: Db, now: Date, limit: number): Promise<ScheduleRow[]> {
+  return db.select().from(schedules)
+    .where(sql`${schedules.enabled} and ${schedules.nextFireAt} <= ${now.toISOString()}::timestamptz`)
+    .orderBy(asc(schedules.nextFireAt)).limit(limit).for('update', { skipLocked: true });
+}
+
+/** Lock one schedule (manual trigger, pause, resume) for this transaction. */
+export async function scheduleLock(db: Db, name: string): Promise<ScheduleRow | undefined> {
+  const [r] = await db.select().from(schedules).where(eq(schedules.name, name)).for('update');
+  return r;
+}
+
+export interface ScheduleAdvance {
+  nextFireAt: Date;
+  lastFireAt?: Date;
+  lastDagId?: string;
+  fired?: number;
+  skipped?: number;
+  missed?: number;
+}
+
+export async function scheduleAdvance(db: Db, name: string, a: ScheduleAdvance): Promise<void> {
+  await db.update(schedules).set({
+    nextFireAt: a.nextFireAt,
+    ...(a.lastFireAt ? { lastFireAt: a.lastFireAt } : {}),
+    ...(a.lastDagId ? { lastDagId: a.lastDagId } : {}),
+    fires: sql`${schedules.fires} + ${a.fired ?? 0}`,
+    skipped: sql`${schedules.skipped} + ${a.skipped ?? 0}`,
+    missed: sql`${schedules.missed} + ${a.missed ?? 0}`,
+    updatedAt: sql`now()`,
+  }).where(eq(schedules.name, name));
+}
+
+export async function scheduleEnabledSet(db: Db, name: string, enabled: boolean, nextFireAt?: Date): Promise<boolean> {
+  const r = await db.update(schedules).set({ enabled, ...(nextFireAt ? { nextFireAt } : {}), updatedAt: sql`now()` })
+    .where(eq(schedules.name, name)).returning({ name: schedules.name });
+  return r.length > 0;
+}
+
+export async function scheduleDelete(db: Db, name: string): Promise<boolean> {
+  const r = await db.delete(schedules).where(eq(schedules.name, name)).returning({ name: schedules.name });
+  return r.length > 0;
+}

@@ -1,0 +1,167 @@
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../db/connection.js';
+import { dagGet } from '../db/queries/dags.js';
+import { eventInsertMany } from '../db/queries/events.js';
+import {
+  dbNow, scheduleAdvance, scheduleDelete, scheduleEnabledSet, scheduleGet, scheduleList as scheduleListQuery,
+  scheduleLock, scheduleLockDue, scheduleUpsert, type ScheduleListRow, type ScheduleRow,
+} from '../db/queries/schedules.js';
+import { cronInstantsBetween, cronNextAfter, cronNextRuns } from '../dag/cron.js';
+import { dagSourceLoad } from '../dag/load.js';
+import type { DagSpec } from '../dag/spec.js';
+import { InvalidInputError, NotFoundError } from '../errors.js';
+import { dagCancel } from './cancel.js';
+import { dagCreateInTx } from './submit.js';
+
+/** With catchup `none`, a fire this late is a missed fire, not a slightly late one. */
+export const MISFIRE_GRACE_SEC = 5;
+/** Most due instants one tick enumerates per schedule (an every-second schedule after a long outage). */
+const MAX_DUE_ENUMERATED = 10_000;
+const DUE_PER_TICK = 50;
+
+/** Where the scheduler reads the time: the database clock unless a test injects one. */
+export type Clock = (db: Db) => Promise<Date>;
+
+/**
+ * Register (or update) the schedule a DAG file declares. Its source is kept and
+ * loaded again at every fire with the schedule's params (and `scheduled_at`), so
+ * that load is tried now: a file that cannot fire is refused at registration.
+ * The next fire is computed from the database clock; an unchanged cron and
+ * time zone keep their place.
+ */
+export async function scheduleRegister(db: Db, spec: DagSpec, source: string, clock: Clock = dbNow): Promise<ScheduleRow> {
+  const s = spec.schedule;
+  if (!s) throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: no schedule block`);
+  return withTx(db, async (tx) => {
+    const now = await clock(tx);
+    dagFireLoad({ source, sourceFile: spec.sourceFile ?? null, params: s.params, name: s.name }, now);
+    const prior = await scheduleGet(tx, s.name);
+    const keep = prior && prior.cron === s.cron && prior.timezone === s.timezone && prior.enabled;
+    const nextFireAt = keep ? prior.nextFireAt : cronNextAfter(s.cron, s.timezone, now)!;
+    const row = await scheduleUpsert(tx, {
+      name: s.name, dagName: spec.name, sourceFile: spec.sourceFile ?? null, source, cron: s.cron, timezone: s.timezone,
+      catchup: s.catchup, catchupLimit: s.catchupLimit, overlap: s.overlap, enabled: s.enabled, params: s.params, nextFireAt,
+    });
+    await eventInsertMany(tx, [{ type: 'schedule.registered', data: { name: s.name, cron: s.cron, timezone: s.timezone, nextFireAt } }]);
+    return row;
+  });
+}
+
+export interface FireReport { schedule: string; fired: Array<{ at: Date; dagId: string }>; skipped: Date[]; missed: number; next: Date }
+
+/**
+ * One scheduler tick: for each due schedule, in one transaction that holds its
+ * row, decide which due instants fire (catchup), apply the overlap policy,
+ * create each fire's DAG under the idempotency key `cron:<name>:<instant>`, and
+ * advance next_fire_at past now. Any number of schedulers may run this at once:
+ * a schedule is handled by whoever locks it, and a fire has one possible DAG.
+ */
+export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logger; limit?: number } = {}): Promise<FireReport[]> {
+  const clock = opts.clock ?? dbNow;
+  const reports: FireReport[] = [];
+  for (;;) {
+    const report = await withTx(db, async (tx) => {
+      const now = await clock(tx);
+      const [row] = await scheduleLockDue(tx, now, 1);
+      return row ? scheduleFire(tx, row, now, opts.log) : undefined;
+    });
+    if (!report) return reports;
+    reports.push(report);
+    if (reports.length >= (opts.limit ?? DUE_PER_TICK)) return reports;
+  }
+}
+
+async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): Promise<FireReport> {
+  const due = cronInstantsBetween(row.cron, row.timezone, row.nextFireAt, now, MAX_DUE_ENUMERATED);
+  const toFire = catchupPick(row, due, now);
+  // Chained from the last due fire where possible: the path on which croner skips nothing across DST.
+  const chained = due.length ? cronNextAfter(row.cron, row.timezone, due[due.length - 1]!) : null;
+  const next = chained && chained > now ? chained : cronNextAfter(row.cron, row.timezone, now);
+  const report: FireReport = { schedule: row.name, fired: [], skipped: [], missed: due.length - toFire.length, next: next! };
+  let lastDagId = row.lastDagId;
+  for (const at of toFire) {
+    const previous = lastDagId ? await dagGet(tx, lastDagId) : undefined;
+    const stillRunning = previous && (previous.status === 'running' || previous.status === 'blocked');
+    if (stillRunning && row.overlap === 'skip') {
+      report.skipped.push(at);
+      continue;
+    }
+    if (stillRunning && row.overlap === 'cancel_previous') await dagCancel(tx, previous.id, `cron:${row.name}`, `superseded by the fire at ${at.toISOString()}`);
+    const spec = dagFireLoad(row, at);
+    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${row.name}:${at.toISOString()}` }, { createdBy: `cron:${row.name}`, scheduledAt: at });
+    report.fired.push({ at, dagId: created.dagId });
+    lastDagId = created.dagId;
+  }
+  await scheduleAdvance(tx, row.name, {
+    nextFireAt: report.next,
+    lastFireAt: report.fired.at(-1)?.at,
+    lastDagId: report.fired.at(-1)?.dagId,
+    fired: report.fired.length, skipped: report.skipped.length, missed: report.missed,
+  });
+  await eventInsertMany(tx, [
+    ...report.fired.map((f) => ({ type: 'schedule.fired', dagId: f.dagId, data: { name: row.name, at: f.at } })),
+    ...report.skipped.map((at) => ({ type: 'schedule.skipped', data: { name: row.name, at, reason: 'previous run still going (overlap: skip)' } })),
+    ...(report.missed ? [{ type: 'schedule.missed', data: { name: row.name, count: report.missed, catchup: row.catchup } }] : []),
+  ]);
+  log?.info({ schedule: row.name, fired: report.fired.length, skipped: report.skipped.length, missed: report.missed, next: report.next }, 'schedule fired');
+  return report;
+}
+
+/** Which due instants fire: catchup none fires only an on-time instant, latest the newest, all the newest catchup_limit. */
+export function catchupPick(row: Pick<ScheduleRow, 'catchup' | 'catchupLimit'>, due: Date[], now: Date): Date[] {
+  if (due.length === 0) return [];
+  const newest = due[due.length - 1]!;
+  if (row.catchup === 'all') return due.slice(-row.catchupLimit);
+  if (row.catchup === 'latest') return [newest];
+  return now.getTime() - newest.getTime() <= MISFIRE_GRACE_SEC * 1000 ? [newest] : [];
+}
+
+/** The DAG a fire creates: the stored source with the schedule's params, and `scheduled_at` if the DAG declares it. */
+function dagFireLoad(s: Pick<ScheduleRow, 'source' | 'sourceFile' | 'params' | 'name'>, at: Date): DagSpec {
+  const params = Object.fromEntries(Object.entries(s.params as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
+  return dagSourceLoad(s.source, s.sourceFile ?? `schedule ${s.name}`, { params: { ...params, scheduled_at: at.toISOString() }, ignoreUndeclaredParams: true });
+}
+
+/** Fire now, by hand: a DAG with `created_by: cron:<name>`, whatever the overlap policy; the schedule's timing is unchanged. */
+export async function scheduleTrigger(db: Db, name: string, clock: Clock = dbNow): Promise<{ dagId: string; at: Date }> {
+  return withTx(db, async (tx) => {
+    const row = await scheduleLock(tx, name);
+    if (!row) throw new NotFoundError('schedule', name);
+    const at = await clock(tx);
+    const spec = dagFireLoad(row, at);
+    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${name}:manual:${at.toISOString()}` }, { createdBy: `cron:${name}`, scheduledAt: at });
+    await scheduleAdvance(tx, name, { nextFireAt: row.nextFireAt, lastFireAt: at, lastDagId: created.dagId, fired: 1 });
+    await eventInsertMany(tx, [{ type: 'schedule.fired', dagId: created.dagId, data: { name, at, manual: true } }]);
+    return { dagId: created.dagId, at };
+  });
+}
+
+export async function schedulePause(db: Db, name: string): Promise<void> {
+  if (!(await scheduleEnabledSet(db, name, false))) throw new NotFoundError('schedule', name);
+}
+
+/** Resume from now on: fires that fell in the pause are not caught up (pausing means "do not run"). */
+export async function scheduleResume(db: Db, name: string, clock: Clock = dbNow): Promise<ScheduleRow> {
+  return withTx(db, async (tx) => {
+    const row = await scheduleLock(tx, name);
+    if (!row) throw new NotFoundError('schedule', name);
+    const next = cronNextAfter(row.cron, row.timezone, await clock(tx))!;
+    await scheduleEnabledSet(tx, name, true, next);
+    return { ...row, enabled: true, nextFireAt: next };
+  });
+}
+
+export async function scheduleRemove(db: Db, name: string): Promise<void> {
+  if (!(await scheduleDelete(db, name))) throw new NotFoundError('schedule', name);
+}
+
+/** The next `count` fire instants from now (database clock). */
+export async function scheduleNext(db: Db, name: string, count: number, clock: Clock = dbNow): Promise<Date[]> {
+  const row = await scheduleGet(db, name);
+  if (!row) throw new NotFoundError('schedule', name);
+  return cronNextRuns(row.cron, row.timezone, await clock(db), count);
+}
+
+export function scheduleList(db: Db): Promise<ScheduleListRow[]> {
+  return scheduleListQuery(db);
+}

@@ -1,0 +1,34 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { scheduleFireDue, type Clock } from '../engine/schedules.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
+
+export const SCHEDULER_INTERVAL_MS_DEFAULT = 1_000;
+
+export interface SchedulerOptions {
+  db: Db;
+  log?: Logger;
+  /** Default SCHEDULER_INTERVAL_MS_DEFAULT. */
+  intervalMs?: number;
+  /** Where "now" comes from. Default the database clock; tests inject one. */
+  clock?: Clock;
+}
+
+/**
+ * Fires due cron schedules. Not behind the cadence gate: every process ticks,
+ * and the schedule row lock plus the per-fire idempotency key make each fire
+ * happen once however many schedulers run (tested with three processes).
+ */
+export function schedulerCreate(o: SchedulerOptions): MaintenanceService {
+  return serviceCreate({
+    name: 'scheduler',
+    db: o.db,
+    log: o.log,
+    gated: false,
+    intervalMs: o.intervalMs ?? SCHEDULER_INTERVAL_MS_DEFAULT,
+    async work() {
+      const reports = await scheduleFireDue(o.db, { clock: o.clock, log: o.log });
+      return reports.reduce((n, r) => n + r.fired.length, 0);
+    },
+  });
+}
