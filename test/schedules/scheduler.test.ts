@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { dagFileLoad } from '../../src/dag/load.js';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseReset, dagSpec, drain, rowsOf } from '../helpers/factories.js';
@@ -143,4 +145,17 @@ describe('scheduler', () => {
     await Promise.all([a.runOnce(), b.runOnce(), a.runOnce(), b.runOnce()]);
     expect(await firedAt('race')).toHaveLength(5);
   });
+
+  it('the scheduled DAG shipped in dags/schedules registers, and a fire fills in scheduled_at', async () => {
+    const file = 'dags/schedules/nightly-dependency-check.yaml';
+    const source = readFileSync(file, 'utf8');
+    const t = manualClock('2026-11-23T10:00:00Z');
+    const row = await scheduleRegister(db, dagFileLoad(file), source, t.clock);
+    expect(row).toMatchObject({ name: 'nightly-dependency-check', timezone: 'Europe/Berlin', nextFireAt: new Date('2026-11-24T02:00:00Z') });
+    t.set('2026-11-24T02:00:01Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    const [task] = await rows<{ spec: { prompt: string } }>(sql`select spec from tasks where key = 'report'`);
+    expect(task!.spec.prompt).toBe('Outdated dependencies as of 2026-11-24T02:00:00.000Z.');
+  });
 });
+
