@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../db/connection.js';
+import { errorMessage, withTx, type Db } from '../db/connection.js';
 import { dagGet } from '../db/queries/dags.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import {
@@ -60,12 +60,21 @@ export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logge
   const clock = opts.clock ?? dbNow;
   const reports: FireReport[] = [];
   for (;;) {
+    let failed: { name: string; error: unknown } | undefined;
     const report = await withTx(db, async (tx) => {
       const now = await clock(tx);
       const [row] = await scheduleLockDue(tx, now, 1);
-      return row ? scheduleFire(tx, row, now, opts.log) : undefined;
+      if (!row) return undefined;
+      try {
+        // A savepoint: a fire that fails is undone, and the schedule is moved on below, so it cannot hold up the others.
+        return await withTx(tx, (inner) => scheduleFire(inner, row, now, opts.log));
+      } catch (error) {
+        failed = { name: row.name, error };
+        return scheduleFireFailed(tx, row, now, error, opts.log);
+      }
     });
     if (!report) return reports;
+    if (failed) opts.log?.error({ schedule: failed.name, err: errorMessage(failed.error) }, 'schedule fire failed; skipped to the next fire');
     reports.push(report);
     if (reports.length >= (opts.limit ?? DUE_PER_TICK)) return reports;
   }
@@ -105,6 +114,16 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): 
   ]);
   log?.info({ schedule: row.name, fired: report.fired.length, skipped: report.skipped.length, missed: report.missed, next: report.next }, 'schedule fired');
   return report;
+}
+
+/** A fire that could not create its DAG: count its due instants as missed, record why, and move on to the next fire. */
+async function scheduleFireFailed(tx: Db, row: ScheduleRow, now: Date, error: unknown, log?: Logger): Promise<FireReport> {
+  const due = cronInstantsBetween(row.cron, row.timezone, row.nextFireAt, now, MAX_DUE_ENUMERATED);
+  const next = cronNextAfter(row.cron, row.timezone, now)!;
+  await scheduleAdvance(tx, row.name, { nextFireAt: next, missed: Math.max(1, due.length) });
+  await eventInsertMany(tx, [{ type: 'schedule.fire_failed', data: { name: row.name, error: errorMessage(error), due: due.length } }]);
+  log?.debug({ schedule: row.name }, 'fire failure recorded');
+  return { schedule: row.name, fired: [], skipped: [], missed: Math.max(1, due.length), next };
 }
 
 /** Which due instants fire: catchup none fires only an on-time instant, latest the newest, all the newest catchup_limit. */

@@ -157,5 +157,20 @@ describe('scheduler', () => {
     const [task] = await rows<{ spec: { prompt: string } }>(sql`select spec from tasks where key = 'report'`);
     expect(task!.spec.prompt).toBe('Outdated dependencies as of 2026-11-24T02:00:00.000Z.');
   });
+
+  it('a schedule whose DAG can no longer be built is recorded and moved on, without holding up the others', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await register(scheduledYaml('broken', '  cron: "* * * * *"'), t.clock);
+    await register(scheduledYaml('healthy', '  cron: "* * * * *"'), t.clock);
+    await db.execute(sql`update schedules set source = 'name: [' where name = 'broken'`);
+    t.set('2026-11-23T10:01:01Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    expect(await firedAt('healthy')).toEqual(['2026-11-23T10:01:00Z']);
+    expect(await firedAt('broken')).toEqual([]);
+    expect(await scheduleGet(db, 'broken')).toMatchObject({ missed: 1, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+    const [e] = await rows<{ data: { name: string; error: string } }>(sql`select data from events where type = 'schedule.fire_failed'`);
+    expect(e!.data.name).toBe('broken');
+    expect(e!.data.error).toMatch(/inline.yaml:1:7 invalid YAML/);
+  });
 });
 
