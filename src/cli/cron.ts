@@ -7,7 +7,7 @@ import {
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
 import { Output } from './output.js';
-import { dagFilesLoad, paramCollect } from './submit.js';
+import { dagFilesLoad } from './submit.js';
 
 /** `dagent cron …`: schedules declared by DAG files (docs/schedules.md). */
 export function cronCommands(program: Command, ctx: CommandContext): void {
@@ -15,10 +15,9 @@ export function cronCommands(program: Command, ctx: CommandContext): void {
   const json = (c: Command) => c.option('--json', 'machine-readable output');
 
   json(cron.command('add').description('register (or update) the schedule a DAG file declares in its schedule: block')
-    .argument('<file>', 'DAG YAML file with a schedule: block')
-    .option('-p, --param <name=value>', 'set a DAG param for validation (repeatable)', paramCollect, {}))
-    .action(async (file: string, opts: { param: Record<string, string>; json?: boolean }) => {
-      const [spec] = dagFilesLoad([file], opts.param);
+    .argument('<file>', 'DAG YAML file with a schedule: block (per-fire param values go in schedule.params)'))
+    .action(async (file: string, opts: { json?: boolean }) => {
+      const [spec] = dagFilesLoad([file], {});
       if (!spec!.schedule) throw new InvalidInputError(`${file}: no schedule: block (dagent submit runs a DAG once)`);
       const row = await withDatabase(ctx, (d) => scheduleRegister(d.db, spec!, readFileSync(file, 'utf8')));
       const out = new Output(ctx.io, !!opts.json);

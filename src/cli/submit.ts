@@ -57,6 +57,7 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .option('--json', 'machine-readable output')
     .action(async (files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
       const specs = dagFilesLoad(files, opts.param);
+      scheduledParamsRefuse(specs, opts.param);
       const results = await withDatabase(ctx, (d) => submitOrSchedule(d.db, specs, ctx));
       const out = new Output(ctx.io, !!opts.json);
       out.result(results, () => {
@@ -107,4 +108,12 @@ export async function submitOrSchedule(db: Db, specs: DagSpec[], ctx: CommandCon
     }
     return out;
   });
+}
+
+/** --param values are not stored with a schedule: a scheduled file takes its per-fire params from schedule.params. */
+export function scheduledParamsRefuse(specs: DagSpec[], params: Record<string, string>): void {
+  const scheduled = specs.filter((sp) => sp.schedule);
+  if (scheduled.length && Object.keys(params).length) {
+    throw new InvalidInputError(`--param is not stored with a schedule: set the values in schedule.params of ${scheduled.map((sp) => sp.sourceFile).join(', ')}`);
+  }
 }

@@ -1,22 +1,20 @@
 import type { Logger } from 'pino';
 import { errorMessage, withTx, type Db } from '../db/connection.js';
-import { dagGet } from '../db/queries/dags.js';
+import { dagFindByIdempotencyKey, dagRunningIdsByCreator } from '../db/queries/dags.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import {
   dbNow, scheduleAdvance, scheduleDelete, scheduleEnabledSet, scheduleGet, scheduleList as scheduleListQuery,
   scheduleLock, scheduleLockDue, scheduleUpsert, type ScheduleListRow, type ScheduleRow,
 } from '../db/queries/schedules.js';
-import { cronInstantsBetween, cronNextAfter, cronNextRuns } from '../dag/cron.js';
+import { cronDue, cronNextAfter, cronNextRuns, type DueFires } from '../dag/cron.js';
 import { dagSourceLoad } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
-import { InvalidInputError, NotFoundError } from '../errors.js';
+import { ConflictError, DagValidationError, DagentError, InvalidInputError, NotFoundError } from '../errors.js';
 import { dagCancel } from './cancel.js';
 import { dagCreateInTx } from './submit.js';
 
 /** With catchup `none`, a fire this late is a missed fire, not a slightly late one. */
 export const MISFIRE_GRACE_SEC = 5;
-/** Most due instants one tick enumerates per schedule (an every-second schedule after a long outage). */
-const MAX_DUE_ENUMERATED = 10_000;
 const DUE_PER_TICK = 50;
 
 /** Where the scheduler reads the time: the database clock unless a test injects one. */
@@ -34,8 +32,9 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
   if (!s) throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: no schedule block`);
   return withTx(db, async (tx) => {
     const now = await clock(tx);
-    dagFireLoad({ source, sourceFile: spec.sourceFile ?? null, params: s.params, name: s.name }, now);
-    const prior = await scheduleGet(tx, s.name);
+    fireKeysCheck(spec, source, now);
+    // Locked: a fire in progress commits first, and its advanced next_fire_at is what we keep.
+    const prior = await scheduleLock(tx, s.name);
     const keep = prior && prior.cron === s.cron && prior.timezone === s.timezone && prior.enabled;
     const nextFireAt = keep ? prior.nextFireAt : cronNextAfter(s.cron, s.timezone, now)!;
     const row = await scheduleUpsert(tx, {
@@ -66,9 +65,10 @@ export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logge
       const [row] = await scheduleLockDue(tx, now, 1);
       if (!row) return undefined;
       try {
-        // A savepoint: a fire that fails is undone, and the schedule is moved on below, so it cannot hold up the others.
+        // A savepoint: a fire that fails is undone; one that would fail again is moved on below, so it cannot hold up the others.
         return await withTx(tx, (inner) => scheduleFire(inner, row, now, opts.log));
       } catch (error) {
+        if (!firePermanentlyFails(error)) throw error; // a deadlock, a lost connection: the next tick tries again
         failed = { name: row.name, error };
         return scheduleFireFailed(tx, row, now, error, opts.log);
       }
@@ -81,25 +81,25 @@ export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logge
 }
 
 async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): Promise<FireReport> {
-  const due = cronInstantsBetween(row.cron, row.timezone, row.nextFireAt, now, MAX_DUE_ENUMERATED);
+  const due = cronDue(row.cron, row.timezone, row.nextFireAt, now, Math.max(1, row.catchupLimit));
   const toFire = catchupPick(row, due, now);
-  // Chained from the last due fire where possible: the path on which croner skips nothing across DST.
-  const chained = due.length ? cronNextAfter(row.cron, row.timezone, due[due.length - 1]!) : null;
-  const next = chained && chained > now ? chained : cronNextAfter(row.cron, row.timezone, now);
-  const report: FireReport = { schedule: row.name, fired: [], skipped: [], missed: due.length - toFire.length, next: next! };
-  let lastDagId = row.lastDagId;
+  const next = cronNextAfter(row.cron, row.timezone, now)!;
+  const report: FireReport = { schedule: row.name, fired: [], skipped: [], missed: due.count - toFire.length, next };
   for (const at of toFire) {
-    const previous = lastDagId ? await dagGet(tx, lastDagId) : undefined;
-    const stillRunning = previous && (previous.status === 'running' || previous.status === 'blocked');
-    if (stillRunning && row.overlap === 'skip') {
+    const key = `cron:${row.name}:${at.toISOString()}`;
+    // Already fired (a tick that ran before, or a registration that raced one): nothing to do, nothing to count.
+    if (await dagFindByIdempotencyKey(tx, key)) continue;
+    const running = await dagRunningIdsByCreator(tx, `cron:${row.name}`);
+    if (running.length && row.overlap === 'skip') {
       report.skipped.push(at);
       continue;
     }
-    if (stillRunning && row.overlap === 'cancel_previous') await dagCancel(tx, previous.id, `cron:${row.name}`, `superseded by the fire at ${at.toISOString()}`);
+    if (row.overlap === 'cancel_previous') {
+      for (const id of running) await dagCancelIfOpen(tx, id, `cron:${row.name}`, `superseded by the fire at ${at.toISOString()}`);
+    }
     const spec = dagFireLoad(row, at);
-    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${row.name}:${at.toISOString()}` }, { createdBy: `cron:${row.name}`, scheduledAt: at });
+    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: key }, { createdBy: `cron:${row.name}`, scheduledAt: at });
     report.fired.push({ at, dagId: created.dagId });
-    lastDagId = created.dagId;
   }
   await scheduleAdvance(tx, row.name, {
     nextFireAt: report.next,
@@ -110,7 +110,7 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): 
   await eventInsertMany(tx, [
     ...report.fired.map((f) => ({ type: 'schedule.fired', dagId: f.dagId, data: { name: row.name, at: f.at } })),
     ...report.skipped.map((at) => ({ type: 'schedule.skipped', data: { name: row.name, at, reason: 'previous run still going (overlap: skip)' } })),
-    ...(report.missed ? [{ type: 'schedule.missed', data: { name: row.name, count: report.missed, catchup: row.catchup } }] : []),
+    ...(report.missed ? [{ type: 'schedule.missed', data: { name: row.name, count: report.missed, atLeast: due.atLeast, catchup: row.catchup } }] : []),
   ]);
   log?.info({ schedule: row.name, fired: report.fired.length, skipped: report.skipped.length, missed: report.missed, next: report.next }, 'schedule fired');
   return report;
@@ -118,19 +118,51 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): 
 
 /** A fire that could not create its DAG: count its due instants as missed, record why, and move on to the next fire. */
 async function scheduleFireFailed(tx: Db, row: ScheduleRow, now: Date, error: unknown, log?: Logger): Promise<FireReport> {
-  const due = cronInstantsBetween(row.cron, row.timezone, row.nextFireAt, now, MAX_DUE_ENUMERATED);
+  const due = cronDue(row.cron, row.timezone, row.nextFireAt, now, 1);
   const next = cronNextAfter(row.cron, row.timezone, now)!;
-  await scheduleAdvance(tx, row.name, { nextFireAt: next, missed: Math.max(1, due.length) });
-  await eventInsertMany(tx, [{ type: 'schedule.fire_failed', data: { name: row.name, error: errorMessage(error), due: due.length } }]);
+  const missed = Math.max(1, due.count);
+  await scheduleAdvance(tx, row.name, { nextFireAt: next, missed });
+  await eventInsertMany(tx, [{ type: 'schedule.fire_failed', data: { name: row.name, error: errorMessage(error), due: due.count } }]);
   log?.debug({ schedule: row.name }, 'fire failure recorded');
-  return { schedule: row.name, fired: [], skipped: [], missed: Math.max(1, due.length), next };
+  return { schedule: row.name, fired: [], skipped: [], missed, next };
+}
+
+/** Errors a later tick would hit again (the DAG cannot be built or inserted); anything else is retried. */
+function firePermanentlyFails(e: unknown): boolean {
+  const code = (e as { cause?: { code?: string }; code?: string })?.cause?.code ?? (e as { code?: string })?.code;
+  return e instanceof DagValidationError || e instanceof InvalidInputError || e instanceof ConflictError || code === '23505' || code === '23514';
+}
+
+/** Cancel a previous run unless it finished meanwhile (it raced to completion: nothing to supersede). */
+async function dagCancelIfOpen(tx: Db, dagId: string, by: string, note: string): Promise<void> {
+  try {
+    await withTx(tx, (inner) => dagCancel(inner, dagId, by, note));
+  } catch (e) {
+    if (!(e instanceof DagentError && e.code === 'ILLEGAL_TRANSITION')) throw e;
+  }
+}
+
+/**
+ * A task idempotency key is unique across all DAGs: one that is the same at
+ * every fire would make every fire after the first fail. Tried with two instants.
+ */
+function fireKeysCheck(spec: DagSpec, source: string, now: Date): void {
+  const s = spec.schedule!;
+  const load = (at: Date) => dagFireLoad({ source, sourceFile: spec.sourceFile ?? null, params: s.params, name: s.name }, at);
+  const a = load(now);
+  const b = load(new Date(now.getTime() + 60_000));
+  for (const t of a.tasks) {
+    if (t.idempotencyKey && t.idempotencyKey === b.tasks.find((x) => x.key === t.key)?.idempotencyKey) {
+      throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: task ${t.key} has the same idempotency_key at every fire, so every fire after the first would fail; include \${params.scheduled_at} in it`);
+    }
+  }
 }
 
 /** Which due instants fire: catchup none fires only an on-time instant, latest the newest, all the newest catchup_limit. */
-export function catchupPick(row: Pick<ScheduleRow, 'catchup' | 'catchupLimit'>, due: Date[], now: Date): Date[] {
-  if (due.length === 0) return [];
-  const newest = due[due.length - 1]!;
-  if (row.catchup === 'all') return due.slice(-row.catchupLimit);
+export function catchupPick(row: Pick<ScheduleRow, 'catchup' | 'catchupLimit'>, due: DueFires, now: Date): Date[] {
+  if (due.newest.length === 0) return [];
+  const newest = due.newest[due.newest.length - 1]!;
+  if (row.catchup === 'all') return due.newest.slice(-row.catchupLimit);
   if (row.catchup === 'latest') return [newest];
   return now.getTime() - newest.getTime() <= MISFIRE_GRACE_SEC * 1000 ? [newest] : [];
 }

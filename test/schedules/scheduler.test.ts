@@ -4,7 +4,7 @@ import { dagFileLoad } from '../../src/dag/load.js';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseReset, dagSpec, drain, rowsOf } from '../helpers/factories.js';
-import { scheduleFireDue, scheduleRegister, scheduleTrigger } from '../../src/engine/schedules.js';
+import { scheduleFireDue, schedulePause, scheduleRegister, scheduleResume, scheduleTrigger } from '../../src/engine/schedules.js';
 import { scheduleGet } from '../../src/db/queries/schedules.js';
 import { schedulerCreate } from '../../src/maintenance/scheduler.js';
 
@@ -171,6 +171,58 @@ describe('scheduler', () => {
     const [e] = await rows<{ data: { name: string; error: string } }>(sql`select data from events where type = 'schedule.fire_failed'`);
     expect(e!.data.name).toBe('broken');
     expect(e!.data.error).toMatch(/inline.yaml:1:7 invalid YAML/);
+  });
+
+  it('a fire already made is neither repeated, counted again, nor treated as an overlapping run (a rewound schedule)', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await register(scheduledYaml('rewound', '  cron: "* * * * *"\n  overlap: cancel_previous'), t.clock);
+    t.set('2026-11-23T10:01:01Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    // As a registration that raced the fire would have left it: next_fire_at back on the instant that fired.
+    await db.execute(sql`update schedules set next_fire_at = '2026-11-23T10:01:00Z' where name = 'rewound'`);
+    t.set('2026-11-23T10:01:30Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    const dags = await rows<{ status: string }>(sql`select status from dags`);
+    expect(dags).toEqual([{ status: 'running' }]);
+    expect(await scheduleGet(db, 'rewound')).toMatchObject({ fires: 1, skipped: 0, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+  });
+
+  it('catchup none still runs a fire that is only slightly late (within the grace)', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await register(scheduledYaml('punctual', '  cron: "* * * * *"\n  catchup: none'), t.clock);
+    t.set('2026-11-23T10:01:04Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    expect(await firedAt('punctual')).toEqual(['2026-11-23T10:01:00Z']);
+  });
+
+  it('after an 8-day outage, catchup latest runs the newest fire, not the oldest', async () => {
+    const t = manualClock('2026-11-01T00:00:30Z');
+    await register(scheduledYaml('long-gone', '  cron: "* * * * *"'), t.clock);
+    t.set('2026-11-09T00:00:30Z');
+    const [r] = await scheduleFireDue(db, { clock: t.clock });
+    expect(await firedAt('long-gone')).toEqual(['2026-11-09T00:00:00Z']);
+    expect(r!.missed).toBeGreaterThanOrEqual(999);
+    expect(r!.next.toISOString()).toBe('2026-11-09T00:01:00.000Z');
+  });
+
+  it('pause stops fires; resume continues from the next instant without catching up the pause', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await register(scheduledYaml('napping', '  cron: "* * * * *"\n  catchup: all'), t.clock);
+    await schedulePause(db, 'napping');
+    t.set('2026-11-23T10:05:30Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    expect(await firedAt('napping')).toEqual([]);
+    await scheduleResume(db, 'napping', t.clock);
+    t.set('2026-11-23T10:06:01Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    expect(await firedAt('napping')).toEqual(['2026-11-23T10:06:00Z']);
+  });
+
+  it('refuses a scheduled DAG whose task idempotency key would be the same at every fire', async () => {
+    const yaml = 'name: fixed-key\ntasks:\n  a: { type: t, idempotency_key: nightly }\nschedule:\n  cron: "@daily"\n';
+    await expect(register(yaml, manualClock('2026-11-23T10:00:00Z').clock)).rejects.toThrow(/task a has the same idempotency_key at every fire/);
+    const ok = 'name: fire-key\nparams: { scheduled_at: "" }\ntasks:\n  a: { type: t, idempotency_key: "nightly-${params.scheduled_at}" }\nschedule:\n  cron: "@daily"\n';
+    await expect(register(ok, manualClock('2026-11-23T10:00:00Z').clock)).resolves.toMatchObject({ name: 'fire-key' });
   });
 });
 

@@ -79,3 +79,10 @@ export async function dagTasksAdded(db: Db, dagId: string, n: number): Promise<v
   await db.update(dags).set({ tasksTotal: sql`${dags.tasksTotal} + ${n}`, tasksOpen: sql`${dags.tasksOpen} + ${n}`, updatedAt: sql`now()` })
     .where(eq(dags.id, dagId));
 }
+
+/** Runs still going (running or blocked) that `createdBy` started: a schedule's overlap check. */
+export async function dagRunningIdsByCreator(db: Db, createdBy: string): Promise<string[]> {
+  const rows = await db.select({ id: dags.id }).from(dags)
+    .where(and(eq(dags.createdBy, createdBy), sql`${dags.status} in ('running', 'blocked')`));
+  return rows.map((r) => r.id);
+}
