@@ -196,6 +196,7 @@ export async function scheduleResume(db: Db, name: string, clock: Clock = dbNow)
   return withTx(db, async (tx) => {
     const row = await scheduleLock(tx, name);
     if (!row) throw new NotFoundError('schedule', name);
+    if (row.enabled) return row; // not paused: its due fires stay due
     const next = cronNextAfter(row.cron, row.timezone, await clock(tx))!;
     await scheduleEnabledSet(tx, name, true, next);
     return { ...row, enabled: true, nextFireAt: next };
