@@ -16,7 +16,7 @@ import { shutdownSignal } from './signals.js';
 export function upCommand(program: Command, ctx: CommandContext): void {
   program
     .command('up')
-    .description('run the maintenance loops (reaper, promoter, scheduler) and any configured agents until SIGINT/SIGTERM')
+    .description('run the maintenance loops (reaper, promoter, scheduler, deps-reconciler) and any configured agents until SIGINT/SIGTERM')
     .option('-a, --agent <file[:concurrency]>', 'also run this agent module (repeatable; adds to DAGENT_AGENTS)', (v: string, prev: string[]) => [...prev, v], [])
     .action(async (opts: { agent: string[] }) => {
       const specs = [...configFromEnv(ctx.io.env).agents, ...opts.agent];

@@ -114,10 +114,12 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
   return outcome;
 }
 
-/** Hand a leased task back to READY without consuming an attempt (agent shutdown). */
-export async function taskRelease(db: Db, ref: TaskRef & { reason?: string }): Promise<void> {
+/** Hand a leased task back to READY without consuming an attempt (agent shutdown); cost reported so far is charged. */
+export async function taskRelease(
+  db: Db, ref: TaskRef & { reason?: string; costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null },
+): Promise<void> {
   const ok = await withTx(db, async (tx) => {
-    const released = await taskReleaseQuery(tx, ref.taskId, ref.fence, ref.reason ?? 'released by agent');
+    const released = await taskReleaseQuery(tx, ref.taskId, ref.fence, ref.reason ?? 'released by agent', ref);
     if (released) {
       await eventInsertMany(tx, [{ type: 'task.released', taskId: ref.taskId, dagId: released.dagId, agentId: released.agentId, data: { reason: ref.reason ?? null } }]);
     }

@@ -123,7 +123,7 @@ export class TaskRun {
       }
       if (outcome.kind === 'aborted' && outcome.reason === 'lease_lost') return this.log.warn('lease lost; abandoning the task');
       if (outcome.kind === 'aborted' && outcome.reason === 'shutdown') {
-        await deliver('release', () => taskRelease(db, { ...this.ref, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
+        await deliver('release', () => taskRelease(db, { ...this.ref, ...spent, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
         return this.log.info('released on shutdown');
       }
       const failure = outcome.kind === 'aborted'

@@ -145,14 +145,15 @@ tasks:
   });
 
   it('on stop past the grace period, releases running tasks without consuming an attempt', async () => {
-    const r = runner(defineAgent({ name: 'stubborn', capabilities: [], run: () => new Promise(() => {}) }));
+    const r = runner(defineAgent({ name: 'stubborn', capabilities: [], run: (_t, ctx) => { ctx.reportCost({ usd: 0.3, model: 'm' }); return new Promise(() => {}); } }));
     const dagId = await dagCreate(db, 'name: one\ntasks:\n  only: { type: t }\n');
     await r.start();
     await eventually('running', async () => (await taskStatusByKey(db, dagId)).only === 'running');
     await r.stop({ graceMs: 50 });
     const [t] = await rows<{ status: string; attempts: number }>(sql`select status, attempts from tasks where dag_id = ${dagId}`);
     expect(t).toEqual({ status: 'ready', attempts: 0 });
-    const [a] = await rows<{ outcome: string }>(sql`select outcome from attempts where dag_id = ${dagId}`);
-    expect(a!.outcome).toBe('released');
+    const [a] = await rows<{ outcome: string; cost: number; model: string }>(sql`select outcome, cost_usd::float8 as cost, model from attempts where dag_id = ${dagId}`);
+    expect(a).toEqual({ outcome: 'released', cost: 0.3, model: 'm' });
+    expect((await dagGet(db, dagId))!.spentUsd).toBeCloseTo(0.3);
   });
 });

@@ -83,3 +83,21 @@ export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
     select count(*)::int as n, ${notifyIfReady(sql`fixed`)} as notified from fixed`);
   return r?.n ?? 0;
 }
+
+/**
+ * PENDING tasks whose counter disagrees with their unfinished upstream tasks
+ * and that nothing touched for `quietSec`: what taskDepsRecount could not
+ * repair (a process that died between an edge insert and its recount). One
+ * pass over the PENDING tasks, each checked through its incoming edges; run
+ * it on a slow cadence.
+ */
+export async function taskDepsDriftList(db: Db, quietSec: number, limit: number): Promise<string[]> {
+  const rows = await rowsOf<{ id: string }>(db, sql`
+    select t.id from tasks t
+    where t.status = 'pending' and t.updated_at < now() - make_interval(secs => ${quietSec})
+      and t.deps_remaining <> (
+        select count(*) from edges e join tasks u on u.id = e.upstream_id
+        where e.downstream_id = t.id and u.status <> 'completed')
+    limit ${limit}`);
+  return rows.map((r) => r.id);
+}

@@ -199,20 +199,32 @@ export async function taskDeadLetterRetry(db: Db, id: string, resetAttempts: boo
   return r.length > 0;
 }
 
-/** Give a leased task back without consuming an attempt (graceful shutdown). */
-export async function taskRelease(db: Db, id: string, fence: number, reason: string): Promise<{ dagId: string; agentId: string | null } | null> {
+/** What an attempt that ends without an outcome (a release) had spent so far: recorded and charged all the same. */
+export interface SpentSoFar { costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null }
+
+/** Give a leased task back without consuming an attempt (graceful shutdown); the cost it reported is still charged. */
+export async function taskRelease(
+  db: Db, id: string, fence: number, reason: string, spent: SpentSoFar = {},
+): Promise<{ dagId: string; agentId: string | null } | null> {
+  const cost = sql`${spent.costUsd ?? 0}::numeric`;
+  const tokensIn = sql`${spent.tokensIn ?? 0}::bigint`;
+  const tokensOut = sql`${spent.tokensOut ?? 0}::bigint`;
   const [r] = await rowsOf<{ dagId: string; agentId: string | null }>(db, sql`
     with released as (
-      update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now()
+      update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now(),
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
       where t.id = ${id} and t.fence = ${fence} and t.status = any(${textArray(fromStates('release'))})
       returning t.*
     ),
     recorded as (
-      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_message, started_at, ended_at, duration_ms)
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_message, started_at, ended_at, duration_ms,
+                            cost_usd, tokens_in, tokens_out, model)
       select id, dag_id, attempts + 1, fence, claimed_by, 'released', ${reason}, claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${spent.model ?? null}
       from released
-    )
+    ),
+    dag_spend as (update dags g set spent_usd = g.spent_usd + ${cost} from released where g.id = released.dag_id and ${cost} > 0),
+    agent_spend as (update agents a set spent_usd = a.spent_usd + ${cost} from released where a.id = released.claimed_by and ${cost} > 0)
     select dag_id as "dagId", claimed_by as "agentId", ${notifyIfReady(sql`released`)} as notified from released`);
   return r ?? null;
 }
