@@ -94,7 +94,8 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     const waitFor = opts.wait
       ? [...existing.filter((c) => c.status !== 'completed').map((c) => c.id), ...fresh.map((f) => f.id)]
       : [];
-    const keyById = new Map([...rows.map((r) => [r.id, r.key] as const), ...fresh.map((f) => [f.id, f.key] as const)]);
+    const idByKey = new Map([...rows.map((r) => [r.key, r.id] as const), ...fresh.map((f) => [f.key, f.id] as const)]);
+    const keyById = new Map([...idByKey].map(([k, id]) => [id, k] as const));
     const newEdges = [
       ...fresh.flatMap((f) => f.dependsOn.map((d) => [d, f.key] as const)),
       ...waitFor.map((id) => [keyById.get(id)!, p.key] as const),
@@ -117,17 +118,15 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
 
     const open = (k: string) => byKey.get(k)?.status !== 'completed';
     await taskInsertMany(tx, fresh.map((f) => ({ ...taskRow(f, p.dagId, f.id, p.id), depsRemaining: f.dependsOn.filter(open).length })));
-    await edgeInsertMany(tx, newEdges.map(([u, v]) => ({
-      dagId: p.dagId, upstreamId: byKey.get(u)?.id ?? fresh.find((f) => f.key === u)!.id, downstreamId: byKey.get(v)?.id ?? fresh.find((f) => f.key === v)!.id,
-    })));
+    await edgeInsertMany(tx, newEdges.map(([u, v]) => ({ dagId: p.dagId, upstreamId: idByKey.get(u)!, downstreamId: idByKey.get(v)! })));
     if (fresh.length) {
       await dagTasksAdded(tx, p.dagId, fresh.length);
       await taskActivateCreated(tx, p.dagId);
     }
     const waiting = waitFor.length > 0;
     if (waiting) {
-      const c = opts.cost ?? { usd: 0, tokensIn: 0, tokensOut: 0, model: null };
-      await taskWaitForChildren(tx, { id: p.id, fence: parent.fence, children: waitFor.length, costUsd: c.usd, tokensIn: c.tokensIn, tokensOut: c.tokensOut, model: c.model });
+      const c = opts.cost;
+      await taskWaitForChildren(tx, { id: p.id, fence: parent.fence, children: waitFor.length, costUsd: c?.usd, tokensIn: c?.tokensIn, tokensOut: c?.tokensOut, model: c?.model });
     }
     await eventInsertMany(tx, [
       ...(fresh.length ? [{ type: 'task.spawned', dagId: p.dagId, taskId: p.id, data: { subtasks: fresh.map((f) => f.key), wait: !!opts.wait } }] : []),

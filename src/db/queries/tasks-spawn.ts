@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../engine/state-machine.js';
 import { rowsOf, textArray } from './run.js';
-import { notifyIfReady } from './tasks.js';
+import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks.js';
 
 export interface LeasedTaskRow { id: string; dagId: string; key: string; priority: number; status: string }
 
@@ -20,26 +20,23 @@ export async function taskLockLeased(db: Db, id: string, fence: number): Promise
  * ends without counting (attempts is given back, like a release), is recorded
  * with outcome `waiting` and the cost reported so far, which is charged to the DAG and the agent.
  */
-export async function taskWaitForChildren(
-  db: Db, w: { id: string; fence: number; children: number; costUsd: number; tokensIn: number; tokensOut: number; model: string | null },
-): Promise<boolean> {
-  const cost = sql`${w.costUsd}::numeric`;
+export async function taskWaitForChildren(db: Db, w: SpentSoFar & { id: string; fence: number; children: number }): Promise<boolean> {
+  const { cost, tokensIn, tokensOut } = spentSql(w);
   const r = await rowsOf(db, sql`
     with waiting as (
       update tasks t set status = 'pending', deps_remaining = t.deps_remaining + ${w.children}, attempts = t.attempts - 1,
         lease_expires_at = null, ready_at = null, updated_at = now(),
-        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${w.tokensIn}::bigint, tokens_out = t.tokens_out + ${w.tokensOut}::bigint
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
       where t.id = ${w.id} and t.fence = ${w.fence} and t.status = any(${textArray(fromStates('waitForChildren'))})
       returning t.*
     ),
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model)
       select id, dag_id, attempts + 1, fence, claimed_by, 'waiting', claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${w.tokensIn}::bigint, ${w.tokensOut}::bigint, ${w.model}
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${w.model ?? null}
       from waiting
     ),
-    dag_spend as (update dags g set spent_usd = g.spent_usd + ${cost} from waiting where g.id = waiting.dag_id and ${cost} > 0),
-    agent_spend as (update agents a set spent_usd = a.spent_usd + ${cost} from waiting where a.id = waiting.claimed_by and ${cost} > 0)
+    ${spendChargeCtes('waiting', cost)}
     select id from waiting`);
   return r.length > 0;
 }

@@ -21,6 +21,22 @@ export function notifyIfReady(source: SQL): SQL {
   return sql`(select count(*) from (select pg_notify(${READY_CHANNEL}, '') from (select 1 from ${source} where status = 'ready' limit 1) x) n)`;
 }
 
+/** What an attempt reported spending: recorded on its attempts row and charged, however it ended. */
+export interface SpentSoFar { costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null }
+
+/** The spend as typed SQL values: Postgres would otherwise infer `$n > 0` as integer and refuse a fractional cost. */
+export function spentSql(s: SpentSoFar): { cost: SQL; tokensIn: SQL; tokensOut: SQL } {
+  return { cost: sql`${s.costUsd ?? 0}::numeric`, tokensIn: sql`${s.tokensIn ?? 0}::bigint`, tokensOut: sql`${s.tokensOut ?? 0}::bigint` };
+}
+
+/** CTEs `dag_spend` and `agent_spend`: charge `cost` to the DAG and the agent of the attempt the CTE `source` ended. */
+export function spendChargeCtes(source: string, cost: SQL): SQL {
+  const s = sql.raw(source);
+  return sql`
+    dag_spend as (update dags g set spent_usd = g.spent_usd + ${cost} from ${s} where g.id = ${s}.dag_id and ${cost} > 0),
+    agent_spend as (update agents a set spent_usd = a.spent_usd + ${cost} from ${s} where a.id = ${s}.claimed_by and ${cost} > 0)`;
+}
+
 /** created → pending | ready for every created task of a DAG (the activate transition). */
 export async function taskActivateCreated(db: Db, dagId: string): Promise<{ ready: number; pending: number }> {
   const [r] = await rowsOf<{ ready: number; pending: number }>(db, sql`
@@ -128,10 +144,7 @@ export interface FailedRow {
 
 /** leased → failed, recording the attempt. Null if the guard did not match. */
 export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow | null> {
-  // Explicit casts: Postgres would otherwise infer `$n > 0` as integer and refuse a fractional cost.
-  const cost = sql`${f.costUsd ?? 0}::numeric`;
-  const tokensIn = sql`${f.tokensIn ?? 0}::bigint`;
-  const tokensOut = sql`${f.tokensOut ?? 0}::bigint`;
+  const { cost, tokensIn, tokensOut } = spentSql(f);
   const [r] = await rowsOf<FailedRow>(db, sql`
     with failed as (
       update tasks t set status = 'failed', lease_expires_at = null, last_error = ${f.message}, updated_at = now(),
@@ -149,12 +162,7 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow |
              ${f.model ?? null}, ${f.details ? JSON.stringify(f.details) : null}::jsonb
       from failed
     ),
-    dag_spend as (
-      update dags g set spent_usd = g.spent_usd + ${cost} from failed where g.id = failed.dag_id and ${cost} > 0
-    ),
-    agent_spend as (
-      update agents a set spent_usd = a.spent_usd + ${cost} from failed where a.id = failed.claimed_by and ${cost} > 0
-    )
+    ${spendChargeCtes('failed', cost)}
     select id, dag_id as "dagId", key, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
            claimed_by as "agentId", attempts_reset_fence as "attemptsResetFence", cost_usd::float8 as "costUsd"
     from failed`);
@@ -199,16 +207,11 @@ export async function taskDeadLetterRetry(db: Db, id: string, resetAttempts: boo
   return r.length > 0;
 }
 
-/** What an attempt that ends without an outcome (a release) had spent so far: recorded and charged all the same. */
-export interface SpentSoFar { costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null }
-
 /** Give a leased task back without consuming an attempt (graceful shutdown); the cost it reported is still charged. */
 export async function taskRelease(
   db: Db, id: string, fence: number, reason: string, spent: SpentSoFar = {},
 ): Promise<{ dagId: string; agentId: string | null } | null> {
-  const cost = sql`${spent.costUsd ?? 0}::numeric`;
-  const tokensIn = sql`${spent.tokensIn ?? 0}::bigint`;
-  const tokensOut = sql`${spent.tokensOut ?? 0}::bigint`;
+  const { cost, tokensIn, tokensOut } = spentSql(spent);
   const [r] = await rowsOf<{ dagId: string; agentId: string | null }>(db, sql`
     with released as (
       update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now(),
@@ -223,8 +226,7 @@ export async function taskRelease(
              (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${spent.model ?? null}
       from released
     ),
-    dag_spend as (update dags g set spent_usd = g.spent_usd + ${cost} from released where g.id = released.dag_id and ${cost} > 0),
-    agent_spend as (update agents a set spent_usd = a.spent_usd + ${cost} from released where a.id = released.claimed_by and ${cost} > 0)
+    ${spendChargeCtes('released', cost)}
     select dag_id as "dagId", claimed_by as "agentId", ${notifyIfReady(sql`released`)} as notified from released`);
   return r ?? null;
 }
