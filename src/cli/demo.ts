@@ -11,7 +11,7 @@ import { agentModuleLoad } from '../runtime/agent-load.js';
 import { AgentFleet } from '../runtime/fleet.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { usd } from './output.js';
-import { DagProgress, type DagSnapshot } from './progress.js';
+import { DagProgress, dagProgressFollow, type DagSnapshot } from './progress.js';
 import { paramCollect } from './submit.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -54,12 +54,7 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
     const [submitted] = await dagSubmit(d.db, [spec], { createdBy: 'demo', log: ctx.log });
     const dagId = submitted!.dagId;
     out(`submitted ${spec.name} as ${dagId} from ${path.relative(process.cwd(), spec.sourceFile ?? '') || spec.sourceFile}`);
-    const progress = new DagProgress(d.db, dagId, out);
-    for (;;) {
-      final = await progress.poll();
-      if (final.dag.status !== 'running') break;
-      await new Promise((r) => setTimeout(r, POLL_MS));
-    }
+    final = await dagProgressFollow(new DagProgress(d.db, dagId, out), POLL_MS);
   } finally {
     await fleet.stop(5_000);
     await Promise.all(services.map((s) => s.stop()));

@@ -39,6 +39,15 @@ export class DagProgress {
   }
 }
 
+/** Poll every `intervalMs` until the DAG is no longer running; returns the last snapshot. */
+export async function dagProgressFollow(progress: DagProgress, intervalMs: number): Promise<DagSnapshot> {
+  for (;;) {
+    const s = await progress.poll();
+    if (s.dag.status !== 'running') return s;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
 function clock(): string {
   return new Date().toISOString().slice(11, 19);
 }

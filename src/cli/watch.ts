@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { DagentError } from '../errors.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
-import { DagProgress } from './progress.js';
+import { DagProgress, dagProgressFollow } from './progress.js';
 
 const WATCH_INTERVAL_MS = 250;
 
@@ -15,18 +15,11 @@ export function watchCommand(program: Command, ctx: CommandContext): void {
     .option('--interval-ms <ms>', `how often to look (default ${WATCH_INTERVAL_MS})`, positiveInt('--interval-ms'), WATCH_INTERVAL_MS)
     .action(async (dagId: string, opts: { intervalMs: number }) => {
       await withDatabase(ctx, async (d) => {
-        const progress = new DagProgress(d.db, dagId, (s) => ctx.io.stdout(`${s}\n`));
-        for (;;) {
-          const s = await progress.poll();
-          if (s.dag.status === 'completed') {
-            ctx.io.stdout(`DAG ${dagId} completed\n`);
-            return;
-          }
-          if (s.dag.status !== 'running') {
-            throw new DagentError('DAG_NOT_COMPLETED', `DAG ${dagId} is ${s.dag.status}${s.dag.blockedReason ? `: ${s.dag.blockedReason}` : ''}`, { dagId, status: s.dag.status });
-          }
-          await new Promise((r) => setTimeout(r, opts.intervalMs));
+        const s = await dagProgressFollow(new DagProgress(d.db, dagId, (line) => ctx.io.stdout(`${line}\n`)), opts.intervalMs);
+        if (s.dag.status !== 'completed') {
+          throw new DagentError('DAG_NOT_COMPLETED', `DAG ${dagId} is ${s.dag.status}${s.dag.blockedReason ? `: ${s.dag.blockedReason}` : ''}`, { dagId, status: s.dag.status });
         }
+        ctx.io.stdout(`DAG ${dagId} completed\n`);
       });
     });
 }
