@@ -1,5 +1,5 @@
 import {
-  AuthFailureError, defineAgent, InvalidOutputError, NonRetryableError, RateLimitError, TaskError, type ClaimedTask,
+  AuthFailureError, defineAgent, InvalidOutputError, NonRetryableError, RateLimitError, TaskError, type ClaimedTask, type TaskContext,
 } from '../src/index.js';
 
 /**
@@ -100,50 +100,61 @@ export default defineAgent({
   capabilities: ['llm'],
   maxConcurrent: 4,
   async run(task, ctx) {
-    const env = process.env;
-    const model = task.models[0] ?? env.DAGENT_LLM_MODEL;
+    const model = task.models[0] ?? process.env.DAGENT_LLM_MODEL;
     if (!model) throw new NonRetryableError('no model: the task names none and DAGENT_LLM_MODEL is not set', { errorClass: 'config' });
-    const prices = llmPrices();
-    const baseUrl = (env.DAGENT_LLM_BASE_URL ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
-    const apiKey = env.DAGENT_LLM_API_KEY ?? env.OPENAI_API_KEY;
-    const messages = llmMessages(task);
-    // Recorded up front so a failed attempt still shows which model it tried.
-    ctx.reportCost({ model });
-
-    let res: Response;
-    let body: string;
-    try {
-      res = await fetch(`${baseUrl}/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
-        body: JSON.stringify({ model, messages }),
-        signal: ctx.signal,
-      });
-      body = await res.text();
-    } catch (err) {
-      if (ctx.signal.aborted) throw err; // the runtime stopped us (max_duration, lease lost, shutdown) and knows why
-      throw new TaskError('provider_unreachable', `could not reach ${baseUrl}: ${(err as Error).message}`, { cause: err });
-    }
-    if (!res.ok) throw llmHttpError(res.status, body, res.headers.get('retry-after'));
-
-    let completion: Completion;
-    try {
-      completion = JSON.parse(body) as Completion;
-    } catch (err) {
-      throw new InvalidOutputError(`response is not JSON: ${body.slice(0, 300)}`, { cause: err });
-    }
-    const usage = { input: completion.usage?.prompt_tokens ?? 0, output: completion.usage?.completion_tokens ?? 0 };
-    const usd = llmCostUsd(model, usage, prices);
-    if (usd === null && !warnedUnpriced.has(model)) {
-      warnedUnpriced.add(model);
-      ctx.log.warn({ model }, 'no price for this model: its cost is recorded as 0 (set DAGENT_LLM_PRICES)');
-    }
-    // Charged before the content check: tokens spent on an unusable answer still cost money.
-    ctx.reportCost({ usd: usd ?? 0, tokens: usage, model });
-
-    const text = completion.choices?.[0]?.message?.content;
-    // An empty answer (e.g. a reasoning model that ran out of tokens) is as unusable as a missing one.
-    if (typeof text !== 'string' || text === '') throw new InvalidOutputError(`response has no choices[0].message.content: ${body.slice(0, 300)}`);
+    const { text, usage } = await llmChat(model, llmMessages(task), ctx);
     return { type: 'text', model, text, usage };
   },
 });
+
+/**
+ * One chat completion against the configured endpoint. Reports the model and the
+ * cost to `ctx` (also for an answer that turns out unusable: its tokens were spent)
+ * and maps each kind of failure to an error class.
+ */
+export async function llmChat(
+  model: string, messages: ChatMessage[], ctx: Pick<TaskContext, 'signal' | 'log' | 'reportCost'>,
+): Promise<{ text: string; usage: { input: number; output: number } }> {
+  const env = process.env;
+  const prices = llmPrices();
+  const baseUrl = (env.DAGENT_LLM_BASE_URL ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
+  const apiKey = env.DAGENT_LLM_API_KEY ?? env.OPENAI_API_KEY;
+  // Recorded up front so a failed attempt still shows which model it tried.
+  ctx.reportCost({ model });
+
+  let res: Response;
+  let body: string;
+  try {
+    res = await fetch(`${baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+      body: JSON.stringify({ model, messages }),
+      signal: ctx.signal,
+    });
+    body = await res.text();
+  } catch (err) {
+    if (ctx.signal.aborted) throw err; // the runtime stopped us (max_duration, lease lost, shutdown) and knows why
+    throw new TaskError('provider_unreachable', `could not reach ${baseUrl}: ${(err as Error).message}`, { cause: err });
+  }
+  if (!res.ok) throw llmHttpError(res.status, body, res.headers.get('retry-after'));
+
+  let completion: Completion;
+  try {
+    completion = JSON.parse(body) as Completion;
+  } catch (err) {
+    throw new InvalidOutputError(`response is not JSON: ${body.slice(0, 300)}`, { cause: err });
+  }
+  const usage = { input: completion.usage?.prompt_tokens ?? 0, output: completion.usage?.completion_tokens ?? 0 };
+  const usd = llmCostUsd(model, usage, prices);
+  if (usd === null && !warnedUnpriced.has(model)) {
+    warnedUnpriced.add(model);
+    ctx.log.warn({ model }, 'no price for this model: its cost is recorded as 0 (set DAGENT_LLM_PRICES)');
+  }
+  // Charged before the content check: tokens spent on an unusable answer still cost money.
+  ctx.reportCost({ usd: usd ?? 0, tokens: usage, model });
+
+  const text = completion.choices?.[0]?.message?.content;
+  // An empty answer (e.g. a reasoning model that ran out of tokens) is as unusable as a missing one.
+  if (typeof text !== 'string' || text === '') throw new InvalidOutputError(`response has no choices[0].message.content: ${body.slice(0, 300)}`);
+  return { text, usage };
+}

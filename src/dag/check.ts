@@ -31,7 +31,6 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
       }
     }
     retryCheck({ ...file.defaults?.retry, ...task.retry }, ['tasks', key, 'retry'], problems);
-    validationCheck(task.output?.validation, ['tasks', key, 'output', 'validation'], problems);
   }
   if (file.schedule) {
     const bad = cronProblem(file.schedule.cron, file.schedule.timezone);
@@ -75,14 +74,4 @@ function retryCheck(retry: RetryFile | undefined, path: Path, problems: CheckPro
   if (retry.initial_delay !== undefined && retry.max_delay !== undefined && durationSeconds(retry.max_delay) < durationSeconds(retry.initial_delay)) {
     problems.push({ path: [...path, 'max_delay'], message: 'max_delay is shorter than initial_delay' });
   }
-}
-
-function validationCheck(v: unknown, path: Path, problems: CheckProblem[]) {
-  const steps = Array.isArray(v) ? v : v ? [v] : [];
-  steps.forEach((s: { kind: string; schema?: unknown; schema_file?: string }, i) => {
-    const p = Array.isArray(v) ? [...path, i] : path;
-    if (s.kind === 'json-schema' && (s.schema === undefined) === (s.schema_file === undefined)) {
-      problems.push({ path: p, message: 'a json-schema step needs exactly one of schema or schema_file' });
-    }
-  });
 }

@@ -7,6 +7,9 @@ import { z } from 'zod';
  */
 
 export const KEY_PATTERN = /^[a-z][a-z0-9_-]{0,63}$/;
+/** A capability: a key, optionally namespaced (`validate:test`). */
+export const CAPABILITY_PATTERN = /^[a-z][a-z0-9_-]{0,63}(:[a-z][a-z0-9_-]{0,63})?$/;
+export const capabilitySchema = z.string().regex(CAPABILITY_PATTERN, { error: 'must be a capability like llm or validate:test (lowercase, digits, _ and -, one optional namespace:)' });
 export const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 export const ERROR_CLASS_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
 export const BUILTIN_ERROR_CLASSES = [
@@ -31,7 +34,7 @@ export const constraintsSchema = z.strictObject({
   max_duration_sec: z.number().int().positive().max(7 * 24 * 3600).optional(),
   heartbeat_sec: z.number().int().positive().max(3600).optional()
     .describe('how often the agent heartbeats while running (default 20); the lease lasts three beats'),
-  capabilities: z.array(key).max(32).optional().describe('capabilities an agent must have to claim the task'),
+  capabilities: z.array(capabilitySchema).max(32).optional().describe('capabilities an agent must have to claim the task'),
 });
 
 export const retrySchema = z.strictObject({
@@ -47,22 +50,27 @@ export const retrySchema = z.strictObject({
 const jsonSchemaStep = z.strictObject({
   kind: z.literal('json-schema'),
   schema: z.record(z.string(), z.unknown()).optional(),
-  schema_file: z.string().max(500).optional(),
-});
-const regexStep = z.strictObject({ kind: z.literal('regex'), pattern: z.string().max(2000), field: z.string().max(200).optional() });
+  schema_file: z.string().max(500).optional().describe('JSON or YAML file holding the schema, relative to the DAG file'),
+}).describe('JSON Schema (2020-12 by default; 2019-09 or draft-07 by $schema), inline or from a file');
+const regexStep = z.strictObject({
+  kind: z.literal('regex'),
+  pattern: z.string().max(2000).describe('JavaScript regular expression the text must match somewhere (anchor it with ^…$ for a whole match)'),
+  flags: z.string().regex(/^[imsu]{0,4}$/, { error: 'flags may use i, m, s and u' }).optional(),
+  field: z.string().max(200).optional().describe('dot path to a field of a JSON output (summary, items.0.title); default the whole output, which must then be text'),
+}).describe('check text, or one field of a JSON output, against a regular expression');
 const testStep = z.strictObject({
   kind: z.literal('test'),
   command: z.string().max(4000),
-  cwd: z.string().max(500).optional(),
-  timeout: duration.optional(),
+  cwd: z.string().max(500).optional().describe('working directory, relative to the DAG file; default the DAG file\'s directory'),
+  timeout: duration.optional().describe('kill the command after this long (default 5m): a negative verdict of class timeout'),
   env: z.record(z.string(), z.string()).optional(),
-});
+}).describe('run a command with the output in the file named by $DAGENT_OUTPUT_FILE; exit 0 passes');
 const judgeStep = z.strictObject({
   kind: z.literal('llm-judge'),
   rubric: z.string().max(MAX_TEXT),
-  threshold: z.number().min(0).max(1),
-  model: z.string().max(200).optional(),
-});
+  threshold: z.number().min(0).max(1).describe('lowest passing score, 0–1'),
+  model: z.string().max(200).optional().describe('default: the judge agent\'s DAGENT_JUDGE_MODEL'),
+}).describe('an LLM scores the output against a rubric; passes at or above the threshold');
 const noneStep = z.strictObject({ kind: z.literal('none') });
 export const validationStepSchema = z.discriminatedUnion('kind', [jsonSchemaStep, regexStep, testStep, judgeStep, noneStep]);
 
@@ -168,6 +176,6 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'schedule': return Object.keys(scheduleSchema.shape);
     case 'validation': return undefined;
   }
-  if (parent === 'validation' || typeof last === 'number') return ['kind', 'schema', 'schema_file', 'pattern', 'field', 'command', 'cwd', 'timeout', 'env', 'rubric', 'threshold', 'model'];
+  if (parent === 'validation' || typeof last === 'number') return ['kind', 'schema', 'schema_file', 'pattern', 'flags', 'field', 'command', 'cwd', 'timeout', 'env', 'rubric', 'threshold', 'model'];
   return undefined;
 }

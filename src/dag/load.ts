@@ -10,6 +10,8 @@ import { dagFileCheck } from './check.js';
 import { dagFileNormalize } from './normalize.js';
 import { closestMatch, didYouMean } from './suggest.js';
 import type { DagSpec } from './spec.js';
+import { validationResolve } from '../validation/resolve.js';
+import type { ValidationStep } from '../validation/steps.js';
 
 export const MAX_FILE_BYTES = 1024 * 1024;
 
@@ -18,6 +20,8 @@ export interface LoadOptions {
   params?: Record<string, string>;
   /** Accept --param names this file does not declare (several files submitted together). */
   ignoreUndeclaredParams?: boolean;
+  /** Where relative paths in the file (schema_file, a test step's cwd) start. Default: the file's directory, else the working directory. */
+  baseDir?: string;
 }
 
 /** Read, check and normalize one DAG file. Throws DagValidationError listing every problem with file:line:col. */
@@ -32,7 +36,7 @@ export function dagFileLoad(file: string, opts: LoadOptions = {}): DagSpec {
   if (size > MAX_FILE_BYTES) {
     throw new DagValidationError([{ file: display, line: 1, column: 1, path: '', message: `file is ${size} bytes; the limit is ${MAX_FILE_BYTES}` }]);
   }
-  return dagSourceLoad(readFileSync(file, 'utf8'), display, opts);
+  return dagSourceLoad(readFileSync(file, 'utf8'), display, { baseDir: path.dirname(path.resolve(file)), ...opts });
 }
 
 /** Same as dagFileLoad, from a string; `file` is the name used in messages. */
@@ -76,7 +80,15 @@ export function dagSourceLoad(source: string, file: string, opts: LoadOptions = 
   if (!parsed.success) throw new DagValidationError(zodProblems(parsed.error, [], substituted, at));
   const semantic = dagFileCheck(parsed.data as DagFile);
   if (semantic.length) throw new DagValidationError(semantic.map((p) => at(p.path, p.message, p.atKey)));
-  return dagFileNormalize(parsed.data as DagFile, values, file);
+  const validation: Record<string, ValidationStep[]> = {};
+  const stepProblems: SpecProblem[] = [];
+  for (const [key, task] of Object.entries(parsed.data.tasks)) {
+    const r = validationResolve(task.output?.validation, ['tasks', key, 'output', 'validation'], opts.baseDir ?? process.cwd());
+    validation[key] = r.steps;
+    stepProblems.push(...r.problems.map((p) => at(p.path, p.message)));
+  }
+  if (stepProblems.length) throw new DagValidationError(stepProblems);
+  return dagFileNormalize(parsed.data as DagFile, values, file, validation);
 }
 
 type At = (p: Path, message: string, atKey?: boolean) => SpecProblem;

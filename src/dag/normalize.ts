@@ -2,9 +2,12 @@ import type { DagFile, RetryFile, ScheduleFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from './durations.js';
 import { SCHEDULE_DEFAULTS, TASK_DEFAULTS, type DagSpec, type RetryPolicy, type ScheduleSpec, type TaskSpec } from './spec.js';
 import type { ParamValue } from './params.js';
+import type { ValidationStep } from '../validation/steps.js';
 
 /** A checked DagFile (after params substitution) as the engine's DagSpec, defaults applied. */
-export function dagFileNormalize(file: DagFile, params: Record<string, ParamValue>, sourceFile?: string): DagSpec {
+export function dagFileNormalize(
+  file: DagFile, params: Record<string, ParamValue>, sourceFile?: string, validation: Record<string, ValidationStep[]> = {},
+): DagSpec {
   const d = file.defaults ?? {};
   const tasks: TaskSpec[] = Object.entries(file.tasks).map(([key, t]) => {
     const constraints = { ...d.constraints, ...t.spec?.constraints };
@@ -31,7 +34,7 @@ export function dagFileNormalize(file: DagFile, params: Record<string, ParamValu
       idempotencyKey: t.idempotency_key,
       maxAttempts: t.max_attempts ?? d.max_attempts ?? TASK_DEFAULTS.maxAttempts,
       retry: retryNormalize({ ...d.retry, ...t.retry }),
-      output: t.output as Record<string, unknown> | undefined,
+      output: outputNormalize(t.output, validation[key] ?? []),
       tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
     };
   });
@@ -72,4 +75,10 @@ function scheduleNormalize(s: ScheduleFile, dagName: string): ScheduleSpec {
     enabled: s.enabled ?? SCHEDULE_DEFAULTS.enabled,
     params: s.params ?? {},
   };
+}
+
+/** The stored output spec: the declared type, and the resolved steps (absent when there are none to run). */
+export function outputNormalize(output: DagFile['tasks'][string]['output'], steps: ValidationStep[]): TaskSpec['output'] {
+  if (!output) return undefined;
+  return { ...(output.type ? { type: output.type } : {}), ...(steps.length ? { validation: steps } : {}) };
 }

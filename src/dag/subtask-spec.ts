@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
-import { constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
+import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
 import { dagFileNormalize } from './normalize.js';
 import type { TaskSpec } from './spec.js';
+import { validationResolve } from '../validation/resolve.js';
+import type { ValidationStep } from '../validation/steps.js';
 
 /**
  * A subtask an agent spawns at runtime (`ctx.spawn`). The same vocabulary as a
@@ -14,7 +16,7 @@ export const subtaskSpecSchema = z.strictObject({
     .describe('unique among the parent\'s subtasks; stored as <parent key>/<key>'),
   type: z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }),
   title: z.string().max(200).optional(),
-  requires: z.array(z.string().regex(KEY_PATTERN)).max(32).optional(),
+  requires: z.array(capabilitySchema).max(32).optional(),
   spec: z.strictObject({
     prompt: z.string().max(100_000).optional(),
     context: z.array(contextRefSchema).max(64).optional(),
@@ -56,5 +58,16 @@ export function subtaskSpecsParse(specs: unknown, defaults: { priority: number }
     const { key, requires: _requires, ...rest } = s;
     return [key, { ...rest, spec: { ...s.spec, constraints } }];
   }));
-  return dagFileNormalize({ name: 'subtasks', tasks, defaults: { priority: defaults.priority } }, {}).tasks;
+  // Validation steps are resolved like a DAG file's, relative paths from the agent's working directory.
+  const validation: Record<string, ValidationStep[]> = {};
+  for (const s of parsed.data) {
+    const r = validationResolve(s.output?.validation, [], process.cwd());
+    const problem = r.problems[0];
+    if (problem) {
+      const where = ['output', 'validation', ...problem.path].map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('');
+      throw new InvalidInputError(`subtasks[${parsed.data.indexOf(s)}]${where}: ${problem.message}`);
+    }
+    validation[s.key] = r.steps;
+  }
+  return dagFileNormalize({ name: 'subtasks', tasks, defaults: { priority: defaults.priority } }, {}, undefined, validation).tasks;
 }

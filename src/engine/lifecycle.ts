@@ -13,6 +13,9 @@ import type { RetryPolicy } from '../dag/spec.js';
 import { newDeadLetterId } from '../ids.js';
 import { guardExplain } from './guard.js';
 import { retryDecide } from './retry-policy.js';
+import { taskOutputSettle, type OutputOutcome } from './validation.js';
+import { taskIdsNeedingValidation } from '../db/queries/tasks-validate.js';
+import { IllegalTransitionError, LeaseLostError } from '../errors.js';
 
 export interface TaskRef { taskId: string; fence: number }
 
@@ -37,21 +40,42 @@ export interface Completion extends TaskRef {
   model?: string | null;
 }
 
-/** Complete one task; throws LeaseLostError / IllegalTransitionError if it was refused. */
-export async function taskComplete(db: Db, c: Completion): Promise<CompletionResult> {
-  const r = await taskCompleteManyQuery(db, [completionInput(c)]);
+/**
+ * Complete one task; throws LeaseLostError / IllegalTransitionError if it was refused.
+ * A task that declares output validation (or is a validation task) is settled by
+ * taskOutputSettle instead: `settled` says whether it completed, waits in VALIDATING or was rejected.
+ */
+export async function taskComplete(db: Db, c: Completion): Promise<CompletionResult & { settled?: OutputOutcome }> {
+  const { settled: settledById, refused: _refused, ...r } = await taskCompleteMany(db, [c]);
+  const settled = settledById.get(c.taskId);
+  if (settled) return { ...r, settled };
   if (r.completed.length === 0) await guardExplain(db, c.taskId, c.fence, 'complete');
   return r;
 }
 
 /**
  * Complete a batch in one statement. Refused items (stale token, wrong state) are
- * reported in `refused`, not thrown, so one zombie does not fail a batch.
+ * reported in `refused`, not thrown, so one zombie does not fail a batch. Items the
+ * statement refused because their output must be validated are settled one by one
+ * (`settled`).
  */
-export async function taskCompleteMany(db: Db, items: Completion[]): Promise<CompletionResult & { refused: string[] }> {
+export async function taskCompleteMany(
+  db: Db, items: Completion[],
+): Promise<CompletionResult & { refused: string[]; settled: Map<string, OutputOutcome> }> {
   const r = await taskCompleteManyQuery(db, items.map(completionInput));
   const done = new Set(r.completed);
-  return { ...r, refused: items.filter((i) => !done.has(i.taskId)).map((i) => i.taskId) };
+  const settled = new Map<string, OutputOutcome>();
+  const notDone = items.filter((i) => !done.has(i.taskId));
+  const checked = await taskIdsNeedingValidation(db, notDone.map((i) => i.taskId));
+  for (const item of notDone.filter((i) => checked.has(i.taskId))) {
+    try {
+      settled.set(item.taskId, await taskOutputSettle(db, item));
+    } catch (e) {
+      // Refused like any stale completion: the caller sees it in `refused`.
+      if (!(e instanceof LeaseLostError || e instanceof IllegalTransitionError)) throw e;
+    }
+  }
+  return { ...r, refused: notDone.filter((i) => !settled.has(i.taskId)).map((i) => i.taskId), settled };
 }
 
 function completionInput(c: Completion): CompletionInput {

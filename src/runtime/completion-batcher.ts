@@ -1,5 +1,6 @@
 import { isConnectionLost, type Db } from '../db/connection.js';
 import { taskCompleteMany, type Completion } from '../engine/lifecycle.js';
+import type { OutputOutcome } from '../engine/validation.js';
 
 export interface CompletionBatcherOptions {
   db: Db;
@@ -11,7 +12,12 @@ export interface CompletionBatcherOptions {
   onUnblocked?: (n: number) => void;
 }
 
-export interface CompletionOutcome { completed: boolean }
+export interface CompletionOutcome {
+  /** False: refused (a stale fencing token or a task no longer held). */
+  completed: boolean;
+  /** For a task with output validation, or a validation task: what settling its output decided. */
+  settled?: OutputOutcome;
+}
 
 /**
  * Collects completions and writes them in one statement per batch. A batch is
@@ -57,7 +63,7 @@ export class CompletionBatcher {
   private async write(batch: Array<{ c: Completion; resolve: (o: CompletionOutcome) => void }>): Promise<void> {
     const r = await taskCompleteMany(this.o.db, batch.map((b) => b.c));
     const refused = new Set(r.refused);
-    for (const b of batch) b.resolve({ completed: !refused.has(b.c.taskId) });
+    for (const b of batch) b.resolve({ completed: !refused.has(b.c.taskId), settled: r.settled.get(b.c.taskId) });
     if (r.unblocked > 0) this.o.onUnblocked?.(r.unblocked);
   }
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { KEY_PATTERN } from '../dag/file-schema.js';
+import { capabilitySchema, KEY_PATTERN } from '../dag/file-schema.js';
 import type { SubtaskSpec } from '../dag/subtask-spec.js';
 import type { ClaimedTask } from '../engine/claim.js';
 import type { SpawnedChild } from '../engine/spawn.js';
@@ -46,7 +46,7 @@ export interface AgentDefinition {
 
 const definitionSchema = z.object({
   name: z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }),
-  capabilities: z.array(z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$' })).max(64),
+  capabilities: z.array(capabilitySchema).max(64),
   models: z.array(z.string().min(1).max(200)).max(32).optional(),
   budgetUsd: z.number().nonnegative().optional(),
   maxConcurrent: z.number().int().min(1).max(1000).optional(),

@@ -117,8 +117,12 @@ export class TaskRun {
       if (outcome.kind === 'output') {
         const output = (storable as { value: unknown }).value;
         const r = await deliver('complete', () => batcher.complete({ ...this.ref, output, ...spent }), this.log);
-        if (r.completed) this.log.info({ costUsd: this.cost.usd }, 'task completed');
-        else this.log.warn('completion refused: the lease was lost (the task was reaped and may run again elsewhere)');
+        if (!r.completed) return this.log.warn('completion refused: the lease was lost (the task was reaped and may run again elsewhere)');
+        const s = r.settled;
+        if (!s || s.status === 'completed') this.log.info({ costUsd: this.cost.usd }, 'task completed');
+        else if (s.status === 'validating') this.log.info({ step: s.step, validationTaskId: s.validationTaskId }, 'output submitted; validating');
+        else if (s.status === 'rejected') this.log.warn({ verdict: s.verdict, next: s.failure.status }, 'output rejected by validation');
+        else this.log.warn({ error: s.error, next: s.failure.status }, 'verdict rejected: not a valid verdict');
         return;
       }
       if (outcome.kind === 'aborted' && outcome.reason === 'lease_lost') return this.log.warn('lease lost; abandoning the task');

@@ -12,6 +12,8 @@ export interface CompletionInput {
   tokensIn?: number;
   tokensOut?: number;
   model?: string | null;
+  /** Recorded on the attempt (checked completions: the validation verdicts). */
+  details?: Record<string, unknown>;
 }
 
 export interface CompletionResult {
@@ -29,22 +31,33 @@ export interface CompletionResult {
  * and complete it at zero, and NOTIFY once if anything became READY. Each row is
  * guarded by its fencing token and state, so a zombie's completion changes nothing.
  */
-export async function taskCompleteMany(db: Db, items: CompletionInput[]): Promise<CompletionResult> {
+export async function taskCompleteMany(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult> {
   if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [] };
-  const [r] = await rowsOf<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, taskCompleteManySql(items));
+  const [r] = await rowsOf<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, taskCompleteManySql(items, opts));
   return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [] };
 }
 
+export interface CompletionMode {
+  /**
+   * False (the default): refuse tasks that declare output validation or are
+   * validation tasks, so no caller can complete those without their check.
+   * True: the validation engine, which has checked them; also completes VALIDATING
+   * tasks, whose attempt row already exists and is finished here.
+   */
+  checked?: boolean;
+}
+
 /** The completion statement itself, exposed so it can be EXPLAINed as it runs. */
-export function taskCompleteManySql(items: CompletionInput[]): SQL {
+export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMode = {}): SQL {
   const input = JSON.stringify(items.map((i) => ({
     id: i.id, fence: i.fence, output: i.output ?? null,
-    cost_usd: i.costUsd ?? 0, tokens_in: i.tokensIn ?? 0, tokens_out: i.tokensOut ?? 0, model: i.model ?? null,
+    cost_usd: i.costUsd ?? 0, tokens_in: i.tokensIn ?? 0, tokens_out: i.tokensOut ?? 0, model: i.model ?? null, details: i.details ?? null,
   })));
+  const states = opts.checked ? fromStates('complete') : fromStates('complete').filter((s) => s !== 'validating');
   return sql`
     with input as (
       select * from jsonb_to_recordset(${input}::jsonb)
-        as x(id text, fence int, output jsonb, cost_usd numeric, tokens_in bigint, tokens_out bigint, model text)
+        as x(id text, fence int, output jsonb, cost_usd numeric, tokens_in bigint, tokens_out bigint, model text, details jsonb)
     ),
     done as (
       update tasks t set
@@ -52,14 +65,21 @@ export function taskCompleteManySql(items: CompletionInput[]): SQL {
         lease_expires_at = null, last_error = null,
         cost_usd = t.cost_usd + i.cost_usd, tokens_in = t.tokens_in + i.tokens_in, tokens_out = t.tokens_out + i.tokens_out
       from input i
-      where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(fromStates('complete'))})
-      returning t.id, t.dag_id, t.fence, t.attempts, t.claimed_by, t.claimed_at, i.cost_usd, i.tokens_in, i.tokens_out, i.model
+      where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(states)})
+        ${opts.checked ? sql`` : sql`and t.validates_id is null and t.output_spec -> 'validation' is null`}
+      returning t.id, t.dag_id, t.fence, t.attempts, t.claimed_by, t.claimed_at, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
     ),
     recorded as (
-      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model)
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts, fence, claimed_by, 'completed', claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, cost_usd, tokens_in, tokens_out, model
+             (extract(epoch from now() - claimed_at) * 1000)::int, cost_usd, tokens_in, tokens_out, model, details
       from done
+      ${opts.checked ? sql`
+      -- A VALIDATING task's attempt was recorded when its output was submitted: the verdict finishes it.
+      on conflict (task_id, fence) do update set outcome = 'completed', ended_at = excluded.ended_at,
+        cost_usd = attempts.cost_usd + excluded.cost_usd, tokens_in = attempts.tokens_in + excluded.tokens_in,
+        tokens_out = attempts.tokens_out + excluded.tokens_out, model = coalesce(excluded.model, attempts.model),
+        details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)` : sql``}
     ),
     ${edgeUnblockDependentsCtes(sql`done`)},
     per_dag as (select dag_id, count(*)::int as n, sum(cost_usd) as cost from done group by dag_id),

@@ -161,6 +161,11 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow |
              (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut},
              ${f.model ?? null}, ${f.details ? JSON.stringify(f.details) : null}::jsonb
       from failed
+      -- A VALIDATING task's attempt was recorded when its output was submitted: the negative verdict finishes it.
+      on conflict (task_id, fence) do update set outcome = 'failed', error_class = excluded.error_class, error_message = excluded.error_message,
+        ended_at = excluded.ended_at, cost_usd = attempts.cost_usd + excluded.cost_usd, tokens_in = attempts.tokens_in + excluded.tokens_in,
+        tokens_out = attempts.tokens_out + excluded.tokens_out, model = coalesce(excluded.model, attempts.model),
+        details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)
     ),
     ${spendChargeCtes('failed', cost)}
     select id, dag_id as "dagId", key, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
@@ -282,8 +287,14 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
       union
       select e.downstream_id from edges e join downstream d on e.upstream_id = d.id
     ),
+    -- A cancelled task's validation tasks judge an output nobody will use any more.
+    targets as (
+      select id from downstream
+      union
+      select v.id from tasks v join downstream d on v.validates_id = d.id
+    ),
     previous as (
-      select t.id, t.status from tasks t join downstream d on d.id = t.id
+      select t.id, t.status from tasks t join targets d on d.id = t.id
       where t.status = any(${textArray(fromStates('cancel'))})
       for update of t
     ),
@@ -297,6 +308,8 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
       select id, dag_id, attempts, fence, claimed_by, 'cancelled', 'cancelled', 'cancelled while held by an agent', claimed_at, now(),
              (extract(epoch from now() - claimed_at) * 1000)::int
       from cancelled where previous = any(${textArray(LEASED_STATES)})
+      on conflict (task_id, fence) do update set outcome = 'cancelled', error_class = 'cancelled',
+        error_message = 'cancelled while its output was being validated', ended_at = excluded.ended_at
     )
     select id, dag_id as "dagId", key, previous from cancelled`);
 }

@@ -19,6 +19,11 @@ export const tasks = pgTable(
     parentId: text('parent_id'),
     /** Set once the task spawns a subtask, so the claim looks up child outputs only for such tasks. */
     hasChildren: boolean('has_children').notNull().default(false),
+    /** Validation tasks only: the task whose output this one judges, and the fence of the attempt that produced it. */
+    validatesId: text('validates_id'),
+    validatesFence: integer('validates_fence'),
+    /** While VALIDATING: the index of the output.validation step its validation task is running. */
+    validationStep: integer('validation_step'),
     type: text('type').notNull(),
     title: text('title'),
     status: text('status').notNull(),
@@ -75,5 +80,6 @@ export const tasks = pgTable(
     // No plain index on status: it lured the planner away from tasks_ready_claim_idx (a bitmap scan plus
     // sort over every READY row, 27 ms per claim at 14k READY) and costs every status change. (dag_id, key) serves DAG lookups.
     index('tasks_parent_idx').on(t.parentId).where(sql`${t.parentId} is not null`),
+    index('tasks_validates_idx').on(t.validatesId).where(sql`${t.validatesId} is not null`),
   ],
 );

@@ -1,0 +1,50 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { defineAgent, TaskError, type ValidationStep, type Verdict } from '../src/index.js';
+import { commandRun, tail } from './lib/command.js';
+
+type TestStep = Extract<ValidationStep, { kind: 'test' }>;
+interface TestInput { step: TestStep; output: unknown; subject: { id: string; key: string; attempt: number } }
+
+/**
+ * Runs `test` validation steps: the output under validation is written to a file
+ * named by $DAGENT_OUTPUT_FILE (text as is, anything else as JSON), the step's
+ * command runs in its cwd, and the exit code is the verdict. A command that cannot
+ * be started at all is a crashed validation (retried), not a verdict on the output.
+ * It runs whatever a DAG tells it to: give `validate:test` only to agents that take work from trusted DAGs.
+ */
+export default defineAgent({
+  name: 'validate-test',
+  capabilities: ['validate:test'],
+  maxConcurrent: 4,
+  async run(task, ctx): Promise<Verdict> {
+    const { step, output, subject } = task.spec.input as unknown as TestInput;
+    if (step?.kind !== 'test') throw new TaskError('bad_input', 'spec.input.step must be a test step', { retryable: false });
+    const dir = await mkdtemp(path.join(tmpdir(), 'dagent-test-'));
+    try {
+      const file = path.join(dir, typeof output === 'string' ? 'output.txt' : 'output.json');
+      await writeFile(file, typeof output === 'string' ? output : JSON.stringify(output, null, 2));
+      const env = {
+        ...step.env, DAGENT_OUTPUT_FILE: file, DAGENT_TASK_ID: subject.id, DAGENT_TASK_KEY: subject.key, DAGENT_TASK_ATTEMPT: String(subject.attempt),
+      };
+      const started = Date.now();
+      const r = await commandRun({ command: step.command, env, timeoutSec: step.timeoutSec }, step.cwd ?? process.cwd(), ctx.signal);
+      const stdout = tail(r.stdout);
+      const stderr = tail(r.stderr);
+      const reasons = r.timedOut ? [`timed out after ${step.timeoutSec}s: ${step.command}`]
+        : r.exitCode === 0 ? [] : [`exit ${r.exitCode ?? r.signal}: ${step.command}`, ...(stderr || stdout ? [tail(stderr || stdout, 5)] : [])];
+      return {
+        pass: !r.timedOut && r.exitCode === 0,
+        reasons,
+        ...(r.timedOut ? { error_class: 'timeout' as const } : {}),
+        exit_code: r.exitCode,
+        stdout_tail: stdout,
+        stderr_tail: stderr,
+        duration_ms: Date.now() - started,
+      };
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+});

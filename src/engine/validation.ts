@@ -1,0 +1,163 @@
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../db/connection.js';
+import { dagTasksAdded } from '../db/queries/dags.js';
+import { eventInsertMany } from '../db/queries/events.js';
+import { taskCompleteMany as taskCompleteManyQuery } from '../db/queries/tasks-complete.js';
+import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks.js';
+import {
+  attemptVerdictsAppend, taskLockForOutput, taskLockValidating, taskOutputSubmit, taskValidationStepSet, type OutputTaskRow,
+} from '../db/queries/tasks-validate.js';
+import type { RetryPolicy, TaskBody, TaskSpec } from '../dag/spec.js';
+import { newTaskId } from '../ids.js';
+import { inlineStepRun } from '../validation/inline.js';
+import { stepCapability, stepIsInline, validationStepsOf, type DelegatedStep } from '../validation/steps.js';
+import { verdictParse, verdictSummary, type StepVerdict } from '../validation/verdict.js';
+import { guardExplain } from './guard.js';
+import { taskFail, type Completion, type FailureOutcome } from './lifecycle.js';
+import { taskRow } from './submit.js';
+
+/**
+ * Validation tasks retry soon: what failed is the validator (a crash, an answer
+ * that is not a verdict), not the output, and the validated task waits meanwhile.
+ */
+export const VALIDATION_TASK_DEFAULTS = {
+  maxAttempts: 5,
+  retry: { strategy: 'exponential', initialDelaySec: 1, multiplier: 3, maxDelaySec: 120, jitter: 0.1, noRetryOn: [] } satisfies RetryPolicy,
+  /** Time a test step's validation task may run beyond the step's own timeout before the reaper takes it back. */
+  testSlackSec: 60,
+} as const;
+
+/** What became of a submitted output. */
+export type OutputOutcome =
+  | { status: 'completed'; unblocked: number; dagsCompleted: string[] }
+  /** A delegated step is running as a validation task; the task is VALIDATING until its verdict. */
+  | { status: 'validating'; step: number; validationTaskId: string }
+  /** A step rejected the output: the task failed (class invalid_output or timeout) and the retry policy decided. */
+  | { status: 'rejected'; verdict: StepVerdict; failure: FailureOutcome }
+  /** A validation task returned something that is not a verdict: the validation task failed, the validated task waits. */
+  | { status: 'verdict_invalid'; error: string; failure: FailureOutcome };
+
+type Spent = Pick<Completion, 'costUsd' | 'tokensIn' | 'tokensOut' | 'model'>;
+
+/**
+ * Settle an output whose task declares validation, or a validation task's verdict,
+ * in one transaction. Inline steps (json-schema, regex) are checked here; the
+ * first delegated step (test, llm-judge) becomes a validation task and the task
+ * waits in VALIDATING. A verdict settles the task it judges: on to the next step,
+ * COMPLETED after the last, or an invalid_output failure that uses an attempt.
+ */
+export async function taskOutputSettle(db: Db, c: Completion, opts: { log?: Logger } = {}): Promise<OutputOutcome> {
+  const outcome = await withTx(db, async (tx) => {
+    const t = await taskLockForOutput(tx, c.taskId, c.fence);
+    if (!t) return null;
+    if (t.validatesId) return verdictSettle(tx, t, c);
+    return stepsAdvance(tx, t, c.output, 0, [], c);
+  });
+  if (!outcome) return guardExplain(db, c.taskId, c.fence, 'complete');
+  opts.log?.info({ taskId: c.taskId, status: outcome.status }, 'output settled');
+  return outcome;
+}
+
+/**
+ * Run the steps from `from` on: inline ones now, until one fails or a delegated one
+ * must run elsewhere. `fresh` is the submitting agent's completion (the attempt is
+ * still leased); without it the task is VALIDATING and a verdict brought us here.
+ */
+async function stepsAdvance(
+  tx: Db, t: OutputTaskRow, output: unknown, from: number, verdicts: StepVerdict[], fresh?: Completion,
+): Promise<OutputOutcome> {
+  const steps = validationStepsOf(t.outputSpec);
+  const spent: Spent = fresh ? { costUsd: fresh.costUsd, tokensIn: fresh.tokensIn, tokensOut: fresh.tokensOut, model: fresh.model } : {};
+  for (let i = from; i < steps.length; i++) {
+    const step = steps[i]!;
+    if (stepIsInline(step)) {
+      const verdict: StepVerdict = { ...inlineStepRun(step, output), step: i, kind: step.kind };
+      verdicts.push(verdict);
+      if (!verdict.pass) return validatedReject(tx, t, verdict, verdicts, fresh ? spent : undefined);
+      continue;
+    }
+    if (fresh) await taskOutputSubmit(tx, { id: t.id, fence: t.fence, output, step: i, spent });
+    else await taskValidationStepSet(tx, t.id, t.fence, i);
+    await attemptVerdictsAppend(tx, t.id, t.fence, verdicts);
+    const validationTaskId = await validationTaskCreate(tx, t, step, i, output);
+    await eventInsertMany(tx, [{ type: 'task.validating', dagId: t.dagId, taskId: t.id, agentId: t.claimedBy, data: { step: i, kind: step.kind, validationTaskId } }]);
+    return { status: 'validating', step: i, validationTaskId };
+  }
+  if (!fresh) await attemptVerdictsAppend(tx, t.id, t.fence, verdicts);
+  const r = await taskCompleteManyQuery(tx, [{
+    id: t.id, fence: t.fence, output, ...spent, ...(fresh && verdicts.length ? { details: { verdicts } } : {}),
+  }], { checked: true });
+  return { status: 'completed', unblocked: r.unblocked, dagsCompleted: r.dagsCompleted };
+}
+
+/** A negative verdict fails the validated attempt: it counts toward retries and poison pills like any failure. */
+async function validatedReject(tx: Db, t: OutputTaskRow, verdict: StepVerdict, verdicts: StepVerdict[], fresh?: Spent): Promise<OutputOutcome> {
+  if (!fresh) await attemptVerdictsAppend(tx, t.id, t.fence, verdicts);
+  const failure = await taskFail(tx, {
+    taskId: t.id, fence: t.fence, errorClass: verdict.error_class ?? 'invalid_output', message: verdictSummary(verdict),
+    details: { ...(fresh ? { verdicts } : {}), failed_step: verdict.step }, ...fresh,
+  });
+  return { status: 'rejected', verdict, failure };
+}
+
+/** A validation task finished: check its verdict, complete it, and settle the task it judged. */
+async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<OutputOutcome> {
+  const spent: Spent = { costUsd: c.costUsd, tokensIn: c.tokensIn, tokensOut: c.tokensOut, model: c.model };
+  const parsed = verdictParse(c.output);
+  if ('error' in parsed) {
+    // The validator crashed in all but name: retry it; the validated task keeps its attempts.
+    const error = `not a verdict: ${parsed.error}`;
+    const failure = await taskFail(tx, { taskId: vt.id, fence: vt.fence, errorClass: 'invalid_output', message: error, ...spent });
+    return { status: 'verdict_invalid', error, failure };
+  }
+  const target = vt.validatesId && vt.validatesFence !== null ? await taskLockValidating(tx, vt.validatesId, vt.validatesFence) : null;
+  const stepIndex = vt.validationStep ?? 0;
+  const step = target ? validationStepsOf(target.outputSpec)[stepIndex] : undefined;
+  const verdict: StepVerdict = { ...parsed.verdict, step: stepIndex, kind: step?.kind ?? vt.type, validation_task_id: vt.id };
+  if (step?.kind === 'llm-judge' && verdict.score !== undefined) {
+    // The threshold is the DAG's, so the engine applies it, whatever the judge said about passing.
+    verdict.pass = verdict.score >= step.threshold;
+    verdict.reasons = [`score ${verdict.score} ${verdict.pass ? '≥' : '<'} threshold ${step.threshold}`, ...verdict.reasons];
+  }
+  const done = await taskCompleteManyQuery(tx, [{ id: vt.id, fence: vt.fence, output: verdict, ...spent }], { checked: true });
+  // The judged task moved on without this verdict (cancelled, or a human settled it): nothing left to decide.
+  if (!target || target.validationStep !== stepIndex) return { status: 'completed', unblocked: done.unblocked, dagsCompleted: done.dagsCompleted };
+  await eventInsertMany(tx, [{
+    type: 'task.verdict', dagId: target.dagId, taskId: target.id,
+    data: { step: stepIndex, kind: verdict.kind, pass: verdict.pass, score: verdict.score ?? null, validationTaskId: vt.id },
+  }]);
+  if (!verdict.pass) return validatedReject(tx, target, verdict, [verdict]);
+  return stepsAdvance(tx, target, target.output, stepIndex + 1, [verdict]);
+}
+
+/** The task that runs a delegated step: claimable by agents with validate:test / validate:judge, in the same DAG. */
+async function validationTaskCreate(tx: Db, t: OutputTaskRow, step: DelegatedStep, index: number, output: unknown): Promise<string> {
+  const type = stepCapability(step);
+  const subject = t.spec as unknown as TaskBody;
+  const body: TaskBody = {
+    prompt: step.kind === 'llm-judge' ? step.rubric : undefined,
+    context: [],
+    models: step.kind === 'llm-judge' && step.model ? [step.model] : [],
+    fallbackModels: [],
+    input: { step, output, subject: { id: t.id, key: t.key, type: t.type, title: t.title, prompt: subject.prompt ?? null, attempt: t.attempt } },
+  };
+  const spec: TaskSpec = {
+    key: `${t.key}/validate-${index + 1}@${t.fence}`,
+    type,
+    title: `${step.kind} step ${index + 1} of ${t.key}`,
+    body,
+    requiredCapabilities: [type],
+    maxDurationSec: step.kind === 'test' ? Math.ceil(step.timeoutSec) + VALIDATION_TASK_DEFAULTS.testSlackSec : undefined,
+    priority: t.priority,
+    boostPerMinute: 0,
+    dependsOn: [],
+    maxAttempts: VALIDATION_TASK_DEFAULTS.maxAttempts,
+    retry: VALIDATION_TASK_DEFAULTS.retry,
+    tags: ['validation'],
+  };
+  const id = newTaskId();
+  await taskInsertMany(tx, [{ ...taskRow(spec, t.dagId, id), validatesId: t.id, validatesFence: t.fence, validationStep: index }]);
+  await dagTasksAdded(tx, t.dagId, 1);
+  await taskActivateCreated(tx, t.dagId);
+  return id;
+}
