@@ -1,9 +1,13 @@
+import type { StepVerdict } from '../validation/verdict.js';
 import type { Command } from 'commander';
 import { dlqCancel, dlqList, dlqRetry, dlqShow } from '../engine/dlq.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 
-interface HistoryItem { attempt: number; agent: string | null; outcome: string; error_class: string | null; error: string | null; duration_ms: number; cost_usd: number }
+interface HistoryItem {
+  attempt: number; agent: string | null; outcome: string; error_class: string | null; error: string | null; duration_ms: number; cost_usd: number;
+  details: { verdicts?: StepVerdict[] } | null;
+}
 
 export function dlqCommands(program: Command, ctx: CommandContext): void {
   const dlq = program.command('dlq').description('review and resolve dead-lettered tasks');
@@ -34,6 +38,12 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
         out.line('\nfailure history:');
         out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost'],
           (entry.history as HistoryItem[]).map((h) => [h.attempt, h.agent, h.outcome, h.error_class, h.error, `${h.duration_ms} ms`, usd(Number(h.cost_usd))]));
+        const judged = (entry.history as HistoryItem[]).filter((h) => h.details?.verdicts?.length);
+        if (judged.length === 0) return;
+        out.line('\nvalidation verdicts:');
+        out.table(['#', 'step', 'kind', 'verdict', 'score', 'reasons'], judged.flatMap((h) => h.details!.verdicts!.map((v) => [
+          h.attempt, v.step + 1, v.kind, v.pass ? 'pass' : 'fail', v.score ?? '', v.reasons.join('; ').slice(0, 300),
+        ])));
       });
     });
   dlq

@@ -1,4 +1,4 @@
-import http, { type ServerResponse } from 'node:http';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { TaskError } from '../../src/runtime/task-errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import llm, { llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec, type ChatMessage } from '../../agents/llm.js';
+import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -28,38 +29,19 @@ async function rows<T>(q: ReturnType<typeof sql>): Promise<T[]> {
   return (await db.execute(q)).rows as T[];
 }
 
-// A stand-in provider: records every request, answers with whatever the test sets in `reply`.
-interface Seen { path: string; authorization: string | undefined; model: string; messages: ChatMessage[]; res: ServerResponse }
-let seen: Seen[] = [];
-let reply: (req: Seen) => void = () => {};
-const server = http.createServer((req, res) => {
-  let data = '';
-  req.setEncoding('utf8');
-  req.on('data', (c: string) => { data += c; });
-  req.on('end', () => {
-    const body = JSON.parse(data) as { model: string; messages: ChatMessage[] };
-    const s = { path: req.url ?? '', authorization: req.headers.authorization, model: body.model, messages: body.messages, res };
-    seen.push(s);
-    reply(s);
-  });
-});
-await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-
-function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
-}
-function completion(text: string | null, input: number, output: number) {
-  return { id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text } }], usage: { prompt_tokens: input, completion_tokens: output } };
-}
+// A stand-in provider: records every request, answers with whatever the test sets in `provider.reply`.
+const provider = await llmServerStart();
+const baseUrl = provider.baseUrl;
+const send = llmSend;
+const completion = llmCompletion;
 
 const ENV_KEYS = ['DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'OPENAI_BASE_URL', 'OPENAI_API_KEY'];
 const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
 
 beforeEach(async () => {
   await databaseReset(db);
-  seen = [];
-  reply = () => {};
+  provider.seen = [];
+  provider.reply = () => {};
   for (const k of ENV_KEYS) delete process.env[k];
   process.env.DAGENT_LLM_BASE_URL = baseUrl;
   process.env.DAGENT_LLM_API_KEY = 'sk-test';
@@ -72,8 +54,7 @@ afterAll(async () => {
     if (envBefore[k] === undefined) delete process.env[k];
     else process.env[k] = envBefore[k];
   }
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await provider.close();
 });
 
 type AttemptRow = { key: string; attempt: number; outcome: string; error_class: string | null; model: string | null; tokens_in: number; tokens_out: number; cost_usd: number };
@@ -90,7 +71,7 @@ function tasksOf(dagId: string) {
 describe('llm agent against a chat-completions server', () => {
   it('calls the model with prompt and upstream inputs, stores the text and charges tokens × price', async () => {
     process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'house-model': { input: 1, output: 2 } });
-    reply = (r) => send(r.res, 200, r.model === 'gpt-4o' ? completion('Herons are tall.', 12_000, 3_000) : completion('Tall birds.', 1_000, 500));
+    provider.reply = (r) => send(r.res, 200, r.model === 'gpt-4o' ? completion('Herons are tall.', 12_000, 3_000) : completion('Tall birds.', 1_000, 500));
     const dagId = await dagCreate(db, `
 name: chat
 tasks:
@@ -120,11 +101,11 @@ tasks:
       { key: 'summary', attempt: 1, outcome: 'completed', error_class: null, model: 'house-model', tokens_in: 1_000, tokens_out: 500, cost_usd: 0.002 },
     ]);
 
-    expect(seen.map((s) => [s.path, s.authorization, s.model])).toEqual([
+    expect(provider.seen.map((s) => [s.path, s.authorization, s.model])).toEqual([
       ['/v1/chat/completions', 'Bearer sk-test', 'gpt-4o'],
       ['/v1/chat/completions', 'Bearer sk-test', 'house-model'],
     ]);
-    const [first, second] = seen;
+    const [first, second] = provider.seen;
     expect(first!.messages.map((m) => m.role)).toEqual(['system', 'user']);
     expect(first!.messages[0]!.content).toMatch(/DAG/);
     expect(first!.messages[1]!.content).toBe('List three facts about herons.\n\nKeep each under ten words.');
@@ -136,16 +117,16 @@ tasks:
   it('falls back to OPENAI_BASE_URL, OPENAI_API_KEY and DAGENT_LLM_MODEL when the task names no model', async () => {
     for (const k of ENV_KEYS) delete process.env[k];
     Object.assign(process.env, { OPENAI_BASE_URL: `${baseUrl}/`, OPENAI_API_KEY: 'sk-openai', DAGENT_LLM_MODEL: 'gpt-4o-mini' });
-    reply = (r) => send(r.res, 200, completion('ok', 1_000_000, 0));
+    provider.reply = (r) => send(r.res, 200, completion('ok', 1_000_000, 0));
     const dagId = await dagCreate(db, 'name: env\ntasks:\n  only: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi } }\n');
     await start('llm-env');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
-    expect(seen.map((s) => [s.path, s.authorization, s.model])).toEqual([['/v1/chat/completions', 'Bearer sk-openai', 'gpt-4o-mini']]);
+    expect(provider.seen.map((s) => [s.path, s.authorization, s.model])).toEqual([['/v1/chat/completions', 'Bearer sk-openai', 'gpt-4o-mini']]);
     expect((await tasksOf(dagId))[0]!.cost_usd).toBeCloseTo(0.15, 6);
   });
 
   it('429: fails the attempt as rate_limit and schedules the retry no sooner than Retry-After', async () => {
-    reply = (r) => send(r.res, 429, { error: { message: 'slow down' } }, { 'retry-after': '7' });
+    provider.reply = (r) => send(r.res, 429, { error: { message: 'slow down' } }, { 'retry-after': '7' });
     const dagId = await dagCreate(db, `
 name: limited
 tasks:
@@ -155,7 +136,7 @@ tasks:
     await eventually('retrying', async () => (await taskStatusByKey(db, dagId)).only === 'retrying');
     const [a] = await attempts(dagId);
     expect(a).toMatchObject({ attempt: 1, outcome: 'failed', error_class: 'rate_limit', model: 'gpt-4o' });
-    expect(seen).toHaveLength(1);
+    expect(provider.seen).toHaveLength(1);
     const [t] = await rows<{ delay: number; details: { retryAfterSec: number } }>(sql`
       select extract(epoch from t.run_at - a.ended_at)::float8 as delay, a.details
       from tasks t join attempts a on a.task_id = t.id where t.dag_id = ${dagId}`);
@@ -165,7 +146,7 @@ tasks:
   });
 
   it('401: fails as auth_failure and dead-letters after one attempt', async () => {
-    reply = (r) => send(r.res, 401, { error: { message: 'invalid api key' } });
+    provider.reply = (r) => send(r.res, 401, { error: { message: 'invalid api key' } });
     const dagId = await dagCreate(db, `
 name: denied
 tasks:
@@ -176,11 +157,11 @@ tasks:
     expect((await attempts(dagId)).map((a) => a.error_class)).toEqual(['auth_failure']);
     const [dl] = await rows<{ error_class: string; attempts: number }>(sql`select error_class, attempts from dead_letters where dag_id = ${dagId}`);
     expect(dl).toEqual({ error_class: 'auth_failure', attempts: 1 });
-    expect(seen).toHaveLength(1);
+    expect(provider.seen).toHaveLength(1);
   });
 
   it('switches to the fallback model on the third attempt after provider errors', async () => {
-    reply = (r) => (r.model === 'model-a' ? send(r.res, 500, { error: { message: 'overloaded' } }) : send(r.res, 200, completion('from b', 10, 5)));
+    provider.reply = (r) => (r.model === 'model-a' ? send(r.res, 500, { error: { message: 'overloaded' } }) : send(r.res, 200, completion('from b', 10, 5)));
     const dagId = await dagCreate(db, `
 name: fallback
 tasks:
@@ -192,7 +173,7 @@ tasks:
 `);
     await start('llm-fallback');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
-    expect(seen.map((s) => s.model)).toEqual(['model-a', 'model-a', 'model-b']);
+    expect(provider.seen.map((s) => s.model)).toEqual(['model-a', 'model-a', 'model-b']);
     expect((await attempts(dagId)).map((a) => [a.attempt, a.outcome, a.error_class, a.model])).toEqual([
       [1, 'failed', 'provider_error', 'model-a'],
       [2, 'failed', 'provider_error', 'model-a'],
@@ -203,7 +184,7 @@ tasks:
   });
 
   it('classifies bad requests, provider errors, missing content and missing configuration', async () => {
-    reply = (r) => {
+    provider.reply = (r) => {
       if (r.model === 'rejected') return send(r.res, 400, { error: { message: 'unknown parameter' } });
       if (r.model === 'flaky') return send(r.res, 503, { error: { message: 'try later' } });
       send(r.res, 200, { ...completion(null, 7, 0), choices: [] });
@@ -229,7 +210,7 @@ tasks:
       ['nomodel', 'config', 0],
       ['rejected', 'bad_request', 0],
     ]);
-    expect(seen.map((s) => s.model).sort()).toEqual(['flaky', 'gpt-4o', 'rejected']);
+    expect(provider.seen.map((s) => s.model).sort()).toEqual(['flaky', 'gpt-4o', 'rejected']);
   });
 
   it('fails as provider_unreachable when nothing listens at the base URL', async () => {
@@ -250,7 +231,7 @@ tasks:
 
   it('aborts the HTTP request when the task passes max_duration_sec', async () => {
     let disconnected = false;
-    reply = (r) => r.res.on('close', () => { disconnected = !r.res.writableEnded; }); // never answers
+    provider.reply = (r) => r.res.on('close', () => { disconnected = !r.res.writableEnded; }); // never answers
     const dagId = await dagCreate(db, `
 name: slow
 tasks:
@@ -265,7 +246,7 @@ tasks:
   it('records an unpriced model at cost 0 and warns about it once', async () => {
     const lines: string[] = [];
     const log = pino({ level: 'warn' }, new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } }));
-    reply = (r) => send(r.res, 200, completion('ok', 100, 100));
+    provider.reply = (r) => send(r.res, 200, completion('ok', 100, 100));
     const dagId = await dagCreate(db, `
 name: unpriced
 tasks:

@@ -1,40 +1,22 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { dagCreate, leaseExpire, taskStatusByKey } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
+import { agentProcesses } from '../helpers/agent-process.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 
 const database = await testDatabase();
 const { db } = database;
 
-interface AgentProcess { child: ChildProcess; output: () => string; exited: Promise<number | null> }
-const started: AgentProcess[] = [];
-
-/** `dagent agent run FILE --id ID` as a real process on this test's database; resolves once it is running. */
-async function agentProcess(file: string, id: string, extra: string[] = []): Promise<AgentProcess> {
-  const child = spawn(process.execPath, ['bin/dagent.js', 'agent', 'run', `test/fixtures/agents/${file}`, '--id', id, '--poll-ms', '200', ...extra], {
-    env: { ...process.env, DATABASE_URL: database.url, DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (b) => (out += b));
-  child.stderr!.on('data', (b) => (out += b));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const p = { child, output: () => out, exited };
-  started.push(p);
-  await eventually(`agent ${id} running`, async () => out.includes('running with capabilities') || (child.exitCode !== null && Promise.reject(new Error(out))));
-  return p;
-}
+const spawnAgent = agentProcesses(database.url);
+/** An agent from test/fixtures/agents as a real process. */
+const agentProcess = (file: string, id: string, extra: string[] = []) => spawnAgent(`test/fixtures/agents/${file}`, id, extra);
 
 async function rows<T>(q: ReturnType<typeof sql>): Promise<T[]> {
   return (await db.execute(q)).rows as T[];
 }
-
-afterEach(async () => {
-  for (const p of started.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-});
 
 describe('agents as real processes', () => {
   it('two agent processes with different capabilities drain a DAG, each task on an agent that has its capabilities', async () => {

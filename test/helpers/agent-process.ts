@@ -1,0 +1,29 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterEach } from 'vitest';
+import { eventually } from './wait.js';
+
+export interface AgentProcess { child: ChildProcess; output: () => string; exited: Promise<number | null> }
+
+/**
+ * `dagent agent run FILE --id ID` as real processes on a test's database; each
+ * resolves once its agent is running, and any still alive after a test is killed.
+ */
+export function agentProcesses(databaseUrl: string) {
+  const started: AgentProcess[] = [];
+  afterEach(() => {
+    for (const p of started.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  });
+  return async (file: string, id: string, extra: string[] = []): Promise<AgentProcess> => {
+    const child = spawn(process.execPath, ['bin/dagent.js', 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...extra], {
+      env: { ...process.env, DATABASE_URL: databaseUrl, DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (b) => (out += b));
+    child.stderr!.on('data', (b) => (out += b));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const p = { child, output: () => out, exited };
+    started.push(p);
+    await eventually(`agent ${id} running`, async () => out.includes('running with capabilities') || (child.exitCode !== null && Promise.reject(new Error(out))));
+    return p;
+  };
+}
