@@ -17,7 +17,7 @@ import { paramCollect } from './submit.js';
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const DEFAULT_DAG = path.join(REPO, 'dags/repo-audit.yaml');
 /** The example agents the main job runs in-process. */
-const DEMO_AGENTS = ['agents/repo-audit.ts', 'agents/shell.ts', 'agents/synthesize.ts'];
+const DEMO_AGENTS = ['agents/repo-audit.ts', 'agents/shell.ts', 'agents/synthesize.ts', 'agents/validate-test.ts'];
 const POLL_MS = 100;
 
 /**

@@ -46,11 +46,10 @@ export interface Completion extends TaskRef {
  * taskOutputSettle instead: `settled` says whether it completed, waits in VALIDATING or was rejected.
  */
 export async function taskComplete(db: Db, c: Completion): Promise<CompletionResult & { settled?: OutputOutcome }> {
-  const { settled: settledById, refused: _refused, ...r } = await taskCompleteMany(db, [c]);
-  const settled = settledById.get(c.taskId);
-  if (settled) return { ...r, settled };
-  if (r.completed.length === 0) await guardExplain(db, c.taskId, c.fence, 'complete');
-  return r;
+  const r = await taskCompleteManyQuery(db, [completionInput(c)]);
+  if (r.completed.length > 0) return r;
+  if ((await taskIdsNeedingValidation(db, [c.taskId])).size > 0) return { ...r, settled: await taskOutputSettle(db, c) };
+  return guardExplain(db, c.taskId, c.fence, 'complete');
 }
 
 /**

@@ -53,7 +53,7 @@ export async function taskOutputSettle(db: Db, c: Completion, opts: { log?: Logg
     if (t.validatesId) return verdictSettle(tx, t, c);
     return stepsAdvance(tx, t, c.output, 0, [], c);
   });
-  if (!outcome) return guardExplain(db, c.taskId, c.fence, 'complete');
+  if (!outcome) return guardExplain(db, c.taskId, c.fence, 'submitOutput');
   opts.log?.info({ taskId: c.taskId, status: outcome.status }, 'output settled');
   return outcome;
 }

@@ -37,7 +37,9 @@ describe('the main job (dagent demo, behind npm start)', () => {
     expect(r.stdout).toMatch(/✔ survey\s+completed on repo-audit-\d+/);
     expect(r.stdout).toMatch(/survey\/dir-lib\s+\w+.*\(spawned\)/);
     expect(r.stdout).toMatch(/✔ report\s+completed on synthesize-\d+/);
-    expect(r.stdout).toMatch(/tasks completed 4\/4, retries 0, dead letters 0, cost \$0\.0000, wall time [\d.]+s/);
+    // The report counts as done only after its test step passed, run by the validate-test agent.
+    expect(r.stdout).toMatch(/✔ report\/validate-3@1\s+completed on validate-test-\d+/);
+    expect(r.stdout).toMatch(/tasks completed 5\/5, retries 0, dead letters 0, cost \$0\.0000, wall time [\d.]+s/);
     const report = /report: (.+\.md)/.exec(r.stdout)![1]!;
     const markdown = readFileSync(path.resolve(report), 'utf8');
     expect(markdown).toContain(`# Repository audit: ${root}`);
@@ -46,6 +48,10 @@ describe('the main job (dagent demo, behind npm start)', () => {
     expect(markdown).not.toContain('node_modules');
     const kids = (await db.execute(sql`select key, parent_id is not null as spawned from tasks where key like 'survey/%' order by key`)).rows;
     expect(kids).toEqual([{ key: 'survey/dir-lib', spawned: true }, { key: 'survey/dir-notes', spawned: true }]);
+    const verdicts = (await db.execute(sql`
+      select v->>'kind' as kind, (v->>'pass')::boolean as pass from attempts a join tasks t on t.id = a.task_id, jsonb_array_elements(a.details->'verdicts') v
+      where t.key = 'report' and t.dag_id = ${/DAG (dag_\w+): completed/.exec(r.stdout)![1]!}`)).rows;
+    expect(verdicts).toEqual([{ kind: 'json-schema', pass: true }, { kind: 'regex', pass: true }, { kind: 'test', pass: true }]);
   });
 
   it('--json prints the summary only', async () => {
@@ -53,7 +59,7 @@ describe('the main job (dagent demo, behind npm start)', () => {
     const r = await cli('demo', '--json', '--param', `root=${root}`, '--param', `report_dir=${path.join(root, '.reports')}`);
     expect(r.code).toBe(0);
     const s = JSON.parse(r.stdout);
-    expect(s).toMatchObject({ status: 'completed', completed: 4, tasks: 4, retries: 0, deadLetters: 0 });
+    expect(s).toMatchObject({ status: 'completed', completed: 5, tasks: 5, retries: 0, deadLetters: 0 });
     expect(existsSync(s.report)).toBe(true);
   });
 });
