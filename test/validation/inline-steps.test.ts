@@ -4,6 +4,7 @@ import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { taskClaim, type ClaimedTask } from '../../src/engine/claim.js';
 import { taskComplete, taskCompleteMany } from '../../src/engine/lifecycle.js';
+import { taskSpawn } from '../../src/engine/spawn.js';
 import { taskCompleteMany as taskCompleteManyUnchecked } from '../../src/db/queries/tasks-complete.js';
 
 const { db } = await testDatabase();
@@ -126,5 +127,19 @@ tasks:
     expect(r.refused).toEqual([]);
     expect([...r.settled.values()].map((s) => s.status)).toEqual(['rejected']);
     expect(await taskStatusByKey(db, dagId)).toEqual({ plain: 'completed', checked: 'retrying' });
+  });
+
+  it('applies to subtasks spawned at runtime, and refuses a bad schema at spawn with where it is', async () => {
+    const dagId = await dagCreate(db, 'name: parent\ntasks:\n  root: { type: t }\n');
+    await agentCreate(db, 'inline-spawn');
+    const root = await claimOne('inline-spawn', 'root');
+    const bad = [{ key: 'c', type: 't', output: { validation: [{ kind: 'json-schema', schema: { type: 'strin' } }] } }];
+    await expect(taskSpawn(db, { taskId: root.id, fence: root.fence }, bad))
+      .rejects.toThrow(/^subtasks\[0\]\.output\.validation\[0\]\.schema\.type: invalid JSON Schema: \/type must be equal to one of the allowed values/);
+    expect(Object.keys(await taskStatusByKey(db, dagId))).toEqual(['root']);
+    await taskSpawn(db, { taskId: root.id, fence: root.fence }, [{ key: 'c', type: 't', output: { validation: { kind: 'json-schema', schema: { type: 'string' } } } }]);
+    const child = await claimOne('inline-spawn', 'root/c');
+    const r = await taskComplete(db, { taskId: child.id, fence: child.fence, output: 42 });
+    expect(r.settled).toMatchObject({ status: 'rejected', verdict: { reasons: ['/ must be string'] } });
   });
 });
