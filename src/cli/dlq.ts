@@ -72,6 +72,7 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
     });
 }
 
-function resolver(ctx: CommandContext): string {
+/** Who a human action is recorded as: `cli:$USER`. */
+export function resolver(ctx: CommandContext): string {
   return `cli:${ctx.io.env.USER ?? ctx.io.env.LOGNAME ?? 'unknown'}`;
 }

@@ -4,6 +4,7 @@ import { dagFileLoad } from '../dag/load.js';
 import { graphRender, type GraphFormat } from '../dag/render.js';
 import { InvalidInputError } from '../errors.js';
 import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/inspect.js';
+import { unclaimableList } from '../engine/scheduling.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 import { paramCollect } from './submit.js';
@@ -74,12 +75,22 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
     .option('--dag <id>', 'only tasks of this DAG')
     .option('--status <status>', 'only tasks in this state')
     .option('--limit <n>', 'at most this many (default 200)', positiveInt('--limit'), 200)
+    .option('--unclaimable', 'only READY tasks no agent can take now, with the reason')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { dag?: string; status?: string; limit: number; json?: boolean }) => {
-      const rows = await withDatabase(ctx, (d) => taskListFiltered(d.db, { dagId: opts.dag, status: opts.status, limit: opts.limit }));
+    .action(async (opts: { dag?: string; status?: string; limit: number; unclaimable?: boolean; json?: boolean }) => {
       const out = new Output(ctx.io, !!opts.json);
-      out.result(rows, () => out.table(['id', 'dag', 'key', 'status', 'priority', 'attempts', 'agent'],
-        rows.map((t) => [t.id, t.dagId, t.key, t.status, t.priority, `${t.attempts}/${t.maxAttempts}`, agentShown(t.status, t.claimedBy)])));
+      if (opts.unclaimable) {
+        const rows = await withDatabase(ctx, (d) => unclaimableList(d.db, opts.limit));
+        out.result(rows, () => {
+          if (rows.length === 0) return out.line('every READY task can be claimed by some active agent');
+          out.table(['id', 'dag', 'key', 'ready for', 'reason'], rows.map((t) => [t.id, t.dagId, t.key, `${t.readySec.toFixed(0)}s`, t.detail]));
+        });
+        return;
+      }
+      const rows = await withDatabase(ctx, (d) => taskListFiltered(d.db, { dagId: opts.dag, status: opts.status, limit: opts.limit }));
+      out.result(rows, () => out.table(['id', 'dag', 'key', 'status', 'priority', 'effective', 'attempts', 'agent', 'flags'],
+        rows.map((t) => [t.id, t.dagId, t.key, t.status, t.priority, t.effectivePriority.toFixed(2), `${t.attempts}/${t.maxAttempts}`,
+          agentShown(t.status, t.claimedBy), t.deadlineMissed ? 'deadline missed' : ''])));
     });
 
   program

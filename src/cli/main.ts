@@ -1,3 +1,4 @@
+import { schedulingCommands } from './scheduling.js';
 import { Command, CommanderError } from 'commander';
 import { DagValidationError, DagentError } from '../errors.js';
 import { databaseOpen } from '../db/connection.js';
@@ -26,6 +27,7 @@ export function programBuild(ctx: CommandContext): Command {
   inspectCommands(program, ctx);
   cancelCommands(program, ctx);
   dlqCommands(program, ctx);
+  schedulingCommands(program, ctx);
   cronCommands(program, ctx);
   watchCommand(program, ctx);
   agentCommands(program, ctx);

@@ -8,7 +8,7 @@ import { withDatabase, type CommandContext } from './context.js';
 import { shutdownSignal } from './signals.js';
 
 /**
- * Long-running service mode: the maintenance loops (reaper, promoter, scheduler) and the
+ * Long-running service mode: the maintenance loops (reaper, promoter, scheduler, priority refresher, …) and the
  * agents named by --agent or DAGENT_AGENTS, until SIGINT or SIGTERM. Any number
  * of `dagent up` processes may run; each duty runs once per interval
  * cluster-wide (cadence gate).
@@ -16,7 +16,7 @@ import { shutdownSignal } from './signals.js';
 export function upCommand(program: Command, ctx: CommandContext): void {
   program
     .command('up')
-    .description('run the maintenance loops (reaper, promoter, scheduler, deps-reconciler) and any configured agents until SIGINT/SIGTERM')
+    .description('run the maintenance loops (reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner) and any configured agents until SIGINT/SIGTERM')
     .option('-a, --agent <file[:concurrency]>', 'also run this agent module (repeatable; adds to DAGENT_AGENTS)', (v: string, prev: string[]) => [...prev, v], [])
     .action(async (opts: { agent: string[] }) => {
       const specs = [...configFromEnv(ctx.io.env).agents, ...opts.agent];

@@ -19,10 +19,11 @@ export const BUILTIN_ERROR_CLASSES = [
 const MAX_TEXT = 100_000;
 const shortText = z.string().max(200);
 const key = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
-const duration = z.union([
+export const durationSchema = z.union([
   z.number().nonnegative(),
   z.string().regex(DURATION_PATTERN, { error: 'must be a duration like 30s, 5m, 2h, 1d or a number of seconds' }),
 ]).describe('duration: number of seconds, or a string like 500ms, 30s, 5m, 2h, 1d');
+const duration = durationSchema;
 const instant = z.string().max(64)
   .describe('ISO 8601 date-time with offset (2026-12-01T09:00:00Z), or a duration from submission (2h)');
 const errorClass = z.string().regex(ERROR_CLASS_PATTERN, { error: 'must be an error class like timeout or rate_limit' })
@@ -95,6 +96,7 @@ export const taskBodySchema = z.strictObject({
 const priority = z.number().int().min(0).max(100).describe('0–100, lower is more urgent');
 const taskCommon = {
   priority: priority.optional(),
+  estimate: duration.optional().describe('expected run time; default the median of completed tasks of the same type, else 60s. Feeds the critical path'),
   boost_per_minute: z.number().min(0).max(100).optional(),
   max_attempts: z.number().int().min(1).max(100).optional(),
   retry: retrySchema.optional(),

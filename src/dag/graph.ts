@@ -79,3 +79,21 @@ export function topologicalOrder(g: DagGraph): string[] {
   }
   return order;
 }
+
+/**
+ * Upward rank of every node: its own estimate plus the longest chain of estimates
+ * below it to any sink. The critical path of the DAG starts at the node of highest rank.
+ */
+export function upwardRanks(g: DagGraph, estimateOf: (node: string) => number): Map<string, number> {
+  const rank = new Map<string, number>();
+  const order = topologicalOrder(g);
+  for (let i = order.length - 1; i >= 0; i--) {
+    const n = order[i]!;
+    let below = 0;
+    g.forEachOutNeighbor(n, (m) => {
+      below = Math.max(below, rank.get(m) ?? 0);
+    });
+    rank.set(n, estimateOf(n) + below);
+  }
+  return rank;
+}

@@ -28,6 +28,7 @@ export function dagFileNormalize(
       heartbeatSec: constraints.heartbeat_sec,
       priority: t.priority ?? d.priority ?? TASK_DEFAULTS.priority,
       boostPerMinute: t.boost_per_minute ?? d.boost_per_minute ?? TASK_DEFAULTS.boostPerMinute,
+      ...(t.estimate ?? d.estimate) !== undefined ? { estimateSec: durationSeconds((t.estimate ?? d.estimate)!) } : {},
       deadline: t.deadline === undefined ? undefined : (instantParse(t.deadline) as Instant),
       notBefore: t.not_before === undefined ? undefined : (instantParse(t.not_before) as Instant),
       dependsOn: t.depends_on ?? [],

@@ -40,6 +40,8 @@ export interface TaskSpec {
   heartbeatSec?: number;
   priority: number;
   boostPerMinute: number;
+  /** Declared expected run time; without it the engine uses what it learned for the type, else a default. */
+  estimateSec?: number;
   deadline?: Instant;
   notBefore?: Instant;
   dependsOn: string[];
@@ -75,7 +77,8 @@ export const SCHEDULE_DEFAULTS = { timezone: 'UTC', catchup: 'latest', catchupLi
 /** Defaults for every task field a DAG file may leave out. */
 export const TASK_DEFAULTS = {
   priority: 50,
-  boostPerMinute: 0,
+  /** Anti-starvation: a READY task gains 0.1 priority points a minute (a background 90 reaches 59 in about 5 hours). */
+  boostPerMinute: 0.1,
   maxAttempts: 3,
   retry: {
     strategy: 'exponential',

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
-import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
+import { capabilitySchema, constraintsSchema, durationSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
 import { dagFileNormalize } from './normalize.js';
 import type { TaskSpec } from './spec.js';
 import { validationResolve } from '../validation/resolve.js';
@@ -28,6 +28,7 @@ export const subtaskSpecSchema = z.strictObject({
   /** Sibling keys from the same spawn call, or keys of tasks already in the DAG. */
   depends_on: z.array(z.string().min(1).max(200)).max(1000).optional(),
   priority: z.number().int().min(0).max(100).optional(),
+  estimate: durationSchema.optional(),
   max_attempts: z.number().int().min(1).max(100).optional(),
   retry: retrySchema.optional(),
   output: outputSchema.optional(),

@@ -44,6 +44,11 @@ export interface ClaimOptions {
   capabilities?: readonly string[];
   /** Only claim tasks of this DAG. Default: any DAG. */
   dagId?: string;
+  /**
+   * Whether the agent has a budget, when the caller knows (with `capabilities`).
+   * False skips locking the agent row; wrong would let reservations race. Default: read from the agent.
+   */
+  budgeted?: boolean;
 }
 
 /** Claim up to `limit` tasks the agent is capable of and can afford, most urgent first. */
@@ -51,12 +56,14 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
   const limit = opts.limit ?? 1;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new InvalidInputError(`claim limit must be 1..1000, got ${limit}`);
   let capabilities = opts.capabilities;
+  let budgeted = opts.budgeted ?? true;
   if (!capabilities) {
     const agent = await agentGet(db, agentId);
     if (!agent) throw new NotFoundError('agent', agentId);
     capabilities = agent.capabilities;
+    budgeted = agent.budgetUsd !== null;
   }
-  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, opts.dagId);
+  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, budgeted });
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;

@@ -6,6 +6,7 @@ import { taskDepsAdd, taskListForDag } from '../db/queries/tasks.js';
 import { taskDepsRecount } from '../db/queries/tasks-spawn.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import { graphCheckAcyclic } from './graph-check.js';
+import { dagRanksRefresh } from './critical-path.js';
 
 export interface EdgeByKey { upstream: string; downstream: string }
 
@@ -47,6 +48,7 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
         throw new InvalidInputError(`cannot make ${t.key} wait for new upstream tasks: it is no longer waiting to run (${t.status})`);
       }
     }
+    if (fresh.length) await dagRanksRefresh(tx, dagId);
     await eventInsertMany(tx, [{ type: 'dag.edges_added', dagId, data: { edges: fresh } }]);
     return [...waits.keys()];
   });

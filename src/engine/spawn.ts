@@ -14,6 +14,7 @@ import { graphCheckAcyclic } from './graph-check.js';
 import { guardExplain } from './guard.js';
 import type { TaskRef } from './lifecycle.js';
 import { taskRow } from './submit.js';
+import { dagRanksRefresh, estimatesResolve } from './critical-path.js';
 
 export interface SpawnOptions {
   /**
@@ -117,8 +118,14 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     }
 
     const open = (k: string) => byKey.get(k)?.status !== 'completed';
-    await taskInsertMany(tx, fresh.map((f) => ({ ...taskRow(f, p.dagId, f.id, p.id), depsRemaining: f.dependsOn.filter(open).length })));
+    const estimates = await estimatesResolve(tx, fresh);
+    await taskInsertMany(tx, fresh.map((f) => {
+      const estimateSec = estimates.get(f.key)!;
+      return { ...taskRow(f, p.dagId, f.id, p.id, { estimateSec, cpRankSec: estimateSec }), depsRemaining: f.dependsOn.filter(open).length };
+    }));
     await edgeInsertMany(tx, newEdges.map(([u, v]) => ({ dagId: p.dagId, upstreamId: idByKey.get(u)!, downstreamId: idByKey.get(v)! })));
+    // The graph changed: the new tasks' ancestors may be on a longer path now.
+    if (newEdges.length || fresh.length) await dagRanksRefresh(tx, p.dagId);
     if (fresh.length) {
       await dagTasksAdded(tx, p.dagId, fresh.length);
       await taskActivateCreated(tx, p.dagId);

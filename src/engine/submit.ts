@@ -10,6 +10,9 @@ import type { DagSpec, TaskSpec } from '../dag/spec.js';
 import { ConflictError, InvalidInputError } from '../errors.js';
 import { newDagId, newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
+import { dagPlan, type TaskPlan } from './critical-path.js';
+import { priorityConstants } from './priority.js';
+import { capKeyOf } from '../db/queries/capability-groups.js';
 
 export interface SubmitOptions {
   /** Who created the DAGs: `cli`, `api`, `cron:<name>`, `agent:<id>`. Default `api`. */
@@ -72,17 +75,22 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
   });
   await dagLockGraph(tx, dagId);
   const idByKey = new Map(spec.tasks.map((t) => [t.key, newTaskId()]));
-  await taskInsertMany(tx, spec.tasks.map((t) => taskRow(t, dagId, idByKey.get(t.key)!)));
   const edgeKeys = spec.tasks.flatMap((t) => t.dependsOn.map((d) => [d, t.key] as const));
   graphCheckAcyclic([...keys], edgeKeys, `DAG ${spec.name}: `);
+  const plan = await dagPlan(tx, spec.tasks);
+  await taskInsertMany(tx, spec.tasks.map((t) => taskRow(t, dagId, idByKey.get(t.key)!, undefined, plan.get(t.key))));
   await edgeInsertMany(tx, edgeKeys.map(([u, v]) => ({ dagId, upstreamId: idByKey.get(u)!, downstreamId: idByKey.get(v)! })));
   await taskActivateCreated(tx, dagId);
   await eventInsertMany(tx, [{ type: 'dag.submitted', dagId, data: { name: spec.name, tasks: spec.tasks.length, createdBy, sourceFile: spec.sourceFile } }]);
   return { dagId, name: spec.name, tasks: spec.tasks.length, created: true };
 }
 
-/** The row of a new task, in state `created`; `parentId` is set for tasks spawned at runtime. */
-export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: string): TaskInsert {
+/**
+ * The row of a new task, in state `created`; `parentId` is set for tasks spawned at runtime.
+ * `plan` is its estimate and upward rank (default: the default estimate, as a DAG of one).
+ */
+export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: string, plan?: TaskPlan): TaskInsert {
+  const estimateSec = plan?.estimateSec ?? t.estimateSec ?? priorityConstants().defaultEstimateSec;
   return {
     id,
     dagId,
@@ -94,12 +102,15 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     spec: t.body,
     contextKeys: [...new Set(t.body.context.map((ref) => ref.split('.')[0]!))],
     requiredCapabilities: t.requiredCapabilities,
+    capKey: capKeyOf(t.requiredCapabilities),
     maxCostUsd: t.maxCostUsd,
     maxDurationSec: t.maxDurationSec,
     heartbeatSec: t.heartbeatSec,
     priority: t.priority,
     boostPerMinute: t.boostPerMinute,
     effectivePriority: t.priority,
+    estimateSec,
+    cpRankSec: plan?.cpRankSec ?? estimateSec,
     deadline: instantSql(t.deadline),
     runAt: instantSql(t.notBefore),
     depsRemaining: t.dependsOn.length,

@@ -76,7 +76,7 @@ async function stepsAdvance(
       if (!verdict.pass) return validatedReject(tx, t, verdict, verdicts, fresh ? spent : undefined);
       continue;
     }
-    if (fresh) await taskOutputSubmit(tx, { id: t.id, fence: t.fence, output, step: i, spent });
+    if (fresh) await taskOutputSubmit(tx, { id: t.id, fence: t.fence, output, step: i, spent, reservedUsd: t.reservedUsd });
     else await taskValidationStepSet(tx, t.id, t.fence, i);
     await attemptVerdictsAppend(tx, t.id, t.fence, verdicts);
     const validationTaskId = await validationTaskCreate(tx, t, step, i, output);

@@ -1,6 +1,7 @@
 import { eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { edges } from '../schema/index.js';
+import { effectivePriorityOnReadySql } from '../../engine/priority.js';
 import { fromStates } from '../../engine/state-machine.js';
 import { textArray } from './run.js';
 
@@ -40,6 +41,7 @@ export function edgeUnblockDependentsCtes(doneCte: SQL): SQL {
       deps_remaining = t.deps_remaining - c.n,
       status = case when t.deps_remaining - c.n = 0 and (t.run_at is null or t.run_at <= now()) then 'ready' else t.status end,
       ready_at = case when t.deps_remaining - c.n = 0 and (t.run_at is null or t.run_at <= now()) then now() else t.ready_at end,
+      ${effectivePriorityOnReadySql()},
       updated_at = now()
     from dep_counts c
     where t.id = c.id and t.status = any(${textArray(fromStates('unblock'))})

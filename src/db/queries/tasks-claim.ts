@@ -27,54 +27,101 @@ export interface ClaimedRow {
 /**
  * Claim up to `limit` READY tasks for one agent, in one statement.
  *
- * The candidate CTE walks tasks_ready_claim_idx in (effective_priority, ready_at)
- * order and stops at `limit` rows it could lock, skipping rows other claimers hold
- * (SKIP LOCKED). It is a CTE joined by the UPDATE, never `WHERE id IN (SELECT …
+ * Capability groups: every task belongs to the group of its required capability
+ * set (`cap_key`), and tasks_ready_group_idx is ordered (cap_key, effective_priority,
+ * ready_at, id). The claim reads the groups the agent covers from the small
+ * capability_groups table, walks each group's index range in priority order
+ * (a LATERAL subquery, FOR UPDATE SKIP LOCKED, at most `limit` rows), and merges
+ * the heads. Tasks the agent cannot take are never visited, however many there
+ * are and however urgent: a claim costs O(groups covered × limit), not O(READY).
+ * The candidates are a CTE joined by the UPDATE, never `WHERE id IN (SELECT …
  * LIMIT n FOR UPDATE SKIP LOCKED)`: Postgres may re-run such a subquery and claim
- * more than `limit` rows. Only tasks whose required capabilities are a subset of
- * the agent's and whose max cost fits its remaining budget are candidates; an
- * agent whose budget is spent claims nothing.
+ * more than `limit` rows.
  *
- * Why the filters are written this way: the plan must walk the index and stop
- * early. If the planner believes fewer than `limit` READY rows pass the filters,
- * it prefers to scan them all and sort — 27–30 ms per claim of 200 at 18k READY
- * instead of 0.2 ms (EXPLAIN ANALYZE, docs/benchmarks.md). So the capabilities
- * arrive as a bound parameter (checked once against the agent's registered ones),
- * "needs nothing" is tested as `= '{}'` (estimated from the column's most common
- * values, where `<@` on empty arrays got a default 0.5 % guess), and "no cost
- * limit" as `is null` (estimated from the null fraction, where `coalesce(…) <=`
- * got a default third). Measured fast at 0 %, 10 % and 90 % capability skew.
+ * Budgets never over-commit. Each claimed task reserves its max_cost_usd against
+ * the agent's budget and its DAG's ceiling (spent + reserved ≤ budget); the
+ * attempt's end settles the real cost and releases the reservation.
+ * - The agent: when `budgeted`, its row is locked first (FOR UPDATE), so its
+ *   remaining budget is exact for this statement; candidates are kept while their
+ *   running sum of max costs fits.
+ * - The DAG: the reservation is an UPDATE of the dags row guarded by
+ *   spent + reserved + amount ≤ budget, which Postgres re-checks on the latest row
+ *   version when claimers race; a DAG whose reservation fails contributes no task
+ *   to this claim (its tasks stay READY for the next one).
+ * Tasks without max_cost_usd reserve nothing and need only some budget left.
  * Each claim bumps the fencing token and starts the claim lease.
  */
 export async function taskClaimReady(
-  db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, dagId?: string,
+  db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {},
 ): Promise<ClaimedRow[]> {
   const rows = await rowsOf<Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string }>(
-    db, taskClaimReadySql(agentId, capabilities, limit, claimTtlSec, dagId),
+    db, taskClaimReadySql(agentId, capabilities, limit, claimTtlSec, opts),
   );
   return rows.map((r) => ({ ...r, leaseExpiresAt: dateOf(r.leaseExpiresAt)! }));
 }
 
+export interface ClaimSqlOptions {
+  /** Only tasks of this DAG. */
+  dagId?: string;
+  /** False when the agent has no budget: its row is then not locked (concurrent claims of one agent do not queue). Default true. */
+  budgeted?: boolean;
+}
+
 /** The claim statement itself, exposed so it can be EXPLAINed as it runs. */
-export function taskClaimReadySql(agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, dagId?: string): SQL {
+export function taskClaimReadySql(agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {}): SQL {
   const caps = textArray(capabilities);
+  const inOrder = (a: string) => sql.raw(`${a}.effective_priority, ${a}.ready_at, ${a}.id`);
   return sql`
     with agent as materialized (
-      select capabilities, coalesce(budget_usd - spent_usd, 'Infinity'::numeric) as remaining
+      select capabilities, case when budget_usd is null then null else budget_usd - spent_usd - reserved_usd end as remaining
       from agents where id = ${agentId} and status = 'active'
+      ${opts.budgeted === false ? sql`` : sql`for update`}
     ),
-    candidates as (
-      select t.id
-      from tasks t
-      where t.status = ${fromStates('claim')[0]}
-        and ${caps} <@ (select capabilities from agent)
-        and (t.required_capabilities = '{}' or t.required_capabilities <@ ${caps})
-        and (select remaining from agent) > 0
-        and (t.max_cost_usd is null or t.max_cost_usd <= (select remaining from agent))
-        ${dagId ? sql`and t.dag_id = ${dagId}` : sql``}
-      order by t.effective_priority, t.ready_at, t.id
+    groups as materialized (
+      select cap_key from capability_groups
+      where capabilities <@ ${caps} and ${caps} <@ (select capabilities from agent)
+        and coalesce((select remaining from agent), 1) > 0
+    ),
+    picked as (
+      select c.* from groups g cross join lateral (
+        select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at
+        from tasks t
+        where t.status = ${fromStates('claim')[0]} and t.cap_key = g.cap_key
+          and (t.max_cost_usd is null or t.max_cost_usd <= coalesce((select remaining from agent), t.max_cost_usd))
+          ${opts.dagId ? sql`and t.dag_id = ${opts.dagId}` : sql``}
+        order by ${inOrder('t')}
+        limit ${limit}
+        for update of t skip locked
+      ) c
+      order by ${inOrder('c')}
       limit ${limit}
-      for update of t skip locked
+    ),
+    costed as (
+      select p.id, p.dag_id, p.max_cost_usd,
+        sum(coalesce(p.max_cost_usd, 0)) over (order by ${inOrder('p')}) as agent_sum,
+        sum(coalesce(p.max_cost_usd, 0)) over (partition by p.dag_id order by ${inOrder('p')}) as dag_sum,
+        d.budget_usd - d.spent_usd - d.reserved_usd as dag_remaining
+      from picked p left join dags d on d.id = p.dag_id and p.max_cost_usd > 0
+    ),
+    fitting as (
+      select * from costed
+      where ((select remaining from agent) is null or agent_sum <= (select remaining from agent))
+        and (coalesce(max_cost_usd, 0) = 0 or dag_remaining is null or dag_sum <= dag_remaining)
+    ),
+    dag_reserved as (
+      update dags g set reserved_usd = g.reserved_usd + f.amount
+      from (select dag_id, sum(max_cost_usd) as amount from fitting where max_cost_usd > 0 group by dag_id) f
+      where g.id = f.dag_id and (g.budget_usd is null or g.spent_usd + g.reserved_usd + f.amount <= g.budget_usd)
+      returning g.id
+    ),
+    claimable as (
+      select f.id, coalesce(f.max_cost_usd, 0) as reserve from fitting f
+      where coalesce(f.max_cost_usd, 0) = 0 or f.dag_id in (select id from dag_reserved)
+    ),
+    agent_reserved as (
+      update agents a set reserved_usd = a.reserved_usd + s.amount
+      from (select sum(reserve) as amount from claimable) s
+      where a.id = ${agentId} and s.amount > 0
     )
     update tasks t set
       status = 'claimed',
@@ -86,9 +133,10 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       progress_message = null,
       fence = t.fence + 1,
       attempts = t.attempts + 1,
+      reserved_usd = c.reserve,
       lease_expires_at = now() + make_interval(secs => ${claimTtlSec}),
       updated_at = now()
-    from candidates c
+    from claimable c
     where t.id = c.id
     returning
       t.id, t.dag_id as "dagId", t.key, t.type, t.title, t.spec, t.fence, t.attempts as "attempt",

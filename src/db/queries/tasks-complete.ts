@@ -67,7 +67,7 @@ export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMo
       from input i
       where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(states)})
         ${opts.checked ? sql`` : sql`and t.validates_id is null and t.output_spec -> 'validation' is null`}
-      returning t.id, t.dag_id, t.fence, t.attempts, t.claimed_by, t.claimed_at, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
+      returning t.id, t.dag_id, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
     ),
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model, details)
@@ -82,11 +82,12 @@ export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMo
         details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)` : sql``}
     ),
     ${edgeUnblockDependentsCtes(sql`done`)},
-    per_dag as (select dag_id, count(*)::int as n, sum(cost_usd) as cost from done group by dag_id),
+    per_dag as (select dag_id, count(*)::int as n, sum(cost_usd) as cost, sum(reserved_usd) as reserved from done group by dag_id),
     dag_update as (
       update dags g set
         tasks_open = g.tasks_open - p.n,
         spent_usd = g.spent_usd + p.cost,
+        reserved_usd = greatest(0, g.reserved_usd - p.reserved),
         status = case when g.tasks_open - p.n = 0 and g.status = 'running' then 'completed' else g.status end,
         completed_at = case when g.tasks_open - p.n = 0 and g.status = 'running' then now() else g.completed_at end,
         updated_at = now()
@@ -94,8 +95,9 @@ export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMo
       returning g.id, g.status, g.tasks_open
     ),
     agent_spend as (
-      update agents a set spent_usd = a.spent_usd + s.cost
-      from (select claimed_by, sum(cost_usd) as cost from done where cost_usd > 0 group by claimed_by) s
+      update agents a set spent_usd = a.spent_usd + s.cost, reserved_usd = greatest(0, a.reserved_usd - s.reserved)
+      from (select claimed_by, sum(cost_usd) as cost, sum(reserved_usd) as reserved from done
+            where cost_usd > 0 or reserved_usd > 0 group by claimed_by) s
       where a.id = s.claimed_by
     ),
     dag_events as (

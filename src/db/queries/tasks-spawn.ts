@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
+import { effectivePriorityOnReadySql } from '../../engine/priority.js';
 import { fromStates } from '../../engine/state-machine.js';
 import { rowsOf, textArray } from './run.js';
 import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks.js';
@@ -73,6 +74,7 @@ export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
       update tasks t set deps_remaining = c.open,
         status = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then 'ready' else t.status end,
         ready_at = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then now() else t.ready_at end,
+        ${effectivePriorityOnReadySql()},
         updated_at = now()
       from counted c where t.id = c.id and t.deps_remaining <> c.open
       returning t.status

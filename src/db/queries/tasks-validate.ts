@@ -19,6 +19,7 @@ export interface OutputTaskRow {
   outputSpec: Record<string, unknown> | null;
   output: unknown;
   claimedBy: string | null;
+  reservedUsd: number;
   validatesId: string | null;
   validatesFence: number | null;
   validationStep: number | null;
@@ -26,7 +27,7 @@ export interface OutputTaskRow {
 
 const outputTaskColumns = sql`
   id, dag_id as "dagId", key, type, title, status, fence, attempts as "attempt", priority, spec, output_spec as "outputSpec", output,
-  claimed_by as "claimedBy", validates_id as "validatesId", validates_fence as "validatesFence", validation_step as "validationStep"`;
+  claimed_by as "claimedBy", reserved_usd::float8 as "reservedUsd", validates_id as "validatesId", validates_fence as "validatesFence", validation_step as "validationStep"`;
 
 /** Lock a task its agent holds (claimed or running) under this fence, to submit its output. Null if the guard fails. */
 export async function taskLockForOutput(db: Db, id: string, fence: number): Promise<OutputTaskRow | null> {
@@ -51,13 +52,13 @@ export async function taskLockValidating(db: Db, id: string, fence: number): Pro
  * `validating`; the verdict later rewrites its outcome.
  */
 export async function taskOutputSubmit(
-  db: Db, t: { id: string; fence: number; output: unknown; step: number; spent: SpentSoFar },
+  db: Db, t: { id: string; fence: number; output: unknown; step: number; spent: SpentSoFar; reservedUsd: number },
 ): Promise<boolean> {
   const { cost, tokensIn, tokensOut } = spentSql(t.spent);
   const rows = await rowsOf(db, sql`
     with submitted as (
       update tasks t set status = 'validating', output = ${JSON.stringify(t.output ?? null)}::jsonb, validation_step = ${t.step},
-        lease_expires_at = null, updated_at = now(),
+        lease_expires_at = null, updated_at = now(), reserved_usd = 0,
         cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
       where t.id = ${t.id} and t.fence = ${t.fence} and t.status = any(${textArray(fromStates('submitOutput'))})
       returning t.*
@@ -68,7 +69,8 @@ export async function taskOutputSubmit(
              (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${t.spent.model ?? null}, '{"verdicts": []}'::jsonb
       from submitted
     ),
-    ${spendChargeCtes('submitted', cost)}
+    -- The agent's attempt ends here: its reservation is released now (the row's is zeroed, so the verdict releases nothing).
+    ${spendChargeCtes('submitted', cost, sql`${t.reservedUsd}::numeric`)}
     select id from submitted`);
   return rows.length > 0;
 }

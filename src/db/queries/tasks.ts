@@ -3,8 +3,10 @@ import type { PgInsertValue } from 'drizzle-orm/pg-core';
 import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates, type TaskState } from '../../engine/state-machine.js';
+import { effectivePriorityOnReadySql } from '../../engine/priority.js';
 import { READY_CHANNEL, dateOf, rowsOf, textArray } from './run.js';
 import { LEASE_DEFAULTS } from '../../config/index.js';
+import { capabilityGroupsEnsure } from './capability-groups.js';
 
 export type TaskRow = typeof tasks.$inferSelect;
 /** A task row to insert; columns may be SQL expressions (times relative to the database clock). */
@@ -12,7 +14,9 @@ export type TaskInsert = PgInsertValue<typeof tasks>;
 
 const CHUNK = 500;
 
+/** Insert tasks (and record any capability group not seen before, so claims can find them). */
 export async function taskInsertMany(db: Db, rows: TaskInsert[]): Promise<void> {
+  await capabilityGroupsEnsure(db, rows.map((r) => (r.requiredCapabilities as string[] | undefined) ?? []));
   for (let i = 0; i < rows.length; i += CHUNK) await db.insert(tasks).values(rows.slice(i, i + CHUNK));
 }
 
@@ -29,12 +33,23 @@ export function spentSql(s: SpentSoFar): { cost: SQL; tokensIn: SQL; tokensOut: 
   return { cost: sql`${s.costUsd ?? 0}::numeric`, tokensIn: sql`${s.tokensIn ?? 0}::bigint`, tokensOut: sql`${s.tokensOut ?? 0}::bigint` };
 }
 
-/** CTEs `dag_spend` and `agent_spend`: charge `cost` to the DAG and the agent of the attempt the CTE `source` ended. */
-export function spendChargeCtes(source: string, cost: SQL): SQL {
+/**
+ * CTEs `dag_spend` and `agent_spend`: settle the attempt the CTE `source` ended.
+ * Charge `cost` to its DAG and its agent, and release the budget its claim reserved:
+ * `release`, by default the row's `reserved_usd`.
+ */
+export function spendChargeCtes(source: string, cost: SQL, release?: SQL): SQL {
   const s = sql.raw(source);
+  const r = release ?? sql`${s}.reserved_usd`;
   return sql`
-    dag_spend as (update dags g set spent_usd = g.spent_usd + ${cost} from ${s} where g.id = ${s}.dag_id and ${cost} > 0),
-    agent_spend as (update agents a set spent_usd = a.spent_usd + ${cost} from ${s} where a.id = ${s}.claimed_by and ${cost} > 0)`;
+    dag_spend as (
+      update dags g set spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - ${r})
+      from ${s} where g.id = ${s}.dag_id and (${cost} > 0 or ${r} > 0)
+    ),
+    agent_spend as (
+      update agents a set spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - ${r})
+      from ${s} where a.id = ${s}.claimed_by and (${cost} > 0 or ${r} > 0)
+    )`;
 }
 
 /** created → pending | ready for every created task of a DAG (the activate transition). */
@@ -44,6 +59,7 @@ export async function taskActivateCreated(db: Db, dagId: string): Promise<{ read
       update tasks set
         status = case when deps_remaining = 0 and (run_at is null or run_at <= now()) then 'ready' else 'pending' end,
         ready_at = case when deps_remaining = 0 and (run_at is null or run_at <= now()) then now() end,
+        ${effectivePriorityOnReadySql()},
         updated_at = now()
       where dag_id = ${dagId} and status = any(${textArray(fromStates('activate'))})
       returning status
@@ -182,6 +198,7 @@ export async function taskRetrySchedule(db: Db, id: string, delaySec: number): P
         status = case when ${delaySec}::float8 <= 0 then 'ready' else 'retrying' end,
         run_at = now() + make_interval(secs => ${delaySec}::float8),
         ready_at = case when ${delaySec}::float8 <= 0 then now() else ready_at end,
+        ${effectivePriorityOnReadySql()},
         updated_at = now()
       where id = ${id} and status = any(${textArray(fromStates('scheduleRetry'))})
       returning status, run_at
@@ -202,7 +219,7 @@ export async function taskDeadLetterRetry(db: Db, id: string, resetAttempts: boo
     with revived as (
       update tasks set
         status = case when run_at is null or run_at <= now() then 'ready' else 'pending' end,
-        ready_at = now(), updated_at = now(), last_error = null,
+        ready_at = now(), updated_at = now(), last_error = null, ${effectivePriorityOnReadySql()},
         attempts = case when ${resetAttempts} then 0 else attempts end,
         attempts_reset_fence = case when ${resetAttempts} then fence else attempts_reset_fence end
       where id = ${id} and status = any(${textArray(fromStates('dlqRetry'))})
@@ -220,6 +237,7 @@ export async function taskRelease(
   const [r] = await rowsOf<{ dagId: string; agentId: string | null }>(db, sql`
     with released as (
       update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now(),
+        ${effectivePriorityOnReadySql()},
         cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
       where t.id = ${id} and t.fence = ${fence} and t.status = any(${textArray(fromStates('release'))})
       returning t.*
@@ -266,7 +284,7 @@ export async function taskPromoteDue(db: Db, limit: number): Promise<number> {
       for update skip locked
     ),
     promoted as (
-      update tasks t set status = 'ready', ready_at = now(), updated_at = now()
+      update tasks t set status = 'ready', ready_at = now(), updated_at = now(), ${effectivePriorityOnReadySql()}
       from due where t.id = due.id
       returning t.status
     )
@@ -302,6 +320,16 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
       update tasks t set status = 'cancelled', lease_expires_at = null, completed_at = now(), updated_at = now()
       from previous p where t.id = p.id
       returning t.*, p.status as previous
+    ),
+    released_dag as (
+      update dags g set reserved_usd = greatest(0, g.reserved_usd - x.amount)
+      from (select dag_id, sum(reserved_usd) as amount from cancelled where previous in ('claimed', 'running') and reserved_usd > 0 group by dag_id) x
+      where g.id = x.dag_id
+    ),
+    released_agent as (
+      update agents a set reserved_usd = greatest(0, a.reserved_usd - x.amount)
+      from (select claimed_by, sum(reserved_usd) as amount from cancelled where previous in ('claimed', 'running') and reserved_usd > 0 group by claimed_by) x
+      where a.id = x.claimed_by
     ),
     cut_short as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms)

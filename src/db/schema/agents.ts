@@ -10,6 +10,8 @@ export const agents = pgTable('agents', {
   maxConcurrent: integer('max_concurrent').notNull().default(1),
   budgetUsd: numeric('budget_usd', { precision: 14, scale: 6, mode: 'number' }),
   spentUsd: numeric('spent_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+  /** Sum of the max costs its claimed and running tasks reserved: spent + reserved never exceeds the budget. */
+  reservedUsd: numeric('reserved_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
   /** active | draining | offline */
   status: text('status').notNull().default('active'),
   metadata: jsonb('metadata').notNull().default({}),

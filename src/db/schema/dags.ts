@@ -17,6 +17,8 @@ export const dags = pgTable(
     sourceFile: text('source_file'),
     budgetUsd: numeric('budget_usd', { precision: 14, scale: 6, mode: 'number' }),
     spentUsd: numeric('spent_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    /** Sum of the max costs its claimed and running tasks reserved: spent + reserved never exceeds the budget. */
+    reservedUsd: numeric('reserved_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
     tasksTotal: integer('tasks_total').notNull().default(0),
     tasksOpen: integer('tasks_open').notNull().default(0),
     idempotencyKey: text('idempotency_key'),

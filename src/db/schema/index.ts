@@ -7,3 +7,4 @@ export * from './dead-letters.js';
 export * from './events.js';
 export * from './maintenance-gates.js';
 export * from './schedules.js';
+export * from './capability-groups.js';

@@ -30,6 +30,16 @@ export const tasks = pgTable(
     spec: jsonb('spec').notNull(),
     contextKeys: text('context_keys').array().notNull().default(sql`'{}'::text[]`),
     requiredCapabilities: text('required_capabilities').array().notNull().default(sql`'{}'::text[]`),
+    /** The required capabilities as one key (sorted, comma-joined; '' for none): the claim walks one index range per group. */
+    capKey: text('cap_key').notNull().default(''),
+    /** What the current claim reserved against the agent's and the DAG's budgets (its max_cost_usd); released when the attempt ends. */
+    reservedUsd: numeric('reserved_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    /** Expected run time: declared (estimate:), else the median of completed attempts of this type, else a default. */
+    estimateSec: doublePrecision('estimate_sec').notNull().default(60),
+    /** Upward rank: the longest path of estimates from this task to a sink of its DAG (itself included). */
+    cpRankSec: doublePrecision('cp_rank_sec').notNull().default(0),
+    /** Set by the priority refresher once the deadline can no longer be met (now + estimate > deadline). */
+    deadlineMissed: boolean('deadline_missed').notNull().default(false),
     maxCostUsd: numeric('max_cost_usd', { precision: 14, scale: 6, mode: 'number' }),
     maxDurationSec: integer('max_duration_sec'),
     /** How often the agent heartbeats a running task; the lease lasts three beats. Null: LEASE_DEFAULTS. */
@@ -73,13 +83,15 @@ export const tasks = pgTable(
     check('tasks_priority_ck', sql`${t.priority} between 0 and 100`),
     uniqueIndex('tasks_dag_key_uq').on(t.dagId, t.key),
     uniqueIndex('tasks_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
-    // The claim walks this index in order and stops after N matches: it never sorts.
-    index('tasks_ready_claim_idx').on(t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),
+    // The claim walks this index, one range per capability group the agent covers, in priority order,
+    // and stops after N matches per group: it never sorts and never walks tasks it cannot take.
+    index('tasks_ready_group_idx').on(t.capKey, t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),
     index('tasks_lease_idx').on(t.leaseExpiresAt).where(sql`${t.status} in ('claimed', 'running')`),
     index('tasks_run_at_idx').on(t.runAt).where(sql`${t.status} in ('retrying', 'pending')`),
     // No plain index on status: it lured the planner away from tasks_ready_claim_idx (a bitmap scan plus
     // sort over every READY row, 27 ms per claim at 14k READY) and costs every status change. (dag_id, key) serves DAG lookups.
     index('tasks_parent_idx').on(t.parentId).where(sql`${t.parentId} is not null`),
+    index('tasks_deadline_watch_idx').on(t.deadline).where(sql`${t.deadline} is not null and not ${t.deadlineMissed}`),
     index('tasks_validates_idx').on(t.validatesId).where(sql`${t.validatesId} is not null`),
   ],
 );

@@ -1,0 +1,44 @@
+import type { Command } from 'commander';
+import { InvalidInputError } from '../errors.js';
+import { costsReport, priorityOverride } from '../engine/scheduling.js';
+import { withDatabase, type CommandContext } from './context.js';
+import { Output, usd } from './output.js';
+import { resolver } from './dlq.js';
+import { positiveInt } from './inspect.js';
+
+/** `dagent priority` (a human's override) and `dagent costs` (spend and reservations). */
+export function schedulingCommands(program: Command, ctx: CommandContext): void {
+  program
+    .command('priority')
+    .description('set the base priority (0–100, lower is more urgent) of a task, or of every unfinished task of a DAG')
+    .argument('<task-or-dag-id>')
+    .argument('<priority>')
+    .option('--json', 'machine-readable output')
+    .action(async (id: string, value: string, opts: { json?: boolean }) => {
+      const priority = Number(value);
+      if (!/^\d+$/.test(value) || priority > 100) throw new InvalidInputError(`priority must be a whole number 0–100 (lower is more urgent), got ${value}`);
+      const r = await withDatabase(ctx, (d) => priorityOverride(d.db, id, priority, resolver(ctx)));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result({ id, priority, ...r }, () => out.line(`${id}: priority ${priority} on ${r.tasks} unfinished task(s)`));
+    });
+
+  program
+    .command('costs')
+    .description('spend per day, per agent (budget, reserved, left) and per DAG')
+    .option('--days <n>', 'days of daily spend (default 7)', positiveInt('--days'), 7)
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { days: number; json?: boolean }) => {
+      const r = await withDatabase(ctx, (d) => costsReport(d.db, { days: opts.days }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => {
+        out.line(`daily spend (UTC), last ${opts.days} days:`);
+        out.table(['day', 'spent', 'attempts'], r.days.map((d) => [d.day, usd(d.costUsd), d.attempts]));
+        out.line('\nagents:');
+        out.table(['agent', 'budget', 'spent', 'reserved', 'left'], r.agents.map((a) => [
+          a.id, a.budgetUsd == null ? '-' : usd(a.budgetUsd), usd(a.spentUsd), usd(a.reservedUsd), a.remainingUsd == null ? '-' : usd(a.remainingUsd)]));
+        out.line('\nDAGs:');
+        out.table(['dag', 'name', 'status', 'budget', 'spent', 'reserved'], r.dags.map((g) => [
+          g.id, g.name, g.status, g.budgetUsd == null ? '-' : usd(g.budgetUsd), usd(g.spentUsd), usd(g.reservedUsd)]));
+      });
+    });
+}

@@ -1,0 +1,135 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { effectivePrioritySql, priorityConstants } from '../../engine/priority.js';
+import { rowsOf, textArray } from './run.js';
+
+/** Learned medians (seconds) of the given task types, where enough completed attempts back them. */
+export async function taskTypeMedians(db: Db, types: string[]): Promise<Map<string, number>> {
+  if (types.length === 0) return new Map();
+  const rows = await rowsOf<{ type: string; median: number }>(db, sql`
+    select type, median_sec as median from task_type_durations
+    where type = any(${textArray(types)}) and samples >= ${priorityConstants().minSamples}`);
+  return new Map(rows.map((r) => [r.type, r.median]));
+}
+
+/** Re-learn each type's median run time from its completed attempts of the last day. Returns the types updated. */
+export async function taskTypeDurationsRefresh(db: Db): Promise<number> {
+  const rows = await rowsOf(db, sql`
+    insert into task_type_durations (type, median_sec, samples, updated_at)
+    select t.type, percentile_cont(0.5) within group (order by a.duration_ms) / 1000.0, count(*)::int, now()
+    from attempts a join tasks t on t.id = a.task_id
+    where a.outcome = 'completed' and a.ended_at > now() - interval '1 day'
+    group by t.type
+    on conflict (type) do update set median_sec = excluded.median_sec, samples = excluded.samples, updated_at = excluded.updated_at
+    returning type`);
+  return rows.length;
+}
+
+/** Store new upward ranks, and re-rank READY tasks among them at once (their order changed now, not at the next refresh). */
+export async function taskRanksSet(db: Db, ranks: Array<{ id: string; rank: number }>): Promise<void> {
+  for (let i = 0; i < ranks.length; i += 5000) {
+    const chunk = JSON.stringify(ranks.slice(i, i + 5000));
+    // Two statements: a row updated by one part of a statement is invisible to the next part of it.
+    const changed = await rowsOf<{ id: string }>(db, sql`
+      update tasks t set cp_rank_sec = i.rank from jsonb_to_recordset(${chunk}::jsonb) as i(id text, rank float8)
+      where t.id = i.id and t.cp_rank_sec is distinct from i.rank
+      returning t.id`);
+    await taskPriorityRecompute(db, changed.map((c) => c.id));
+  }
+}
+
+/** Recompute the stored effective priority of the READY tasks among `ids`, now. */
+export async function taskPriorityRecompute(db: Db, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.execute(sql`update tasks set effective_priority = ${effectivePrioritySql()} where id = any(${textArray(ids)}) and status = 'ready'`);
+}
+
+export interface PriorityRefresh { refreshed: number; deadlinesMissed: Array<{ id: string; dagId: string }> }
+
+/**
+ * Recompute the effective priority of READY tasks whose stored value drifted by
+ * more than `tolerance` (age grows, deadlines near), at most `limit` rows, most
+ * drifted first; and flag tasks whose deadline can no longer be met. `at` replaces
+ * the clock (tests simulate hours this way).
+ */
+export async function taskPriorityRefresh(db: Db, o: { limit: number; tolerance: number; at?: Date }): Promise<PriorityRefresh> {
+  const at: SQL = o.at ? sql`${o.at.toISOString()}::timestamptz` : sql`now()`;
+  const fresh = effectivePrioritySql({ at });
+  const [r] = await rowsOf<{ refreshed: number }>(db, sql`
+    with drifted as (
+      select id, ${fresh} as value from tasks
+      where status = 'ready' and abs(effective_priority - ${fresh}) > ${o.tolerance}
+      order by abs(effective_priority - ${fresh}) desc
+      limit ${o.limit}
+      for update skip locked
+    ),
+    updated as (
+      update tasks t set effective_priority = d.value from drifted d where t.id = d.id and t.status = 'ready' returning t.id
+    )
+    select count(*)::int as refreshed from updated`);
+  const missed = await rowsOf<{ id: string; dagId: string }>(db, sql`
+    with late as (
+      update tasks set deadline_missed = true, updated_at = now()
+      where deadline is not null and not deadline_missed
+        and status in ('pending', 'ready', 'claimed', 'running', 'validating', 'retrying')
+        and ${at} + make_interval(secs => estimate_sec) > deadline
+      returning id, dag_id
+    ),
+    recorded as (
+      insert into events (type, dag_id, task_id, data)
+      select 'task.deadline_missed', dag_id, id, '{}'::jsonb from late
+    )
+    select id, dag_id as "dagId" from late`);
+  return { refreshed: r?.refreshed ?? 0, deadlinesMissed: missed };
+}
+
+/** A human's override: set the base priority of tasks that have not finished, and re-rank the READY ones now. */
+export async function taskPrioritySet(db: Db, where: { taskId: string } | { dagId: string }, priority: number): Promise<string[]> {
+  const match = 'taskId' in where ? sql`id = ${where.taskId}` : sql`dag_id = ${where.dagId}`;
+  const rows = await rowsOf<{ id: string }>(db, sql`
+    update tasks set priority = ${priority}, updated_at = now()
+    where ${match} and status not in ('completed', 'cancelled')
+    returning id`);
+  const ids = rows.map((r) => r.id);
+  await taskPriorityRecompute(db, ids);
+  return ids;
+}
+
+export interface UnclaimableTask {
+  id: string; dagId: string; key: string; capabilities: string[]; maxCostUsd: number | null; readySec: number;
+  reason: 'no_capable_agent' | 'no_agent_can_afford' | 'dag_budget';
+  detail: string;
+}
+
+/**
+ * READY tasks no agent can take now, and why: no active agent has their
+ * capabilities; capable agents exist but none has budget left for their max cost;
+ * or their DAG's ceiling (less what it spent and reserved) is below their max cost.
+ */
+export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableTask[]> {
+  return rowsOf<UnclaimableTask>(db, sql`
+    with ready as (
+      select t.id, t.dag_id, t.key, t.required_capabilities, t.max_cost_usd, t.ready_at,
+        (select count(*) from agents a where a.status = 'active' and t.required_capabilities <@ a.capabilities) as capable,
+        (select max(coalesce(a.budget_usd - a.spent_usd - a.reserved_usd, 'Infinity'::numeric)) from agents a
+          where a.status = 'active' and t.required_capabilities <@ a.capabilities) as best_left,
+        d.budget_usd - d.spent_usd - d.reserved_usd as dag_left
+      from tasks t join dags d on d.id = t.dag_id
+      where t.status = 'ready'
+    )
+    select id, dag_id as "dagId", key, required_capabilities as capabilities, max_cost_usd::float8 as "maxCostUsd",
+      extract(epoch from now() - ready_at)::float8 as "readySec",
+      case when capable = 0 then 'no_capable_agent'
+           when dag_left is not null and coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0 then 'dag_budget'
+           else 'no_agent_can_afford' end as reason,
+      case when capable = 0 then 'no active agent has ' || case when cardinality(required_capabilities) = 0 then 'registered' else 'capabilities ' || array_to_string(required_capabilities, ', ') end
+           when dag_left is not null and coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0
+             then 'DAG budget: $' || round(greatest(dag_left, 0), 4) || ' left, the task may cost $' || round(coalesce(max_cost_usd, 0), 4)
+           else 'no capable agent can afford $' || round(coalesce(max_cost_usd, 0), 4) || ' (most left: $' || round(greatest(best_left, 0), 4) || ')' end as detail
+    from ready
+    where capable = 0
+       or (dag_left is not null and (coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0))
+       or best_left <= 0 or coalesce(max_cost_usd, 0) > best_left
+    order by ready_at
+    limit ${limit}`);
+}

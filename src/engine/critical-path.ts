@@ -1,0 +1,41 @@
+import type { Db } from '../db/connection.js';
+import { edgeListForDag } from '../db/queries/edges.js';
+import { taskListForDag } from '../db/queries/tasks.js';
+import { taskRanksSet, taskTypeMedians } from '../db/queries/tasks-priority.js';
+import { dagGraphBuild, upwardRanks } from '../dag/graph.js';
+import type { TaskSpec } from '../dag/spec.js';
+import { priorityConstants } from './priority.js';
+
+/** Where a task's run-time estimate comes from, in order of preference. */
+export interface TaskPlan { estimateSec: number; cpRankSec: number }
+
+/** Each task's estimate: declared (`estimate:`), else the learned median of its type, else the default. */
+export async function estimatesResolve(db: Db, tasks: Pick<TaskSpec, 'key' | 'type' | 'estimateSec'>[]): Promise<Map<string, number>> {
+  const unknown = [...new Set(tasks.filter((t) => t.estimateSec === undefined).map((t) => t.type))];
+  const learned = await taskTypeMedians(db, unknown);
+  const fallback = priorityConstants().defaultEstimateSec;
+  return new Map(tasks.map((t) => [t.key, t.estimateSec ?? learned.get(t.type) ?? fallback]));
+}
+
+/** Estimates and upward ranks of a new DAG's tasks, before they are inserted. */
+export async function dagPlan(db: Db, tasks: TaskSpec[]): Promise<Map<string, TaskPlan>> {
+  const estimates = await estimatesResolve(db, tasks);
+  const graph = dagGraphBuild(tasks.map((t) => t.key), tasks.flatMap((t) => t.dependsOn.map((d) => [d, t.key] as const)));
+  const ranks = upwardRanks(graph, (k) => estimates.get(k)!);
+  return new Map(tasks.map((t) => [t.key, { estimateSec: estimates.get(t.key)!, cpRankSec: ranks.get(t.key)! }]));
+}
+
+/**
+ * Recompute the upward ranks of a DAG after its graph changed (a spawn, added
+ * edges), under the DAG's graph lock; only changed ranks are written. Validation
+ * tasks are outside the graph and keep their own.
+ */
+export async function dagRanksRefresh(db: Db, dagId: string): Promise<void> {
+  const rows = (await taskListForDag(db, dagId)).filter((t) => t.validatesId === null);
+  const edges = await edgeListForDag(db, dagId);
+  const graph = dagGraphBuild(rows.map((r) => r.id), edges.map((e) => [e.upstreamId, e.downstreamId] as const));
+  const estimate = new Map(rows.map((r) => [r.id, r.estimateSec]));
+  const ranks = upwardRanks(graph, (id) => estimate.get(id)!);
+  const changed = rows.filter((r) => Math.abs(r.cpRankSec - ranks.get(r.id)!) > 1e-9).map((r) => ({ id: r.id, rank: ranks.get(r.id)! }));
+  await taskRanksSet(db, changed);
+}

@@ -1,0 +1,17 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { taskTypeDurationsRefresh } from '../db/queries/tasks-priority.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
+
+export const DURATION_LEARNER_INTERVAL_MS_DEFAULT = 5 * 60_000;
+
+/** Re-learns the median run time of each task type from the last day's completed attempts (estimates for the critical path). */
+export function durationLearnerCreate(o: { db: Db; log?: Logger; intervalMs?: number }): MaintenanceService {
+  return serviceCreate({
+    name: 'duration-learner',
+    db: o.db,
+    log: o.log,
+    intervalMs: o.intervalMs ?? DURATION_LEARNER_INTERVAL_MS_DEFAULT,
+    work: () => taskTypeDurationsRefresh(o.db),
+  });
+}

@@ -1,0 +1,44 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { taskPriorityRefresh } from '../db/queries/tasks-priority.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
+
+export const PRIORITY_REFRESH_INTERVAL_MS_DEFAULT = 2_000;
+/** A stored effective priority this close to the true one is left alone: refreshing costs an index update. */
+export const PRIORITY_REFRESH_TOLERANCE = 0.1;
+const BATCH = 5_000;
+const MAX_BATCHES_PER_TICK = 4;
+
+export interface PriorityRefresherOptions {
+  db: Db;
+  log?: Logger;
+  intervalMs?: number;
+  tolerance?: number;
+  /** The clock (tests simulate hours). Default the database's. */
+  now?: () => Date;
+}
+
+/**
+ * Keeps the stored effective priority of READY tasks current as they age and
+ * their deadlines near (the claim orders by the stored value), and flags tasks
+ * whose deadline can no longer be met. Transitions to READY compute it
+ * themselves; this loop covers the passing of time.
+ */
+export function priorityRefresherCreate(o: PriorityRefresherOptions): MaintenanceService {
+  return serviceCreate({
+    name: 'priority-refresher',
+    db: o.db,
+    log: o.log,
+    intervalMs: o.intervalMs ?? PRIORITY_REFRESH_INTERVAL_MS_DEFAULT,
+    async work() {
+      let total = 0;
+      for (let i = 0; i < MAX_BATCHES_PER_TICK; i++) {
+        const r = await taskPriorityRefresh(o.db, { limit: BATCH, tolerance: o.tolerance ?? PRIORITY_REFRESH_TOLERANCE, at: o.now?.() });
+        total += r.refreshed;
+        for (const t of r.deadlinesMissed) o.log?.warn({ taskId: t.id, dagId: t.dagId }, 'deadline can no longer be met; the task still runs, flagged');
+        if (r.refreshed < BATCH) break;
+      }
+      return total;
+    },
+  });
+}
