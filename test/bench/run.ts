@@ -59,7 +59,7 @@ interface RunResult { seconds: number; tasks: number; hopsMs: number[] }
 async function runAgent(d: Database, slots: number, expected: number, batch = BATCH): Promise<RunResult> {
   const agentId = `bench-${slots}-${Date.now()}`;
   await agentRegister(d.db, { id: agentId, type: 'bench', capabilities: [], maxConcurrent: slots });
-  const buffer = new ClaimBuffer({ db: d.db, agentId, batch, maxHeld: batch * 2, capabilities: [] });
+  const buffer = new ClaimBuffer({ db: d.db, agentId, batch, maxHeld: batch * 2, capabilities: [], budgeted: false });
   const batcher = new CompletionBatcher({ db: d.db, maxBatch: batch, maxInFlight: 3, onUnblocked: () => buffer.wake() });
   const completedAt = new Map<string, number>();
   const hopsMs: number[] = [];
@@ -92,7 +92,7 @@ async function runAgent(d: Database, slots: number, expected: number, batch = BA
 }
 
 async function reset(d: Database) {
-  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events`);
+  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, capability_groups`);
 }
 
 /**
