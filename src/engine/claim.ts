@@ -29,6 +29,8 @@ export interface ClaimedTask {
   /** Heartbeat interval while running; the lease lasts LEASE_DEFAULTS.beatsPerLease beats. */
   heartbeatSec: number;
   maxCostUsd: number | null;
+  /** True when the claim already started the task (`start: true`): no taskStart needed. */
+  started: boolean;
   outputSpec: Record<string, unknown> | null;
 }
 
@@ -49,6 +51,8 @@ export interface ClaimOptions {
    * False skips locking the agent row; wrong would let reservations race. Default: read from the agent.
    */
   budgeted?: boolean;
+  /** Claim straight into RUNNING under the heartbeat lease (no separate start): for claimers that start what they claim at once. */
+  start?: boolean;
 }
 
 /** Claim up to `limit` tasks the agent is capable of and can afford, most urgent first. */
@@ -63,7 +67,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
     capabilities = agent.capabilities;
     budgeted = agent.budgetUsd !== null;
   }
-  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, budgeted });
+  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, budgeted, start: opts.start });
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;
@@ -84,6 +88,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
       maxDurationSec: r.maxDurationSec,
       heartbeatSec: r.heartbeatSec ?? LEASE_DEFAULTS.heartbeatSec,
       maxCostUsd: r.maxCostUsd,
+      started: opts.start === true,
       outputSpec: r.outputSpec,
     };
   });

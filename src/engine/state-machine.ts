@@ -34,7 +34,7 @@ export const TRANSITIONS = {
   activate: { from: ['created'], to: ['pending', 'ready'], by: 'submit / spawn' },
   unblock: { from: ['pending'], to: ['ready'], by: 'completion of the last upstream task; promoter for not_before' },
   block: { from: ['created', 'pending', 'ready'], to: ['pending'], by: 'edge insertion: an unclaimed task gains an unfinished upstream' },
-  claim: { from: ['ready'], to: ['claimed'], by: 'agent claim' },
+  claim: { from: ['ready'], to: ['claimed', 'running'], by: 'agent claim (running at once when the claimer starts what it claims: the agent runtime)' },
   start: { from: ['claimed'], to: ['running'], by: 'agent' },
   heartbeat: { from: ['claimed', 'running'], to: ['claimed', 'running'], by: 'agent' },
   submitOutput: { from: ['claimed', 'running'], to: ['validating'], by: 'agent (when output validation is declared)' },

@@ -1,6 +1,10 @@
 /**
  * npm run bench [-- --quick] [-- --no-fsync]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
+ * Also: flat throughput behind a 100,000-task backlog, claim latency at 100,000
+ * READY tasks with 90 % capability skew, and scheduling quality (makespan against
+ * its lower bound, dagent's effective priority beside FIFO; makespan.ts).
+ *
  * Throughput and latency of dagent's hot path on a fresh embedded PostgreSQL
  * (default, durable settings): flat claim → complete, chains whose every
  * completion unblocks the next task, the dependency hop latency, and the
@@ -14,12 +18,14 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import { databaseOpen, type Database } from '../../src/db/connection.js';
 import { embeddedServerStart } from '../../src/db/embedded.js';
-import { TASK_DEFAULTS, type DagSpec, type TaskSpec } from '../../src/dag/spec.js';
+import { TASK_DEFAULTS, type TaskSpec } from '../../src/dag/spec.js';
 import { agentRegister } from '../../src/engine/agents.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { agentLatency } from './agent-latency.js';
+import { makespanBench } from './makespan.js';
+import { taskClaim } from '../../src/engine/claim.js';
 
 const quick = process.argv.includes('--quick');
 const FLAT_TASKS = quick ? 4_000 : 20_000;
@@ -28,20 +34,40 @@ const CHAIN_LENGTH = 50;
 const BATCH = Number(process.env.BENCH_BATCH ?? 200);
 const EPHEMERAL = process.argv.includes('--no-fsync');
 const LATENCY_TASKS = quick ? 100 : 500;
+const BACKLOG = quick ? 20_000 : 100_000;
+const MAKESPAN_INSTANCES = quick ? 10 : 50;
 
-function task(key: string, dependsOn: string[] = []): TaskSpec {
+function task(key: string, dependsOn: string[] = [], extra: Partial<TaskSpec> = {}): TaskSpec {
   return {
     key, type: 'noop', body: { context: [], models: [], fallbackModels: [], input: {} }, requiredCapabilities: [],
-    priority: 50, boostPerMinute: 0, dependsOn, maxAttempts: 3, retry: { ...TASK_DEFAULTS.retry }, tags: [],
+    priority: 50, boostPerMinute: 0, dependsOn, maxAttempts: 3, retry: { ...TASK_DEFAULTS.retry }, tags: [], ...extra,
   };
 }
 
-async function submitFlat(d: Database, total: number, perDag = 1000) {
-  const specs: DagSpec[] = [];
+async function submitFlat(d: Database, total: number, perDag = 1000, extra: Partial<TaskSpec> = {}) {
   for (let i = 0; i < total / perDag; i++) {
-    specs.push({ name: `flat-${i}`, params: {}, tasks: Array.from({ length: perDag }, (_, j) => task(`t${j}`)) });
+    await dagSubmit(d.db, [{ name: `flat-${i}`, params: {}, tasks: Array.from({ length: perDag }, (_, j) => task(`t${j}`, [], extra)) }]);
   }
-  for (const s of specs) await dagSubmit(d.db, [s]);
+}
+
+/**
+ * Claim latency with `total` READY tasks, 90 % of which need a capability the
+ * claimer lacks and are more urgent (the head of a priority-ordered walk).
+ */
+async function claimLatency(d: Database, total: number, claims: number, limit: number): Promise<number[]> {
+  await submitFlat(d, total * 0.9, 5000, { requiredCapabilities: ['gpu'], priority: 10 });
+  await submitFlat(d, total * 0.1, 5000, { requiredCapabilities: ['llm'], priority: 50 });
+  await analyze(d);
+  const agentId = `claimer-${limit}`;
+  await agentRegister(d.db, { id: agentId, type: 'bench', capabilities: ['llm'] });
+  const ms: number[] = [];
+  for (let i = 0; i < claims; i++) {
+    const t0 = performance.now();
+    const got = await taskClaim(d.db, agentId, { limit, capabilities: ['llm'], budgeted: false });
+    ms.push(performance.now() - t0);
+    if (got.length !== limit) throw new Error(`claim ${i} got ${got.length} tasks`);
+  }
+  return ms;
 }
 
 async function submitChains(d: Database, chains: number, length: number) {
@@ -131,6 +157,19 @@ async function main() {
       console.log(lines.at(-1));
     }
     await reset(d);
+    await submitFlat(d, BACKLOG, 5000, { priority: 60 });
+    await submitFlat(d, FLAT_TASKS);
+    await analyze(d);
+    const behind = await runAgent(d, 32, FLAT_TASKS);
+    lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks behind a ${fmt(BACKLOG)}-task READY backlog, 32 slots: ${fmt(behind.tasks / behind.seconds)} tasks/s (${behind.seconds.toFixed(2)} s)`);
+    console.log(lines.at(-1));
+    for (const limit of [1, 10]) {
+      await reset(d);
+      const ms = await claimLatency(d, BACKLOG, quick ? 200 : 1000, limit);
+      lines.push(`claim of ${limit} with ${fmt(BACKLOG)} READY, 90 % needing a capability the claimer lacks (and more urgent): p50 ${pct(ms, 50).toFixed(2)} ms, p99 ${pct(ms, 99).toFixed(2)} ms`);
+      console.log(lines.at(-1));
+    }
+    await reset(d);
     await submitChains(d, CHAINS, CHAIN_LENGTH);
     await analyze(d);
     const chains = await runAgent(d, 32, CHAINS * CHAIN_LENGTH);
@@ -148,6 +187,11 @@ async function main() {
     console.log(lines.at(-1));
     lines.push(`agent runtime, chain of ${LATENCY_TASKS}: dependency (upstream completed → dependent claimed) ${ms(lat.dependencyMs)}`);
     console.log(lines.at(-1));
+    for (const family of ['layered', 'shorts-then-chain'] as const) {
+      const [mine, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES)];
+      lines.push(`makespan / lower bound, ${family}, ${MAKESPAN_INSTANCES} instances, 8 agents: dagent ${mine.meanRatio.toFixed(3)} (worst ${mine.maxRatio.toFixed(2)}), FIFO ${fifo.meanRatio.toFixed(3)} (worst ${fifo.maxRatio.toFixed(2)})`);
+      console.log(lines.at(-1));
+    }
   } finally {
     await d.close();
     await server.stop();

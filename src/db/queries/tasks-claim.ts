@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../engine/state-machine.js';
+import { LEASE_DEFAULTS } from '../../config/index.js';
 import { dateOf, rowsOf, textArray } from './run.js';
 
 export interface ClaimedRow {
@@ -65,6 +66,11 @@ export interface ClaimSqlOptions {
   dagId?: string;
   /** False when the agent has no budget: its row is then not locked (concurrent claims of one agent do not queue). Default true. */
   budgeted?: boolean;
+  /**
+   * Claim straight into RUNNING, under the heartbeat lease (three of the task's heartbeat_sec): for a claimer that
+   * starts everything it claims at once, which saves the start statement. Default false: CLAIMED, under the claim TTL.
+   */
+  start?: boolean;
 }
 
 /** The claim statement itself, exposed so it can be EXPLAINed as it runs. */
@@ -124,17 +130,19 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       where a.id = ${agentId} and s.amount > 0
     )
     update tasks t set
-      status = 'claimed',
+      status = ${opts.start ? 'running' : 'claimed'},
       claimed_by = ${agentId},
       claimed_at = now(),
-      started_at = null,
-      heartbeat_at = null,
+      started_at = ${opts.start ? sql`now()` : sql`null`},
+      heartbeat_at = ${opts.start ? sql`now()` : sql`null`},
       progress = null,
       progress_message = null,
       fence = t.fence + 1,
       attempts = t.attempts + 1,
       reserved_usd = c.reserve,
-      lease_expires_at = now() + make_interval(secs => ${claimTtlSec}),
+      lease_expires_at = now() + ${opts.start
+        ? sql`make_interval(secs => coalesce(t.heartbeat_sec * ${LEASE_DEFAULTS.beatsPerLease}, ${LEASE_DEFAULTS.heartbeatLeaseSec}))`
+        : sql`make_interval(secs => ${claimTtlSec})`},
       updated_at = now()
     from claimable c
     where t.id = c.id

@@ -1,0 +1,127 @@
+import { sql } from 'drizzle-orm';
+import { pino } from 'pino';
+import type { Database } from '../../src/db/connection.js';
+import { TASK_DEFAULTS, type DagSpec, type TaskSpec } from '../../src/dag/spec.js';
+import { dagSubmit } from '../../src/engine/submit.js';
+import { priorityConfigure, PRIORITY_DEFAULTS } from '../../src/engine/priority.js';
+import { AgentFleet } from '../../src/runtime/fleet.js';
+import { defineAgent } from '../../src/runtime/define-agent.js';
+
+/**
+ * Scheduling quality: seeded DAG instances, each run alone by 8 single-slot agents
+ * (the real runtime: an AgentFleet, NOTIFY wake-up) whose handler sleeps the task's
+ * duration. Makespan (DAG created → completed, database clock) is divided by the
+ * lower bound max(critical path, total work / 8). Two policies:
+ * - dagent: effective priority with the critical-path term (estimates declared,
+ *   equal to the true durations; the rank scale compressed like the durations);
+ * - FIFO: priority and age only (critical-path term off), so ties go by ready_at.
+ */
+export interface MakespanFigures { family: string; policy: string; instances: number; meanRatio: number; maxRatio: number; seconds: number }
+
+const AGENTS = 8;
+/** Task durations, ms: short, medium, long (60 %, 30 %, 10 %). */
+const DURATIONS = [20, 80, 240] as const;
+/** Real-life minutes compressed to bench milliseconds: the rank scale (1 h) shrinks by the same factor (20 ms stands for 1 min). */
+const CP_SCALE_SEC = 3600 * (DURATIONS[0] / 1000) / 60;
+
+function rng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function task(key: string, ms: number, dependsOn: string[]): TaskSpec {
+  return {
+    key, type: 'sleep', body: { context: [], models: [], fallbackModels: [], input: { ms } }, requiredCapabilities: [],
+    priority: 50, boostPerMinute: 0, estimateSec: ms / 1000, dependsOn, maxAttempts: 3, retry: { ...TASK_DEFAULTS.retry }, tags: [],
+  };
+}
+
+/** (a) random layered DAG: 20–200 tasks in 4–10 layers, each task after 1–3 tasks of earlier layers (mostly the previous one). */
+export function layeredInstance(seed: number): TaskSpec[] {
+  const r = rng(seed);
+  const n = 20 + Math.floor(r() * 181);
+  const layers = 4 + Math.floor(r() * 7);
+  const byLayer: string[][] = Array.from({ length: layers }, () => []);
+  const tasks: TaskSpec[] = [];
+  for (let i = 0; i < n; i++) {
+    const layer = i < layers ? i : Math.floor(r() * layers);
+    const key = `t${i}`;
+    const earlier = byLayer.slice(0, layer).flat();
+    const parents = new Set<string>();
+    const want = layer === 0 ? 0 : 1 + Math.floor(r() * 3);
+    for (let p = 0; p < want && earlier.length; p++) {
+      const prev = byLayer[layer - 1]!;
+      const pool = r() < 0.7 && prev.length ? prev : earlier;
+      parents.add(pool[Math.floor(r() * pool.length)]!);
+    }
+    const x = r();
+    const ms = x < 0.6 ? DURATIONS[0] : x < 0.9 ? DURATIONS[1] : DURATIONS[2];
+    byLayer[layer]!.push(key);
+    tasks.push(task(key, ms, [...parents]));
+  }
+  return tasks;
+}
+
+/** (b) many short independent tasks created first, then one long chain created after them. */
+export function shortsThenChainInstance(seed: number): TaskSpec[] {
+  const r = rng(seed);
+  const shorts = 40 + Math.floor(r() * 41);
+  const chain = 6 + Math.floor(r() * 5);
+  return [
+    ...Array.from({ length: shorts }, (_, i) => task(`s${i}`, DURATIONS[0], [])),
+    ...Array.from({ length: chain }, (_, i) => task(`c${i}`, DURATIONS[1], i ? [`c${i - 1}`] : [])),
+  ];
+}
+
+export function lowerBoundMs(tasks: TaskSpec[]): number {
+  const ms = new Map(tasks.map((t) => [t.key, (t.body.input as { ms: number }).ms]));
+  const finish = new Map<string, number>();
+  for (const t of tasks) finish.set(t.key, ms.get(t.key)! + Math.max(0, ...t.dependsOn.map((d) => finish.get(d)!)));
+  const total = [...ms.values()].reduce((a, b) => a + b, 0);
+  return Math.max(Math.max(...finish.values()), total / AGENTS);
+}
+
+export async function makespanBench(
+  d: Database, family: 'layered' | 'shorts-then-chain', policy: 'dagent' | 'fifo', instances: number,
+): Promise<MakespanFigures> {
+  const before = priorityConfigure(policy === 'dagent' ? { cpScaleSec: CP_SCALE_SEC } : { cpMax: 0 });
+  const sleeper = defineAgent({ name: 'sleeper', capabilities: [], run: (t) => new Promise((r) => setTimeout(() => r(null), (t.spec.input as { ms: number }).ms)) });
+  // One process, one LISTEN connection for the 8 agents: how `dagent up` runs a fleet.
+  const fleet = new AgentFleet(d, Array.from({ length: AGENTS }, (_, i) => ({ def: sleeper, id: `mk-${policy}-${i}`, concurrency: 1 })),
+    { pollIntervalMs: 1000, log: pino({ level: 'silent' }) });
+  await fleet.start();
+  const started = Date.now();
+  const ratios: number[] = [];
+  try {
+    for (let i = 0; i < instances; i++) {
+      const tasks = family === 'layered' ? layeredInstance(1000 + i) : shortsThenChainInstance(2000 + i);
+      const spec: DagSpec = { name: `${family}-${i}`, params: {}, tasks };
+      const dagId = (await dagSubmit(d.db, [spec]))[0]!.dagId;
+      // From the submit's commit (the work is claimable from then on), on the machine's clock, which the database shares.
+      const committedAt = Date.now();
+      for (;;) {
+        const { rows } = await d.db.execute(sql`
+          select status, extract(epoch from completed_at)::float8 * 1000 as at from dags where id = ${dagId}`);
+        const row = rows[0] as { status: string; at: number | null };
+        if (row.status === 'completed') {
+          ratios.push((row.at! - committedAt) / lowerBoundMs(tasks));
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    }
+  } finally {
+    await fleet.stop(1000);
+    priorityConfigure({ ...PRIORITY_DEFAULTS, ...{ cpScaleSec: before.cpScaleSec, cpMax: before.cpMax } });
+  }
+  return {
+    family, policy, instances, meanRatio: ratios.reduce((a, b) => a + b, 0) / ratios.length, maxRatio: Math.max(...ratios),
+    seconds: (Date.now() - started) / 1000,
+  };
+}
