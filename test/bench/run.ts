@@ -1,5 +1,8 @@
 /**
- * npm run bench [-- --quick] [-- --no-fsync]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ * npm run bench [-- --quick] [-- --no-fsync] [-- --peers]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ *
+ * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
+ * and one SVG bar chart per figure in docs/bench/.
  *
  * Also: flat throughput behind a 100,000-task backlog, claim latency at 100,000
  * READY tasks with 90 % capability skew, and scheduling quality (makespan against
@@ -25,6 +28,8 @@ import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { agentLatency } from './agent-latency.js';
 import { makespanBench } from './makespan.js';
+import { graphileBench, pgBossBench } from './peers.js';
+import { barChartSvg, plotWrite } from './plot.js';
 import { taskClaim } from '../../src/engine/claim.js';
 
 const quick = process.argv.includes('--quick');
@@ -33,6 +38,7 @@ const CHAINS = quick ? 40 : 200;
 const CHAIN_LENGTH = 50;
 const BATCH = Number(process.env.BENCH_BATCH ?? 200);
 const EPHEMERAL = process.argv.includes('--no-fsync');
+const PEERS = process.argv.includes('--peers');
 const LATENCY_TASKS = quick ? 100 : 500;
 const BACKLOG = quick ? 20_000 : 100_000;
 const MAKESPAN_INSTANCES = quick ? 10 : 50;
@@ -137,6 +143,38 @@ const pct = (xs: number[], p: number) => {
 };
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
+const PLOTS = [
+  { key: 'flat10', title: 'flat no-op throughput, 10 slots', unit: 'tasks/s' },
+  { key: 'flat32', title: 'flat no-op throughput, 32 slots', unit: 'tasks/s' },
+  { key: 'flatBacklog', title: 'flat throughput behind a 100,000 backlog, 32 slots', unit: 'tasks/s' },
+  { key: 'chains', title: 'DAG throughput: 200 chains x 50', unit: 'tasks/s' },
+  { key: 'hopP50', title: 'dependency hop p50, idle (one chain)', unit: 'ms' },
+  { key: 'dispatchP50', title: 'idle dispatch p50 (submitted -> handler running)', unit: 'ms' },
+  { key: 'dispatchP99', title: 'idle dispatch p99', unit: 'ms' },
+] as const;
+
+/** Run the peers on the same server and work, print a table with ratios, and write one SVG per figure. */
+async function peersCompare(adminUrl: string, mine: Record<string, number>) {
+  const sizes = { flat: FLAT_TASKS, backlog: BACKLOG, chains: CHAINS, chainLength: CHAIN_LENGTH, dispatch: quick ? 50 : 200 };
+  console.log('\npeers (same server, same work):');
+  const peers = [...(await graphileBench(adminUrl, sizes)), await pgBossBench(adminUrl, sizes)];
+  const dagent: { name: string; figures: Record<string, number | string> } = { name: 'dagent', figures: mine };
+  const all = [dagent, ...peers];
+  const cell = (v: unknown) => (typeof v === 'number' ? (v >= 100 ? fmt(v) : v.toFixed(2)) : String(v ?? '-'));
+  console.log(['figure', ...all.map((p) => p.name), ...peers.map((p) => `dagent ÷ ${p.name.split(' (')[0]}${p.name.includes('(') ? ` ${p.name.split('(')[1]!.replace(')', '')}` : ''}`)].join(' | '));
+  for (const plot of PLOTS) {
+    const values = all.map((p) => p.figures[plot.key] as number | undefined);
+    const ratios = peers.map((p) => {
+      const theirs = p.figures[plot.key] as number | undefined;
+      return theirs && mine[plot.key] ? (mine[plot.key]! / theirs).toFixed(2) : '-';
+    });
+    console.log([plot.title, ...values.map(cell), ...ratios].join(' | '));
+    const file = plotWrite('docs/bench', plot.key, barChartSvg(`${plot.title} (${new Date().toISOString().slice(0, 10)})`, plot.unit,
+      all.map((p) => ({ label: p.name, value: (p.figures[plot.key] as number | undefined) ?? NaN }))));
+    console.log(`  plot: ${file}`);
+  }
+}
+
 async function main() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-bench-'));
   chmodSync(dataDir, 0o755);
@@ -147,12 +185,14 @@ async function main() {
   console.log(`dagent bench — ${new Date().toISOString()}`);
   console.log(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, PostgreSQL ${pgVersion} (embedded, ${EPHEMERAL ? 'fsync off' : 'default durable settings'}), claim/complete batch ${BATCH}${quick ? ', QUICK sizes' : ''}\n`);
   const lines: string[] = [];
+  const mine: Record<string, number> = {};
   try {
     for (const slots of [10, 32]) {
       await reset(d);
       await submitFlat(d, FLAT_TASKS);
       await analyze(d);
       const r = await runAgent(d, slots, FLAT_TASKS);
+      mine[`flat${slots}`] = r.tasks / r.seconds;
       lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks, ${slots} slots: ${fmt(r.tasks / r.seconds)} tasks/s (${r.seconds.toFixed(2)} s)`);
       console.log(lines.at(-1));
     }
@@ -161,11 +201,13 @@ async function main() {
     await submitFlat(d, FLAT_TASKS);
     await analyze(d);
     const behind = await runAgent(d, 32, FLAT_TASKS);
+    mine.flatBacklog = behind.tasks / behind.seconds;
     lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks behind a ${fmt(BACKLOG)}-task READY backlog, 32 slots: ${fmt(behind.tasks / behind.seconds)} tasks/s (${behind.seconds.toFixed(2)} s)`);
     console.log(lines.at(-1));
     for (const limit of [1, 10]) {
       await reset(d);
       const ms = await claimLatency(d, BACKLOG, quick ? 200 : 1000, limit);
+      mine[`claim${limit}P99`] = pct(ms, 99);
       lines.push(`claim of ${limit} with ${fmt(BACKLOG)} READY, 90 % needing a capability the claimer lacks (and more urgent): p50 ${pct(ms, 50).toFixed(2)} ms, p99 ${pct(ms, 99).toFixed(2)} ms`);
       console.log(lines.at(-1));
     }
@@ -173,25 +215,33 @@ async function main() {
     await submitChains(d, CHAINS, CHAIN_LENGTH);
     await analyze(d);
     const chains = await runAgent(d, 32, CHAINS * CHAIN_LENGTH);
+    mine.chains = chains.tasks / chains.seconds;
+    mine.chainHopP50 = pct(chains.hopsMs, 50);
     lines.push(`chains ${CHAINS} × ${CHAIN_LENGTH}, 32 slots: ${fmt(chains.tasks / chains.seconds)} tasks/s (${chains.seconds.toFixed(2)} s); hop under load p50 ${pct(chains.hopsMs, 50).toFixed(2)} ms, p95 ${pct(chains.hopsMs, 95).toFixed(2)} ms`);
     console.log(lines.at(-1));
     await reset(d);
     await submitChains(d, 1, 200);
     const single = await runAgent(d, 1, 200, 1);
+    mine.hopP50 = pct(single.hopsMs, 50);
     lines.push(`single chain of 200, 1 slot: dependency hop (upstream completed → dependent claimed) p50 ${pct(single.hopsMs, 50).toFixed(2)} ms, p95 ${pct(single.hopsMs, 95).toFixed(2)} ms`);
     console.log(lines.at(-1));
     await reset(d);
     const lat = await agentLatency(d, LATENCY_TASKS, task);
     const ms = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(2)} ms, p95 ${pct(xs, 95).toFixed(2)} ms, p99 ${pct(xs, 99).toFixed(2)} ms`;
+    [mine.dispatchP50, mine.dispatchP95, mine.dispatchP99] = [pct(lat.dispatchMs, 50), pct(lat.dispatchMs, 95), pct(lat.dispatchMs, 99)];
+    mine.runtimeHopP50 = pct(lat.dependencyMs, 50);
     lines.push(`agent runtime, idle agent (30 s poll), ${LATENCY_TASKS} tasks: dispatch (submitted → handler running) ${ms(lat.dispatchMs)}`);
     console.log(lines.at(-1));
     lines.push(`agent runtime, chain of ${LATENCY_TASKS}: dependency (upstream completed → dependent claimed) ${ms(lat.dependencyMs)}`);
     console.log(lines.at(-1));
     for (const family of ['layered', 'shorts-then-chain'] as const) {
-      const [mine, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES)];
-      lines.push(`makespan / lower bound, ${family}, ${MAKESPAN_INSTANCES} instances, 8 agents: dagent ${mine.meanRatio.toFixed(3)} (worst ${mine.maxRatio.toFixed(2)}), FIFO ${fifo.meanRatio.toFixed(3)} (worst ${fifo.maxRatio.toFixed(2)})`);
+      const [ours, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES)];
+      mine[`makespan-${family}`] = ours.meanRatio;
+      mine[`fifo-${family}`] = fifo.meanRatio;
+      lines.push(`makespan / lower bound, ${family}, ${MAKESPAN_INSTANCES} instances, 8 agents: dagent ${ours.meanRatio.toFixed(3)} (worst ${ours.maxRatio.toFixed(2)}), FIFO ${fifo.meanRatio.toFixed(3)} (worst ${fifo.maxRatio.toFixed(2)})`);
       console.log(lines.at(-1));
     }
+    if (PEERS) await peersCompare(server.url, mine);
   } finally {
     await d.close();
     await server.stop();
