@@ -1,4 +1,7 @@
+import { createHash } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import pg from 'pg';
 import type { Db } from '../connection.js';
 
 /** Rows of a hand-written statement. Timestamps arrive as text from drizzle's raw path; callers map them. */
@@ -18,4 +21,20 @@ export const READY_LISTEN_SQL = `listen ${READY_CHANNEL}`;
 /** A JS string array bound as one `text[]` parameter (a bare array would expand to a value list). */
 export function textArray(values: readonly string[]): SQL {
   return sql`${sql.param([...values])}::text[]`;
+}
+
+const dialect = new PgDialect();
+
+/**
+ * Rows of a hot-path statement, as a named prepared statement on the pool when
+ * `db` is the pool's handle (not a transaction): each connection parses and plans
+ * the text once, then reuses it. Rows come through node-postgres's own type parsing
+ * (timestamps as Date, numerics as text). Inside a transaction it runs like rowsOf.
+ */
+export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
+  const pool = (db as unknown as { $client?: unknown }).$client;
+  if (!(pool instanceof pg.Pool)) return rowsOf<T>(db, query);
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  const name = `dagent_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
+  return (await pool.query({ name, text, values: params as unknown[] })).rows as T[];
 }

@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../engine/state-machine.js';
 import { LEASE_DEFAULTS } from '../../config/index.js';
-import { dateOf, rowsOf, textArray } from './run.js';
+import { dateOf, rowsOfPrepared, textArray } from './run.js';
 
 export interface ClaimedRow {
   id: string;
@@ -55,7 +55,8 @@ export interface ClaimedRow {
 export async function taskClaimReady(
   db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {},
 ): Promise<ClaimedRow[]> {
-  const rows = await rowsOf<Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string }>(
+  // Prepared: the statement is long, and planning it afresh cost more than running it (~1.4 ms of ~2.4 ms).
+  const rows = await rowsOfPrepared<Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date }>(
     db, taskClaimReadySql(agentId, capabilities, limit, claimTtlSec, opts),
   );
   return rows.map((r) => ({ ...r, leaseExpiresAt: dateOf(r.leaseExpiresAt)! }));

@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../engine/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
-import { READY_CHANNEL, rowsOf, textArray } from './run.js';
+import { READY_CHANNEL, rowsOfPrepared, textArray } from './run.js';
 
 export interface CompletionInput {
   id: string;
@@ -33,7 +33,8 @@ export interface CompletionResult {
  */
 export async function taskCompleteMany(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult> {
   if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [] };
-  const [r] = await rowsOf<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, taskCompleteManySql(items, opts));
+  // Prepared: one jsonb parameter carries the batch, so the text never changes and is planned once per connection.
+  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, taskCompleteManySql(items, opts));
   return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [] };
 }
 
