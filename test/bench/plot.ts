@@ -3,9 +3,9 @@ import path from 'node:path';
 
 /** One horizontal bar chart as a standalone SVG: a bar per system, the value printed at its end. */
 export function barChartSvg(title: string, unit: string, bars: Array<{ label: string; value: number }>): string {
-  const width = 640;
+  const width = 760;
   const rowH = 28;
-  const left = 230;
+  const left = 330;
   const top = 40;
   const max = Math.max(...bars.map((b) => (Number.isFinite(b.value) ? b.value : 0)), 1e-9);
   const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');

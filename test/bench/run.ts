@@ -42,6 +42,9 @@ const PEERS = process.argv.includes('--peers');
 const LATENCY_TASKS = quick ? 100 : 500;
 const BACKLOG = quick ? 20_000 : 100_000;
 const MAKESPAN_INSTANCES = quick ? 10 : 50;
+const LAYER_DAGS = quick ? 4 : 20;
+const LAYER_DEPTH = 5;
+const LAYER_WIDTH = 100;
 
 function task(key: string, dependsOn: string[] = [], extra: Partial<TaskSpec> = {}): TaskSpec {
   return {
@@ -74,6 +77,21 @@ async function claimLatency(d: Database, total: number, claims: number, limit: n
     if (got.length !== limit) throw new Error(`claim ${i} got ${got.length} tasks`);
   }
   return ms;
+}
+
+/** Fan-out/fan-in: per DAG, a join task, then `depth` times `width` tasks after it and a join after them all. */
+async function submitLayers(d: Database, dags: number, depth: number, width: number): Promise<number> {
+  let total = 0;
+  for (let g = 0; g < dags; g++) {
+    const tasks: TaskSpec[] = [task('j0')];
+    for (let l = 0; l < depth; l++) {
+      const wide = Array.from({ length: width }, (_, w) => task(`w${l}-${w}`, [`j${l}`]));
+      tasks.push(...wide, task(`j${l + 1}`, wide.map((t) => t.key)));
+    }
+    total += tasks.length;
+    await dagSubmit(d.db, [{ name: `layers-${g}`, params: {}, tasks }]);
+  }
+  return total;
 }
 
 async function submitChains(d: Database, chains: number, length: number) {
@@ -148,6 +166,8 @@ const PLOTS = [
   { key: 'flat32', title: 'flat no-op throughput, 32 slots', unit: 'tasks/s' },
   { key: 'flatBacklog', title: 'flat throughput behind a 100,000 backlog, 32 slots', unit: 'tasks/s' },
   { key: 'chains', title: 'DAG throughput: 200 chains x 50', unit: 'tasks/s' },
+  { key: 'flowChains', title: 'DAG throughput: dagent chains vs pg-boss flow()', unit: 'tasks/s' },
+  { key: 'flowLayers', title: 'fan-out/fan-in layers: dagent vs pg-boss flow()', unit: 'tasks/s' },
   { key: 'hopP50', title: 'dependency hop p50, idle (one chain)', unit: 'ms' },
   { key: 'dispatchP50', title: 'idle dispatch p50 (submitted -> handler running)', unit: 'ms' },
   { key: 'dispatchP99', title: 'idle dispatch p99', unit: 'ms' },
@@ -155,10 +175,15 @@ const PLOTS = [
 
 /** Run the peers on the same server and work, print a table with ratios, and write one SVG per figure. */
 async function peersCompare(adminUrl: string, mine: Record<string, number>) {
-  const sizes = { flat: FLAT_TASKS, backlog: BACKLOG, chains: CHAINS, chainLength: CHAIN_LENGTH, dispatch: quick ? 50 : 200 };
+  const sizes = {
+    flat: FLAT_TASKS, backlog: BACKLOG, chains: CHAINS, chainLength: CHAIN_LENGTH, dispatch: quick ? 50 : 200,
+    layerDags: LAYER_DAGS, layerDepth: LAYER_DEPTH, layerWidth: LAYER_WIDTH,
+  };
   console.log('\npeers (same server, same work):');
   const peers = [...(await graphileBench(adminUrl, sizes)), await pgBossBench(adminUrl, sizes)];
-  const dagent: { name: string; figures: Record<string, number | string> } = { name: 'dagent', figures: mine };
+  // pg-boss's flow() chains are compared with dagent's chains: the same work, its DAG mechanism.
+  const dagent: { name: string; figures: Record<string, number | string> } = { name: 'dagent', figures: { ...mine, flowChains: mine.chains! } };
+  dagentOnlyPlots(mine);
   const all = [dagent, ...peers];
   const cell = (v: unknown) => (typeof v === 'number' ? (v >= 100 ? fmt(v) : v.toFixed(2)) : String(v ?? '-'));
   console.log(['figure', ...all.map((p) => p.name), ...peers.map((p) => `dagent ÷ ${p.name.split(' (')[0]}${p.name.includes('(') ? ` ${p.name.split('(')[1]!.replace(')', '')}` : ''}`)].join(' | '));
@@ -166,12 +191,26 @@ async function peersCompare(adminUrl: string, mine: Record<string, number>) {
     const values = all.map((p) => p.figures[plot.key] as number | undefined);
     const ratios = peers.map((p) => {
       const theirs = p.figures[plot.key] as number | undefined;
-      return theirs && mine[plot.key] ? (mine[plot.key]! / theirs).toFixed(2) : '-';
+      const ours = dagent.figures[plot.key];
+      return typeof theirs === 'number' && typeof ours === 'number' ? (ours / theirs).toFixed(2) : '-';
     });
     console.log([plot.title, ...values.map(cell), ...ratios].join(' | '));
     const file = plotWrite('docs/bench', plot.key, barChartSvg(`${plot.title} (${new Date().toISOString().slice(0, 10)})`, plot.unit,
       all.map((p) => ({ label: p.name, value: (p.figures[plot.key] as number | undefined) ?? NaN }))));
     console.log(`  plot: ${file}`);
+  }
+}
+
+/** Charts of the figures only dagent has: claim latency under skew, and makespan against FIFO. */
+function dagentOnlyPlots(mine: Record<string, number>) {
+  const day = new Date().toISOString().slice(0, 10);
+  plotWrite('docs/bench', 'claimP99', barChartSvg(`claim p99, ${fmt(BACKLOG)} READY, 90 % skew (${day})`, 'ms',
+    [{ label: 'dagent, claim of 1', value: mine.claim1P99! }, { label: 'dagent, claim of 10', value: mine.claim10P99! }, { label: 'target', value: 10 }]));
+  for (const family of ['layered', 'shorts-then-chain']) {
+    plotWrite('docs/bench', `makespan-${family}`, barChartSvg(`makespan / lower bound, ${family} (${day})`, '×', [
+      { label: 'dagent effective priority', value: mine[`makespan-${family}`]! }, { label: 'FIFO', value: mine[`fifo-${family}`]! },
+      { label: 'target', value: 1.05 }, { label: 'lower bound', value: 1 },
+    ]));
   }
 }
 
@@ -218,6 +257,14 @@ async function main() {
     mine.chains = chains.tasks / chains.seconds;
     mine.chainHopP50 = pct(chains.hopsMs, 50);
     lines.push(`chains ${CHAINS} × ${CHAIN_LENGTH}, 32 slots: ${fmt(chains.tasks / chains.seconds)} tasks/s (${chains.seconds.toFixed(2)} s); hop under load p50 ${pct(chains.hopsMs, 50).toFixed(2)} ms, p95 ${pct(chains.hopsMs, 95).toFixed(2)} ms`);
+    console.log(lines.at(-1));
+    await reset(d);
+    const layered = await submitLayers(d, LAYER_DAGS, LAYER_DEPTH, LAYER_WIDTH);
+    await analyze(d);
+    const fan = await runAgent(d, 32, layered);
+    mine.layers = fan.tasks / fan.seconds;
+    mine.flowLayers = mine.layers;
+    lines.push(`fan-out/fan-in ${LAYER_DAGS} DAGs × ${LAYER_DEPTH} layers of ${LAYER_WIDTH} between joins (${fmt(layered)} tasks), 32 slots: ${fmt(mine.layers)} tasks/s (${fan.seconds.toFixed(2)} s)`);
     console.log(lines.at(-1));
     await reset(d);
     await submitChains(d, 1, 200);
