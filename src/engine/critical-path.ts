@@ -1,7 +1,5 @@
 import type { Db } from '../db/connection.js';
-import { edgeListForDag } from '../db/queries/edges.js';
-import { taskListForDag } from '../db/queries/tasks.js';
-import { taskRanksSet, taskTypeMedians } from '../db/queries/tasks-priority.js';
+import { taskRankInputs, taskRanksSet, taskTypeMedians } from '../db/queries/tasks-priority.js';
 import { dagGraphBuild, upwardRanks } from '../dag/graph.js';
 import type { TaskSpec } from '../dag/spec.js';
 import { priorityConstants } from './priority.js';
@@ -31,11 +29,9 @@ export async function dagPlan(db: Db, tasks: TaskSpec[]): Promise<Map<string, Ta
  * tasks are outside the graph and keep their own.
  */
 export async function dagRanksRefresh(db: Db, dagId: string): Promise<void> {
-  const rows = (await taskListForDag(db, dagId)).filter((t) => t.validatesId === null);
-  const edges = await edgeListForDag(db, dagId);
-  const graph = dagGraphBuild(rows.map((r) => r.id), edges.map((e) => [e.upstreamId, e.downstreamId] as const));
-  const estimate = new Map(rows.map((r) => [r.id, r.estimateSec]));
-  const ranks = upwardRanks(graph, (id) => estimate.get(id)!);
-  const changed = rows.filter((r) => Math.abs(r.cpRankSec - ranks.get(r.id)!) > 1e-9).map((r) => ({ id: r.id, rank: ranks.get(r.id)! }));
+  const { tasks, edges } = await taskRankInputs(db, dagId);
+  const estimate = new Map(tasks.map((t) => [t.id, t.estimateSec]));
+  const ranks = upwardRanks(dagGraphBuild(tasks.map((t) => t.id), edges), (id) => estimate.get(id)!);
+  const changed = tasks.filter((t) => Math.abs(t.cpRankSec - ranks.get(t.id)!) > 1e-9).map((t) => ({ id: t.id, rank: ranks.get(t.id)! }));
   await taskRanksSet(db, changed);
 }

@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { capabilityGroups } from '../schema/index.js';
 
@@ -13,9 +12,4 @@ export async function capabilityGroupsEnsure(db: Db, sets: ReadonlyArray<readonl
   if (byKey.size === 0) return;
   await db.insert(capabilityGroups).values([...byKey].map(([capKey, capabilities]) => ({ capKey, capabilities })))
     .onConflictDoNothing();
-}
-
-/** The groups an agent with these capabilities can take tasks from. */
-export function capabilityGroupsCovered(capabilities: readonly string[]) {
-  return sql`(select cap_key from capability_groups where capabilities <@ ${sql.param([...capabilities])}::text[])`;
 }

@@ -54,14 +54,14 @@ export interface PriorityRefresh { refreshed: number; deadlinesMissed: Array<{ i
  */
 export async function taskPriorityRefresh(db: Db, o: { limit: number; tolerance: number; at?: Date }): Promise<PriorityRefresh> {
   const at: SQL = o.at ? sql`${o.at.toISOString()}::timestamptz` : sql`now()`;
-  const fresh = effectivePrioritySql({ at });
   const [r] = await rowsOf<{ refreshed: number }>(db, sql`
     with drifted as (
-      select id, ${fresh} as value from tasks
-      where status = 'ready' and abs(effective_priority - ${fresh}) > ${o.tolerance}
-      order by abs(effective_priority - ${fresh}) desc
+      select t.id, v.value from tasks t
+      cross join lateral (select ${effectivePrioritySql({ at, alias: 't' })} as value) v
+      where t.status = 'ready' and abs(t.effective_priority - v.value) > ${o.tolerance}
+      order by abs(t.effective_priority - v.value) desc
       limit ${o.limit}
-      for update skip locked
+      for update of t skip locked
     ),
     updated as (
       update tasks t set effective_priority = d.value from drifted d where t.id = d.id and t.status = 'ready' returning t.id
@@ -132,4 +132,14 @@ export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableT
        or best_left <= 0 or coalesce(max_cost_usd, 0) > best_left
     order by ready_at
     limit ${limit}`);
+}
+
+export interface RankInput { id: string; estimateSec: number; cpRankSec: number }
+
+/** What re-ranking a DAG needs: its graph's tasks (validation tasks are outside it) and their edges, ids only. */
+export async function taskRankInputs(db: Db, dagId: string): Promise<{ tasks: RankInput[]; edges: Array<[string, string]> }> {
+  const tasks = await rowsOf<RankInput>(db, sql`
+    select id, estimate_sec as "estimateSec", cp_rank_sec as "cpRankSec" from tasks where dag_id = ${dagId} and validates_id is null`);
+  const edges = await rowsOf<{ u: string; d: string }>(db, sql`select upstream_id as u, downstream_id as d from edges where dag_id = ${dagId}`);
+  return { tasks, edges: edges.map((e) => [e.u, e.d]) };
 }
