@@ -39,6 +39,11 @@ export type OutputOutcome =
 
 type Spent = Pick<Completion, 'costUsd' | 'tokensIn' | 'tokensOut' | 'model'>;
 
+/** What the submitting attempt reported spending. */
+function spentOf(c: Completion): Spent {
+  return { costUsd: c.costUsd, tokensIn: c.tokensIn, tokensOut: c.tokensOut, model: c.model };
+}
+
 /**
  * Settle an output whose task declares validation, or a validation task's verdict,
  * in one transaction. Inline steps (json-schema, regex) are checked here; the
@@ -67,7 +72,7 @@ async function stepsAdvance(
   tx: Db, t: OutputTaskRow, output: unknown, from: number, verdicts: StepVerdict[], fresh?: Completion,
 ): Promise<OutputOutcome> {
   const steps = validationStepsOf(t.outputSpec);
-  const spent: Spent = fresh ? { costUsd: fresh.costUsd, tokensIn: fresh.tokensIn, tokensOut: fresh.tokensOut, model: fresh.model } : {};
+  const spent: Spent = fresh ? spentOf(fresh) : {};
   for (let i = from; i < steps.length; i++) {
     const step = steps[i]!;
     if (stepIsInline(step)) {
@@ -102,7 +107,7 @@ async function validatedReject(tx: Db, t: OutputTaskRow, verdict: StepVerdict, v
 
 /** A validation task finished: check its verdict, complete it, and settle the task it judged. */
 async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<OutputOutcome> {
-  const spent: Spent = { costUsd: c.costUsd, tokensIn: c.tokensIn, tokensOut: c.tokensOut, model: c.model };
+  const spent = spentOf(c);
   const parsed = verdictParse(c.output);
   if ('error' in parsed) {
     // The validator crashed in all but name: retry it; the validated task keeps its attempts.

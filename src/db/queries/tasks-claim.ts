@@ -1,8 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../engine/state-machine.js';
-import { LEASE_DEFAULTS } from '../../config/index.js';
 import { dateOf, rowsOfPrepared, textArray } from './run.js';
+import { leaseSql } from './tasks.js';
 
 export interface ClaimedRow {
   id: string;
@@ -141,9 +141,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       fence = t.fence + 1,
       attempts = t.attempts + 1,
       reserved_usd = c.reserve,
-      lease_expires_at = now() + ${opts.start
-        ? sql`make_interval(secs => coalesce(t.heartbeat_sec * ${LEASE_DEFAULTS.beatsPerLease}, ${LEASE_DEFAULTS.heartbeatLeaseSec}))`
-        : sql`make_interval(secs => ${claimTtlSec})`},
+      lease_expires_at = now() + ${opts.start ? leaseSql(undefined) : sql`make_interval(secs => ${claimTtlSec})`},
       updated_at = now()
     from claimable c
     where t.id = c.id

@@ -38,6 +38,15 @@ export async function taskCompleteMany(db: Db, items: CompletionInput[], opts: C
   return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [] };
 }
 
+/**
+ * True for a task whose completion must go through the validation engine: it
+ * declares output validation steps, or it is a validation task (its output is a verdict).
+ */
+export function validationRequiredSql(alias: string): SQL {
+  const t = sql.raw(alias);
+  return sql`(${t}.validates_id is not null or ${t}.output_spec -> 'validation' is not null)`;
+}
+
 export interface CompletionMode {
   /**
    * False (the default): refuse tasks that declare output validation or are
@@ -67,7 +76,7 @@ export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMo
         cost_usd = t.cost_usd + i.cost_usd, tokens_in = t.tokens_in + i.tokens_in, tokens_out = t.tokens_out + i.tokens_out
       from input i
       where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(states)})
-        ${opts.checked ? sql`` : sql`and t.validates_id is null and t.output_spec -> 'validation' is null`}
+        ${opts.checked ? sql`` : sql`and not ${validationRequiredSql('t')}`}
       returning t.id, t.dag_id, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
     ),
     recorded as (

@@ -3,6 +3,7 @@ import type { Db } from '../connection.js';
 import { fromStates } from '../../engine/state-machine.js';
 import { rowsOf, textArray } from './run.js';
 import { spendChargeCtes, spentSql, type SpentSoFar } from './tasks.js';
+import { validationRequiredSql } from './tasks-complete.js';
 
 /** What settling an output needs to know about its task. */
 export interface OutputTaskRow {
@@ -93,6 +94,6 @@ export async function attemptVerdictsAppend(db: Db, taskId: string, fence: numbe
 export async function taskIdsNeedingValidation(db: Db, ids: string[]): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
   const rows = await rowsOf<{ id: string }>(db, sql`
-    select id from tasks where id = any(${textArray(ids)}) and (validates_id is not null or output_spec -> 'validation' is not null)`);
+    select t.id from tasks t where t.id = any(${textArray(ids)}) and ${validationRequiredSql('t')}`);
   return new Set(rows.map((r) => r.id));
 }

@@ -104,7 +104,7 @@ export async function taskDepsAdd(db: Db, id: string, n: number): Promise<boolea
  * The heartbeat lease: the caller's, else three of the task's heartbeat_sec,
  * else LEASE_DEFAULTS.heartbeatLeaseSec. Computed in SQL, from the row.
  */
-function leaseSql(leaseSec: number | undefined): SQL {
+export function leaseSql(leaseSec: number | undefined): SQL {
   return sql`make_interval(secs => coalesce(${leaseSec ?? null}::float8, heartbeat_sec * ${LEASE_DEFAULTS.beatsPerLease}, ${LEASE_DEFAULTS.heartbeatLeaseSec}))`;
 }
 
