@@ -92,3 +92,19 @@ export class BudgetExceededError extends DagentError {
     super('BUDGET_EXCEEDED', message, details);
   }
 }
+
+/** Too much work is queued (READY + PENDING at the configured limit): the submission was refused and nothing written. */
+export class BackpressureError extends DagentError {
+  readonly retryAfterSec: number;
+  constructor(queued: number, limit: number, retryAfterSec: number) {
+    super('BACKPRESSURE', `queue full: ${queued} tasks READY or PENDING (limit ${limit}); nothing was submitted, retry in ${retryAfterSec}s`, { queued, limit, retryAfterSec });
+    this.retryAfterSec = retryAfterSec;
+  }
+}
+
+/** The caller is authenticated but may not do this (an agent token acting for another agent, say). */
+export class ForbiddenError extends DagentError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('FORBIDDEN', message, details);
+  }
+}

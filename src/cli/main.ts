@@ -14,6 +14,7 @@ import { inspectCommands } from './inspect.js';
 import { Output, processIo, type Io } from './output.js';
 import { submitCommands } from './submit.js';
 import { upCommand } from './up.js';
+import { httpAdminCommands } from './http-admin.js';
 import { watchCommand } from './watch.js';
 
 export function programBuild(ctx: CommandContext): Command {
@@ -33,6 +34,7 @@ export function programBuild(ctx: CommandContext): Command {
   agentCommands(program, ctx);
   demoCommand(program, ctx);
   upCommand(program, ctx);
+  httpAdminCommands(program, ctx);
   program
     .command('migrate')
     .description('apply pending database migrations (every command also does this on start)')

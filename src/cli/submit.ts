@@ -5,9 +5,8 @@ import { dagFileSchema } from '../dag/file-schema.js';
 import { dagFileLoad } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
 import { DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
-import { dagSubmit, type SubmitResult } from '../engine/submit.js';
-import { scheduleRegister } from '../engine/schedules.js';
-import { withTx, type Db } from '../db/connection.js';
+import { dagSubmitOrSchedule } from '../engine/intake.js';
+import { configFromEnv } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output } from './output.js';
 
@@ -58,7 +57,8 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .action(async (files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
       const specs = dagFilesLoad(files, opts.param);
       scheduledParamsRefuse(specs, opts.param);
-      const results = await withDatabase(ctx, (d) => submitOrSchedule(d.db, specs, ctx));
+      const cfg = configFromEnv(ctx.io.env);
+      const results = await withDatabase(ctx, (d) => dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(results, () => {
         for (const r of results) {
@@ -88,26 +88,6 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .description('print the JSON Schema of the DAG file format (for editor validation and completion)')
     .option('--json', 'accepted for uniformity: the output is JSON either way')
     .action(() => ctx.io.stdout(`${JSON.stringify(dagFileJsonSchema(), null, 2)}\n`));
-}
-
-/**
- * Submit DAG files in one transaction: files with a `schedule:` block register
- * their schedule (the DAG then runs at each fire), the others are created now.
- */
-export async function submitOrSchedule(db: Db, specs: DagSpec[], ctx: CommandContext) {
-  return withTx(db, async (tx) => {
-    const now = specs.filter((sp) => !sp.schedule);
-    const created = now.length ? await dagSubmit(tx, now, { createdBy: 'cli', log: ctx.log }) : [];
-    const out: Array<SubmitResult | { schedule: string; nextFireAt: Date }> = [];
-    for (const spec of specs) {
-      if (!spec.schedule) out.push(created[now.indexOf(spec)]!);
-      else {
-        const row = await scheduleRegister(tx, spec, readFileSync(spec.sourceFile!, 'utf8'));
-        out.push({ schedule: row.name, nextFireAt: row.nextFireAt });
-      }
-    }
-    return out;
-  });
 }
 
 /** --param values are not stored with a schedule: a scheduled file takes its per-fire params from schedule.params. */

@@ -6,6 +6,7 @@ import { agentModuleLoad } from '../runtime/agent-load.js';
 import { AgentFleet, type FleetMember } from '../runtime/fleet.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { shutdownSignal } from './signals.js';
+import { httpServerCreate } from '../http/server.js';
 
 /**
  * Long-running service mode: the maintenance loops (reaper, promoter, scheduler, priority refresher, …) and the
@@ -18,18 +19,29 @@ export function upCommand(program: Command, ctx: CommandContext): void {
     .command('up')
     .description('run the maintenance loops (reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner) and any configured agents until SIGINT/SIGTERM')
     .option('-a, --agent <file[:concurrency]>', 'also run this agent module (repeatable; adds to DAGENT_AGENTS)', (v: string, prev: string[]) => [...prev, v], [])
-    .action(async (opts: { agent: string[] }) => {
-      const specs = [...configFromEnv(ctx.io.env).agents, ...opts.agent];
+    .option('--port <n>', 'HTTP API and dashboard port (DAGENT_HTTP_PORT; default 7070; 0 picks a free one)')
+    .option('--host <addr>', 'address to bind (DAGENT_HTTP_HOST; default 127.0.0.1: this machine only)')
+    .option('--no-http', 'do not serve the HTTP API, dashboard and metrics')
+    .option('--metrics-public', 'serve /metrics without a token')
+    .action(async (opts: { agent: string[]; port?: string; host?: string; http: boolean; metricsPublic?: boolean }) => {
+      const cfg = configFromEnv({ ...ctx.io.env, ...(opts.port !== undefined ? { DAGENT_HTTP_PORT: opts.port } : {}), ...(opts.host ? { DAGENT_HTTP_HOST: opts.host } : {}) });
+      const specs = [...cfg.agents, ...opts.agent];
       const members = await Promise.all(specs.map(fleetMemberLoad));
       await withDatabase(ctx, async (d) => {
         const services = maintenanceServices(d.db, ctx.log);
         services.forEach((s) => s.start());
         const fleet = new AgentFleet(d, members, { log: ctx.log });
         await fleet.start();
+        const http = opts.http
+          ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, metricsPublic: opts.metricsPublic })
+          : undefined;
+        const url = await http?.listen(cfg.httpPort, cfg.httpHost);
         const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';
         ctx.io.stdout(`dagent up: ${services.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
+        if (url) ctx.io.stdout(`dagent up: HTTP API and dashboard on ${url}/ (token: dagent tokens create --role admin)\n`);
         const signal = await shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`));
         ctx.log.info({ signal }, 'stopping');
+        await http?.close();
         await fleet.stop();
         await Promise.all(services.map((s) => s.stop()));
         ctx.io.stdout('dagent up: stopped\n');

@@ -5,6 +5,7 @@ import { LEASE_DEFAULTS } from '../config/index.js';
 import type { TaskBody } from '../dag/spec.js';
 import { NotFoundError, InvalidInputError } from '../errors.js';
 import { modelsForAttempt } from './retry-policy.js';
+import { engineEvents } from '../observability/engine-events.js';
 
 /** A task as an agent receives it from a claim. */
 export interface ClaimedTask {
@@ -69,6 +70,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
   }
   const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, budgeted, start: opts.start });
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
+  engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;
     return {

@@ -57,3 +57,51 @@ export async function statsGet(db: Db) {
 
 /** Attempts of a DAG by outcome, and how many failures were retried: the run summary's figures. */
 export { attemptCountsForDag } from '../db/queries/attempts.js';
+
+/**
+ * A DAG as a drawable graph: each task with its status and depth (longest path
+ * from a root), the edges, and the critical path: from the root with the largest
+ * upward rank, always on to the successor with the largest rank (ranks are the
+ * longest remaining path of estimates, kept by the priority refresher).
+ */
+export async function dagGraph(db: Db, dagId: string) {
+  const { dag, tasks, edges, deadLetters } = await dagStatus(db, dagId);
+  const byKey = new Map(tasks.map((t) => [t.key, t]));
+  const succ = new Map<string, string[]>();
+  const indeg = new Map(tasks.map((t) => [t.key, 0]));
+  for (const e of edges) {
+    succ.set(e.upstream, [...(succ.get(e.upstream) ?? []), e.downstream]);
+    indeg.set(e.downstream, (indeg.get(e.downstream) ?? 0) + 1);
+  }
+  const depth = new Map<string, number>();
+  const queue = tasks.filter((t) => indeg.get(t.key) === 0).map((t) => t.key);
+  const remaining = new Map(indeg);
+  for (const k of queue) depth.set(k, 0);
+  while (queue.length) {
+    const k = queue.shift()!;
+    for (const d of succ.get(k) ?? []) {
+      depth.set(d, Math.max(depth.get(d) ?? 0, depth.get(k)! + 1));
+      remaining.set(d, remaining.get(d)! - 1);
+      if (remaining.get(d) === 0) queue.push(d);
+    }
+  }
+  const rank = (k: string) => byKey.get(k)?.cpRankSec ?? 0;
+  const criticalPath: string[] = [];
+  let at = tasks.filter((t) => indeg.get(t.key) === 0).map((t) => t.key).sort((a, b) => rank(b) - rank(a))[0];
+  while (at) {
+    criticalPath.push(at);
+    at = [...(succ.get(at) ?? [])].sort((a, b) => rank(b) - rank(a))[0];
+  }
+  return {
+    dag,
+    nodes: tasks.map((t) => ({
+      id: t.id, key: t.key, type: t.type, title: t.title, status: t.status, depth: depth.get(t.key) ?? 0,
+      parentKey: t.parentId ? tasks.find((p) => p.id === t.parentId)?.key ?? null : null,
+      priority: t.priority, effectivePriority: t.effectivePriority, cpRankSec: t.cpRankSec, estimateSec: t.estimateSec,
+      attempts: t.attempts, maxAttempts: t.maxAttempts, claimedBy: t.claimedBy, lastError: t.lastError, costUsd: t.costUsd,
+    })),
+    edges,
+    criticalPath,
+    deadLetters,
+  };
+}

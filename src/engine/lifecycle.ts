@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { engineEvents } from '../observability/engine-events.js';
 import { withTx, type Db } from '../db/connection.js';
 import { attemptFailureStats } from '../db/queries/attempts.js';
 import { dagStatusRefresh } from '../db/queries/dags.js';
@@ -47,7 +48,10 @@ export interface Completion extends TaskRef {
  */
 export async function taskComplete(db: Db, c: Completion): Promise<CompletionResult & { settled?: OutputOutcome }> {
   const r = await taskCompleteManyQuery(db, [completionInput(c)]);
-  if (r.completed.length > 0) return r;
+  if (r.completed.length > 0) {
+    engineEvents.emit('completed', { byType: r.completedByType });
+    return r;
+  }
   if ((await taskIdsNeedingValidation(db, [c.taskId])).size > 0) return { ...r, settled: await taskOutputSettle(db, c) };
   return guardExplain(db, c.taskId, c.fence, 'complete');
 }
@@ -62,6 +66,7 @@ export async function taskCompleteMany(
   db: Db, items: Completion[],
 ): Promise<CompletionResult & { refused: string[]; settled: Map<string, OutputOutcome> }> {
   const r = await taskCompleteManyQuery(db, items.map(completionInput));
+  if (r.completed.length > 0) engineEvents.emit('completed', { byType: r.completedByType });
   const done = new Set(r.completed);
   const settled = new Map<string, OutputOutcome>();
   const notDone = items.filter((i) => !done.has(i.taskId));
@@ -104,12 +109,14 @@ export type FailureOutcome =
  * leased → failed → retrying | ready | dead_lettered.
  */
 export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCondition?: FailureInput['reapCondition']; random?: () => number } = {}): Promise<FailureOutcome> {
+  let type = '';
   const outcome = await withTx(db, async (tx) => {
     const failed = await taskFailMark(tx, {
       id: f.taskId, fence: f.fence, errorClass: f.errorClass, message: f.message, costUsd: f.costUsd,
       tokensIn: f.tokensIn, tokensOut: f.tokensOut, model: f.model, details: f.details, reapCondition: opts.reapCondition,
     });
     if (!failed) return null;
+    type = failed.type;
     const stats = await attemptFailureStats(tx, failed.id, failed.attemptsResetFence);
     const decision = retryDecide(failed.retryPolicy as unknown as RetryPolicy, {
       errorClass: f.errorClass, attempt: failed.attempts, maxAttempts: failed.maxAttempts,
@@ -128,11 +135,15 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
       id: deadLetterId, taskId: failed.id, dagId: failed.dagId, reason: decision.reason, errorClass: f.errorClass,
       poisonPill: decision.poisonPill, attempts: failed.attempts,
     });
-    await dagStatusRefresh(tx, [failed.dagId]);
+    const [dag] = await dagStatusRefresh(tx, [failed.dagId]);
     await eventInsertMany(tx, [failedEvent, { ...base, type: 'task.dead_lettered', data: { deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill } }]);
+    if (dag?.status === 'blocked' && dag.previous !== 'blocked') {
+      await eventInsertMany(tx, [{ type: 'dag.blocked', dagId: failed.dagId, data: { deadLetterId, taskId: failed.id } }]);
+    }
     return { status: 'dead_lettered' as const, deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill };
   });
   if (!outcome) return guardExplain(db, f.taskId, f.fence, 'fail');
+  engineEvents.emit('failed', { type, errorClass: f.errorClass, outcome: outcome.status, reason: outcome.status === 'dead_lettered' ? outcome.reason : undefined });
   opts.log?.info({ taskId: f.taskId, errorClass: f.errorClass, ...outcome }, 'task failed');
   return outcome;
 }

@@ -4,10 +4,10 @@ import { withTx, type Db } from '../db/connection.js';
 import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../db/queries/dags.js';
 import { edgeInsertMany } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskActivateCreated, taskInsertMany, type TaskInsert } from '../db/queries/tasks.js';
+import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock, type TaskInsert } from '../db/queries/tasks.js';
 import type { Instant } from '../dag/durations.js';
 import type { DagSpec, TaskSpec } from '../dag/spec.js';
-import { ConflictError, InvalidInputError } from '../errors.js';
+import { BackpressureError, ConflictError, InvalidInputError } from '../errors.js';
 import { newDagId, newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
 import { dagPlan, type TaskPlan } from './critical-path.js';
@@ -18,7 +18,13 @@ export interface SubmitOptions {
   /** Who created the DAGs: `cli`, `api`, `cron:<name>`, `agent:<id>`. Default `api`. */
   createdBy?: string;
   log?: Logger;
+  /** Backpressure: refuse (BackpressureError, nothing written) while READY + PENDING tasks number this many or more. Default: no limit. */
+  maxQueued?: number;
+  /** The Retry-After a refusal suggests, in seconds. Default BACKPRESSURE_RETRY_AFTER_SEC. */
+  retryAfterSec?: number;
 }
+
+export const BACKPRESSURE_RETRY_AFTER_SEC = 10;
 
 export interface SubmitResult {
   dagId: string;
@@ -32,6 +38,7 @@ export interface SubmitResult {
 export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = {}): Promise<SubmitResult[]> {
   try {
     const results = await withTx(db, async (tx) => {
+      if (opts.maxQueued !== undefined) await backpressureCheck(tx, opts.maxQueued, opts.retryAfterSec ?? BACKPRESSURE_RETRY_AFTER_SEC);
       const out: SubmitResult[] = [];
       for (const spec of specs) out.push(await dagCreateInTx(tx, spec, { createdBy: opts.createdBy ?? 'api' }));
       return out;
@@ -41,6 +48,12 @@ export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = 
   } catch (e) {
     throw uniqueViolationExplain(e);
   }
+}
+
+async function backpressureCheck(tx: Db, limit: number, retryAfterSec: number): Promise<void> {
+  await taskSubmitLock(tx);
+  const queued = await taskQueuedCount(tx);
+  if (queued >= limit) throw new BackpressureError(queued, limit, retryAfterSec);
 }
 
 /**

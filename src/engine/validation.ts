@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { engineEvents } from '../observability/engine-events.js';
 import { withTx, type Db } from '../db/connection.js';
 import { dagTasksAdded } from '../db/queries/dags.js';
 import { eventInsertMany } from '../db/queries/events.js';
@@ -92,6 +93,7 @@ async function stepsAdvance(
   const r = await taskCompleteManyQuery(tx, [{
     id: t.id, fence: t.fence, output, ...spent, ...(fresh && verdicts.length ? { details: { verdicts } } : {}),
   }], { checked: true });
+  if (r.completed.length > 0) engineEvents.emit('completed', { byType: r.completedByType });
   return { status: 'completed', unblocked: r.unblocked, dagsCompleted: r.dagsCompleted };
 }
 

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { engineEvents } from '../observability/engine-events.js';
 import type { Db } from '../db/connection.js';
 import { agentMarkStaleOffline } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
@@ -44,6 +45,7 @@ export function reaperCreate(o: ReaperOptions): MaintenanceService {
         log: o.log, reapCondition: t.reason === 'max_duration' ? 'over_max_duration' : 'lease_expired',
       });
       await eventInsertMany(o.db, [{ type: 'task.reaped', dagId: t.dagId, taskId: t.id, agentId: t.agentId, data: { reason: t.reason } }]);
+      engineEvents.emit('reaped', { agentId: t.agentId, reason: t.reason });
       return true;
     } catch (e) {
       // Completed, heartbeated or reclaimed since the scan: nothing to take back.

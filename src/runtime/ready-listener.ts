@@ -21,7 +21,8 @@ export class ReadyListener {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private connectedOnce = false;
 
-  constructor(private readonly o: { url: string; log?: Logger }) {}
+  /** `channels`: what to LISTEN to. Default: the READY channel only. */
+  constructor(private readonly o: { url: string; log?: Logger; channels?: string[] }) {}
 
   /** Call `fn` on every notification (and after every reconnect); returns the unsubscribe function. */
   subscribe(fn: () => void): () => void {
@@ -69,7 +70,8 @@ export class ReadyListener {
     client.on('end', () => onLost());
     try {
       await client.connect();
-      await client.query(READY_LISTEN_SQL);
+      for (const ch of this.o.channels ?? []) await client.query(`listen ${ch}`);
+      if (!this.o.channels) await client.query(READY_LISTEN_SQL);
     } catch (err) {
       onLost(err as Error);
       return;

@@ -17,14 +17,14 @@ describe('dagent up (real process)', () => {
     await taskFail(db, { taskId: x!.id, fence: x!.fence, errorClass: 'crash', message: 'boom' });
     expect((await taskStatusByKey(db, dagId)).x).toBe('retrying');
 
-    const child = spawn(process.execPath, ['bin/dagent.js', 'up'], { env: { ...process.env, DATABASE_URL: database.url }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['bin/dagent.js', 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     child.stdout.on('data', (b) => (stdout += b));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     // The promoter in the child moves the task to READY once its retry time (1 s, database clock) passes.
     for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).x !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
     expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
-    expect(stdout).toContain('reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner running');
+    expect(stdout).toContain('reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner, webhook-dispatcher running');
     const { rows } = await db.execute<{ name: string }>(sql`select name from maintenance_gates`);
     expect(rows.map((r) => r.name)).toContain('promoter');
 
@@ -41,7 +41,7 @@ tasks:
   b: { type: t, depends_on: [a], spec: { constraints: { capabilities: [beta] } } }
 `);
     const child = spawn(process.execPath, ['bin/dagent.js', 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
-      env: { ...process.env, DATABASE_URL: database.url, DAGENT_AGENTS: 'test/fixtures/agents/beta.ts' }, stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_AGENTS: 'test/fixtures/agents/beta.ts' }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
     child.stdout.on('data', (b) => (stdout += b));

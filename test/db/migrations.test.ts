@@ -24,7 +24,7 @@ describe('migrations', () => {
       const tables = await pools[0]!.query(`select count(*)::int as n from information_schema.tables where table_schema = 'public'`);
       await Promise.all(pools.map((p) => p.end()));
       expect(rows[0].n).toBeGreaterThan(0);
-      expect(tables.rows[0].n).toBe(11);
+      expect(tables.rows[0].n).toBe(14);
     } finally {
       await admin.query(`drop database ${name} with (force)`);
       await admin.end();

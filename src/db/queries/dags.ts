@@ -1,4 +1,4 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from './run.js';
@@ -48,10 +48,10 @@ export async function dagMarkCancelled(db: Db, dagId: string): Promise<boolean> 
  * completed when nothing is open, blocked (with the oldest open dead letter as
  * the reason) while a dead letter is unresolved, else running. Cancelled stays cancelled.
  */
-export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<Array<{ id: string; status: string }>> {
+export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<Array<{ id: string; status: string; previous: string }>> {
   return rowsOf(db, sql`
     with derived as (
-      select d.id,
+      select d.id, d.status as previous,
         case when d.status = 'cancelled' then 'cancelled'
              when d.tasks_open = 0 then 'completed'
              when x.reason is not null then 'blocked'
@@ -71,7 +71,7 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<Array<{ id: 
       completed_at = case when v.status in ('completed', 'cancelled') then coalesce(d.completed_at, now()) end,
       updated_at = now()
     from derived v where d.id = v.id
-    returning d.id, d.status`);
+    returning d.id, d.status, v.previous`);
 }
 
 /** Tasks were added to a running DAG (spawned subtasks): they count toward its total and keep it open. */
@@ -85,4 +85,32 @@ export async function dagRunningIdsByCreator(db: Db, createdBy: string): Promise
   const rows = await db.select({ id: dags.id }).from(dags)
     .where(and(eq(dags.createdBy, createdBy), sql`${dags.status} in ('running', 'blocked')`));
   return rows.map((r) => r.id);
+}
+
+/** Newest DAGs first, with their task counts by status (the dashboard's list and GET /api/dags). */
+export async function dagList(db: Db, filter: { status?: string; limit?: number } = {}) {
+  const rows = await db.select().from(dags)
+    .where(filter.status ? eq(dags.status, filter.status) : undefined)
+    .orderBy(desc(dags.createdAt)).limit(filter.limit ?? 100);
+  if (rows.length === 0) return [];
+  const counts = await rowsOf<{ dag_id: string; status: string; n: number }>(db, sql`
+    select dag_id, status, count(*)::int as n from tasks where dag_id = any(${textArray(rows.map((r) => r.id))}) group by dag_id, status`);
+  return rows.map((d) => ({
+    ...d,
+    taskCounts: Object.fromEntries(counts.filter((c) => c.dag_id === d.id).map((c) => [c.status, c.n])) as Record<string, number>,
+  }));
+}
+
+/** DAGs changed since `since` (status, counts, spend): the live stream's DAG progress. */
+export function dagChangedSince(db: Db, since: Date) {
+  return db.select({ id: dags.id, name: dags.name, status: dags.status, tasksTotal: dags.tasksTotal, tasksOpen: dags.tasksOpen, spentUsd: dags.spentUsd, updatedAt: dags.updatedAt })
+    .from(dags).where(sql`${dags.updatedAt} > ${since.toISOString()}::timestamptz`).orderBy(asc(dags.updatedAt)).limit(500);
+}
+
+/** Budgets and spend of DAGs still open (running or blocked), and total spend of all DAGs. */
+export async function dagSpendReport(db: Db) {
+  const open = await db.select({ id: dags.id, name: dags.name, budgetUsd: dags.budgetUsd, spentUsd: dags.spentUsd, reservedUsd: dags.reservedUsd })
+    .from(dags).where(sql`${dags.status} in ('running', 'blocked')`).limit(1000);
+  const [total] = await rowsOf<{ spent: number }>(db, sql`select coalesce(sum(spent_usd), 0)::float8 as spent from dags`);
+  return { open, totalSpentUsd: total?.spent ?? 0 };
 }

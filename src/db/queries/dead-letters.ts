@@ -53,3 +53,20 @@ export async function deadLetterResolveForTasks(db: Db, taskIds: string[], by: s
     .set({ resolution: 'cancelled', resolvedAt: sql`now()`, resolvedBy: by, resolvedNote: note })
     .where(and(isNull(deadLetters.resolution), sql`${deadLetters.taskId} = any(${sql.param(taskIds)}::text[])`));
 }
+
+/** Which open entries a bulk action selects: every given field must match; `agentId` matches any attempt in the history. */
+export interface DeadLetterSelector { dagId?: string; type?: string; errorClass?: string; agentId?: string }
+
+export async function deadLetterIdsMatching(db: Db, f: DeadLetterSelector, limit: number): Promise<string[]> {
+  const rows = await db.select({ id: deadLetters.id }).from(deadLetters)
+    .innerJoin(tasks, eq(tasks.id, deadLetters.taskId))
+    .where(and(
+      isNull(deadLetters.resolution),
+      f.dagId ? eq(deadLetters.dagId, f.dagId) : undefined,
+      f.type ? eq(tasks.type, f.type) : undefined,
+      f.errorClass ? eq(deadLetters.errorClass, f.errorClass) : undefined,
+      f.agentId ? sql`${deadLetters.history} @> ${JSON.stringify([{ agent: f.agentId }])}::jsonb` : undefined,
+    ))
+    .orderBy(deadLetters.createdAt).limit(limit);
+  return rows.map((r) => r.id);
+}

@@ -1,4 +1,4 @@
-import { asc, desc, eq } from 'drizzle-orm';
+import { asc, desc, eq, gt, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { events } from '../schema/index.js';
 
@@ -21,4 +21,14 @@ export function eventListForTask(db: Db, taskId: string) {
 
 export function eventListForDag(db: Db, dagId: string, limit = 200) {
   return db.select().from(events).where(eq(events.dagId, dagId)).orderBy(desc(events.id)).limit(limit);
+}
+
+/** Events after `afterId`, oldest first (the live stream's tail). */
+export function eventListAfter(db: Db, afterId: number, limit = 500) {
+  return db.select().from(events).where(gt(events.id, afterId)).orderBy(asc(events.id)).limit(limit);
+}
+
+export async function eventMaxId(db: Db): Promise<number> {
+  const [r] = await db.select({ id: sql<string | null>`max(${events.id})` }).from(events);
+  return Number(r?.id ?? 0);
 }

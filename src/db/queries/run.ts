@@ -17,6 +17,8 @@ export function dateOf(v: string | Date | null | undefined): Date | null {
 export const READY_CHANNEL = 'dagent_ready';
 /** What an agent process runs on its listener connection to hear that hint. */
 export const READY_LISTEN_SQL = `listen ${READY_CHANNEL}`;
+/** NOTIFY channel the events table's trigger (migration 0010) signals on every new event row. */
+export const EVENTS_CHANNEL = 'dagent_events';
 
 /** A JS string array bound as one `text[]` parameter (a bare array would expand to a value list). */
 export function textArray(values: readonly string[]): SQL {

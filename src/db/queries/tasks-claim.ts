@@ -19,6 +19,8 @@ export interface ClaimedRow {
   maxCostUsd: number | null;
   outputSpec: Record<string, unknown> | null;
   leaseExpiresAt: Date;
+  /** Seconds it waited READY before this claim. */
+  waitSec: number;
   /** Outputs of the upstream tasks named in the task's context refs, by task key. */
   upstreamOutputs: Record<string, unknown>;
   /** Outputs of completed subtasks this task spawned, by their key under the parent. */
@@ -149,6 +151,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       t.id, t.dag_id as "dagId", t.key, t.type, t.title, t.spec, t.fence, t.attempts as "attempt",
       t.max_attempts as "maxAttempts", t.max_duration_sec as "maxDurationSec", t.heartbeat_sec as "heartbeatSec", t.max_cost_usd::float8 as "maxCostUsd",
       t.output_spec as "outputSpec", t.lease_expires_at as "leaseExpiresAt",
+      extract(epoch from now() - coalesce(t.ready_at, t.created_at))::float8 as "waitSec",
       case when cardinality(t.context_keys) = 0 then '{}'::jsonb else (
         select coalesce(jsonb_object_agg(u.key, u.output), '{}'::jsonb)
         from tasks u where u.dag_id = t.dag_id and u.key = any(t.context_keys)

@@ -23,6 +23,8 @@ export interface CompletionResult {
   unblocked: number;
   /** DAGs whose last open task this batch completed. */
   dagsCompleted: string[];
+  /** How many completed, by task type. */
+  completedByType: Record<string, number>;
 }
 
 /**
@@ -32,10 +34,10 @@ export interface CompletionResult {
  * guarded by its fencing token and state, so a zombie's completion changes nothing.
  */
 export async function taskCompleteMany(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult> {
-  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [] };
+  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {} };
   // Prepared: one jsonb parameter carries the batch, so the text never changes and is planned once per connection.
-  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null }>(db, taskCompleteManySql(items, opts));
-  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [] };
+  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null }>(db, taskCompleteManySql(items, opts));
+  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {} };
 }
 
 /**
@@ -77,7 +79,7 @@ export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMo
       from input i
       where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(states)})
         ${opts.checked ? sql`` : sql`and not ${validationRequiredSql('t')}`}
-      returning t.id, t.dag_id, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
+      returning t.id, t.dag_id, t.type, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
     ),
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model, details)
@@ -119,5 +121,6 @@ export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMo
     select
       (select array_agg(id) from done) as completed,
       (select count(*)::int from unblocked where status = 'ready') + (select count(*)::int * 0 from woke) as unblocked,
-      (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed`;
+      (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed,
+      (select jsonb_object_agg(type, n) from (select type, count(*)::int as n from done group by type) x) as by_type`;
 }

@@ -6,7 +6,7 @@ import { LEASED_STATES, fromStates, type TaskState } from '../../engine/state-ma
 import { effectivePriorityOnReadySql } from '../../engine/priority.js';
 import { READY_CHANNEL, dateOf, rowsOf, textArray } from './run.js';
 import { LEASE_DEFAULTS } from '../../config/index.js';
-import { capabilityGroupsEnsure } from './capability-groups.js';
+import { capabilityGroupsEnsure, capKeyOf } from './capability-groups.js';
 
 export type TaskRow = typeof tasks.$inferSelect;
 /** A task row to insert; columns may be SQL expressions (times relative to the database clock). */
@@ -150,6 +150,7 @@ export interface FailedRow {
   id: string;
   dagId: string;
   key: string;
+  type: string;
   attempts: number;
   maxAttempts: number;
   retryPolicy: Record<string, unknown>;
@@ -184,7 +185,7 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow |
         details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)
     ),
     ${spendChargeCtes('failed', cost)}
-    select id, dag_id as "dagId", key, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
+    select id, dag_id as "dagId", key, type, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
            claimed_by as "agentId", attempts_reset_fence as "attemptsResetFence", cost_usd::float8 as "costUsd"
     from failed`);
   return r ?? null;
@@ -362,4 +363,63 @@ export async function taskOldestReadyAgeSec(db: Db): Promise<number | null> {
   const [r] = await rowsOf<{ age: number | null }>(db, sql`
     select extract(epoch from now() - min(ready_at))::float8 as age from tasks where status = 'ready'`);
   return r?.age ?? null;
+}
+
+/** READY plus PENDING tasks: what backpressure compares with its limit (each status is walked through its partial index). */
+export async function taskQueuedCount(db: Db): Promise<number> {
+  const [r] = await rowsOf<{ n: number }>(db, sql`
+    select (select count(*) from tasks where status = 'ready')::int + (select count(*) from tasks where status = 'pending')::int as n`);
+  return r?.n ?? 0;
+}
+
+/** Serialize submissions while backpressure is on, so two of them cannot both slip under the limit. */
+export async function taskSubmitLock(db: Db): Promise<void> {
+  await db.execute(sql`select pg_advisory_xact_lock(hashtext('dagent.submit'))`);
+}
+
+/** Who holds a task and with which fence: the HTTP API checks an agent token against it. */
+export async function taskHolderGet(db: Db, id: string): Promise<{ claimedBy: string | null; fence: number; status: string } | undefined> {
+  const [r] = await db.select({ claimedBy: tasks.claimedBy, fence: tasks.fence, status: tasks.status }).from(tasks).where(eq(tasks.id, id));
+  return r;
+}
+
+/** A human's edit of a dead-lettered task's spec before it is retried (only the fields given change). */
+export interface TaskEdit {
+  title?: string;
+  prompt?: string;
+  input?: Record<string, unknown>;
+  models?: string[];
+  fallbackModels?: string[];
+  requiredCapabilities?: string[];
+  priority?: number;
+  maxAttempts?: number;
+  maxCostUsd?: number | null;
+}
+
+/** Apply an edit to a DEAD_LETTERED task; false if it is not (any more) dead-lettered. */
+export async function taskDeadLetterEdit(db: Db, id: string, e: TaskEdit): Promise<boolean> {
+  const body: Record<string, unknown> = {};
+  if (e.prompt !== undefined) body.prompt = e.prompt;
+  if (e.input !== undefined) body.input = e.input;
+  if (e.models !== undefined) body.models = e.models;
+  if (e.fallbackModels !== undefined) body.fallbackModels = e.fallbackModels;
+  if (e.requiredCapabilities) await capabilityGroupsEnsure(db, [e.requiredCapabilities]);
+  const r = await db.update(tasks).set({
+    spec: sql`${tasks.spec} || ${JSON.stringify(body)}::jsonb`,
+    ...(e.title !== undefined ? { title: e.title } : {}),
+    ...(e.requiredCapabilities ? { requiredCapabilities: e.requiredCapabilities, capKey: capKeyOf(e.requiredCapabilities) } : {}),
+    ...(e.priority !== undefined ? { priority: e.priority } : {}),
+    ...(e.maxAttempts !== undefined ? { maxAttempts: e.maxAttempts } : {}),
+    ...(e.maxCostUsd !== undefined ? { maxCostUsd: e.maxCostUsd } : {}),
+    updatedAt: sql`now()`,
+  }).where(and(eq(tasks.id, id), eq(tasks.status, 'dead_lettered'))).returning({ id: tasks.id });
+  return r.length > 0;
+}
+
+/** Every task's state in one DAG, small columns only: what the live stream diffs. */
+export function taskStatesForDag(db: Db, dagId: string) {
+  return db.select({
+    id: tasks.id, key: tasks.key, status: tasks.status, attempts: tasks.attempts, claimedBy: tasks.claimedBy,
+    progress: tasks.progress, parentId: tasks.parentId,
+  }).from(tasks).where(eq(tasks.dagId, dagId));
 }

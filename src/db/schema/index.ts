@@ -8,3 +8,5 @@ export * from './events.js';
 export * from './maintenance-gates.js';
 export * from './schedules.js';
 export * from './capability-groups.js';
+export * from './api-tokens.js';
+export * from './webhooks.js';

@@ -1,0 +1,84 @@
+import type { Command } from 'commander';
+import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, type TokenRole } from '../engine/tokens.js';
+import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../engine/webhooks.js';
+import { withDatabase, type CommandContext } from './context.js';
+import { Output, ago } from './output.js';
+
+/** `dagent tokens …` and `dagent webhooks …`: the HTTP API's credentials and the notification subscriptions. */
+export function httpAdminCommands(program: Command, ctx: CommandContext): void {
+  const tokens = program.command('tokens').description('bearer tokens for the HTTP API (stored hashed; the secret is shown once)');
+  tokens
+    .command('create')
+    .requiredOption('--role <role>', 'admin (humans, dashboard, metrics) or agent (acts as one agent)')
+    .option('--agent <id>', 'the agent an agent token acts as')
+    .option('--name <text>', 'a label to recognise the token by')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { role: string; agent?: string; name?: string; json?: boolean }) => {
+      const { created, known } = await withDatabase(ctx, async (d) => {
+        const c = await tokenCreate(d.db, { role: opts.role as TokenRole, agentId: opts.agent, name: opts.name });
+        return { created: c, known: opts.agent ? await tokenAgentKnown(d.db, opts.agent) : true };
+      });
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(created, () => {
+        out.line(created.token);
+        ctx.io.stderr(`token ${created.id} (${created.role}${created.agentId ? ` as ${created.agentId}` : ''}): shown once; send it as "Authorization: Bearer <token>"\n`);
+        if (!known) ctx.io.stderr(`note: agent ${created.agentId} is not registered yet; it can register itself with this token (POST /api/agents)\n`);
+      });
+    });
+  tokens
+    .command('list')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const rows = await withDatabase(ctx, (d) => tokenList(d.db));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(rows, () => out.table(['id', 'role', 'agent', 'name', 'created', 'last used', 'revoked'],
+        rows.map((t) => [t.id, t.role, t.agentId, t.name, ago(t.createdAt), ago(t.lastUsedAt), t.revokedAt ? ago(t.revokedAt) : null])));
+    });
+  tokens
+    .command('revoke')
+    .argument('<id>')
+    .action(async (id: string) => {
+      await withDatabase(ctx, (d) => tokenRevoke(d.db, id));
+      ctx.io.stdout(`revoked ${id}\n`);
+    });
+
+  const hooks = program.command('webhooks').description('POST a JSON event to URLs on dead letters (and DAG blocked/completed/cancelled if subscribed)');
+  hooks
+    .command('add')
+    .argument('<url>')
+    .option('--events <types>', 'comma-separated: task.dead_lettered, dag.blocked, dag.completed, dag.cancelled (default task.dead_lettered)')
+    .option('--secret <secret>', 'sign each body: Dagent-Signature: sha256=<HMAC>')
+    .option('--json', 'machine-readable output')
+    .action(async (url: string, opts: { events?: string; secret?: string; json?: boolean }) => {
+      const events = opts.events?.split(',').map((e) => e.trim()).filter(Boolean);
+      const row = await withDatabase(ctx, (d) => webhookAdd(d.db, { url, events, secret: opts.secret }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result({ ...row, secret: row.secret ? '(set)' : null }, () => out.line(`${row.id} → ${row.url} on ${row.events.join(', ')}`));
+    });
+  hooks
+    .command('list')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const rows = await withDatabase(ctx, (d) => webhookList(d.db));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(rows.map((r) => ({ ...r, secret: r.secret ? '(set)' : null })), () => out.table(['id', 'url', 'events', 'signed', 'enabled'],
+        rows.map((r) => [r.id, r.url, r.events.join(','), r.secret ? 'yes' : 'no', r.enabled ? 'yes' : 'no'])));
+    });
+  hooks
+    .command('remove')
+    .argument('<id>')
+    .action(async (id: string) => {
+      await withDatabase(ctx, (d) => webhookRemove(d.db, id));
+      ctx.io.stdout(`removed ${id}\n`);
+    });
+  hooks
+    .command('deliveries')
+    .option('--webhook <id>', 'only this webhook\'s')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { webhook?: string; json?: boolean }) => {
+      const rows = await withDatabase(ctx, (d) => webhookDeliveryList(d.db, { webhookId: opts.webhook }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(rows, () => out.table(['id', 'webhook', 'event', 'type', 'status', 'attempts', 'last', 'next', 'created'],
+        rows.map((r) => [r.id, r.webhookId, r.eventId, r.eventType, r.status, r.attempts, r.lastStatus ?? r.lastError, r.status === 'pending' ? r.nextAttemptAt.toISOString() : null, ago(r.createdAt)])));
+    });
+}

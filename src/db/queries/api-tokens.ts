@@ -1,0 +1,35 @@
+import { and, asc, eq, isNull, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { apiTokens } from '../schema/index.js';
+
+export type ApiTokenRow = typeof apiTokens.$inferSelect;
+
+export async function apiTokenInsert(db: Db, row: typeof apiTokens.$inferInsert): Promise<ApiTokenRow> {
+  const [r] = await db.insert(apiTokens).values(row).returning();
+  return r!;
+}
+
+/** The live token with this hash. */
+export async function apiTokenFind(db: Db, tokenHash: string): Promise<ApiTokenRow | undefined> {
+  const [row] = await db.select().from(apiTokens).where(and(eq(apiTokens.tokenHash, tokenHash), isNull(apiTokens.revokedAt)));
+  return row;
+}
+
+/** Stamp a token's last use, at most once a minute (to spare the row). */
+export async function apiTokenTouch(db: Db, id: string): Promise<void> {
+  await db.update(apiTokens).set({ lastUsedAt: sql`now()` })
+    .where(and(eq(apiTokens.id, id), sql`(${apiTokens.lastUsedAt} is null or ${apiTokens.lastUsedAt} < now() - interval '1 minute')`));
+}
+
+export function apiTokenList(db: Db) {
+  return db.select({
+    id: apiTokens.id, role: apiTokens.role, agentId: apiTokens.agentId, name: apiTokens.name,
+    createdAt: apiTokens.createdAt, lastUsedAt: apiTokens.lastUsedAt, revokedAt: apiTokens.revokedAt,
+  }).from(apiTokens).orderBy(asc(apiTokens.createdAt));
+}
+
+export async function apiTokenRevoke(db: Db, id: string): Promise<boolean> {
+  const r = await db.update(apiTokens).set({ revokedAt: sql`now()` })
+    .where(and(eq(apiTokens.id, id), isNull(apiTokens.revokedAt))).returning({ id: apiTokens.id });
+  return r.length > 0;
+}

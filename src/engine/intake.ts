@@ -1,0 +1,32 @@
+import { readFileSync } from 'node:fs';
+import { withTx, type Db } from '../db/connection.js';
+import type { DagSpec } from '../dag/spec.js';
+import { scheduleRegister } from './schedules.js';
+import { dagSubmit, type SubmitOptions, type SubmitResult } from './submit.js';
+
+export type IntakeResult = SubmitResult | { schedule: string; nextFireAt: Date };
+
+/**
+ * Submit loaded DAG specs in one transaction (the CLI's `submit`, the HTTP API's
+ * POST /api/dags): specs with a `schedule:` block register their schedule (the
+ * DAG then runs at each fire), the others are created now. `sourceOf` gives a
+ * scheduled spec's YAML text (default: its file).
+ */
+export async function dagSubmitOrSchedule(
+  db: Db, specs: DagSpec[], opts: SubmitOptions & { sourceOf?: (spec: DagSpec) => string } = {},
+): Promise<IntakeResult[]> {
+  const sourceOf = opts.sourceOf ?? ((spec: DagSpec) => readFileSync(spec.sourceFile!, 'utf8'));
+  return withTx(db, async (tx) => {
+    const now = specs.filter((sp) => !sp.schedule);
+    const created = now.length ? await dagSubmit(tx, now, opts) : [];
+    const out: IntakeResult[] = [];
+    for (const spec of specs) {
+      if (!spec.schedule) out.push(created[now.indexOf(spec)]!);
+      else {
+        const row = await scheduleRegister(tx, spec, sourceOf(spec));
+        out.push({ schedule: row.name, nextFireAt: row.nextFireAt });
+      }
+    }
+    return out;
+  });
+}

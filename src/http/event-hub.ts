@@ -1,0 +1,162 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { dagChangedSince } from '../db/queries/dags.js';
+import { eventListAfter, eventMaxId } from '../db/queries/events.js';
+import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/queries/run.js';
+import { taskStatesForDag } from '../db/queries/tasks.js';
+import { ReadyListener } from '../runtime/ready-listener.js';
+
+export interface StreamEvent { type: string; data: Record<string, unknown> }
+
+export interface Subscriber {
+  /** Only this DAG's events (and its tasks' state changes). Default: every event, and DAG progress. */
+  dagId?: string;
+  send(e: StreamEvent): void;
+}
+
+type TaskState = Awaited<ReturnType<typeof taskStatesForDag>>[number];
+
+/**
+ * Feeds the server-sent-events stream. One LISTEN connection (the events
+ * trigger's channel and the READY channel) wakes it; a poll every `pollMs`
+ * is the fallback and catches what NOTIFY does not carry. Each wake reads:
+ *  - new rows of `events` (failures, dead letters, spawns, DAG completion …), sent as they are;
+ *  - for each watched DAG, its tasks' states, sent as `task.status` when they changed
+ *    (claims, starts and completions write no event row: the hot path stays lean);
+ *  - DAGs whose row changed, sent as `dag.progress` to unfiltered subscribers.
+ * It runs only while somebody is subscribed.
+ */
+export class EventHub {
+  private readonly subs = new Set<Subscriber>();
+  private listener: ReadyListener | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private cursor = 0;
+  /** Events up to here existed before the first subscriber: never sent. */
+  private floor = 0;
+  /** Ids sent recently: each read looks back LOOKBACK ids, since a lower id can commit after a higher one. */
+  private readonly seen = new Set<number>();
+  private readonly dagStates = new Map<string, Map<string, TaskState>>();
+  private dagsSince = new Date();
+  /** What was last sent per DAG, so the read's overlap window does not repeat it. */
+  private readonly dagSent = new Map<string, string>();
+  private running: Promise<void> | undefined;
+  private again = false;
+  private closed = false;
+
+  constructor(private readonly o: { db: Db; databaseUrl: string; log?: Logger; pollMs?: number }) {}
+
+  get subscribers(): number {
+    return this.subs.size;
+  }
+
+  async subscribe(s: Subscriber): Promise<() => void> {
+    if (this.subs.size === 0) await this.begin();
+    this.subs.add(s);
+    if (s.dagId) {
+      const states = await this.dagSnapshot(s.dagId);
+      s.send({ type: 'snapshot', data: { dagId: s.dagId, tasks: [...states.values()] } });
+    }
+    return () => {
+      this.subs.delete(s);
+      if (s.dagId && ![...this.subs].some((x) => x.dagId === s.dagId)) this.dagStates.delete(s.dagId);
+      if (this.subs.size === 0) void this.end();
+    };
+  }
+
+  /** Read now (also what a NOTIFY or the poll does). Single-flight; a wake during a read runs one more. */
+  wake(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.read();
+        } catch (err) {
+          this.o.log?.warn({ err }, 'event stream read failed; next wake retries');
+        }
+      } while (this.again && !this.closed);
+    })().finally(() => { this.running = undefined; });
+    return this.running;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const s of this.subs) s.send({ type: 'close', data: {} });
+    this.subs.clear();
+    await this.end();
+  }
+
+  private async begin(): Promise<void> {
+    this.cursor = await eventMaxId(this.o.db);
+    this.floor = this.cursor;
+    this.dagsSince = new Date();
+    this.listener = new ReadyListener({ url: this.o.databaseUrl, log: this.o.log, channels: [EVENTS_CHANNEL, READY_CHANNEL] });
+    this.listener.subscribe(() => void this.wake());
+    await this.listener.start();
+    this.timer = setInterval(() => void this.wake(), this.o.pollMs ?? 1000);
+    this.timer.unref();
+  }
+
+  private async end(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    const l = this.listener;
+    this.listener = undefined;
+    await l?.stop();
+    await this.running;
+  }
+
+  private async read(): Promise<void> {
+    if (this.subs.size === 0) return;
+    const rows = await eventListAfter(this.o.db, Math.max(0, this.cursor - LOOKBACK));
+    for (const r of rows) {
+      if (r.id <= this.floor || this.seen.has(r.id)) continue;
+      this.seen.add(r.id);
+      this.cursor = Math.max(this.cursor, r.id);
+      this.broadcast({ type: r.type, data: { id: r.id, at: r.at, dagId: r.dagId, taskId: r.taskId, agentId: r.agentId, ...(r.data as Record<string, unknown>) } }, r.dagId);
+    }
+    for (const id of this.seen) if (id <= this.cursor - LOOKBACK) this.seen.delete(id);
+
+    for (const dagId of new Set([...this.subs].map((s) => s.dagId).filter((x): x is string => !!x))) {
+      const before = this.dagStates.get(dagId) ?? new Map<string, TaskState>();
+      const now = await this.dagSnapshot(dagId);
+      for (const [id, t] of now) {
+        const was = before.get(id);
+        if (!was || was.status !== t.status || was.attempts !== t.attempts || was.progress !== t.progress) {
+          this.broadcast({ type: 'task.status', data: { dagId, taskId: id, key: t.key, status: t.status, previous: was?.status ?? null, attempts: t.attempts, claimedBy: t.claimedBy, progress: t.progress } }, dagId, 'watchers');
+        }
+      }
+    }
+
+    if ([...this.subs].some((s) => !s.dagId)) {
+      const changed = await dagChangedSince(this.o.db, new Date(this.dagsSince.getTime() - 1000));
+      for (const d of changed) {
+        if (d.updatedAt > this.dagsSince) this.dagsSince = d.updatedAt;
+        const sig = `${d.status}/${d.tasksOpen}/${d.spentUsd}`;
+        if (this.dagSent.get(d.id) === sig) continue;
+        this.dagSent.set(d.id, sig);
+        if (this.dagSent.size > 10_000) this.dagSent.clear();
+        this.broadcast({ type: 'dag.progress', data: { dagId: d.id, name: d.name, status: d.status, tasksTotal: d.tasksTotal, tasksOpen: d.tasksOpen, spentUsd: d.spentUsd } }, d.id, 'unfiltered');
+      }
+    }
+  }
+
+  private async dagSnapshot(dagId: string): Promise<Map<string, TaskState>> {
+    const states = new Map((await taskStatesForDag(this.o.db, dagId)).map((t) => [t.id, t]));
+    this.dagStates.set(dagId, states);
+    return states;
+  }
+
+  /** `to`: everyone whose filter matches, only that DAG's watchers, or only unfiltered subscribers. */
+  private broadcast(e: StreamEvent, dagId: string | null, to: 'matching' | 'watchers' | 'unfiltered' = 'matching'): void {
+    for (const s of this.subs) {
+      const ok = to === 'unfiltered' ? !s.dagId : to === 'watchers' ? s.dagId === dagId : !s.dagId || s.dagId === dagId;
+      if (ok) s.send(e);
+    }
+  }
+}
+
+const LOOKBACK = 100;

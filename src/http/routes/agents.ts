@@ -1,0 +1,164 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { taskHolderGet } from '../../db/queries/tasks.js';
+import { agentBeat, agentRegister } from '../../engine/agents.js';
+import { taskClaim } from '../../engine/claim.js';
+import { taskComplete, taskFail, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
+import { taskSpawn } from '../../engine/spawn.js';
+import type { Principal } from '../../engine/tokens.js';
+import { capabilitySchema } from '../../dag/file-schema.js';
+import { ForbiddenError, LeaseLostError, NotFoundError } from '../../errors.js';
+import { route } from '../route.js';
+import type { HttpDeps } from '../server.js';
+
+const fence = z.number().int().min(0).describe('the fencing token the claim returned');
+const spend = {
+  cost_usd: z.number().min(0).optional(),
+  tokens_in: z.number().int().min(0).optional(),
+  tokens_out: z.number().int().min(0).optional(),
+  model: z.string().max(200).nullable().optional(),
+};
+
+/** An agent token acts only as its own agent. */
+function actingAs(p: Principal | null, agentId: string): void {
+  if (p?.role === 'agent' && p.agentId !== agentId) {
+    throw new ForbiddenError(`token ${p.tokenId} acts as agent ${p.agentId}, not ${agentId}`, { agentId });
+  }
+}
+
+/**
+ * An agent token may touch only a task its agent holds, under the fence of that
+ * hold. Checking the fence here too matters: fences are small integers, and the
+ * transition's own fence guard then pins the request to the very claim checked.
+ */
+async function holding(d: HttpDeps, p: Principal | null, taskId: string, presented: number): Promise<void> {
+  const h = await taskHolderGet(d.db, taskId);
+  if (!h) throw new NotFoundError('task', taskId);
+  if (p?.role !== 'agent') return;
+  if (h.claimedBy !== p.agentId) throw new ForbiddenError(`task ${taskId} is not held by agent ${p.agentId}`, { taskId, agentId: p.agentId });
+  if (h.fence !== presented) throw new LeaseLostError(taskId, presented, h.fence, h.status);
+}
+
+/** The agent protocol over HTTP: the same calls, semantics and fencing as the TypeScript runtime. */
+export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
+  const tag = 'agents';
+  route(app, {
+    method: 'POST', url: '/api/agents', access: 'agent', tag,
+    body: z.strictObject({
+      id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, { error: 'letters, digits, _ . : - (max 128)' }),
+      type: z.string().min(1).max(64),
+      capabilities: z.array(capabilitySchema).max(64),
+      models: z.array(z.string().max(200)).max(32).optional(),
+      max_concurrent: z.number().int().min(1).max(1000).optional(),
+      budget_usd: z.number().positive().nullable().optional(),
+      metadata: z.record(z.string(), z.unknown()).optional(),
+    }),
+    summary: 'Register (or re-register) an agent: its capabilities and budget decide what it may claim', responds: '201 {agent}',
+  }, async ({ body, principal, reply }) => {
+    actingAs(principal, body.id);
+    const agent = await agentRegister(d.db, {
+      id: body.id, type: body.type, capabilities: body.capabilities, models: body.models, maxConcurrent: body.max_concurrent,
+      budgetUsd: body.budget_usd, metadata: { ...body.metadata, via: 'http' },
+    });
+    reply.status(201);
+    return { agent };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/agents/:id/heartbeat', access: 'agent', tag,
+    summary: 'The agent is alive (brings an agent marked offline back)', responds: '{ok: true}',
+  }, async ({ params, principal }) => {
+    actingAs(principal, params.id!);
+    await agentBeat(d.db, params.id!);
+    return { ok: true };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/agents/:id/claim', access: 'agent', tag,
+    body: z.strictObject({
+      limit: z.number().int().min(1).max(100).optional().describe('most tasks to claim; default 1'),
+      start: z.boolean().optional().describe('claim straight into RUNNING under the heartbeat lease; default false (call start)'),
+      dag_id: z.string().optional(),
+      claim_ttl_sec: z.number().int().min(1).max(3600).optional().describe('seconds to start a claimed task; default 60'),
+    }).optional(),
+    summary: 'Claim the most urgent READY tasks this agent is capable of and can afford (may return none)',
+    responds: '{tasks: [{id, fence, spec, inputs, children, leaseExpiresAt, heartbeatSec, ...}]}',
+  }, async ({ params, body, principal }) => {
+    actingAs(principal, params.id!);
+    const tasks = await taskClaim(d.db, params.id!, { limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec });
+    return { tasks };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/start', access: 'agent', tag, body: z.strictObject({ fence }),
+    summary: 'claimed → running; the heartbeat lease starts', responds: '{leaseExpiresAt}',
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    return { leaseExpiresAt: await taskStart(d.db, { taskId: params.id!, fence: body.fence }) };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/heartbeat', access: 'agent', tag,
+    body: z.strictObject({ fence, progress: z.number().min(0).max(1).optional(), message: z.string().max(2000).optional() }),
+    summary: 'Extend the lease and record progress; 409 if the lease was lost', responds: '{leaseExpiresAt}',
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    return { leaseExpiresAt: await taskHeartbeat(d.db, { taskId: params.id!, fence: body.fence, progress: body.progress, message: body.message }) };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/spawn', access: 'agent', tag,
+    body: z.strictObject({
+      fence,
+      subtasks: z.array(z.unknown()).min(1).max(1000).describe('subtask specs (the same vocabulary as ctx.spawn)'),
+      wait: z.boolean().optional().describe('the parent waits for its subtasks: its attempt ends now'),
+    }),
+    summary: 'Add subtasks to the running task\'s DAG (cycle-checked, idempotent per key)', responds: '{children, waiting}',
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    return taskSpawn(d.db, { taskId: params.id!, fence: body.fence }, body.subtasks, { wait: body.wait, log: d.log });
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/complete', access: 'agent', tag,
+    body: z.strictObject({ fence, output: z.unknown(), ...spend }),
+    summary: 'Submit the output: completed, or validated first when the task declares validation', responds: '{completed, settled?}',
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    const r = await taskComplete(d.db, {
+      taskId: params.id!, fence: body.fence, output: body.output ?? null,
+      costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out, model: body.model,
+    });
+    return { completed: r.completed.includes(params.id!), unblocked: r.unblocked, settled: r.settled ?? null };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/fail', access: 'agent', tag,
+    body: z.strictObject({
+      fence,
+      error_class: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, { error: 'lowercase letters, digits and _' }),
+      message: z.string().max(10_000),
+      retryable: z.boolean().optional().describe('false: dead-letter now'),
+      retry_after_sec: z.number().min(0).max(86_400).optional(),
+      details: z.record(z.string(), z.unknown()).optional(),
+      ...spend,
+    }),
+    summary: 'Record a failed attempt; the retry policy decides: retrying, ready or dead-lettered', responds: '{status, retryAt? | deadLetterId?}',
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    return taskFail(d.db, {
+      taskId: params.id!, fence: body.fence, errorClass: body.error_class, message: body.message, retryable: body.retryable,
+      retryAfterSec: body.retry_after_sec, details: body.details, costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out, model: body.model,
+    }, { log: d.log });
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/release', access: 'agent', tag,
+    body: z.strictObject({ fence, reason: z.string().max(2000).optional(), ...spend }),
+    summary: 'Hand the task back to READY without using an attempt (agent shutdown)', responds: '{ok: true}',
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    await taskRelease(d.db, { taskId: params.id!, fence: body.fence, reason: body.reason, costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out, model: body.model });
+    return { ok: true };
+  });
+}

@@ -1,0 +1,158 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { dagSourceLoad } from '../../dag/load.js';
+import { agentList } from '../../db/queries/agents.js';
+import { dagList } from '../../db/queries/dags.js';
+import { DAG_STATES, TASK_STATES } from '../../engine/state-machine.js';
+import { dagCancel, taskCancel } from '../../engine/cancel.js';
+import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, taskEditSchema } from '../../engine/dlq.js';
+import { dagGraph, statsGet, taskListFiltered, taskShow } from '../../engine/inspect.js';
+import { dagSubmitOrSchedule } from '../../engine/intake.js';
+import { priorityOverride } from '../../engine/scheduling.js';
+import { InvalidInputError } from '../../errors.js';
+import { route } from '../route.js';
+import type { HttpDeps } from '../server.js';
+import type { Principal } from '../../engine/tokens.js';
+import path from 'node:path';
+
+const note = z.string().max(2000).optional();
+const limit = z.coerce.number().int().min(1).max(1000).optional();
+const paramValue = z.union([z.string(), z.number(), z.boolean()]);
+
+const dagSubmitBody = z.union([
+  z.string().min(1).describe('the DAG file as YAML text (Content-Type: application/yaml)'),
+  z.strictObject({
+    yaml: z.string().min(1).optional().describe('the DAG file as YAML text'),
+    dag: z.record(z.string(), z.unknown()).optional().describe('the DAG file as a JSON object (same fields as the YAML)'),
+    params: z.record(z.string(), paramValue).optional().describe('values for the DAG\'s declared params'),
+  }).refine((b) => (b.yaml === undefined) !== (b.dag === undefined), { error: 'give exactly one of yaml or dag' }),
+]);
+
+/** Who did it, for events and DLQ resolutions: the token that asked. */
+export function actor(p: Principal | null): string {
+  return p ? `${p.role}:${p.agentId ?? p.tokenId}` : 'anonymous';
+}
+
+/** The routes humans (admin tokens) use: DAGs, tasks, priorities, the dead-letter queue, agents. */
+export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
+  const tag = 'humans';
+  route(app, {
+    method: 'POST', url: '/api/dags', access: 'admin', tag, body: dagSubmitBody, bodyTypes: ['application/yaml'],
+    query: z.object({ param: z.union([z.string(), z.array(z.string())]).optional().describe('NAME=VALUE, repeatable (with a YAML body)') }),
+    summary: 'Submit a DAG (YAML or JSON) in one transaction; refused with 429 and Retry-After while the queue is full',
+    responds: '201 {results: [{dagId, name, tasks, created} | {schedule, nextFireAt}]}',
+  }, async ({ body, query, principal, reply }) => {
+    const source = typeof body === 'string' ? body : body.yaml ?? JSON.stringify(body.dag, null, 2);
+    const params: Record<string, string> = {};
+    for (const p of [query.param ?? []].flat()) {
+      const i = p.indexOf('=');
+      if (i <= 0) throw new InvalidInputError(`query.param ${p}: expected NAME=VALUE`);
+      params[p.slice(0, i)] = p.slice(i + 1);
+    }
+    if (typeof body !== 'string') for (const [k, v] of Object.entries(body.params ?? {})) params[k] = String(v);
+    const file = typeof body !== 'string' && body.dag ? 'request.json' : 'request.yaml';
+    // Relative paths in the DAG (schema_file, a test step's cwd) start at the server's working directory.
+    const spec = dagSourceLoad(source, file, { params, baseDir: path.resolve('.') });
+    const results = await dagSubmitOrSchedule(d.db, [spec], { createdBy: actor(principal), log: d.log, maxQueued: d.maxQueued, sourceOf: () => source });
+    reply.status(results.some((r) => 'created' in r && r.created) ? 201 : 200);
+    return { results };
+  });
+
+  route(app, {
+    method: 'GET', url: '/api/dags', access: 'admin', tag,
+    query: z.object({ status: z.enum(DAG_STATES).optional(), limit }),
+    summary: 'DAGs, newest first, with task counts by status', responds: '{dags: [...]}',
+  }, async ({ query }) => ({ dags: await dagList(d.db, query) }));
+
+  route(app, {
+    method: 'GET', url: '/api/dags/:id', access: 'admin', tag,
+    summary: 'One DAG as a graph: tasks with status and depth, edges, critical path, open dead letters',
+    responds: '{dag, nodes, edges, criticalPath, deadLetters}',
+  }, ({ params }) => dagGraph(d.db, params.id!));
+
+  route(app, {
+    method: 'POST', url: '/api/dags/:id/cancel', access: 'admin', tag, body: z.strictObject({ note }).optional(),
+    summary: 'Cancel every unfinished task of the DAG', responds: '{cancelled: n}',
+  }, async ({ params, body, principal }) => ({ cancelled: (await dagCancel(d.db, params.id!, actor(principal), body?.note)).length }));
+
+  route(app, {
+    method: 'GET', url: '/api/tasks', access: 'admin', tag,
+    query: z.object({ dag_id: z.string().optional(), status: z.enum(TASK_STATES).optional(), limit }),
+    summary: 'Tasks, filtered by DAG and status', responds: '{tasks: [...]}',
+  }, async ({ query }) => ({ tasks: await taskListFiltered(d.db, { dagId: query.dag_id, status: query.status, limit: query.limit }) }));
+
+  route(app, {
+    method: 'GET', url: '/api/tasks/:id', access: 'admin', tag,
+    summary: 'One task: spec, resolved inputs, output, attempts (with validation verdicts) and events',
+    responds: '{task, inputs, attempts, events}',
+  }, ({ params }) => taskShow(d.db, params.id!));
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/cancel', access: 'admin', tag, body: z.strictObject({ note }).optional(),
+    summary: 'Cancel a task and everything downstream that can no longer run', responds: '{cancelled: [{id, key, previous}]}',
+  }, async ({ params, body, principal }) => ({
+    cancelled: (await taskCancel(d.db, params.id!, actor(principal), body?.note)).map((c) => ({ id: c.id, key: c.key, previous: c.previous })),
+  }));
+
+  const priorityBody = z.strictObject({ priority: z.number().int().min(0).max(100).describe('0 is most urgent') });
+  for (const kind of ['tasks', 'dags'] as const) {
+    route(app, {
+      method: 'POST', url: `/api/${kind}/:id/priority`, access: 'admin', tag, body: priorityBody,
+      summary: kind === 'tasks' ? 'Override a task\'s base priority' : 'Override the base priority of every unfinished task of a DAG',
+      responds: '{tasks: n}',
+    }, ({ params, body, principal }) => priorityOverride(d.db, params.id!, body.priority, actor(principal)));
+  }
+
+  route(app, {
+    method: 'GET', url: '/api/dlq', access: 'admin', tag,
+    query: z.object({ all: z.enum(['true', 'false']).optional().describe('include resolved entries'), dag_id: z.string().optional(), limit }),
+    summary: 'Dead-letter entries (open ones unless all=true)', responds: '{entries: [...]}',
+  }, async ({ query }) => ({ entries: await dlqList(d.db, { all: query.all === 'true', dagId: query.dag_id, limit: query.limit }) }));
+
+  route(app, {
+    method: 'GET', url: '/api/dlq/:id', access: 'admin', tag,
+    summary: 'One dead-letter entry with its task and full failure history', responds: '{entry, task}',
+  }, ({ params }) => dlqShow(d.db, params.id!));
+
+  const retryBody = z.strictObject({ note, reset_attempts: z.boolean().optional().describe('give the task a fresh attempt budget') }).optional();
+  route(app, {
+    method: 'POST', url: '/api/dlq/:id/retry', access: 'admin', tag, body: retryBody,
+    summary: 'Retry a dead-lettered task (back to READY)', responds: '{entry}',
+  }, async ({ params, body, principal }) => ({ entry: await dlqRetry(d.db, params.id!, { by: actor(principal), note: body?.note, resetAttempts: body?.reset_attempts }) }));
+
+  route(app, {
+    method: 'POST', url: '/api/dlq/:id/cancel', access: 'admin', tag, body: z.strictObject({ note }).optional(),
+    summary: 'Cancel a dead-lettered task (and its dependents), with a note', responds: '{entry}',
+  }, async ({ params, body, principal }) => ({ entry: await dlqCancel(d.db, params.id!, { by: actor(principal), note: body?.note }) }));
+
+  route(app, {
+    method: 'POST', url: '/api/dlq/:id/edit-retry', access: 'admin', tag,
+    body: z.strictObject({ edit: taskEditSchema, note, reset_attempts: z.boolean().optional() }),
+    summary: 'Edit the task\'s spec, then retry it, in one transaction', responds: '{entry}',
+  }, async ({ params, body, principal }) => ({
+    entry: await dlqEditRetry(d.db, params.id!, body.edit, { by: actor(principal), note: body.note, resetAttempts: body.reset_attempts }),
+  }));
+
+  route(app, {
+    method: 'POST', url: '/api/dlq/bulk', access: 'admin', tag,
+    body: z.strictObject({
+      action: z.enum(['retry', 'cancel']),
+      filter: z.strictObject({ dag_id: z.string().optional(), type: z.string().optional(), error_class: z.string().optional(), agent_id: z.string().optional() }),
+      note, reset_attempts: z.boolean().optional(),
+    }),
+    summary: 'Retry or cancel every open entry matching the filter (DAG, task type, error class, agent), in one transaction',
+    responds: '{action, ids}',
+  }, ({ body, principal }) => dlqBulk(d.db, {
+    dagId: body.filter.dag_id, type: body.filter.type, errorClass: body.filter.error_class, agentId: body.filter.agent_id,
+  }, body.action, { by: actor(principal), note: body.note, resetAttempts: body.reset_attempts }));
+
+  route(app, {
+    method: 'GET', url: '/api/agents', access: 'admin', tag,
+    summary: 'Registered agents: capabilities, budgets, spend and heartbeats', responds: '{agents: [...]}',
+  }, async () => ({ agents: await agentList(d.db) }));
+
+  route(app, {
+    method: 'GET', url: '/api/stats', access: 'admin', tag,
+    summary: 'Queue health: task counts by status and priority tier, oldest READY age, agents', responds: '{counts, oldestReadyAgeSec, agents}',
+  }, () => statsGet(d.db));
+}

@@ -1,0 +1,14 @@
+import type { FastifyInstance } from 'fastify';
+import { route } from '../route.js';
+import type { HttpDeps } from '../server.js';
+
+export function metricsRoutes(app: FastifyInstance, d: HttpDeps): void {
+  route(app, {
+    method: 'GET', url: '/metrics', access: 'admin', tag: 'operations',
+    summary: 'Prometheus metrics (an admin token, unless the server runs with --metrics-public)', responds: 'text/plain; version=0.0.4',
+  }, async ({ reply }) => {
+    reply.header('content-type', d.metrics.contentType);
+    return d.metrics.metrics();
+  });
+  route(app, { method: 'GET', url: '/healthz', access: 'public', tag: 'operations', summary: 'Liveness: 200 when the server answers', responds: '{ok: true}' }, () => ({ ok: true }));
+}

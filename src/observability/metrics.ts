@@ -1,0 +1,113 @@
+import client from 'prom-client';
+import type { Db } from '../db/connection.js';
+import { agentList } from '../db/queries/agents.js';
+import { dagSpendReport } from '../db/queries/dags.js';
+import { taskCountsByStatusTier, taskOldestReadyAgeSec } from '../db/queries/tasks.js';
+import { webhookDeliveryCounts } from '../db/queries/webhooks.js';
+import { engineEvents, type EngineEventMap } from './engine-events.js';
+
+/** Dead-letter reasons as a bounded label (the reason text carries counts). */
+export function deadLetterReasonLabel(reason: string): string {
+  if (reason.startsWith('poison pill')) return 'poison_pill';
+  if (reason.startsWith('non-retryable')) return 'non_retryable';
+  if (reason.includes('no_retry_on')) return 'no_retry_on';
+  if (reason.includes('not in retry_on')) return 'not_in_retry_on';
+  if (reason.startsWith('attempts exhausted')) return 'attempts_exhausted';
+  return 'other';
+}
+
+/**
+ * The Prometheus registry `/metrics` serves. Two kinds of figures:
+ *  - state, read from the database at each scrape (queue depth, budgets, agents' heartbeats): the same from every process;
+ *  - what this process did (claims, waits, completions, failures, dead letters, reaped leases), counted from the
+ *    engine's in-process events: per process, as Prometheus expects; sum them across `dagent up` instances.
+ */
+export class MetricsCollector {
+  readonly registry = new client.Registry();
+  private readonly unsubscribe: Array<() => void> = [];
+
+  constructor(private readonly db: Db) {
+    const r = [this.registry];
+    client.collectDefaultMetrics({ register: this.registry, prefix: 'dagent_process_' });
+
+    // One database pass per scrape, not one per gauge: prom-client calls each collect; the first one refreshes all.
+    let refreshing: Promise<void> | undefined;
+    const refresh = () => {
+      refreshing ??= (async () => {
+        const [counts, oldestAge, agents, spend, webhook] = await Promise.all([
+          taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db),
+        ]);
+        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries]) g.reset();
+        for (const c of counts) tasks.set({ status: c.status, tier: c.tier }, c.n);
+        oldest.set(oldestAge ?? 0);
+        const now = Date.now();
+        for (const a of agents) {
+          agentHeartbeatAge.set({ agent: a.id, status: a.status }, (now - a.heartbeatAt.getTime()) / 1000);
+          if (a.budgetUsd !== null) agentBudget.set({ agent: a.id }, Number(a.budgetUsd));
+          agentSpent.set({ agent: a.id }, Number(a.spentUsd));
+          agentReserved.set({ agent: a.id }, Number(a.reservedUsd));
+        }
+        for (const d of spend.open) {
+          if (d.budgetUsd !== null) dagBudget.set({ dag: d.id, name: d.name }, Number(d.budgetUsd));
+          dagSpent.set({ dag: d.id, name: d.name }, Number(d.spentUsd));
+        }
+        spentTotal.set(spend.totalSpentUsd);
+        for (const w of webhook) deliveries.set({ status: w.status }, w.n);
+      })().finally(() => { setImmediate(() => { refreshing = undefined; }); });
+      return refreshing;
+    };
+    const tasks = new client.Gauge({ name: 'dagent_tasks', help: 'Tasks by status and priority tier (urgent < 25 ≤ high < 50 ≤ normal < 75 ≤ background)', labelNames: ['status', 'tier'], registers: r, collect: refresh });
+    const oldest = new client.Gauge({ name: 'dagent_oldest_ready_seconds', help: 'Age of the oldest READY task (0 when none)', registers: r, collect: refresh });
+    const agentHeartbeatAge = new client.Gauge({ name: 'dagent_agent_heartbeat_age_seconds', help: 'Seconds since each agent\'s last heartbeat', labelNames: ['agent', 'status'], registers: r, collect: refresh });
+    const agentBudget = new client.Gauge({ name: 'dagent_agent_budget_usd', help: 'Agent budget (agents with one)', labelNames: ['agent'], registers: r, collect: refresh });
+    const agentSpent = new client.Gauge({ name: 'dagent_agent_spent_usd', help: 'Agent spend so far', labelNames: ['agent'], registers: r, collect: refresh });
+    const agentReserved = new client.Gauge({ name: 'dagent_agent_reserved_usd', help: 'Agent budget reserved by its claimed and running tasks', labelNames: ['agent'], registers: r, collect: refresh });
+    const dagBudget = new client.Gauge({ name: 'dagent_dag_budget_usd', help: 'Budget of each open DAG that has one', labelNames: ['dag', 'name'], registers: r, collect: refresh });
+    const dagSpent = new client.Gauge({ name: 'dagent_dag_spent_usd', help: 'Spend of each open DAG', labelNames: ['dag', 'name'], registers: r, collect: refresh });
+    const spentTotal = new client.Gauge({ name: 'dagent_spent_usd', help: 'Spend of all DAGs, ever', registers: r, collect: refresh });
+    const deliveries = new client.Gauge({ name: 'dagent_webhook_deliveries', help: 'Webhook deliveries by status', labelNames: ['status'], registers: r, collect: refresh });
+
+
+    const claims = new client.Counter({ name: 'dagent_claims_total', help: 'Claims by this process, by whether they got a task', labelNames: ['result'], registers: r });
+    const claimed = new client.Counter({ name: 'dagent_tasks_claimed_total', help: 'Tasks claimed through this process, by type', labelNames: ['type'], registers: r });
+    const wait = new client.Histogram({
+      name: 'dagent_task_wait_seconds', help: 'Time from READY to claimed, for tasks claimed through this process', labelNames: ['type'], registers: r,
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14_400],
+    });
+    const completed = new client.Counter({ name: 'dagent_tasks_completed_total', help: 'Tasks completed through this process, by type', labelNames: ['type'], registers: r });
+    const failed = new client.Counter({ name: 'dagent_task_failures_total', help: 'Failed attempts recorded by this process, by type, error class and what the retry policy did', labelNames: ['type', 'error_class', 'outcome'], registers: r });
+    const deadLettered = new client.Counter({ name: 'dagent_tasks_dead_lettered_total', help: 'Tasks dead-lettered by this process, by type and reason', labelNames: ['type', 'reason'], registers: r });
+    const reaped = new client.Counter({ name: 'dagent_heartbeat_misses_total', help: 'Leases the reaper in this process took back, by agent and reason (claim_ttl, heartbeat, max_duration)', labelNames: ['agent', 'reason'], registers: r });
+
+    this.on('claim', (e) => {
+      claims.inc({ result: e.claimed.length ? 'claimed' : 'empty' });
+      for (const t of e.claimed) {
+        claimed.inc({ type: t.type });
+        wait.observe({ type: t.type }, Math.max(0, t.waitSec));
+      }
+    });
+    this.on('completed', (e) => { for (const [type, n] of Object.entries(e.byType)) completed.inc({ type }, n); });
+    this.on('failed', (e) => {
+      failed.inc({ type: e.type, error_class: e.errorClass, outcome: e.outcome });
+      if (e.outcome === 'dead_lettered') deadLettered.inc({ type: e.type, reason: deadLetterReasonLabel(e.reason ?? '') });
+    });
+    this.on('reaped', (e) => reaped.inc({ agent: e.agentId ?? 'none', reason: e.reason }));
+  }
+
+  private on<K extends keyof EngineEventMap>(event: K, fn: (...args: EngineEventMap[K]) => void): void {
+    engineEvents.on(event, fn as never);
+    this.unsubscribe.push(() => engineEvents.off(event, fn as never));
+  }
+
+  metrics(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  close(): void {
+    for (const u of this.unsubscribe) u();
+  }
+}
