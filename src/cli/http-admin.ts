@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, type TokenRole } from '../engine/tokens.js';
 import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../engine/webhooks.js';
 import { withDatabase, type CommandContext } from './context.js';
+import { openApiDocumentBuild } from '../http/routes/openapi.js';
 import { Output, ago } from './output.js';
 
 /** `dagent tokens …` and `dagent webhooks …`: the HTTP API's credentials and the notification subscriptions. */
@@ -41,6 +42,11 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
       await withDatabase(ctx, (d) => tokenRevoke(d.db, id));
       ctx.io.stdout(`revoked ${id}\n`);
     });
+
+  program
+    .command('openapi')
+    .description('print the HTTP API\'s OpenAPI 3.1 document (generated from the routes\' zod schemas; also served at /openapi.json)')
+    .action(async () => ctx.io.stdout(`${JSON.stringify(await openApiDocumentBuild(), null, 2)}\n`));
 
   const hooks = program.command('webhooks').description('POST a JSON event to URLs on dead letters (and DAG blocked/completed/cancelled if subscribed)');
   hooks

@@ -67,6 +67,7 @@ export { attemptCountsForDag } from '../db/queries/attempts.js';
 export async function dagGraph(db: Db, dagId: string) {
   const { dag, tasks, edges, deadLetters } = await dagStatus(db, dagId);
   const byKey = new Map(tasks.map((t) => [t.key, t]));
+  const keyById = new Map(tasks.map((t) => [t.id, t.key]));
   const succ = new Map<string, string[]>();
   const indeg = new Map(tasks.map((t) => [t.key, 0]));
   for (const e of edges) {
@@ -77,8 +78,8 @@ export async function dagGraph(db: Db, dagId: string) {
   const queue = tasks.filter((t) => indeg.get(t.key) === 0).map((t) => t.key);
   const remaining = new Map(indeg);
   for (const k of queue) depth.set(k, 0);
-  while (queue.length) {
-    const k = queue.shift()!;
+  for (let i = 0; i < queue.length; i++) {
+    const k = queue[i]!;
     for (const d of succ.get(k) ?? []) {
       depth.set(d, Math.max(depth.get(d) ?? 0, depth.get(k)! + 1));
       remaining.set(d, remaining.get(d)! - 1);
@@ -96,7 +97,7 @@ export async function dagGraph(db: Db, dagId: string) {
     dag,
     nodes: tasks.map((t) => ({
       id: t.id, key: t.key, type: t.type, title: t.title, status: t.status, depth: depth.get(t.key) ?? 0,
-      parentKey: t.parentId ? tasks.find((p) => p.id === t.parentId)?.key ?? null : null,
+      parentKey: t.parentId ? keyById.get(t.parentId) ?? null : null,
       priority: t.priority, effectivePriority: t.effectivePriority, cpRankSec: t.cpRankSec, estimateSec: t.estimateSec,
       attempts: t.attempts, maxAttempts: t.maxAttempts, claimedBy: t.claimedBy, lastError: t.lastError, costUsd: t.costUsd,
     })),

@@ -32,7 +32,7 @@ export const HTTP_DEFAULTS = { port: 7070, host: '127.0.0.1', bodyLimitBytes: 10
 /** Statuses for the engine's error codes; anything else is a 500. */
 const STATUS_BY_CODE: Record<string, number> = {
   INVALID_INPUT: 400, DAG_INVALID: 400, CYCLE: 400, UNAUTHORIZED: 401, FORBIDDEN: 403, NOT_FOUND: 404,
-  LEASE_LOST: 409, ILLEGAL_TRANSITION: 409, CONFLICT: 409, DLQ_RESOLVED: 409, BUDGET_EXCEEDED: 409, BACKPRESSURE: 429,
+  LEASE_LOST: 409, ILLEGAL_TRANSITION: 409, TRANSITION_RACED: 409, CONFLICT: 409, DLQ_RESOLVED: 409, BUDGET_EXCEEDED: 409, BACKPRESSURE: 429,
 };
 
 export interface HttpServer {
@@ -67,8 +67,13 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     req.principal = principal;
   });
 
-  app.addHook('onResponse', async (req, reply) => {
+  // Before the response goes out (not onResponse), so a client that saw the answer never races the stamp.
+  app.addHook('onSend', async (req, reply, payload) => {
     if (req.principal && reply.statusCode < 400) await tokenTouch(o.db, req.principal.tokenId).catch((err) => log.warn({ err }, 'token last-use stamp failed'));
+    return payload;
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
     log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
   });
 
@@ -94,13 +99,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
 
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` } }));
 
-  const deps = { db: o.db, log, hub, metrics, maxQueued: o.maxQueued };
-  humanRoutes(app, deps);
-  agentRoutes(app, deps);
-  streamRoutes(app, deps);
-  metricsRoutes(app, deps);
-  openApiRoutes(app);
-  dashboardRoutes(app);
+  routesRegister(app, { db: o.db, log, hub, metrics, maxQueued: o.maxQueued });
   await app.ready();
 
   return {
@@ -118,6 +117,16 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
       await app.close();
     },
   };
+}
+
+/** Every route, on any Fastify instance (the server's, or a bare one to generate the OpenAPI document). */
+export function routesRegister(app: FastifyInstance, deps: HttpDeps): void {
+  humanRoutes(app, deps);
+  agentRoutes(app, deps);
+  streamRoutes(app, deps);
+  metricsRoutes(app, deps);
+  openApiRoutes(app);
+  dashboardRoutes(app);
 }
 
 export type HttpDeps = { db: Db; log: Logger; hub: EventHub; metrics: MetricsCollector; maxQueued?: number };

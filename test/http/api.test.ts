@@ -249,6 +249,32 @@ describe('the agent protocol', () => {
     await refusedUnchanged(409, 'LEASE_LOST', () => call('POST', `/api/tasks/${held.id}/start`, { body: { fence: held.fence } }));
   });
 
+  it('an agent drains (claims nothing), deregisters (offline), and is active again when it registers', async () => {
+    await submit();
+    const a1 = await agentUp('a1');
+    expect((await call('POST', '/api/agents/a1/drain', { token: a1 })).body).toEqual({ ok: true });
+    expect((await call('POST', '/api/agents/a1/claim', { token: a1, body: {} })).body.tasks).toEqual([]);
+    expect((await call('POST', '/api/agents/a1/deregister', { token: a1 })).status).toBe(200);
+    expect((await call('GET', '/api/agents')).body.agents[0].status).toBe('offline');
+    await refusedUnchanged(403, 'FORBIDDEN', () => call('POST', '/api/agents/a2/drain', { token: a1 }));
+    await refusedUnchanged(404, 'NOT_FOUND', () => call('POST', '/api/agents/ghost/drain', {}));
+    await agentUp('a1');
+    expect((await call('POST', '/api/agents/a1/claim', { token: a1, body: {} })).body.tasks).toHaveLength(1);
+  });
+
+  it('after its lease was taken back and the task claimed again, the old holder hears 409 LEASE_LOST; the new holder carries on', async () => {
+    await submit();
+    const a1 = await agentUp('a1');
+    const a2 = await agentUp('a2');
+    const old = await claimOne('a1', a1);
+    await rowsOf(db, sql`update tasks set status = 'ready', claimed_by = null where id = ${old.id}`); // as the reaper would, after a retry
+    const now = await claimOne('a2', a2);
+    expect(now.fence).toBe(old.fence + 1);
+    await refusedUnchanged(409, 'LEASE_LOST', () => call('POST', `/api/tasks/${old.id}/heartbeat`, { token: a1, body: { fence: old.fence } }));
+    await refusedUnchanged(403, 'FORBIDDEN', () => call('POST', `/api/tasks/${old.id}/heartbeat`, { token: a1, body: { fence: now.fence } }));
+    expect((await call('POST', `/api/tasks/${now.id}/complete`, { token: a2, body: { fence: now.fence, output: 1 } })).body.completed).toBe(true);
+  });
+
   it('bad agent bodies are 400s naming the field; unknown tasks and agents are 404s', async () => {
     const a1 = await agentUp('a1');
     const r = await refusedUnchanged(400, 'INVALID_INPUT', () => call('POST', '/api/agents', { token: a1, body: { id: 'a1', type: 'w', capabilities: ['Not Valid'] } }));
@@ -440,5 +466,16 @@ describe('the OpenAPI document', () => {
     const complete = doc.paths['/api/tasks/{id}/complete'].post;
     expect(complete.requestBody.content['application/json'].schema.required).toEqual(expect.arrayContaining(['fence']));
     expect(doc.paths['/api/dlq/bulk'].post.requestBody.content['application/json'].schema.properties.action.enum).toEqual(['retry', 'cancel']);
+  });
+});
+
+describe('docs/openapi.json', () => {
+  it('is what `dagent openapi` generates now (regenerate with npm run openapi)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const cli = (await import('../helpers/cli.js')).cliWith(process.env);
+    const r = await cli('openapi');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(readFileSync('docs/openapi.json', 'utf8'))).toEqual(r.json());
+    expect(r.json()).toEqual((await call('GET', '/openapi.json', { token: null })).body);
   });
 });

@@ -12,6 +12,8 @@ const RECONNECT_MS = 2000;
 const REFETCH_MS = 250;
 /** A heartbeat older than this is shown in red. */
 const STALE_HEARTBEAT_SEC = 60;
+/** While no event stream is connected, live pages refetch this often instead. */
+const OFFLINE_POLL_MS = 10_000;
 /** The agents page refetches this often (heartbeats write no events). */
 const AGENTS_REFRESH_MS = 5000;
 
@@ -425,7 +427,9 @@ function route() {
   current = undefined;
   if (!tokenGet()) return pageLogin();
   globalStreamEnsure();
-  const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map((p) => {
+    try { return decodeURIComponent(p); } catch { return p; }
+  });
   const ctx = pageContext();
   current = ctx;
   window.scrollTo(0, 0);
@@ -504,6 +508,7 @@ function pageDags(ctx) {
     fail: (err) => fill(body, pageError(err)),
   });
   void load.now();
+  ctx.every(OFFLINE_POLL_MS, () => { if (liveStreams === 0) load.soon(); });
   ctx.onGlobal((e) => {
     if (e.type === 'dag.progress' || e.type.startsWith('dag.') || e.type === 'task.dead_lettered' || e.type.startsWith('dlq.')) load.soon();
   });
@@ -607,6 +612,7 @@ function pageDag(ctx, dagId) {
     fail: (err) => { if (!graph) fill(main, pageError(err)); else msg.textContent = errorText(err); },
   });
   void load.now();
+  ctx.every(OFFLINE_POLL_MS, () => { if (liveStreams === 0) load.soon(); });
 
   /** A status change seen on the stream: recolour now, refetch shortly (header, counts, dead letters). */
   const recolour = (key, status) => {

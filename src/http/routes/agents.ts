@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { taskHolderGet } from '../../db/queries/tasks.js';
-import { agentBeat, agentRegister } from '../../engine/agents.js';
+import { agentGet } from '../../db/queries/agents.js';
+import { agentBeat, agentDeregister, agentDrain, agentRegister } from '../../engine/agents.js';
 import { taskClaim } from '../../engine/claim.js';
 import { taskComplete, taskFail, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
 import { taskSpawn } from '../../engine/spawn.js';
@@ -35,8 +36,9 @@ async function holding(d: HttpDeps, p: Principal | null, taskId: string, present
   const h = await taskHolderGet(d.db, taskId);
   if (!h) throw new NotFoundError('task', taskId);
   if (p?.role !== 'agent') return;
-  if (h.claimedBy !== p.agentId) throw new ForbiddenError(`task ${taskId} is not held by agent ${p.agentId}`, { taskId, agentId: p.agentId });
+  // A stale fence says only "not yours any more"; under the current fence, only the holder may act.
   if (h.fence !== presented) throw new LeaseLostError(taskId, presented, h.fence, h.status);
+  if (h.claimedBy !== p.agentId) throw new ForbiddenError(`task ${taskId} is not held by agent ${p.agentId}`, { taskId, agentId: p.agentId });
 }
 
 /** The agent protocol over HTTP: the same calls, semantics and fencing as the TypeScript runtime. */
@@ -72,6 +74,18 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     await agentBeat(d.db, params.id!);
     return { ok: true };
   });
+
+  for (const [verb, fn, summary] of [
+    ['drain', agentDrain, 'Stop claiming (tasks in hand may finish); a re-registration makes the agent active again'],
+    ['deregister', agentDeregister, 'Sign off: the agent is offline and claims nothing until it registers again'],
+  ] as const) {
+    route(app, { method: 'POST', url: `/api/agents/:id/${verb}`, access: 'agent', tag, summary, responds: '{ok: true}' }, async ({ params, principal }) => {
+      actingAs(principal, params.id!);
+      if (!(await agentGet(d.db, params.id!))) throw new NotFoundError('agent', params.id!);
+      await fn(d.db, params.id!);
+      return { ok: true };
+    });
+  }
 
   route(app, {
     method: 'POST', url: '/api/agents/:id/claim', access: 'agent', tag,
@@ -112,17 +126,19 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       fence,
       subtasks: z.array(z.unknown()).min(1).max(1000).describe('subtask specs (the same vocabulary as ctx.spawn)'),
       wait: z.boolean().optional().describe('the parent waits for its subtasks: its attempt ends now'),
+      ...spend,
     }),
     summary: 'Add subtasks to the running task\'s DAG (cycle-checked, idempotent per key)', responds: '{children, waiting}',
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
-    return taskSpawn(d.db, { taskId: params.id!, fence: body.fence }, body.subtasks, { wait: body.wait, log: d.log });
+    const cost = { usd: body.cost_usd ?? 0, tokensIn: body.tokens_in ?? 0, tokensOut: body.tokens_out ?? 0, model: body.model ?? null };
+    return taskSpawn(d.db, { taskId: params.id!, fence: body.fence }, body.subtasks, { wait: body.wait, cost, log: d.log });
   });
 
   route(app, {
     method: 'POST', url: '/api/tasks/:id/complete', access: 'agent', tag,
     body: z.strictObject({ fence, output: z.unknown(), ...spend }),
-    summary: 'Submit the output: completed, or validated first when the task declares validation', responds: '{completed, settled?}',
+    summary: 'Submit the output: completed, or validated first when the task declares validation', responds: '{completed, unblocked, settled}',
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     const r = await taskComplete(d.db, {

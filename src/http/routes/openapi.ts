@@ -57,3 +57,13 @@ export function openApiDocument(): Record<string, unknown> {
 export function openApiRoutes(app: FastifyInstance): void {
   route(app, { method: 'GET', url: '/openapi.json', access: 'public', tag: 'operations', summary: 'This API\'s OpenAPI 3.1 document', responds: 'application/json' }, () => openApiDocument());
 }
+
+/** The document without a running server: the routes are registered on a bare instance (handlers never run). */
+export async function openApiDocumentBuild(): Promise<Record<string, unknown>> {
+  const { default: Fastify } = await import('fastify');
+  const { routesRegister } = await import('../server.js');
+  const app = Fastify();
+  routesRegister(app, {} as Parameters<typeof routesRegister>[1]);
+  await app.close();
+  return openApiDocument();
+}

@@ -1,0 +1,299 @@
+"""A dagent agent over the HTTP API, on the Python standard library only.
+
+    from dagent_agent import Agent, Task, TaskContext
+
+    def handle(task: Task, ctx: TaskContext) -> object:
+        return {"echo": task.spec.get("prompt")}
+
+    Agent.from_args(handle, agent_type="echo", capabilities=["echo"]).run()
+
+The loop registers the agent, claims one task at a time (straight into
+RUNNING), heartbeats it from a background thread, and reports the handler's
+return value (complete) or exception (fail). On SIGTERM/SIGINT it stops
+claiming, gives the task in hand `--grace-sec` to finish, releases it
+otherwise, and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+log = logging.getLogger("dagent")
+
+
+class ApiError(Exception):
+    """An error answer from the server: `{error: {code, message, ...}}`."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class LeaseLost(ApiError):
+    """409 LEASE_LOST: the task is no longer ours. Stop; never retry the call."""
+
+
+class Waiting(Exception):
+    """Raised by `spawn(wait=True)`: the attempt has ended, the task runs again later."""
+
+
+class TaskError(Exception):
+    """Raise from a handler to fail with a chosen error class (default: error, as the TypeScript runtime)."""
+
+    def __init__(self, error_class: str, message: str, retryable: Optional[bool] = None) -> None:
+        super().__init__(message)
+        self.error_class, self.retryable = error_class, retryable
+
+
+class Client:
+    """Thin JSON-over-HTTP client for the agent routes."""
+
+    def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
+        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+
+    def call(self, path: str, body: Optional[dict[str, Any]] = None) -> Any:
+        req = urllib.request.Request(
+            self.url + path, method="POST", data=json.dumps(body or {}).encode(),
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as res:
+                return json.loads(res.read() or b"null")
+        except urllib.error.HTTPError as e:
+            try:
+                err = json.loads(e.read()).get("error", {})
+            except ValueError:
+                err = {}
+            cls = LeaseLost if err.get("code") == "LEASE_LOST" else ApiError
+            raise cls(e.code, err.get("code", "HTTP"), err.get("message", e.reason)) from None
+
+    def task(self, task_id: str, action: str, fence: int, **body: Any) -> Any:
+        payload = {k: v for k, v in body.items() if v is not None}
+        try:
+            return self.call(f"/api/tasks/{task_id}/{action}", {"fence": fence, **payload})
+        except ApiError as e:
+            # A task we claimed answering 403 has been reaped and claimed by another agent: lost as well.
+            if e.code == "FORBIDDEN" and not isinstance(e, LeaseLost):
+                raise LeaseLost(e.status, e.code, e.message) from None
+            raise
+
+
+@dataclass
+class Task:
+    """A claimed task (the claim's JSON, with snake_case names)."""
+
+    id: str
+    dag_id: str
+    key: str
+    type: str
+    title: Optional[str]
+    fence: int
+    attempt: int
+    max_attempts: int
+    spec: dict[str, Any]
+    inputs: dict[str, Any]
+    children: dict[str, Any]
+    heartbeat_sec: int
+    max_duration_sec: Optional[int]
+
+    @classmethod
+    def from_json(cls, t: dict[str, Any]) -> "Task":
+        return cls(t["id"], t["dagId"], t["key"], t["type"], t.get("title"), t["fence"], t["attempt"],
+                   t["maxAttempts"], t.get("spec") or {}, t.get("inputs") or {}, t.get("children") or {},
+                   t.get("heartbeatSec") or 20, t.get("maxDurationSec"))
+
+
+@dataclass
+class TaskContext:
+    """What a handler may do besides returning: progress, subtasks, cost."""
+
+    client: Client
+    task: Task
+    cost: dict[str, Any] = field(default_factory=dict)
+    lost: threading.Event = field(default_factory=threading.Event)
+
+    def heartbeat(self, progress: Optional[float] = None, message: Optional[str] = None) -> None:
+        try:
+            self.client.task(self.task.id, "heartbeat", self.task.fence, progress=progress, message=message)
+        except LeaseLost:
+            self.lost.set()
+            raise
+
+    def spawn(self, subtasks: list[dict[str, Any]], wait: bool = False) -> list[dict[str, Any]]:
+        """Add subtasks. With wait, raises Waiting unless they have all completed
+        already (then each child carries its `output`): write the handler as a
+        resumable step with deterministic keys."""
+        r = self.client.task(self.task.id, "spawn", self.task.fence, subtasks=subtasks, wait=wait)
+        if r["waiting"]:
+            raise Waiting()
+        return r["children"]
+
+    def report_cost(self, usd: float = 0, tokens_in: int = 0, tokens_out: int = 0, model: Optional[str] = None) -> None:
+        self.cost["cost_usd"] = self.cost.get("cost_usd", 0) + usd
+        self.cost["tokens_in"] = self.cost.get("tokens_in", 0) + tokens_in
+        self.cost["tokens_out"] = self.cost.get("tokens_out", 0) + tokens_out
+        if model:
+            self.cost["model"] = model
+
+
+Handler = Callable[[Task, TaskContext], Any]
+
+
+@dataclass
+class Agent:
+    """The claim → run → report loop for one agent id, one task at a time."""
+
+    client: Client
+    id: str
+    type: str
+    capabilities: list[str]
+    handler: Handler
+    poll_sec: float = 0.5
+    grace_sec: float = 10.0
+    max_tasks: Optional[int] = None
+    exit_when_idle: Optional[float] = None
+    stopping: bool = False
+
+    @classmethod
+    def from_args(cls, handler: Handler, agent_type: str, capabilities: list[str]) -> "Agent":
+        env = os.environ.get
+        p = argparse.ArgumentParser(description=f"dagent agent ({agent_type}) over the HTTP API")
+        p.add_argument("--url", default=env("DAGENT_URL", "http://127.0.0.1:7070"))
+        p.add_argument("--token", default=env("DAGENT_TOKEN"), help="agent token (env DAGENT_TOKEN)")
+        p.add_argument("--id", default=env("DAGENT_AGENT_ID", f"{agent_type}-{os.getpid()}"))
+        p.add_argument("--poll-sec", type=float, default=float(env("DAGENT_POLL_SEC", "0.5")))
+        p.add_argument("--grace-sec", type=float, default=10.0, help="on SIGTERM, time to finish before release")
+        p.add_argument("--max-tasks", type=int, help="exit after handling this many tasks")
+        p.add_argument("--exit-when-idle", type=float, metavar="SECONDS", help="exit after this long without a task")
+        a = p.parse_args()
+        if not a.token:
+            p.error("a token is needed: --token or DAGENT_TOKEN")
+        logging.basicConfig(level=env("DAGENT_LOG_LEVEL", "INFO").upper(),
+                            format="%(asctime)s %(levelname)s %(message)s")
+        return cls(Client(a.url, a.token), a.id, agent_type, capabilities, handler,
+                   a.poll_sec, a.grace_sec, a.max_tasks, a.exit_when_idle)
+
+    def _stop(self, signum: int, _frame: Any) -> None:
+        log.info("%s: stopping (signal %d)", self.id, signum)
+        self.stopping = True
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < end:
+            time.sleep(max(0.0, min(0.05, end - time.monotonic())))
+
+    def run(self) -> int:
+        """Register, then claim and run tasks until stopped, idle or done; returns the exit code."""
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        try:
+            self.client.call("/api/agents", {"id": self.id, "type": self.type, "capabilities": self.capabilities,
+                                             "metadata": {"runtime": "python"}})
+        except (ApiError, urllib.error.URLError) as e:
+            log.error("%s: cannot register at %s: %s", self.id, self.client.url, e)
+            return 1
+        log.info("%s: registered with capabilities %s", self.id, ",".join(self.capabilities))
+        done, idle_since = 0, time.monotonic()
+        beat_at = idle_since  # registering counts as a heartbeat
+        while not self.stopping and (self.max_tasks is None or done < self.max_tasks):
+            now, tasks = time.monotonic(), []
+            try:
+                if now - beat_at >= 10:  # agents silent for 90 s go offline, and offline agents claim nothing
+                    self.client.call(f"/api/agents/{self.id}/heartbeat")
+                    beat_at = now
+                tasks = self.client.call(f"/api/agents/{self.id}/claim", {"limit": 1, "start": True})["tasks"]
+            except ApiError as e:
+                if e.status < 500:
+                    log.error("%s: %s", self.id, e)
+                    return 1
+                log.warning("%s: claim failed (%s); retrying", self.id, e)
+            except (urllib.error.URLError, ConnectionError) as e:
+                log.warning("%s: server unreachable (%s); retrying", self.id, e)
+            if not tasks:
+                if self.exit_when_idle is not None and now - idle_since >= self.exit_when_idle:
+                    log.info("%s: idle for %.1f s, exiting", self.id, now - idle_since)
+                    break
+                self._sleep(self.poll_sec)
+                continue
+            self._run_one(Task.from_json(tasks[0]))
+            done += 1
+            idle_since = time.monotonic()
+        log.info("%s: handled %d task(s), bye", self.id, done)
+        return 0
+
+    def _run_one(self, task: Task) -> None:
+        ctx = TaskContext(self.client, task)
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["output"] = self.handler(task, ctx)
+            except BaseException as e:  # noqa: BLE001 - every failure is reported
+                outcome["error"] = e
+
+        def beat(stop: threading.Event) -> None:
+            while not stop.wait(task.heartbeat_sec):
+                try:
+                    self.client.task(task.id, "heartbeat", task.fence)
+                except LeaseLost:
+                    ctx.lost.set()
+                    return
+                except Exception as e:  # noqa: BLE001 - a missed beat is not fatal; the lease spans three
+                    log.warning("%s: heartbeat failed: %s", task.id, e)
+
+        log.info("%s: running %s (%s, attempt %d)", self.id, task.key, task.type, task.attempt)
+        stop_beat = threading.Event()
+        worker = threading.Thread(target=work, daemon=True)
+        threading.Thread(target=beat, args=(stop_beat,), daemon=True).start()
+        started, stop_at = time.monotonic(), None
+        worker.start()
+        try:
+            while worker.is_alive() and not ctx.lost.is_set():
+                worker.join(0.05)
+                if self.stopping and stop_at is None:
+                    stop_at = time.monotonic() + self.grace_sec
+                if stop_at is not None and time.monotonic() >= stop_at:
+                    self._report(task, "release", reason="agent shutting down", **ctx.cost)
+                    return
+                if task.max_duration_sec and time.monotonic() - started > task.max_duration_sec:
+                    message = f"ran past max_duration_sec {task.max_duration_sec}"
+                    self._report(task, "fail", error_class="timeout", message=message, **ctx.cost)
+                    return
+        finally:
+            stop_beat.set()
+        error = outcome.get("error")
+        if error is None:
+            try:
+                json.dumps(outcome.get("output"))
+            except (TypeError, ValueError) as e:
+                error = TaskError("invalid_output", f"the output is not JSON: {e}")
+        if ctx.lost.is_set() or isinstance(error, LeaseLost):
+            log.warning("%s: lease lost on %s; dropping it", self.id, task.key)
+        elif isinstance(error, Waiting):
+            log.info("%s: %s waits for its subtasks", self.id, task.key)
+        elif error is not None:
+            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            self._report(task, "fail", error_class=getattr(error, "error_class", "error"),
+                         message=str(error) or type(error).__name__, retryable=getattr(error, "retryable", None),
+                         details={"exception": type(error).__name__, "traceback": trace}, **ctx.cost)
+        else:
+            self._report(task, "complete", output=outcome.get("output"), **ctx.cost)
+
+    def _report(self, task: Task, action: str, **body: Any) -> None:
+        try:
+            r = self.client.task(task.id, action, task.fence, **body)
+            log.info("%s: %s %s -> %s", self.id, action, task.key, json.dumps(r))
+        except LeaseLost as e:
+            log.warning("%s: %s %s refused, lease lost: %s", self.id, action, task.key, e.message)
+        except (ApiError, urllib.error.URLError, ConnectionError) as e:
+            log.error("%s: %s %s failed: %s", self.id, action, task.key, e)

@@ -1,0 +1,203 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { testDatabase } from '../helpers/db.js';
+import { testHttp } from '../helpers/http.js';
+import { agentRegister, taskClaim, taskComplete, taskFail, type ClaimedTask } from '../../src/index.js';
+
+/**
+ * The dashboard in a real (headless) Chromium against the real server and
+ * database: tasks move through the engine API while the page watches the event
+ * stream, without reloading. CI installs Debian's chromium (.ci/run).
+ */
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'screenshots');
+/** How long a live update may take to show (the stream polls every 200 ms in tests; NOTIFY is faster). */
+const LIVE_MS = 15_000;
+
+const database = await testDatabase();
+const http = await testHttp(database);
+const { db } = database;
+
+const DAG_YAML = `
+name: browser-demo
+title: Dashboard end-to-end
+budget_usd: 5
+tasks:
+  plan:
+    type: plan
+    spec:
+      prompt: Plan the release <b>carefully</b>.
+      input: { version: "1.0" }
+      models: [model-small]
+  build:
+    type: build
+    depends_on: [plan]
+    max_attempts: 1
+    spec: { context: [plan] }
+  docs:
+    type: docs
+    depends_on: [plan]
+  ship:
+    type: ship
+    depends_on: [build, docs]
+`;
+
+/** An output a careless page would turn into markup. */
+const HOSTILE = '<img src=x onerror=window.__pwned=1>';
+
+let browser: Browser | undefined;
+let page: Page;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) return; // the test fails with the reason
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.on('pageerror', (err) => { pageErrors.push(err.message); });
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+const pageErrors: string[] = [];
+const shot = (name: string) => page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+const node = (key: string, status: string) => page.waitForSelector(`g.node[data-key="${key}"][data-status="${status}"]`, { timeout: LIVE_MS });
+const dagStatus = (status: string) => page.waitForSelector(`#dag-status[data-status="${status}"]:text-is("${status}")`, { timeout: LIVE_MS });
+
+async function claim(dagId: string, keys: string[]): Promise<Map<string, ClaimedTask>> {
+  const claimed = await taskClaim(db, 'a1', { start: true, dagId, limit: keys.length });
+  expect(claimed.map((t) => t.key).sort()).toEqual([...keys].sort());
+  return new Map(claimed.map((t) => [t.key, t]));
+}
+
+async function taskStatus(dagId: string, key: string): Promise<string> {
+  const { rows } = await db.execute<{ status: string }>(sql`select status from tasks where dag_id = ${dagId} and key = ${key}`);
+  return rows[0]!.status;
+}
+
+describe('dashboard in a browser', () => {
+  it('follows a DAG live through a dead letter, a retry from the DLQ page and completion', async () => {
+    // Not a skip: CI installs chromium (.ci/run), so a missing browser is a broken setup.
+    expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) to run the dashboard browser test`).toBe(true);
+    await agentRegister(db, { id: 'a1', type: 'worker', capabilities: [] });
+    const submitted = await http.call('POST', '/api/dags', { raw: DAG_YAML, contentType: 'application/yaml' });
+    expect(submitted.status).toBe(201);
+    const dagId: string = submitted.body.results[0].dagId;
+
+    // The DAG list; the token from the fragment is kept and removed from the address bar.
+    await page.goto(`${http.url}/#token=${encodeURIComponent(http.adminToken)}`);
+    await page.waitForSelector(`tr[data-dag-id="${dagId}"] a[href="#/dags/${dagId}"]`, { timeout: LIVE_MS });
+    expect(page.url()).not.toContain('token=');
+    expect(await page.evaluate("localStorage.getItem('dagent.token')")).toBe(http.adminToken);
+    await shot('01-dag-list');
+
+    // The DAG page. A marker on window shows later that nothing reloaded the page.
+    await page.click(`a[href="#/dags/${dagId}"]`);
+    await node('plan', 'ready');
+    await node('ship', 'pending');
+    await dagStatus('running');
+    await page.evaluate('window.__noReload = true');
+    // Four nodes, four edges with arrowheads, and a highlighted critical path.
+    expect(await page.locator('svg.dag-graph g.node').count()).toBe(4);
+    expect(await page.locator('svg.dag-graph path.edge').count()).toBe(4);
+    expect(await page.locator('svg.dag-graph g.node.critical').count()).toBeGreaterThanOrEqual(2);
+
+    const plan = (await claim(dagId, ['plan'])).get('plan')!;
+    await node('plan', 'running');
+    await taskComplete(db, { taskId: plan.id, fence: plan.fence, output: { summary: HOSTILE, steps: 3 }, costUsd: 0.25 });
+    await node('plan', 'completed');
+    await node('build', 'ready');
+    await node('docs', 'ready');
+
+    // build fails for good (max_attempts 1, not retryable): dead-lettered, the DAG is blocked; docs keeps running.
+    const second = await claim(dagId, ['build', 'docs']);
+    const build = second.get('build')!;
+    const docs = second.get('docs')!;
+    const failed = await taskFail(db, { taskId: build.id, fence: build.fence, errorClass: 'crash', message: 'compiler exploded', retryable: false });
+    expect(failed.status).toBe('dead_lettered');
+    const deadLetterId = (failed as { deadLetterId: string }).deadLetterId;
+    await node('build', 'dead_lettered');
+    await node('docs', 'running');
+    await dagStatus('blocked');
+    await page.waitForSelector(`a[href="#/dlq/${deadLetterId}"]`, { timeout: LIVE_MS });
+    await page.waitForSelector('#dlq-count:text-is("1")', { timeout: LIVE_MS });
+    await shot('02-dag-running');
+
+    // The task page of the completed task: output (as text, not markup) and attempt history.
+    await page.click('g.node[data-key="plan"]');
+    const output = await page.waitForSelector('#task-output', { timeout: LIVE_MS });
+    expect(await output.textContent()).toContain(HOSTILE);
+    expect(await page.locator('main img').count()).toBe(0);
+    await page.waitForSelector('#attempts tr[data-attempt="1"]:has-text("completed"):has-text("a1")', { timeout: LIVE_MS });
+    await page.waitForSelector('#task-status[data-status="completed"]', { timeout: LIVE_MS });
+    expect(await page.locator('main').textContent()).toContain('Plan the release <b>carefully</b>.');
+    await shot('03-task');
+
+    // The DLQ page: the entry, its failure history, client-side checks, then Retry.
+    await page.click('a[data-nav="dlq"]');
+    const retry = `button[data-action="retry"][data-id="${deadLetterId}"]`;
+    await page.waitForSelector(retry, { timeout: LIVE_MS });
+    const card = page.locator(`article.dlq-entry[data-id="${deadLetterId}"]`);
+    await card.getByRole('button', { name: 'Show failure history' }).click();
+    await card.locator('table.history tr:has-text("compiler exploded")').waitFor({ timeout: LIVE_MS });
+    // Cancel needs a note; the edit form refuses input that is not a JSON object.
+    await card.locator('button[data-action="cancel"]').click();
+    await card.locator('.action-msg.error:has-text("note is required")').waitFor({ timeout: LIVE_MS });
+    await card.locator('button[data-action="edit"]').click();
+    const inputBox = card.locator('textarea.edit-input');
+    await page.waitForFunction(`document.querySelector('textarea.edit-input[data-id="${deadLetterId}"]')?.value.trim() === '{}'`, undefined, { timeout: LIVE_MS });
+    await inputBox.fill('{"broken": ');
+    await card.locator('.field-error:has-text("not valid JSON")').waitFor({ timeout: LIVE_MS });
+    expect(await card.locator('button[data-action="edit-retry"]').isDisabled()).toBe(true);
+    await inputBox.fill('{"retry": true}');
+    // The server's refusal is shown as it came (max_attempts must be at least 1).
+    await card.locator('input.edit-max-attempts').fill('0');
+    await card.locator('button[data-action="edit-retry"]').click();
+    await card.locator('.action-msg.error:has-text("400 INVALID_INPUT: body.edit.max_attempts")').waitFor({ timeout: LIVE_MS });
+    await card.locator('input.edit-max-attempts').fill('1');
+    await shot('04-dlq');
+    await card.locator('button[data-action="edit"]').click();
+
+    await card.locator('input.note').fill('flaky compiler, retrying');
+    await page.click(retry);
+    await page.waitForSelector(retry, { state: 'detached', timeout: LIVE_MS });
+    expect(await taskStatus(dagId, 'build')).toBe('ready');
+    await page.waitForSelector('#dlq-count:text-is("0")', { timeout: LIVE_MS });
+
+    // The agents page lists a1.
+    await page.click('a[data-nav="agents"]');
+    await page.waitForSelector('tr[data-agent-id="a1"]:has-text("worker")', { timeout: LIVE_MS });
+    await page.waitForSelector('tr[data-agent-id="a1"] .heartbeat:has-text("ago")', { timeout: LIVE_MS });
+    await shot('05-agents');
+
+    // Back to the DAG page (a hash change, not a reload): the rest completes live.
+    await page.click('a[data-nav="dags"]');
+    await page.click(`a[href="#/dags/${dagId}"]`);
+    await node('build', 'ready');
+    await dagStatus('running');
+    const rebuilt = (await claim(dagId, ['build'])).get('build')!;
+    await taskComplete(db, { taskId: rebuilt.id, fence: rebuilt.fence, output: { artifact: 'app.tar.gz' } });
+    await taskComplete(db, { taskId: docs.id, fence: docs.fence, output: { pages: 12 } });
+    await node('build', 'completed');
+    await node('docs', 'completed');
+    const ship = (await claim(dagId, ['ship'])).get('ship')!;
+    await node('ship', 'running');
+    await taskComplete(db, { taskId: ship.id, fence: ship.fence, output: { shipped: true } });
+    await node('ship', 'completed');
+    await dagStatus('completed');
+    await shot('06-dag-completed');
+
+    expect(await page.evaluate('window.__noReload')).toBe(true);
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(pageErrors).toEqual([]);
+  });
+});
