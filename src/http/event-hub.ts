@@ -23,7 +23,7 @@ type TaskState = Awaited<ReturnType<typeof taskStatesForDag>>[number];
  *  - new rows of `events` (failures, dead letters, spawns, DAG completion …), sent as they are;
  *  - for each watched DAG, its tasks' states, sent as `task.status` when they changed
  *    (claims, starts and completions write no event row: the hot path stays lean);
- *  - DAGs whose row changed, sent as `dag.progress` to unfiltered subscribers.
+ *  - DAGs whose row changed (status, open tasks, spend), sent as `dag.progress` to unfiltered subscribers and that DAG's watchers.
  * It runs only while somebody is subscribed.
  */
 export class EventHub {
@@ -131,7 +131,7 @@ export class EventHub {
       }
     }
 
-    if ([...this.subs].some((s) => !s.dagId)) {
+    {
       const changed = await dagChangedSince(this.o.db, new Date(this.dagsSince.getTime() - 1000));
       for (const d of changed) {
         if (d.updatedAt > this.dagsSince) this.dagsSince = d.updatedAt;
@@ -139,7 +139,7 @@ export class EventHub {
         if (this.dagSent.get(d.id) === sig) continue;
         this.dagSent.set(d.id, sig);
         if (this.dagSent.size > 10_000) this.dagSent.clear();
-        this.broadcast({ type: 'dag.progress', data: { dagId: d.id, name: d.name, status: d.status, tasksTotal: d.tasksTotal, tasksOpen: d.tasksOpen, spentUsd: d.spentUsd } }, d.id, 'unfiltered');
+        this.broadcast({ type: 'dag.progress', data: { dagId: d.id, name: d.name, status: d.status, tasksTotal: d.tasksTotal, tasksOpen: d.tasksOpen, spentUsd: d.spentUsd } }, d.id);
       }
     }
   }
@@ -150,10 +150,10 @@ export class EventHub {
     return states;
   }
 
-  /** `to`: everyone whose filter matches, only that DAG's watchers, or only unfiltered subscribers. */
-  private broadcast(e: StreamEvent, dagId: string | null, to: 'matching' | 'watchers' | 'unfiltered' = 'matching'): void {
+  /** `to`: everyone whose filter matches (unfiltered subscribers and the DAG's watchers), or only the DAG's watchers. */
+  private broadcast(e: StreamEvent, dagId: string | null, to: 'matching' | 'watchers' = 'matching'): void {
     for (const s of this.subs) {
-      const ok = to === 'unfiltered' ? !s.dagId : to === 'watchers' ? s.dagId === dagId : !s.dagId || s.dagId === dagId;
+      const ok = to === 'watchers' ? s.dagId === dagId : !s.dagId || s.dagId === dagId;
       if (ok) s.send(e);
     }
   }

@@ -448,6 +448,7 @@ describe('the event stream', () => {
     await call('POST', `/api/tasks/${b.id}/fail`, { token: a1, body: { fence: b.fence, error_class: 'crash', message: 'x', retryable: false } });
     await until(() => events.some((e) => e.event === 'task.dead_lettered' && e.data.taskId === b.id));
     await until(() => events.some((e) => e.event === 'dag.blocked' && e.data.dagId === dagId));
+    await until(() => events.some((e) => e.event === 'dag.progress' && e.data.status === 'blocked'));
     expect(events.every((e) => e.event === 'snapshot' || e.data.dagId === dagId)).toBe(true);
     ctl.abort();
     await reader.cancel().catch(() => {});

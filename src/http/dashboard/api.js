@@ -1,0 +1,166 @@
+// Talking to the server: the admin token (localStorage), the JSON fetch helper and
+// the server-sent event stream reader (fetch-based: EventSource cannot send a header).
+
+const TOKEN_KEY = 'dagent.token';
+/** Wait before reconnecting a dropped event stream (the server's `retry:` says the same). */
+const RECONNECT_MS = 2000;
+
+/** Called when the server refuses the token; the router installs it (see app.js). */
+let signOutHandler = () => {};
+export function onSignOut(fn) {
+  signOutHandler = fn;
+}
+function signOut(message) {
+  signOutHandler(message);
+}
+
+// ---------------------------------------------------------------- token
+
+export function tokenGet() {
+  return localStorage.getItem(TOKEN_KEY) ?? '';
+}
+
+export function tokenSet(token) {
+  if (token) localStorage.setItem(TOKEN_KEY, token);
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+/** `#token=…` in the URL: keep it, then drop it from the address bar and the history. */
+export function tokenFromFragment() {
+  const m = /^#token=([^&]+)/.exec(location.hash);
+  if (!m) return;
+  tokenSet(decodeURIComponent(m[1]));
+  history.replaceState(null, '', `${location.pathname}${location.search}#/`);
+}
+
+// ---------------------------------------------------------------- API
+
+export class ApiError extends Error {
+  constructor(status, code, message, body) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.body = body;
+  }
+}
+
+/** One API call; a non-2xx answer throws ApiError with the server's code and message. */
+export async function api(method, path, body) {
+  const headers = { authorization: `Bearer ${tokenGet()}` };
+  let payload;
+  if (method !== 'GET') {
+    headers['content-type'] = 'application/json';
+    payload = JSON.stringify(body ?? {});
+  }
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: payload, cache: 'no-store' });
+  } catch (err) {
+    throw new ApiError(0, 'NETWORK', `cannot reach the server (${err.message})`);
+  }
+  const text = await res.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  if (!res.ok) {
+    const e = json && typeof json === 'object' && json.error ? json.error : {};
+    const err = new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? (text || res.statusText), json);
+    if (res.status === 401) signOut(`The token was refused: ${err.message}`);
+    throw err;
+  }
+  return json;
+}
+
+export function errorText(err) {
+  if (err instanceof ApiError) return `${err.status ? `${err.status} ` : ''}${err.code}: ${err.message}`;
+  return String(err?.message ?? err);
+}
+
+// ---------------------------------------------------------------- event stream
+
+export let liveStreams = 0;
+function liveChanged(delta) {
+  liveStreams += delta;
+  const el = document.getElementById('live');
+  el.textContent = liveStreams > 0 ? 'live' : 'offline';
+  el.classList.toggle('on', liveStreams > 0);
+}
+
+/** Parse `text/event-stream` chunks; calls onEvent({type, data}) per complete event. */
+export function sseParser(onEvent) {
+  let buf = '';
+  let type = '';
+  let data = [];
+  return (chunk) => {
+    buf += chunk;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      let line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      if (line === '') {
+        if (data.length) {
+          const raw = data.join('\n');
+          let parsed = raw;
+          try { parsed = JSON.parse(raw); } catch { /* plain text */ }
+          try { onEvent({ type: type || 'message', data: parsed }); } catch (err) { console.error('stream handler failed', err); }
+        }
+        type = '';
+        data = [];
+        continue;
+      }
+      if (line.startsWith(':')) continue; // keepalive comment
+      const colon = line.indexOf(':');
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? '' : line.slice(colon + 1);
+      if (value.startsWith(' ')) value = value.slice(1);
+      if (field === 'event') type = value;
+      else if (field === 'data') data.push(value);
+    }
+  };
+}
+
+/**
+ * Read /api/events (with `query`, e.g. `?dag_id=…`) until stopped, reconnecting
+ * RECONNECT_MS after an error or the end of the stream. Returns the stop function.
+ */
+export function streamOpen(query, onEvent) {
+  let stopped = false;
+  let ctrl;
+  let timer;
+  const run = async () => {
+    if (stopped) return;
+    ctrl = new AbortController();
+    let connected = false;
+    try {
+      const res = await fetch(`/api/events${query}`, {
+        headers: { authorization: `Bearer ${tokenGet()}`, accept: 'text/event-stream' }, signal: ctrl.signal, cache: 'no-store',
+      });
+      if (res.status === 401) {
+        signOut('The token was refused by the event stream.');
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error(`event stream answered ${res.status}`);
+      connected = true;
+      liveChanged(+1);
+      const reader = res.body.getReader();
+      const decoder = new TextDecoder();
+      const push = sseParser(onEvent);
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        push(decoder.decode(value, { stream: true }));
+      }
+    } catch (err) {
+      if (!stopped && err?.name !== 'AbortError') console.warn('event stream:', err?.message ?? err);
+    } finally {
+      if (connected) liveChanged(-1);
+    }
+    if (!stopped) timer = setTimeout(run, RECONNECT_MS);
+  };
+  void run();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    ctrl?.abort();
+  };
+}

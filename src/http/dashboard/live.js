@@ -1,0 +1,92 @@
+// Live state shared by the pages: the unfiltered event stream, the dead-letter
+// count in the nav, and the page context that stops a page's streams and timers.
+import { api, streamOpen } from './api.js';
+
+/** Coalesce bursts of stream events into one refetch at most this often. */
+const REFETCH_MS = 250;
+/** While no event stream is connected, live pages refetch this often instead. */
+export const OFFLINE_POLL_MS = 10_000;
+
+/** The unfiltered stream: DAG progress and every event, for the nav count and the DAG list. */
+const globalListeners = new Set();
+let globalStop;
+export const DLQ_EVENTS = new Set(['task.dead_lettered', 'dlq.retried', 'dlq.cancelled', 'dlq.edited', 'dag.cancelled', 'task.cancelled']);
+
+export function globalStreamEnsure() {
+  if (globalStop) return;
+  globalStop = streamOpen('', (e) => {
+    if (DLQ_EVENTS.has(e.type)) dlqCountRefreshSoon();
+    for (const l of globalListeners) l(e);
+  });
+}
+
+export function globalStreamStop() {
+  globalStop?.();
+  globalStop = undefined;
+}
+
+// ---------------------------------------------------------------- nav
+
+let dlqCountTimer;
+export async function dlqCountRefresh() {
+  try {
+    const { entries } = await api('GET', '/api/dlq?limit=1000');
+    const el = document.getElementById('dlq-count');
+    el.textContent = entries.length >= 1000 ? '1000+' : String(entries.length);
+    el.classList.toggle('alert', entries.length > 0);
+  } catch { /* shown on the next success */ }
+}
+
+export function dlqCountRefreshSoon() {
+  if (dlqCountTimer) return;
+  dlqCountTimer = setTimeout(() => { dlqCountTimer = undefined; void dlqCountRefresh(); }, REFETCH_MS);
+}
+
+// ---------------------------------------------------------------- page context
+
+/** What a page holds while shown: streams, timers and listeners, all stopped when the route changes. */
+export function pageContext() {
+  const cleanups = [];
+  const ctx = {
+    alive: true,
+    onCleanup: (fn) => cleanups.push(fn),
+    stream: (query, fn) => cleanups.push(streamOpen(query, fn)),
+    onGlobal: (fn) => {
+      globalListeners.add(fn);
+      cleanups.push(() => globalListeners.delete(fn));
+    },
+    every: (ms, fn) => {
+      const t = setInterval(fn, ms);
+      cleanups.push(() => clearInterval(t));
+    },
+    /** Run `fn` at most every `ms`, always after the latest request; only the newest answer is applied. */
+    refetcher: (fn, ms = REFETCH_MS) => {
+      let timer;
+      let seq = 0;
+      const now = async () => {
+        const mine = ++seq;
+        try {
+          const result = await fn.load();
+          if (ctx.alive && mine === seq) fn.apply(result);
+        } catch (err) {
+          if (ctx.alive && mine === seq) fn.fail?.(err);
+        }
+      };
+      cleanups.push(() => clearTimeout(timer));
+      return {
+        now,
+        soon: () => {
+          if (timer) return;
+          timer = setTimeout(() => { timer = undefined; void now(); }, ms);
+        },
+      };
+    },
+    close: () => {
+      ctx.alive = false;
+      for (const fn of cleanups.splice(0)) {
+        try { fn(); } catch { /* already stopped */ }
+      }
+    },
+  };
+  return ctx;
+}

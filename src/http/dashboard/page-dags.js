@@ -1,0 +1,41 @@
+// The DAG list: every DAG with its status, progress and spend.
+import { api, liveStreams } from './api.js';
+import { h, fill, main, link, hrefDag, badge, table, empty, usd, when, agoText, progressBar, pageError } from './dom.js';
+import { OFFLINE_POLL_MS } from './live.js';
+
+export function pageDags(ctx) {
+  const stats = h('p', { class: 'muted stats' });
+  const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'DAGs'), stats), h('div', { class: 'card flush' }, body));
+
+  const load = ctx.refetcher({
+    load: () => Promise.all([api('GET', '/api/dags?limit=100'), api('GET', '/api/stats').catch(() => null)]),
+    apply: ([{ dags }, st]) => {
+      if (st) {
+        const by = {};
+        for (const c of st.counts) by[c.status] = (by[c.status] ?? 0) + c.n;
+        fill(stats, 
+          `ready ${by.ready ?? 0} · running ${(by.running ?? 0) + (by.claimed ?? 0)} · dead-lettered ${by.dead_lettered ?? 0}`,
+          st.oldestReadyAgeSec != null ? ` · oldest ready ${agoText(Math.round(st.oldestReadyAgeSec)).replace(' ago', '')}` : '',
+          ` · agents ${st.agents.length}`);
+      }
+      if (dags.length === 0) {
+        fill(body, empty('No DAGs yet. Submit one with `dagent submit FILE` or POST /api/dags.'));
+        return;
+      }
+      fill(body, table(['Name', 'Status', 'Progress', 'Spent / budget', 'Created'], dags.map((d) => h('tr', { 'data-dag-id': d.id },
+        h('td', null, link(hrefDag(d.id), d.name), d.title ? h('div', { class: 'muted small' }, d.title) : null, h('div', { class: 'muted small mono' }, d.id)),
+        h('td', null, badge(d.status), d.blockedReason ? h('div', { class: 'muted small' }, d.blockedReason) : null),
+        h('td', null, progressBar(d.taskCounts, d.tasksTotal)),
+        h('td', { class: 'num' }, usd(d.spentUsd), d.budgetUsd != null ? ` / ${usd(d.budgetUsd)}` : ''),
+        h('td', null, when(d.createdAt)),
+      )), { class: 'dags' }));
+    },
+    fail: (err) => fill(body, pageError(err)),
+  });
+  void load.now();
+  ctx.every(OFFLINE_POLL_MS, () => { if (liveStreams === 0) load.soon(); });
+  ctx.onGlobal((e) => {
+    if (e.type === 'dag.progress' || e.type.startsWith('dag.') || e.type === 'task.dead_lettered' || e.type.startsWith('dlq.')) load.soon();
+  });
+}
