@@ -1,7 +1,8 @@
 import type { Db } from '../db/connection.js';
-import { agentHeartbeat, agentStatusSet, agentUpsert, type AgentRegistration, type AgentRow } from '../db/queries/agents.js';
+import { agentGet, agentHeartbeat, agentList, agentStatusSet, agentUpsert, type AgentRegistration, type AgentRow } from '../db/queries/agents.js';
+import { taskHolderGet } from '../db/queries/tasks.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { NotFoundError } from '../errors.js';
+import { ForbiddenError, LeaseLostError, NotFoundError } from '../errors.js';
 
 export type { AgentRegistration, AgentRow };
 
@@ -24,4 +25,27 @@ export async function agentDrain(db: Db, id: string, instance?: string): Promise
 export async function agentDeregister(db: Db, id: string, instance?: string): Promise<void> {
   await agentStatusSet(db, id, 'offline', instance);
   await eventInsertMany(db, [{ type: 'agent.offline', agentId: id }]);
+}
+
+/** The agent, or NotFoundError. */
+export async function agentRequire(db: Db, id: string): Promise<AgentRow> {
+  const row = await agentGet(db, id);
+  if (!row) throw new NotFoundError('agent', id);
+  return row;
+}
+
+export { agentList };
+
+/**
+ * Check that `agentId` holds the task under `fence` (for callers that act for one
+ * agent, like an agent's HTTP token). A stale fence says only "not yours any more"
+ * (LeaseLostError); under the current fence, anyone but the holder is refused
+ * (ForbiddenError). Fences only grow, so the transition's own fence guard then
+ * pins the call to the very claim checked here.
+ */
+export async function taskHoldCheck(db: Db, taskId: string, fence: number, agentId: string): Promise<void> {
+  const h = await taskHolderGet(db, taskId);
+  if (!h) throw new NotFoundError('task', taskId);
+  if (h.fence !== fence) throw new LeaseLostError(taskId, fence, h.fence, h.status);
+  if (h.claimedBy !== agentId) throw new ForbiddenError(`task ${taskId} is not held by agent ${agentId}`, { taskId, agentId });
 }

@@ -55,6 +55,9 @@ export async function statsGet(db: Db) {
   };
 }
 
+/** DAGs, newest first, with their task counts by status. */
+export { dagList } from '../db/queries/dags.js';
+
 /** Attempts of a DAG by outcome, and how many failures were retried: the run summary's figures. */
 export { attemptCountsForDag } from '../db/queries/attempts.js';
 

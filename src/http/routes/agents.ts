@@ -1,14 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { taskHolderGet } from '../../db/queries/tasks.js';
-import { agentGet } from '../../db/queries/agents.js';
-import { agentBeat, agentDeregister, agentDrain, agentRegister } from '../../engine/agents.js';
+import { agentBeat, agentDeregister, agentDrain, agentRegister, agentRequire, taskHoldCheck } from '../../engine/agents.js';
 import { taskClaim } from '../../engine/claim.js';
 import { taskComplete, taskFail, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
 import { taskSpawn } from '../../engine/spawn.js';
 import type { Principal } from '../../engine/tokens.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
-import { ForbiddenError, LeaseLostError, NotFoundError } from '../../errors.js';
+import { ForbiddenError } from '../../errors.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../server.js';
 
@@ -27,18 +25,9 @@ function actingAs(p: Principal | null, agentId: string): void {
   }
 }
 
-/**
- * An agent token may touch only a task its agent holds, under the fence of that
- * hold. Checking the fence here too matters: fences are small integers, and the
- * transition's own fence guard then pins the request to the very claim checked.
- */
+/** An agent token may touch only a task its agent holds, under the fence of that hold (an admin may act on any). */
 async function holding(d: HttpDeps, p: Principal | null, taskId: string, presented: number): Promise<void> {
-  const h = await taskHolderGet(d.db, taskId);
-  if (!h) throw new NotFoundError('task', taskId);
-  if (p?.role !== 'agent') return;
-  // A stale fence says only "not yours any more"; under the current fence, only the holder may act.
-  if (h.fence !== presented) throw new LeaseLostError(taskId, presented, h.fence, h.status);
-  if (h.claimedBy !== p.agentId) throw new ForbiddenError(`task ${taskId} is not held by agent ${p.agentId}`, { taskId, agentId: p.agentId });
+  if (p?.role === 'agent') await taskHoldCheck(d.db, taskId, presented, p.agentId!);
 }
 
 /** The agent protocol over HTTP: the same calls, semantics and fencing as the TypeScript runtime. */
@@ -81,7 +70,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
   ] as const) {
     route(app, { method: 'POST', url: `/api/agents/:id/${verb}`, access: 'agent', tag, summary, responds: '{ok: true}' }, async ({ params, principal }) => {
       actingAs(principal, params.id!);
-      if (!(await agentGet(d.db, params.id!))) throw new NotFoundError('agent', params.id!);
+      await agentRequire(d.db, params.id!);
       await fn(d.db, params.id!);
       return { ok: true };
     });

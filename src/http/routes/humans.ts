@@ -1,12 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { dagSourceLoad } from '../../dag/load.js';
-import { agentList } from '../../db/queries/agents.js';
-import { dagList } from '../../db/queries/dags.js';
+import { agentList } from '../../engine/agents.js';
 import { DAG_STATES, TASK_STATES } from '../../engine/state-machine.js';
 import { dagCancel, taskCancel } from '../../engine/cancel.js';
 import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, taskEditSchema } from '../../engine/dlq.js';
-import { dagGraph, statsGet, taskListFiltered, taskShow } from '../../engine/inspect.js';
+import { dagGraph, dagList, statsGet, taskListFiltered, taskShow } from '../../engine/inspect.js';
 import { dagSubmitOrSchedule } from '../../engine/intake.js';
 import { priorityOverride } from '../../engine/scheduling.js';
 import { InvalidInputError } from '../../errors.js';
