@@ -8,6 +8,8 @@ import {
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import { newWebhookId } from '../ids.js';
 import { didYouMean } from '../dag/suggest.js';
+import { retryDelaySec } from './retry-policy.js';
+import type { RetryPolicy } from '../dag/spec.js';
 
 /** Events a webhook may subscribe to. The trigger in migration 0010 lists the same types. */
 export const WEBHOOK_EVENT_TYPES = ['task.dead_lettered', 'dag.blocked', 'dag.completed', 'dag.cancelled'] as const;
@@ -59,12 +61,6 @@ export interface DeliverOptions {
   random?: () => number;
 }
 
-/** Seconds before retry `attempt` (1-based count of attempts made so far). */
-export function webhookRetryDelaySec(attempt: number, o: Required<Pick<DeliverOptions, 'retryBaseSec' | 'maxDelaySec'>>, random = Math.random): number {
-  const base = Math.min(o.maxDelaySec, o.retryBaseSec * 2 ** (attempt - 1));
-  return base * (0.8 + 0.4 * random());
-}
-
 /**
  * One pass: POST every due delivery (concurrently, each with a timeout) and record
  * each attempt. A 2xx delivers; anything else (status, refusal, timeout) is retried
@@ -72,11 +68,13 @@ export function webhookRetryDelaySec(attempt: number, o: Required<Pick<DeliverOp
  */
 export async function webhookDeliverDue(db: Db, opts: DeliverOptions = {}): Promise<number> {
   const o = { ...WEBHOOK_DEFAULTS, ...opts };
+  // The tasks' own backoff: doubling from retryBaseSec, ±20 %, capped at maxDelaySec.
+  const backoff: RetryPolicy = { strategy: 'exponential', initialDelaySec: o.retryBaseSec, multiplier: 2, maxDelaySec: o.maxDelaySec, jitter: 0.2, noRetryOn: [] };
   const due = await webhookDeliveryTakeDue(db, o.batch, o.timeoutSec + 30);
   await Promise.all(due.map(async (d) => {
     const a = await deliveryPost(d, o.timeoutSec);
     const made = d.attempts + 1;
-    const retryInSec = a.ok || made >= o.maxAttempts ? null : webhookRetryDelaySec(made, o, o.random);
+    const retryInSec = a.ok || made >= o.maxAttempts ? null : retryDelaySec(backoff, made, o.random);
     await webhookDeliveryRecord(db, d.id, { ...a, retryInSec });
     const fields = { deliveryId: d.id, eventId: d.eventId, type: d.eventType, attempt: made, status: a.status, error: a.error };
     if (a.ok) o.log?.info(fields, 'webhook delivered');

@@ -51,7 +51,6 @@ export interface DeliveryAttempt { status?: number; error?: string; ms: number }
 
 /** Record one attempt: delivered, retried at `retryInSec`, or given up (`retryInSec` null). */
 export async function webhookDeliveryRecord(db: Db, id: number, a: DeliveryAttempt & { ok: boolean; retryInSec: number | null }): Promise<void> {
-  const entry = JSON.stringify({ at: new Date().toISOString(), status: a.status ?? null, error: a.error ?? null, ms: a.ms });
   await db.execute(sql`
     update webhook_deliveries set
       attempts = attempts + 1,
@@ -59,7 +58,7 @@ export async function webhookDeliveryRecord(db: Db, id: number, a: DeliveryAttem
       next_attempt_at = case when ${a.ok} or ${a.retryInSec}::float8 is null then next_attempt_at else now() + make_interval(secs => ${a.retryInSec ?? 0}) end,
       delivered_at = case when ${a.ok} then now() end,
       last_status = ${a.status ?? null}, last_error = ${a.error ?? null},
-      history = history || jsonb_build_array(${entry}::jsonb)
+      history = history || jsonb_build_array(jsonb_build_object('at', now(), 'status', ${a.status ?? null}::int, 'error', ${a.error ?? null}::text, 'ms', ${a.ms}::int))
     where id = ${id}`);
 }
 
