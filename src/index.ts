@@ -14,7 +14,7 @@ export {
 export { taskCancel, dagCancel } from './engine/cancel.js';
 export { dlqList, dlqShow, dlqRetry, dlqCancel } from './engine/dlq.js';
 export { dagStatus, taskShow, statsGet } from './engine/inspect.js';
-export { TASK_STATES, TRANSITIONS, type TaskState } from './engine/state-machine.js';
+export { TASK_STATES, TRANSITIONS, type TaskState } from './model/state-machine.js';
 export { retryDecide, retryDelaySec, POISON_PILL } from './engine/retry-policy.js';
 export { maintenanceServices, reaperCreate, promoterCreate, type MaintenanceService } from './maintenance/index.js';
 export { ClaimBuffer } from './runtime/claim-buffer.js';

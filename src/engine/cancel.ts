@@ -4,7 +4,7 @@ import { deadLetterResolveForTasks } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskCancelCascade, taskGet, taskNonTerminalIdsForDag, type CancelledRow } from '../db/queries/tasks.js';
 import { DagentError, IllegalTransitionError, NotFoundError } from '../errors.js';
-import { TRANSITIONS } from './state-machine.js';
+import { TRANSITIONS } from '../model/state-machine.js';
 
 /** Cancel one task and everything downstream that can no longer run. Returns the cancelled tasks. */
 export async function taskCancel(db: Db, taskId: string, by = 'human', note?: string): Promise<CancelledRow[]> {

@@ -2,7 +2,7 @@ import type { Db } from '../db/connection.js';
 import { taskRankInputs, taskRanksSet, taskTypeMedians } from '../db/queries/tasks-priority.js';
 import { dagGraphBuild, upwardRanks } from '../dag/graph.js';
 import type { TaskSpec } from '../dag/spec.js';
-import { priorityConstants } from './priority.js';
+import { priorityConstants } from '../model/priority.js';
 
 /** Where a task's run-time estimate comes from, in order of preference. */
 export interface TaskPlan { estimateSec: number; cpRankSec: number }

@@ -1,7 +1,7 @@
 import type { Db } from '../db/connection.js';
 import { taskGet } from '../db/queries/tasks.js';
 import { DagentError, LeaseLostError, NotFoundError } from '../errors.js';
-import { LEASED_STATES, assertTransition, type TaskState, type Transition } from './state-machine.js';
+import { LEASED_STATES, assertTransition, type TaskState, type Transition } from '../model/state-machine.js';
 
 /**
  * A guarded UPDATE changed nothing: say why. A caller whose token is stale, or

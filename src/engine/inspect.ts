@@ -10,7 +10,7 @@ import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { TaskBody } from '../dag/spec.js';
 import { didYouMean } from '../dag/suggest.js';
 import { contextResolve } from './claim.js';
-import { TASK_STATES } from './state-machine.js';
+import { TASK_STATES } from '../model/state-machine.js';
 
 /** A DAG with its tasks, edges and open dead letters: what `dagent status` shows. */
 export async function dagStatus(db: Db, dagId: string) {

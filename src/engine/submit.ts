@@ -11,7 +11,7 @@ import { BackpressureError, ConflictError, InvalidInputError } from '../errors.j
 import { newDagId, newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
 import { dagPlan, type TaskPlan } from './critical-path.js';
-import { priorityConstants } from './priority.js';
+import { priorityConstants } from '../model/priority.js';
 import { capKeyOf } from '../db/queries/capability-groups.js';
 
 export interface SubmitOptions {

@@ -6,7 +6,7 @@ import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factor
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete } from '../../src/engine/lifecycle.js';
 import { dagEdgesAdd } from '../../src/engine/edges.js';
-import { effectivePriority, overtakeMinutes, priorityConstants } from '../../src/engine/priority.js';
+import { effectivePriority, overtakeMinutes, priorityConstants } from '../../src/model/priority.js';
 import { priorityRefresherCreate } from '../../src/maintenance/priority-refresher.js';
 
 const database = await testDatabase();

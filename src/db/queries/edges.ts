@@ -1,8 +1,8 @@
 import { eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { edges } from '../schema/index.js';
-import { effectivePriorityOnReadySql } from '../../engine/priority.js';
-import { fromStates } from '../../engine/state-machine.js';
+import { effectivePriorityOnReadySql } from '../../model/priority.js';
+import { fromStates } from '../../model/state-machine.js';
 import { textArray } from './run.js';
 
 export interface EdgeRow { dagId: string; upstreamId: string; downstreamId: string }

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { fromStates } from '../../engine/state-machine.js';
+import { fromStates } from '../../model/state-machine.js';
 import { dateOf, rowsOfPrepared, textArray } from './run.js';
 import { leaseSql } from './tasks.js';
 

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { effectivePrioritySql, priorityConstants } from '../../engine/priority.js';
+import { effectivePrioritySql, priorityConstants } from '../../model/priority.js';
 import { rowsOf, textArray } from './run.js';
 
 /** Learned medians (seconds) of the given task types, where enough completed attempts back them. */

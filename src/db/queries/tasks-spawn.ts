@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { effectivePriorityOnReadySql } from '../../engine/priority.js';
-import { fromStates } from '../../engine/state-machine.js';
+import { effectivePriorityOnReadySql } from '../../model/priority.js';
+import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from './run.js';
 import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks.js';
 

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { fromStates } from '../../engine/state-machine.js';
+import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from './run.js';
 import { spendChargeCtes, spentSql, type SpentSoFar } from './tasks.js';
 import { validationRequiredSql } from './tasks-complete.js';

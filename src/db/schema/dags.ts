@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { DAG_STATES } from '../../engine/state-machine.js';
+import { DAG_STATES } from '../../model/state-machine.js';
 import { check, integer, jsonb, numeric, pgTable, text, timestamp, uniqueIndex, index } from 'drizzle-orm/pg-core';
 
 /** One submitted DAG. `tasks_open` counts tasks not yet COMPLETED or CANCELLED; it reaching 0 completes the DAG. */

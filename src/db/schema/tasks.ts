@@ -3,10 +3,10 @@ import {
   bigint, boolean, check, doublePrecision, index, integer, jsonb, numeric, pgTable, real, smallint, text, timestamp, uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import { dags } from './dags.js';
-import { TASK_STATES } from '../../engine/state-machine.js';
+import { TASK_STATES } from '../../model/state-machine.js';
 
 /**
- * One task of a DAG. `status` moves only through src/engine/state-machine.ts.
+ * One task of a DAG. `status` moves only through src/model/state-machine.ts.
  * `fence` is the fencing token: it grows on every claim, and every agent-side
  * transition must present the value it got from its claim.
  */

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { dagSourceLoad } from '../../dag/load.js';
 import { agentList } from '../../engine/agents.js';
-import { DAG_STATES, TASK_STATES } from '../../engine/state-machine.js';
+import { DAG_STATES, TASK_STATES } from '../../model/state-machine.js';
 import { dagCancel, taskCancel } from '../../engine/cancel.js';
 import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, taskEditSchema } from '../../engine/dlq.js';
 import { dagGraph, dagList, statsGet, taskListFiltered, taskShow } from '../../engine/inspect.js';
