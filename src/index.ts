@@ -28,4 +28,4 @@ export { ReadyListener } from './runtime/ready-listener.js';
 export { TaskError, RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';
 export { taskOutputSettle, VALIDATION_TASK_DEFAULTS, type OutputOutcome } from './engine/validation.js';
 export { verdictSchema, judgeAnswerSchema, verdictParse, type Verdict, type StepVerdict } from './validation/verdict.js';
-export type { ValidationStep } from './validation/steps.js';
+export type { ValidationStep } from './validation/steps/index.js';

@@ -1,6 +1,6 @@
 import type { Path } from './locate.js';
 import type { DagFile, RetryFile } from './file-schema.js';
-import { instantParse, durationSeconds } from './durations.js';
+import { instantParse, durationSeconds } from '../durations.js';
 import { dagGraphBuild, cycleFind, ancestors } from './graph.js';
 import { didYouMean } from './suggest.js';
 import { cronProblem } from './cron.js';

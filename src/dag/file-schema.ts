@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { durationSchema } from '../durations.js';
+import { STEP_FILE_FIELDS, validationStepFileSchema } from '../validation/steps/index.js';
 
 /**
  * The DAG file format, as written in `dags/*.yaml`. Kept free of transforms so
@@ -10,7 +12,6 @@ export const KEY_PATTERN = /^[a-z][a-z0-9_-]{0,63}$/;
 /** A capability: a key, optionally namespaced (`validate:test`). */
 export const CAPABILITY_PATTERN = /^[a-z][a-z0-9_-]{0,63}(:[a-z][a-z0-9_-]{0,63})?$/;
 export const capabilitySchema = z.string().regex(CAPABILITY_PATTERN, { error: 'must be a capability like llm or validate:test (lowercase, digits, _ and -, one optional namespace:)' });
-export const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 export const ERROR_CLASS_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
 export const BUILTIN_ERROR_CLASSES = [
   'timeout', 'crash', 'rate_limit', 'invalid_output', 'auth_failure', 'budget_exceeded', 'cancelled',
@@ -19,10 +20,6 @@ export const BUILTIN_ERROR_CLASSES = [
 const MAX_TEXT = 100_000;
 const shortText = z.string().max(200);
 const key = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
-export const durationSchema = z.union([
-  z.number().nonnegative(),
-  z.string().regex(DURATION_PATTERN, { error: 'must be a duration like 30s, 5m, 2h, 1d or a number of seconds' }),
-]).describe('duration: number of seconds, or a string like 500ms, 30s, 5m, 2h, 1d');
 const duration = durationSchema;
 const instant = z.string().max(64)
   .describe('ISO 8601 date-time with offset (2026-12-01T09:00:00Z), or a duration from submission (2h)');
@@ -48,36 +45,10 @@ export const retrySchema = z.strictObject({
   no_retry_on: z.array(errorClass).max(32).optional(),
 });
 
-const jsonSchemaStep = z.strictObject({
-  kind: z.literal('json-schema'),
-  schema: z.record(z.string(), z.unknown()).optional(),
-  schema_file: z.string().max(500).optional().describe('JSON or YAML file holding the schema, relative to the DAG file'),
-}).describe('JSON Schema (2020-12 by default; 2019-09 or draft-07 by $schema), inline or from a file');
-const regexStep = z.strictObject({
-  kind: z.literal('regex'),
-  pattern: z.string().max(2000).describe('JavaScript regular expression the text must match somewhere (anchor it with ^…$ for a whole match)'),
-  flags: z.string().regex(/^[imsu]{0,4}$/, { error: 'flags may use i, m, s and u' }).optional(),
-  field: z.string().max(200).optional().describe('dot path to a field of a JSON output (summary, items.0.title); default the whole output, which must then be text'),
-}).describe('check text, or one field of a JSON output, against a regular expression');
-const testStep = z.strictObject({
-  kind: z.literal('test'),
-  command: z.string().max(4000),
-  cwd: z.string().max(500).optional().describe('working directory, relative to the DAG file; default the DAG file\'s directory'),
-  timeout: duration.optional().describe('kill the command after this long (default 5m): a negative verdict of class timeout'),
-  env: z.record(z.string(), z.string()).optional(),
-}).describe('run a command with the output in the file named by $DAGENT_OUTPUT_FILE; exit 0 passes');
-const judgeStep = z.strictObject({
-  kind: z.literal('llm-judge'),
-  rubric: z.string().max(MAX_TEXT),
-  threshold: z.number().min(0).max(1).describe('lowest passing score, 0–1'),
-  model: z.string().max(200).optional().describe('default: the judge agent\'s DAGENT_JUDGE_MODEL'),
-}).describe('an LLM scores the output against a rubric; passes at or above the threshold');
-const noneStep = z.strictObject({ kind: z.literal('none') });
-export const validationStepSchema = z.discriminatedUnion('kind', [jsonSchemaStep, regexStep, testStep, judgeStep, noneStep]);
 
 export const outputSchema = z.strictObject({
   type: z.enum(['json', 'text', 'markdown', 'code', 'any']).optional(),
-  validation: z.union([validationStepSchema, z.array(validationStepSchema).max(10)]).optional(),
+  validation: z.union([validationStepFileSchema, z.array(validationStepFileSchema).max(10)]).optional(),
 });
 
 export const contextRefSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,63}(\.[A-Za-z0-9_-]+)*$/, {
@@ -178,6 +149,6 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'schedule': return Object.keys(scheduleSchema.shape);
     case 'validation': return undefined;
   }
-  if (parent === 'validation' || typeof last === 'number') return ['kind', 'schema', 'schema_file', 'pattern', 'flags', 'field', 'command', 'cwd', 'timeout', 'env', 'rubric', 'threshold', 'model'];
+  if (parent === 'validation' || typeof last === 'number') return [...STEP_FILE_FIELDS];
   return undefined;
 }

@@ -10,8 +10,7 @@ import { dagFileCheck } from './check.js';
 import { dagFileNormalize } from './normalize.js';
 import { closestMatch, didYouMean } from './suggest.js';
 import type { DagSpec } from './spec.js';
-import { validationResolve } from '../validation/resolve.js';
-import type { ValidationStep } from '../validation/steps.js';
+import { validationResolve, type ValidationStep } from '../validation/steps/index.js';
 
 export const MAX_FILE_BYTES = 1024 * 1024;
 
@@ -83,7 +82,7 @@ export function dagSourceLoad(source: string, file: string, opts: LoadOptions = 
   const validation: Record<string, ValidationStep[]> = {};
   const stepProblems: SpecProblem[] = [];
   for (const [key, task] of Object.entries(parsed.data.tasks)) {
-    const r = validationResolve(task.output?.validation, ['tasks', key, 'output', 'validation'], opts.baseDir ?? process.cwd());
+    const r = validationResolve(task.output?.validation, ['tasks', key, 'output', 'validation'], { baseDir: opts.baseDir ?? process.cwd() });
     validation[key] = r.steps;
     stepProblems.push(...r.problems.map((p) => at(p.path, p.message)));
   }

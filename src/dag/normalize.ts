@@ -1,8 +1,8 @@
 import type { DagFile, RetryFile, ScheduleFile } from './file-schema.js';
-import { durationSeconds, instantParse, type Instant } from './durations.js';
+import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import { SCHEDULE_DEFAULTS, TASK_DEFAULTS, type DagSpec, type RetryPolicy, type ScheduleSpec, type TaskSpec } from './spec.js';
 import type { ParamValue } from './params.js';
-import type { ValidationStep } from '../validation/steps.js';
+import type { ValidationStep } from '../validation/steps/index.js';
 
 /** A checked DagFile (after params substitution) as the engine's DagSpec, defaults applied. */
 export function dagFileNormalize(

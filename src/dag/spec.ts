@@ -1,4 +1,4 @@
-import type { Instant } from './durations.js';
+import type { Instant } from '../durations.js';
 
 /**
  * A validated, normalized DAG: what the engine inserts. Produced from YAML by

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
-import { capabilitySchema, constraintsSchema, durationSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
+import { durationSchema } from '../durations.js';
+import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
 import { dagFileNormalize } from './normalize.js';
 import type { TaskSpec } from './spec.js';
-import { validationResolve } from '../validation/resolve.js';
-import type { ValidationStep } from '../validation/steps.js';
+import { validationResolve, type ValidationStep } from '../validation/steps/index.js';
 
 /**
  * A subtask an agent spawns at runtime (`ctx.spawn`). The same vocabulary as a
@@ -62,7 +62,7 @@ export function subtaskSpecsParse(specs: unknown, defaults: { priority: number }
   // Validation steps are resolved like a DAG file's, relative paths from the agent's working directory.
   const validation: Record<string, ValidationStep[]> = {};
   for (const s of parsed.data) {
-    const r = validationResolve(s.output?.validation, [], process.cwd());
+    const r = validationResolve(s.output?.validation, [], { baseDir: process.cwd() });
     const problem = r.problems[0];
     if (problem) {
       const where = ['output', 'validation', ...problem.path].map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('');

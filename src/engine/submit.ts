@@ -5,7 +5,7 @@ import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../db/queries/
 import { edgeInsertMany } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock, type TaskInsert } from '../db/queries/tasks.js';
-import type { Instant } from '../dag/durations.js';
+import type { Instant } from '../durations.js';
 import type { DagSpec, TaskSpec } from '../dag/spec.js';
 import { BackpressureError, ConflictError, InvalidInputError } from '../errors.js';
 import { newDagId, newTaskId } from '../ids.js';

@@ -10,8 +10,7 @@ import {
 } from '../db/queries/tasks-validate.js';
 import type { RetryPolicy, TaskBody, TaskSpec } from '../dag/spec.js';
 import { newTaskId } from '../ids.js';
-import { inlineStepRun } from '../validation/inline.js';
-import { stepCapability, stepIsInline, validationStepsOf, type DelegatedStep } from '../validation/steps.js';
+import { stepKindOf, validationStepsOf, type ValidationStep } from '../validation/steps/index.js';
 import { verdictParse, verdictSummary, type StepVerdict } from '../validation/verdict.js';
 import { guardExplain } from './guard.js';
 import { taskFail, type Completion, type FailureOutcome } from './lifecycle.js';
@@ -24,8 +23,6 @@ import { taskRow } from './submit.js';
 export const VALIDATION_TASK_DEFAULTS = {
   maxAttempts: 5,
   retry: { strategy: 'exponential', initialDelaySec: 1, multiplier: 3, maxDelaySec: 120, jitter: 0.1, noRetryOn: [] } satisfies RetryPolicy,
-  /** Time a test step's validation task may run beyond the step's own timeout before the reaper takes it back. */
-  testSlackSec: 60,
 } as const;
 
 /** What became of a submitted output. */
@@ -76,8 +73,9 @@ async function stepsAdvance(
   const spent: Spent = fresh ? spentOf(fresh) : {};
   for (let i = from; i < steps.length; i++) {
     const step = steps[i]!;
-    if (stepIsInline(step)) {
-      const verdict: StepVerdict = { ...inlineStepRun(step, output), step: i, kind: step.kind };
+    const kind = stepKindOf(step);
+    if (kind.mode === 'inline') {
+      const verdict: StepVerdict = { ...kind.check(step, output), step: i, kind: step.kind };
       verdicts.push(verdict);
       if (!verdict.pass) return validatedReject(tx, t, verdict, verdicts, fresh ? spent : undefined);
       continue;
@@ -120,12 +118,9 @@ async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<
   const target = vt.validatesId && vt.validatesFence !== null ? await taskLockValidating(tx, vt.validatesId, vt.validatesFence) : null;
   const stepIndex = vt.validationStep ?? 0;
   const step = target ? validationStepsOf(target.outputSpec)[stepIndex] : undefined;
-  const verdict: StepVerdict = { ...parsed.verdict, step: stepIndex, kind: step?.kind ?? vt.type, validation_task_id: vt.id };
-  if (step?.kind === 'llm-judge' && verdict.score !== undefined) {
-    // The threshold is the DAG's, so the engine applies it, whatever the judge said about passing.
-    verdict.pass = verdict.score >= step.threshold;
-    verdict.reasons = [`score ${verdict.score} ${verdict.pass ? '≥' : '<'} threshold ${step.threshold}`, ...verdict.reasons];
-  }
+  const raw: StepVerdict = { ...parsed.verdict, step: stepIndex, kind: step?.kind ?? vt.type, validation_task_id: vt.id };
+  const kind = step ? stepKindOf(step) : undefined;
+  const verdict: StepVerdict = kind?.mode === 'task' && kind.verdictApply ? { ...kind.verdictApply(step, raw), step: stepIndex, kind: raw.kind, validation_task_id: vt.id } : raw;
   const done = await taskCompleteManyQuery(tx, [{ id: vt.id, fence: vt.fence, output: verdict, ...spent }], { checked: true });
   // The judged task moved on without this verdict (cancelled, or a human settled it): nothing left to decide.
   if (!target || target.validationStep !== stepIndex) return { status: 'completed', unblocked: done.unblocked, dagsCompleted: done.dagsCompleted };
@@ -138,13 +133,16 @@ async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<
 }
 
 /** The task that runs a delegated step: claimable by agents with validate:test / validate:judge, in the same DAG. */
-async function validationTaskCreate(tx: Db, t: OutputTaskRow, step: DelegatedStep, index: number, output: unknown): Promise<string> {
-  const type = stepCapability(step);
+async function validationTaskCreate(tx: Db, t: OutputTaskRow, step: ValidationStep, index: number, output: unknown): Promise<string> {
+  const kind = stepKindOf(step);
+  if (kind.mode !== 'task') throw new Error(`step ${index + 1} (${step.kind}) runs inline, not as a validation task`);
+  const type = kind.capability;
+  const plan = kind.task(step);
   const subject = t.spec as unknown as TaskBody;
   const body: TaskBody = {
-    prompt: step.kind === 'llm-judge' ? step.rubric : undefined,
+    prompt: plan.prompt,
     context: [],
-    models: step.kind === 'llm-judge' && step.model ? [step.model] : [],
+    models: plan.models,
     fallbackModels: [],
     input: { step, output, subject: { id: t.id, key: t.key, type: t.type, title: t.title, prompt: subject.prompt ?? null, attempt: t.attempt } },
   };
@@ -154,7 +152,7 @@ async function validationTaskCreate(tx: Db, t: OutputTaskRow, step: DelegatedSte
     title: `${step.kind} step ${index + 1} of ${t.key}`,
     body,
     requiredCapabilities: [type],
-    maxDurationSec: step.kind === 'test' ? Math.ceil(step.timeoutSec) + VALIDATION_TASK_DEFAULTS.testSlackSec : undefined,
+    maxDurationSec: plan.maxDurationSec,
     priority: t.priority,
     boostPerMinute: 0,
     dependsOn: [],

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ancestors, cycleFind, dagGraphBuild, topologicalOrder } from '../../src/dag/graph.js';
 import { graphRender } from '../../src/dag/render.js';
-import { durationSeconds, instantParse } from '../../src/dag/durations.js';
+import { durationSeconds, instantParse } from '../../src/durations.js';
 import { closestMatch } from '../../src/dag/suggest.js';
 
 describe('graph', () => {

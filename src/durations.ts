@@ -1,4 +1,15 @@
-import { DURATION_PATTERN } from './file-schema.js';
+import { z } from 'zod';
+
+/**
+ * Durations and instants as DAG files write them (`30s`, `5m`, `2026-12-01T09:00:00Z`).
+ * At the bottom of the tree: the file format and the validation step kinds both read them.
+ */
+export const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+
+export const durationSchema = z.union([
+  z.number().nonnegative(),
+  z.string().regex(DURATION_PATTERN, { error: 'must be a duration like 30s, 5m, 2h, 1d or a number of seconds' }),
+]).describe('duration: number of seconds, or a string like 500ms, 30s, 5m, 2h, 1d');
 
 const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86400 };
 

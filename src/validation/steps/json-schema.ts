@@ -1,0 +1,80 @@
+import { readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { parse as yamlParse } from 'yaml';
+import { z } from 'zod';
+import { schemaCompile } from '../schema-compiler.js';
+import type { InlineStepKind, StepProblem } from './kind.js';
+
+/** Largest schema file a step may name. */
+export const MAX_SCHEMA_FILE_BYTES = 1024 * 1024;
+/** Most violations listed in one verdict; the rest are counted. */
+const MAX_REASONS = 50;
+
+const fileSchema = z.strictObject({
+  kind: z.literal('json-schema'),
+  schema: z.record(z.string(), z.unknown()).optional(),
+  schema_file: z.string().max(500).optional().describe('JSON or YAML file holding the schema, relative to the DAG file'),
+}).describe('JSON Schema (2020-12 by default; 2019-09 or draft-07 by $schema), inline or from a file');
+
+export interface JsonSchemaStep { kind: 'json-schema'; schema: Record<string, unknown>; schemaFile?: string }
+
+/** The output must satisfy a JSON Schema; each violation is reported with its JSON pointer. */
+export const jsonSchemaStep: InlineStepKind<'json-schema', typeof fileSchema, JsonSchemaStep> = {
+  kind: 'json-schema',
+  mode: 'inline',
+  fileSchema,
+  resolve(s, { baseDir }) {
+    if ((s.schema === undefined) === (s.schema_file === undefined)) {
+      return [{ path: [], message: 'a json-schema step needs exactly one of schema or schema_file' }];
+    }
+    const fromFile = s.schema_file !== undefined ? schemaFileRead(path.resolve(baseDir, s.schema_file), s.schema_file) : undefined;
+    if (fromFile && 'error' in fromFile) return [{ path: ['schema_file'], message: fromFile.error }];
+    const schema = fromFile ? fromFile.schema : s.schema!;
+    const compiled = schemaCompile(schema);
+    if ('error' in compiled) {
+      const problem: StepProblem = s.schema_file !== undefined
+        ? { path: ['schema_file'], message: `${s.schema_file}${compiled.pointer ? ` at ${compiled.pointer}` : ''}: ${compiled.error}` }
+        : { path: ['schema', ...pointerPath(compiled.pointer)], message: compiled.error };
+      return [problem];
+    }
+    return { kind: 'json-schema', schema, ...(s.schema_file !== undefined ? { schemaFile: s.schema_file } : {}) };
+  },
+  check(step, output) {
+    const compiled = schemaCompile(step.schema);
+    // Refused at submission; reaching here means the stored spec was edited by hand.
+    if ('error' in compiled) return { pass: false, reasons: [`the schema itself is invalid: ${compiled.error}`] };
+    const violations = compiled.validate(output);
+    const reasons = violations.slice(0, MAX_REASONS).map((v) => `${v.pointer} ${v.message}`);
+    if (violations.length > MAX_REASONS) reasons.push(`… and ${violations.length - MAX_REASONS} more`);
+    return { pass: violations.length === 0, reasons };
+  },
+};
+
+function schemaFileRead(file: string, shown: string): { schema: Record<string, unknown> } | { error: string } {
+  let text: string;
+  try {
+    if (statSync(file).size > MAX_SCHEMA_FILE_BYTES) return { error: `${shown} is larger than ${MAX_SCHEMA_FILE_BYTES} bytes` };
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return { error: code === 'ENOENT' ? `schema file ${shown} not found (looked in ${path.dirname(file)})` : `cannot read ${shown}: ${(e as Error).message}` };
+  }
+  let schema: unknown;
+  try {
+    // YAML is a superset of JSON: one parser reads both kinds of schema file.
+    schema = yamlParse(text, { prettyErrors: true });
+  } catch (e) {
+    return { error: `${shown} is neither JSON nor YAML: ${(e as Error).message.split('\n')[0]}` };
+  }
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return { error: `${shown} must hold a JSON Schema object` };
+  return { schema: schema as Record<string, unknown> };
+}
+
+/** `/properties/a~1b/type` → ['properties', 'a/b', 'type'] (numeric segments as indices). */
+function pointerPath(pointer: string | undefined): (string | number)[] {
+  if (!pointer || pointer === '/') return [];
+  return pointer.split('/').slice(1).map((s) => {
+    const k = s.replaceAll('~1', '/').replaceAll('~0', '~');
+    return /^\d+$/.test(k) ? Number(k) : k;
+  });
+}

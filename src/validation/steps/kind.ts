@@ -1,0 +1,67 @@
+import type { z } from 'zod';
+import type { Verdict } from '../verdict.js';
+
+/**
+ * What a validation step kind declares. A kind is one module in this folder and
+ * one line in `index.ts`; the file format, the submission checks, the engine's
+ * settle loop and the validation tasks all read it from the registry.
+ */
+
+/** Where a problem sits below the step itself: `['schema', 'properties', 'a']`, `['pattern']`, `[]`. */
+export type StepPath = readonly (string | number)[];
+export interface StepProblem { path: StepPath; message: string }
+
+/** What resolving a step may use. */
+export interface ResolveContext {
+  /** Where relative paths in the step start: the DAG file's directory. */
+  baseDir: string;
+}
+
+/** A step file schema: one strict zod object whose `kind` is a literal. */
+export type StepFileSchema = z.ZodObject<{ kind: z.ZodLiteral<string> } & z.core.$ZodLooseShape>;
+
+interface StepKindCommon<Name extends string, File extends StepFileSchema, Stored extends { kind: Name }> {
+  kind: Name;
+  /** The step as written in a DAG file (`output.validation`); exported with the file format's JSON Schema. */
+  fileSchema: File;
+  /**
+   * The written step as stored on the task, at submission: files read, schemas
+   * compiled, patterns built, defaults applied, so a bad step is refused with its
+   * location before anything runs, and settling an output never reads the DAG's files.
+   */
+  resolve(file: z.infer<File>, ctx: ResolveContext): Stored | StepProblem[];
+}
+
+/** Checked by the process that submits the output, inside the completion's transaction. */
+export interface InlineStepKind<Name extends string, File extends StepFileSchema, Stored extends { kind: Name }>
+  extends StepKindCommon<Name, File, Stored> {
+  mode: 'inline';
+  check(step: Stored, output: unknown): Verdict;
+}
+
+/** What a validation task carries besides the step, the output and its subject. */
+export interface ValidationTaskPlan {
+  /** The validator's instructions (a judge's rubric). */
+  prompt?: string;
+  /** Models the validator should use, in order of preference. */
+  models: string[];
+  /** Longest the validation task may run before the reaper takes it back. */
+  maxDurationSec?: number;
+}
+
+/** Run elsewhere, as a validation task that agents holding `capability` claim; its verdict settles the step. */
+export interface TaskStepKind<Name extends string, File extends StepFileSchema, Stored extends { kind: Name }>
+  extends StepKindCommon<Name, File, Stored> {
+  mode: 'task';
+  /** The capability (and the task type) of the validation task: `validate:<something>`. */
+  capability: `validate:${string}`;
+  task(step: Stored): ValidationTaskPlan;
+  /** The engine's last word on a verdict the validator returned (a judge's score against the DAG's threshold). */
+  verdictApply?(step: Stored, verdict: Verdict): Verdict;
+}
+
+// `any`: the registry erases each kind's own types once, at lookup by `kind`.
+export type AnyStepKind = InlineStepKind<string, StepFileSchema, any> | TaskStepKind<string, StepFileSchema, any>;
+
+/** The stored step type a kind module resolves to. */
+export type StoredStepOf<K> = K extends { resolve(...args: never[]): infer R } ? Exclude<R, StepProblem[]> : never;
