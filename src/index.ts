@@ -7,10 +7,10 @@ export { dagSubmit, type SubmitOptions, type SubmitResult } from './engine/submi
 export { dagEdgesAdd, type EdgeByKey } from './engine/edges.js';
 export { agentRegister, agentBeat, agentDrain, agentDeregister, type AgentRegistration } from './engine/agents.js';
 export { taskClaim, type ClaimedTask, type ClaimOptions } from './engine/claim.js';
-export {
-  taskStart, taskHeartbeat, taskComplete, taskCompleteMany, taskFail, taskRelease,
-  type Completion, type Failure, type FailureOutcome, type TaskRef,
-} from './engine/lifecycle.js';
+export { taskStart, taskHeartbeat, taskComplete, taskCompleteMany, taskRelease } from './engine/lifecycle.js';
+export type { TaskRef } from './engine/guard.js';
+export type { Completion } from './engine/completion.js';
+export { taskFail, type Failure, type FailureOutcome } from './engine/failure.js';
 export { taskCancel, dagCancel } from './engine/cancel.js';
 export { dlqList, dlqShow, dlqRetry, dlqCancel } from './engine/dlq.js';
 export { dagStatus, taskShow, statsGet } from './engine/inspect.js';
@@ -26,6 +26,7 @@ export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/d
 export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
 export { ReadyListener } from './runtime/ready-listener.js';
 export { TaskError, RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';
-export { taskOutputSettle, VALIDATION_TASK_DEFAULTS, type OutputOutcome } from './engine/validation.js';
+export { taskOutputSettle, type OutputOutcome } from './engine/output-settle.js';
+export { VALIDATION_TASK_DEFAULTS } from './engine/validation-task.js';
 export { verdictSchema, judgeAnswerSchema, verdictParse, type Verdict, type StepVerdict } from './validation/verdict.js';
 export type { ValidationStep } from './validation/steps/index.js';

@@ -3,6 +3,9 @@ import { taskGet } from '../db/queries/tasks.js';
 import { DagentError, LeaseLostError, NotFoundError } from '../errors.js';
 import { LEASED_STATES, assertTransition, type TaskState, type Transition } from '../model/state-machine.js';
 
+/** A task as its holder names it: its id and the fencing token its claim returned. */
+export interface TaskRef { taskId: string; fence: number }
+
 /**
  * A guarded UPDATE changed nothing: say why. A caller whose token is stale, or
  * whose task is no longer leased, has lost its lease; otherwise the transition is illegal.

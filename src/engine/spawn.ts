@@ -12,7 +12,7 @@ import { BudgetExceededError, ConflictError, InvalidInputError } from '../errors
 import { newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
 import { guardExplain } from './guard.js';
-import type { TaskRef } from './lifecycle.js';
+import type { TaskRef } from './guard.js';
 import { taskRow } from './submit.js';
 import { dagRanksRefresh, estimatesResolve } from './critical-path.js';
 

@@ -5,10 +5,10 @@ import { agentMarkStaleOffline } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskLeaseExpiredList, type ExpiredLease } from '../db/queries/tasks.js';
 import { DagentError } from '../errors.js';
+import { taskFail } from '../engine/failure.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
 
 const SKIPPABLE = new Set(['LEASE_LOST', 'ILLEGAL_TRANSITION', 'TRANSITION_RACED']);
-import { taskFail } from '../engine/lifecycle.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
 
 export const REAPER_INTERVAL_MS_DEFAULT = 5_000;
 export const REAPER_BATCH_DEFAULT = 200;

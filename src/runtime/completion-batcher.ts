@@ -1,6 +1,7 @@
 import { isConnectionLost, type Db } from '../db/connection.js';
-import { taskCompleteMany, type Completion } from '../engine/lifecycle.js';
-import type { OutputOutcome } from '../engine/validation.js';
+import type { Completion } from '../engine/completion.js';
+import { taskCompleteMany } from '../engine/lifecycle.js';
+import type { OutputOutcome } from '../engine/output-settle.js';
 
 export interface CompletionBatcherOptions {
   db: Db;

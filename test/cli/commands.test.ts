@@ -4,7 +4,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cliWith } from '../helpers/cli.js';
 import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete, taskFail } from '../../src/engine/lifecycle.js';
+import { taskComplete } from '../../src/engine/lifecycle.js';
+import { taskFail } from '../../src/engine/failure.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseSnapshot } from '../helpers/factories.js';
 

@@ -7,7 +7,8 @@ import { cliWith } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete, taskFail } from '../../src/engine/lifecycle.js';
+import { taskComplete } from '../../src/engine/lifecycle.js';
+import { taskFail } from '../../src/engine/failure.js';
 
 const database = await testDatabase();
 const { db } = database;

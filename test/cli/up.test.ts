@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { taskClaim } from '../../src/engine/claim.js';
-import { taskFail } from '../../src/engine/lifecycle.js';
+import { taskFail } from '../../src/engine/failure.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js';
 

@@ -4,7 +4,8 @@ import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { taskClaim, type ClaimedTask } from '../../src/engine/claim.js';
-import { taskComplete, taskFail, taskRelease } from '../../src/engine/lifecycle.js';
+import { taskComplete, taskRelease } from '../../src/engine/lifecycle.js';
+import { taskFail } from '../../src/engine/failure.js';
 import { dagCancel } from '../../src/engine/cancel.js';
 
 const database = await testDatabase({ poolSize: 40 });

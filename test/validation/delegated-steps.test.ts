@@ -10,6 +10,7 @@ import { dagGet } from '../../src/db/queries/dags.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { IllegalTransitionError, LeaseLostError } from '../../src/errors.js';
+import { MetricsCollector } from '../../src/observability/metrics.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -77,6 +78,25 @@ describe('delegated validation steps (test, llm-judge) as validation tasks', () 
     expect(attempt).toEqual({ outcome: 'completed', cost: 0.5, kinds: ['test', 'json-schema', 'llm-judge'] });
     const [row] = await rowsOf<{ output: unknown; cost: number }>(db, sql`select output, cost_usd::float8 as cost from tasks where id = ${essay.id}`);
     expect(row).toEqual({ output: { title: 'On queues' }, cost: 0.5 });
+  });
+
+  it('counts every completion once in the completion metric: the validated task under its type, each validation task under its own', async () => {
+    const metrics = new MetricsCollector(db);
+    try {
+      const { essay } = await submitEssay();
+      const completedOf = async () => Object.fromEntries([...(await metrics.metrics()).matchAll(/^dagent_tasks_completed_total\{type="([^"]+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]));
+      // Submitting an output that goes on to validation completes nothing yet.
+      expect(await completedOf()).toEqual({});
+      const test = await claim('tester', ['validate:test']);
+      await taskComplete(db, { taskId: test.id, fence: test.fence, output: { pass: true, exit_code: 0 } });
+      expect(await completedOf()).toEqual({ 'validate:test': 1 });
+      const judge = await claim('judge', ['validate:judge']);
+      await taskComplete(db, { taskId: judge.id, fence: judge.fence, output: { pass: true, score: 0.9, reasons: [] } });
+      expect(await completedOf()).toEqual({ 'validate:test': 1, 'validate:judge': 1, llm: 1 });
+      expect(essay.type).toBe('llm');
+    } finally {
+      metrics.close();
+    }
   });
 
   it('shows validation tasks in dagent status, beside the task they validate', async () => {

@@ -5,7 +5,7 @@ import { agentCreate, dagCreate, rowsOf, taskStatusByKey } from '../helpers/fact
 import { taskClaim, type ClaimedTask } from '../../src/engine/claim.js';
 import { taskComplete, taskCompleteMany } from '../../src/engine/lifecycle.js';
 import { taskSpawn } from '../../src/engine/spawn.js';
-import { taskCompleteMany as taskCompleteManyUnchecked } from '../../src/db/queries/tasks-complete.js';
+import { taskCompleteMark } from '../../src/db/queries/tasks-complete.js';
 
 const { db } = await testDatabase();
 
@@ -108,7 +108,7 @@ tasks:
     const dagId = await dagCreate(db, REPORT);
     await agentCreate(db, 'inline-bypass');
     const t = await claimOne('inline-bypass', 'write');
-    const r = await taskCompleteManyUnchecked(db, [{ id: t.id, fence: t.fence, output: { anything: true } }]);
+    const r = await taskCompleteMark(db, [{ id: t.id, fence: t.fence, output: { anything: true } }]);
     expect(r.completed).toEqual([]);
     expect(await taskStatusByKey(db, dagId)).toMatchObject({ write: 'claimed' });
   });

@@ -33,10 +33,10 @@ export interface CompletionResult {
  * and complete it at zero, and NOTIFY once if anything became READY. Each row is
  * guarded by its fencing token and state, so a zombie's completion changes nothing.
  */
-export async function taskCompleteMany(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult> {
+export async function taskCompleteMark(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult> {
   if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {} };
   // Prepared: one jsonb parameter carries the batch, so the text never changes and is planned once per connection.
-  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null }>(db, taskCompleteManySql(items, opts));
+  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null }>(db, taskCompleteMarkSql(items, opts));
   return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {} };
 }
 
@@ -60,7 +60,7 @@ export interface CompletionMode {
 }
 
 /** The completion statement itself, exposed so it can be EXPLAINed as it runs. */
-export function taskCompleteManySql(items: CompletionInput[], opts: CompletionMode = {}): SQL {
+export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMode = {}): SQL {
   const input = JSON.stringify(items.map((i) => ({
     id: i.id, fence: i.fence, output: i.output ?? null,
     cost_usd: i.costUsd ?? 0, tokens_in: i.tokensIn ?? 0, tokens_out: i.tokensOut ?? 0, model: i.model ?? null, details: i.details ?? null,

@@ -68,4 +68,4 @@ export function validationStepsOf(outputSpec: unknown): ValidationStep[] {
   return Array.isArray(v) ? (v as ValidationStep[]) : [];
 }
 
-export type { ResolveContext, StepProblem, StepPath, ValidationTaskPlan } from './kind.js';
+export type { AnyInlineStepKind, AnyStepKind, AnyTaskStepKind, ResolveContext, StepProblem, StepPath, ValidationTaskPlan } from './kind.js';

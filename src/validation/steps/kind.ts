@@ -57,11 +57,13 @@ export interface TaskStepKind<Name extends string, File extends StepFileSchema, 
   capability: `validate:${string}`;
   task(step: Stored): ValidationTaskPlan;
   /** The engine's last word on a verdict the validator returned (a judge's score against the DAG's threshold). */
-  verdictApply?(step: Stored, verdict: Verdict): Verdict;
+  verdictApply?<V extends Verdict>(step: Stored, verdict: V): V;
 }
 
 // `any`: the registry erases each kind's own types once, at lookup by `kind`.
-export type AnyStepKind = InlineStepKind<string, StepFileSchema, any> | TaskStepKind<string, StepFileSchema, any>;
+export type AnyInlineStepKind = InlineStepKind<string, StepFileSchema, any>;
+export type AnyTaskStepKind = TaskStepKind<string, StepFileSchema, any>;
+export type AnyStepKind = AnyInlineStepKind | AnyTaskStepKind;
 
 /** The stored step type a kind module resolves to. */
 export type StoredStepOf<K> = K extends { resolve(...args: never[]): infer R } ? Exclude<R, StepProblem[]> : never;

@@ -1,0 +1,79 @@
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../db/connection.js';
+import { attemptFailureStats } from '../db/queries/attempts.js';
+import { dagStatusRefresh } from '../db/queries/dags.js';
+import { deadLetterInsert } from '../db/queries/dead-letters.js';
+import { eventInsertMany } from '../db/queries/events.js';
+import { taskDeadLetterMark, taskFailMark, taskRetrySchedule, type FailureInput } from '../db/queries/tasks.js';
+import type { RetryPolicy } from '../dag/spec.js';
+import { newDeadLetterId } from '../ids.js';
+import { engineEvents } from '../observability/engine-events.js';
+import { guardExplain, type TaskRef } from './guard.js';
+import { retryDecide } from './retry-policy.js';
+
+/**
+ * The one way an attempt fails: an agent's report, the reaper, a validation
+ * step's negative verdict and a validator's malformed answer all come here.
+ */
+export interface Failure extends TaskRef {
+  errorClass: string;
+  message: string;
+  /** False: skip remaining retries and dead-letter now (a NonRetryableError). */
+  retryable?: boolean;
+  /** Do not retry sooner than this (a provider's Retry-After). */
+  retryAfterSec?: number;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  model?: string | null;
+  details?: Record<string, unknown>;
+}
+
+export type FailureOutcome =
+  | { status: 'retrying' | 'ready'; retryAt: Date }
+  | { status: 'dead_lettered'; deadLetterId: string; reason: string; poisonPill: boolean };
+
+/**
+ * Record a failed attempt and apply the retry policy, in one transaction:
+ * leased → failed → retrying | ready | dead_lettered.
+ */
+export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCondition?: FailureInput['reapCondition']; random?: () => number } = {}): Promise<FailureOutcome> {
+  let type = '';
+  const outcome = await withTx(db, async (tx) => {
+    const failed = await taskFailMark(tx, {
+      id: f.taskId, fence: f.fence, errorClass: f.errorClass, message: f.message, costUsd: f.costUsd,
+      tokensIn: f.tokensIn, tokensOut: f.tokensOut, model: f.model, details: f.details, reapCondition: opts.reapCondition,
+    });
+    if (!failed) return null;
+    type = failed.type;
+    const stats = await attemptFailureStats(tx, failed.id, failed.attemptsResetFence);
+    const decision = retryDecide(failed.retryPolicy as unknown as RetryPolicy, {
+      errorClass: f.errorClass, attempt: failed.attempts, maxAttempts: failed.maxAttempts,
+      failures: stats.failures, distinctAgents: stats.agents, retryable: f.retryable, retryAfterSec: f.retryAfterSec,
+    }, opts.random);
+    const base = { dagId: failed.dagId, taskId: failed.id, agentId: failed.agentId };
+    const failedEvent = { ...base, type: 'task.failed', data: { errorClass: f.errorClass, message: f.message, attempt: failed.attempts } };
+    if (decision.action === 'retry') {
+      const scheduled = (await taskRetrySchedule(tx, failed.id, decision.delaySec))!;
+      await eventInsertMany(tx, [failedEvent, { ...base, type: 'task.retry_scheduled', data: { delaySec: decision.delaySec, status: scheduled.status } }]);
+      return { status: scheduled.status as 'retrying' | 'ready', retryAt: scheduled.runAt };
+    }
+    const deadLetterId = newDeadLetterId();
+    await taskDeadLetterMark(tx, failed.id);
+    await deadLetterInsert(tx, {
+      id: deadLetterId, taskId: failed.id, dagId: failed.dagId, reason: decision.reason, errorClass: f.errorClass,
+      poisonPill: decision.poisonPill, attempts: failed.attempts,
+    });
+    const [dag] = await dagStatusRefresh(tx, [failed.dagId]);
+    await eventInsertMany(tx, [failedEvent, { ...base, type: 'task.dead_lettered', data: { deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill } }]);
+    if (dag?.status === 'blocked' && dag.previous !== 'blocked') {
+      await eventInsertMany(tx, [{ type: 'dag.blocked', dagId: failed.dagId, data: { deadLetterId, taskId: failed.id } }]);
+    }
+    return { status: 'dead_lettered' as const, deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill };
+  });
+  if (!outcome) return guardExplain(db, f.taskId, f.fence, 'fail');
+  engineEvents.emit('failed', { type, errorClass: f.errorClass, outcome: outcome.status, reason: outcome.status === 'dead_lettered' ? outcome.reason : undefined });
+  opts.log?.info({ taskId: f.taskId, errorClass: f.errorClass, ...outcome }, 'task failed');
+  return outcome;
+}
+
