@@ -1,6 +1,6 @@
 import type { Db } from '../db/connection.js';
 import { agentGet, agentHeartbeat, agentList, agentStatusSet, agentUpsert, type AgentRegistration, type AgentRow } from '../db/queries/agents.js';
-import { taskHolderGet } from '../db/queries/tasks.js';
+import { taskHolderGet } from '../db/queries/tasks-read.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { ForbiddenError, LeaseLostError, NotFoundError } from '../errors.js';
 

@@ -2,7 +2,8 @@ import { withTx, type Db } from '../db/connection.js';
 import { dagGet, dagLockGraph, dagMarkCancelled, dagStatusRefresh, dagTasksClosed } from '../db/queries/dags.js';
 import { deadLetterResolveForTasks } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskCancelCascade, taskGet, taskNonTerminalIdsForDag, type CancelledRow } from '../db/queries/tasks.js';
+import { taskCancelCascade, taskNonTerminalIdsForDag, type CancelledRow } from '../db/queries/tasks-cancel.js';
+import { taskGet } from '../db/queries/tasks-read.js';
 import { DagentError, IllegalTransitionError, NotFoundError } from '../errors.js';
 import { TRANSITIONS } from '../model/state-machine.js';
 

@@ -5,7 +5,9 @@ import {
   deadLetterGet, deadLetterIdsMatching, deadLetterList, deadLetterResolve, type DeadLetterRow, type DeadLetterSelector,
 } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskCancelCascade, taskDeadLetterEdit, taskDeadLetterRetry, taskGet, type TaskEdit, type TaskRow } from '../db/queries/tasks.js';
+import { taskCancelCascade } from '../db/queries/tasks-cancel.js';
+import { taskDeadLetterEdit, taskDeadLetterRetry, type TaskEdit } from '../db/queries/tasks-dead-letter.js';
+import { taskGet, type TaskRow } from '../db/queries/tasks-read.js';
 import { capabilitySchema } from '../dag/file-schema.js';
 import { DagentError, InvalidInputError, NotFoundError } from '../errors.js';
 import { cancelledSettle } from './cancel.js';

@@ -4,7 +4,7 @@ import { attemptFailureStats } from '../db/queries/attempts.js';
 import { dagStatusRefresh } from '../db/queries/dags.js';
 import { deadLetterInsert } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskDeadLetterMark, taskFailMark, taskRetrySchedule, type FailureInput } from '../db/queries/tasks.js';
+import { taskDeadLetterMark, taskFailMark, taskRetrySchedule, type FailureInput } from '../db/queries/tasks-lifecycle.js';
 import type { RetryPolicy } from '../dag/spec.js';
 import { newDeadLetterId } from '../ids.js';
 import { engineEvents } from '../observability/engine-events.js';

@@ -1,5 +1,5 @@
 import type { Db } from '../db/connection.js';
-import { taskGet } from '../db/queries/tasks.js';
+import { taskGet } from '../db/queries/tasks-read.js';
 import { DagentError, LeaseLostError, NotFoundError } from '../errors.js';
 import { LEASED_STATES, assertTransition, type TaskState, type Transition } from '../model/state-machine.js';
 

@@ -5,7 +5,7 @@ import { dagGet } from '../db/queries/dags.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
 import { eventListForTask } from '../db/queries/events.js';
-import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks.js';
+import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { TaskBody } from '../dag/spec.js';
 import { didYouMean } from '../dag/suggest.js';

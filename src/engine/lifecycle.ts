@@ -1,7 +1,7 @@
 import { withTx, type Db } from '../db/connection.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import type { CompletionResult } from '../db/queries/tasks-complete.js';
-import { taskHeartbeat as taskHeartbeatQuery, taskRelease as taskReleaseQuery, taskStart as taskStartQuery } from '../db/queries/tasks.js';
+import { taskLeaseExtend, taskReleaseMark, taskStartMark } from '../db/queries/tasks-lifecycle.js';
 import { taskIdsNeedingValidation } from '../db/queries/tasks-validate.js';
 import { IllegalTransitionError, LeaseLostError } from '../errors.js';
 import { completionInput, completionWrite, type Completion } from './completion.js';
@@ -16,14 +16,14 @@ import { taskOutputSettle, type OutputOutcome } from './output-settle.js';
 
 /** claimed → running; the heartbeat lease starts (default: three of the task's heartbeat_sec, else 60 s). */
 export async function taskStart(db: Db, ref: TaskRef, leaseSec?: number): Promise<Date> {
-  return (await taskStartQuery(db, ref.taskId, ref.fence, leaseSec)) ?? guardExplain(db, ref.taskId, ref.fence, 'start');
+  return (await taskStartMark(db, ref.taskId, ref.fence, leaseSec)) ?? guardExplain(db, ref.taskId, ref.fence, 'start');
 }
 
 /** Extend the lease and record progress. Throws LeaseLostError if the caller no longer holds the task. */
 export async function taskHeartbeat(
   db: Db, ref: TaskRef & { progress?: number; message?: string; leaseSec?: number },
 ): Promise<Date> {
-  const lease = await taskHeartbeatQuery(db, ref.taskId, ref.fence, ref.leaseSec, ref.progress, ref.message);
+  const lease = await taskLeaseExtend(db, ref.taskId, ref.fence, ref.leaseSec, ref.progress, ref.message);
   return lease ?? guardExplain(db, ref.taskId, ref.fence, 'heartbeat');
 }
 
@@ -69,7 +69,7 @@ export async function taskRelease(
   db: Db, ref: TaskRef & { reason?: string; costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null },
 ): Promise<void> {
   const ok = await withTx(db, async (tx) => {
-    const released = await taskReleaseQuery(tx, ref.taskId, ref.fence, ref.reason ?? 'released by agent', ref);
+    const released = await taskReleaseMark(tx, ref.taskId, ref.fence, ref.reason ?? 'released by agent', ref);
     if (released) {
       await eventInsertMany(tx, [{ type: 'task.released', taskId: ref.taskId, dagId: released.dagId, agentId: released.agentId, data: { reason: ref.reason ?? null } }]);
     }

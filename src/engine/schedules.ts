@@ -3,7 +3,7 @@ import { errorMessage, withTx, type Db } from '../db/connection.js';
 import { dagFindByIdempotencyKey, dagRunningIdsByCreator } from '../db/queries/dags.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import {
-  dbNow, scheduleAdvance, scheduleDelete, scheduleEnabledSet, scheduleGet, scheduleList as scheduleListQuery,
+  dbNow, scheduleAdvance, scheduleDelete, scheduleEnabledSet, scheduleGet, scheduleListAll,
   scheduleLock, scheduleLockDue, scheduleUpsert, type ScheduleListRow, type ScheduleRow,
 } from '../db/queries/schedules.js';
 import { cronDue, cronNextAfter, cronNextRuns, type DueFires } from '../dag/cron.js';
@@ -215,5 +215,5 @@ export async function scheduleNext(db: Db, name: string, count: number, clock: C
 }
 
 export function scheduleList(db: Db): Promise<ScheduleListRow[]> {
-  return scheduleListQuery(db);
+  return scheduleListAll(db);
 }

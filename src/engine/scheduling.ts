@@ -2,7 +2,7 @@ import { withTx, type Db } from '../db/connection.js';
 import { spendByAgent, spendByDag, spendByDay } from '../db/queries/costs.js';
 import { dagGet } from '../db/queries/dags.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskGet } from '../db/queries/tasks.js';
+import { taskGet } from '../db/queries/tasks-read.js';
 import { taskPrioritySet, taskUnclaimableList } from '../db/queries/tasks-priority.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 

@@ -4,7 +4,7 @@ import { withTx, type Db } from '../db/connection.js';
 import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../db/queries/dags.js';
 import { edgeInsertMany } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock, type TaskInsert } from '../db/queries/tasks.js';
+import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock, type TaskInsert } from '../db/queries/tasks-intake.js';
 import type { Instant } from '../durations.js';
 import type { DagSpec, TaskSpec } from '../dag/spec.js';
 import { BackpressureError, ConflictError, InvalidInputError } from '../errors.js';

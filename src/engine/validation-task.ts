@@ -1,6 +1,6 @@
 import type { Db } from '../db/connection.js';
 import { dagTasksAdded } from '../db/queries/dags.js';
-import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks.js';
+import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks-intake.js';
 import type { OutputTaskRow } from '../db/queries/tasks-validate.js';
 import type { RetryPolicy, TaskBody, TaskSpec } from '../dag/spec.js';
 import { newTaskId } from '../ids.js';

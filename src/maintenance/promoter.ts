@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
-import { taskPromoteDue } from '../db/queries/tasks.js';
+import { taskPromoteDue } from '../db/queries/tasks-maintenance.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
 export const PROMOTER_INTERVAL_MS_DEFAULT = 1_000;

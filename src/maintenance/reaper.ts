@@ -3,7 +3,7 @@ import { engineEvents } from '../observability/engine-events.js';
 import type { Db } from '../db/connection.js';
 import { agentMarkStaleOffline } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskLeaseExpiredList, type ExpiredLease } from '../db/queries/tasks.js';
+import { taskLeaseExpiredList, type ExpiredLease } from '../db/queries/tasks-maintenance.js';
 import { DagentError } from '../errors.js';
 import { taskFail } from '../engine/failure.js';
 import { serviceCreate, type MaintenanceService } from './service.js';

@@ -23,6 +23,13 @@ export type TaskState = (typeof TASK_STATES)[number];
 /** States in which an agent holds the task under a lease and a fencing token. */
 export const LEASED_STATES: readonly TaskState[] = ['claimed', 'running', 'validating'];
 
+/**
+ * Leased states whose lease can lapse, which the reaper watches. A VALIDATING
+ * task dropped its lease when its output was submitted: the validation task that
+ * judges it holds one of its own. The partial index `tasks_lease_idx` covers exactly these.
+ */
+export const EXPIRING_LEASE_STATES = ['claimed', 'running'] as const satisfies readonly TaskState[];
+
 interface TransitionDef {
   from: readonly TaskState[];
   to: readonly TaskState[];

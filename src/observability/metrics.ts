@@ -2,7 +2,7 @@ import client from 'prom-client';
 import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
 import { dagSpendReport } from '../db/queries/dags.js';
-import { taskCountsByStatusTier, taskOldestReadyAgeSec } from '../db/queries/tasks.js';
+import { taskCountsByStatusTier, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
 import { webhookDeliveryCounts } from '../db/queries/webhooks.js';
 import { engineEvents, type EngineEventMap } from './engine-events.js';
 

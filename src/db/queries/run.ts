@@ -40,3 +40,11 @@ export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
   const name = `dagent_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
   return (await pool.query({ name, text, values: params as unknown[] })).rows as T[];
 }
+
+/**
+ * States as a literal SQL list (`'claimed', 'running'`), for a predicate that must
+ * match a partial index's: the planner proves index use from literals, not from a bound array.
+ */
+export function sqlStateList(states: readonly string[]): SQL {
+  return sql.raw(states.map((s) => `'${s.replaceAll("'", "''")}'`).join(', '));
+}

@@ -29,7 +29,7 @@ export async function scheduleGet(db: Db, name: string): Promise<ScheduleRow | u
 export interface ScheduleListRow extends ScheduleRow { lastRunStatus: string | null }
 
 /** Every schedule with the status of its last run. */
-export async function scheduleList(db: Db): Promise<ScheduleListRow[]> {
+export async function scheduleListAll(db: Db): Promise<ScheduleListRow[]> {
   const rows = await db.select({ s: schedules, lastRunStatus: sql<string | null>`(select status from dags where id = ${schedules.lastDagId})` })
     .from(schedules).orderBy(asc(schedules.name));
   return rows.map((r) => ({ ...r.s, lastRunStatus: r.lastRunStatus }));

@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { dateOf, rowsOfPrepared, textArray } from './run.js';
-import { leaseSql } from './tasks.js';
+import { leaseSql } from './tasks-fragments.js';
 
 export interface ClaimedRow {
   id: string;

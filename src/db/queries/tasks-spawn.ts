@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from './run.js';
-import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks.js';
+import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
 
 export interface LeasedTaskRow { id: string; dagId: string; key: string; priority: number; status: string }
 

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from './run.js';
-import { spendChargeCtes, spentSql, type SpentSoFar } from './tasks.js';
+import { spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
 import { validationRequiredSql } from './tasks-complete.js';
 
 /** What settling an output needs to know about its task. */

@@ -3,7 +3,7 @@ import {
   bigint, boolean, check, doublePrecision, index, integer, jsonb, numeric, pgTable, real, smallint, text, timestamp, uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import { dags } from './dags.js';
-import { TASK_STATES } from '../../model/state-machine.js';
+import { EXPIRING_LEASE_STATES, TASK_STATES } from '../../model/state-machine.js';
 
 /**
  * One task of a DAG. `status` moves only through src/model/state-machine.ts.
@@ -86,7 +86,7 @@ export const tasks = pgTable(
     // The claim walks this index, one range per capability group the agent covers, in priority order,
     // and stops after N matches per group: it never sorts and never walks tasks it cannot take.
     index('tasks_ready_group_idx').on(t.capKey, t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),
-    index('tasks_lease_idx').on(t.leaseExpiresAt).where(sql`${t.status} in ('claimed', 'running')`),
+    index('tasks_lease_idx').on(t.leaseExpiresAt).where(sql`${t.status} in (${sql.raw(EXPIRING_LEASE_STATES.map((s) => `'${s}'`).join(', '))})`),
     index('tasks_run_at_idx').on(t.runAt).where(sql`${t.status} in ('retrying', 'pending')`),
     // No plain index on status: it lured the planner away from the claim index (a bitmap scan plus
     // sort over every READY row, 27 ms per claim at 14k READY) and costs every status change. (dag_id, key) serves DAG lookups.

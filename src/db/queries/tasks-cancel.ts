@@ -1,0 +1,62 @@
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { tasks } from '../schema/index.js';
+import { LEASED_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
+import { rowsOf, textArray } from './run.js';
+
+/** Cancelling: a task with everything downstream of it, and a DAG's unfinished tasks. */
+
+export interface CancelledRow { id: string; dagId: string; key: string; previous: TaskState }
+
+/**
+ * Cancel the given tasks and everything downstream of them that has not finished:
+ * those can never run once an upstream is cancelled.
+ */
+export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]> {
+  return rowsOf<CancelledRow>(db, sql`
+    with recursive downstream(id) as (
+      select unnest(${textArray(ids)})
+      union
+      select e.downstream_id from edges e join downstream d on e.upstream_id = d.id
+    ),
+    -- A cancelled task's validation tasks judge an output nobody will use any more.
+    targets as (
+      select id from downstream
+      union
+      select v.id from tasks v join downstream d on v.validates_id = d.id
+    ),
+    previous as (
+      select t.id, t.status from tasks t join targets d on d.id = t.id
+      where t.status = any(${textArray(fromStates('cancel'))})
+      for update of t
+    ),
+    cancelled as (
+      update tasks t set status = 'cancelled', lease_expires_at = null, completed_at = now(), updated_at = now()
+      from previous p where t.id = p.id
+      returning t.*, p.status as previous
+    ),
+    released_dag as (
+      update dags g set reserved_usd = greatest(0, g.reserved_usd - x.amount)
+      from (select dag_id, sum(reserved_usd) as amount from cancelled where previous in ('claimed', 'running') and reserved_usd > 0 group by dag_id) x
+      where g.id = x.dag_id
+    ),
+    released_agent as (
+      update agents a set reserved_usd = greatest(0, a.reserved_usd - x.amount)
+      from (select claimed_by, sum(reserved_usd) as amount from cancelled where previous in ('claimed', 'running') and reserved_usd > 0 group by claimed_by) x
+      where a.id = x.claimed_by
+    ),
+    cut_short as (
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms)
+      select id, dag_id, attempts, fence, claimed_by, 'cancelled', 'cancelled', 'cancelled while held by an agent', claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int
+      from cancelled where previous = any(${textArray(LEASED_STATES)})
+      on conflict (task_id, fence) do update set outcome = 'cancelled', error_class = 'cancelled',
+        error_message = 'cancelled while its output was being validated', ended_at = excluded.ended_at
+    )
+    select id, dag_id as "dagId", key, previous from cancelled`);
+}
+
+export function taskNonTerminalIdsForDag(db: Db, dagId: string) {
+  return db.select({ id: tasks.id }).from(tasks)
+    .where(and(eq(tasks.dagId, dagId), inArray(tasks.status, [...fromStates('cancel')])));
+}

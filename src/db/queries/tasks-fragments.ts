@@ -1,0 +1,45 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { LEASE_DEFAULTS } from '../../config/index.js';
+import { READY_CHANNEL } from './run.js';
+
+/** SQL fragments the task statements share: the READY hint, an attempt's spend and its settlement, the heartbeat lease. */
+
+/** Statement fragment: NOTIFY once if the CTE `source(status)` holds a READY row. */
+export function notifyIfReady(source: SQL): SQL {
+  return sql`(select count(*) from (select pg_notify(${READY_CHANNEL}, '') from (select 1 from ${source} where status = 'ready' limit 1) x) n)`;
+}
+
+/** What an attempt reported spending: recorded on its attempts row and charged, however it ended. */
+export interface SpentSoFar { costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null }
+
+/** The spend as typed SQL values: Postgres would otherwise infer `$n > 0` as integer and refuse a fractional cost. */
+export function spentSql(s: SpentSoFar): { cost: SQL; tokensIn: SQL; tokensOut: SQL } {
+  return { cost: sql`${s.costUsd ?? 0}::numeric`, tokensIn: sql`${s.tokensIn ?? 0}::bigint`, tokensOut: sql`${s.tokensOut ?? 0}::bigint` };
+}
+
+/**
+ * CTEs `dag_spend` and `agent_spend`: settle the attempt the CTE `source` ended.
+ * Charge `cost` to its DAG and its agent, and release the budget its claim reserved:
+ * `release`, by default the row's `reserved_usd`.
+ */
+export function spendChargeCtes(source: string, cost: SQL, release?: SQL): SQL {
+  const s = sql.raw(source);
+  const r = release ?? sql`${s}.reserved_usd`;
+  return sql`
+    dag_spend as (
+      update dags g set spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - ${r})
+      from ${s} where g.id = ${s}.dag_id and (${cost} > 0 or ${r} > 0)
+    ),
+    agent_spend as (
+      update agents a set spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - ${r})
+      from ${s} where a.id = ${s}.claimed_by and (${cost} > 0 or ${r} > 0)
+    )`;
+}
+
+/**
+ * The heartbeat lease: the caller's, else three of the task's heartbeat_sec,
+ * else LEASE_DEFAULTS.heartbeatLeaseSec. Computed in SQL, from the row.
+ */
+export function leaseSql(leaseSec: number | undefined): SQL {
+  return sql`make_interval(secs => coalesce(${leaseSec ?? null}::float8, heartbeat_sec * ${LEASE_DEFAULTS.beatsPerLease}, ${LEASE_DEFAULTS.heartbeatLeaseSec}))`;
+}

@@ -1,0 +1,145 @@
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { tasks } from '../schema/index.js';
+import { fromStates, type TaskState } from '../../model/state-machine.js';
+import { effectivePriorityOnReadySql } from '../../model/priority.js';
+import { dateOf, rowsOf, textArray } from './run.js';
+import { leaseSql, notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
+
+/**
+ * The guarded transitions of an attempt, each one statement that checks id, fence
+ * and the expected old state: start, lease extension, failure (then retry or dead
+ * letter) and release. Completion is tasks-complete.ts; VALIDATING is tasks-validate.ts.
+ */
+
+/** Returns the new lease expiry, or null if the guard (id, fence, state) did not match. */
+export async function taskStartMark(db: Db, id: string, fence: number, leaseSec?: number): Promise<Date | null> {
+  const [r] = await rowsOf<{ lease: string }>(db, sql`
+    update tasks set status = 'running', started_at = now(), heartbeat_at = now(),
+      lease_expires_at = now() + ${leaseSql(leaseSec)}, updated_at = now()
+    where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('start'))})
+    returning lease_expires_at as lease`);
+  return dateOf(r?.lease);
+}
+
+/** Extend a held task's lease and record progress. Returns the new lease expiry, or null if the guard did not match. */
+export async function taskLeaseExtend(
+  db: Db, id: string, fence: number, leaseSec: number | undefined, progress?: number, message?: string,
+): Promise<Date | null> {
+  const [r] = await rowsOf<{ lease: string }>(db, sql`
+    update tasks set heartbeat_at = now(), lease_expires_at = now() + ${leaseSql(leaseSec)},
+      progress = coalesce(${progress ?? null}::real, progress), progress_message = coalesce(${message ?? null}::text, progress_message)
+    where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('heartbeat'))})
+    returning lease_expires_at as lease`);
+  return dateOf(r?.lease);
+}
+
+export interface FailureInput {
+  id: string;
+  fence: number;
+  errorClass: string;
+  message: string;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  model?: string | null;
+  details?: Record<string, unknown>;
+  /**
+   * Reaper only: re-check inside the UPDATE that the lease is still expired (or the
+   * run still over its max duration), so a heartbeat or completion that just landed wins.
+   */
+  reapCondition?: 'lease_expired' | 'over_max_duration';
+}
+
+export interface FailedRow {
+  id: string;
+  dagId: string;
+  key: string;
+  type: string;
+  attempts: number;
+  maxAttempts: number;
+  retryPolicy: Record<string, unknown>;
+  agentId: string | null;
+  attemptsResetFence: number;
+  costUsd: number;
+}
+
+/** leased → failed, recording the attempt. Null if the guard did not match. */
+export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow | null> {
+  const { cost, tokensIn, tokensOut } = spentSql(f);
+  const [r] = await rowsOf<FailedRow>(db, sql`
+    with failed as (
+      update tasks t set status = 'failed', lease_expires_at = null, last_error = ${f.message}, updated_at = now(),
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
+      where t.id = ${f.id} and t.fence = ${f.fence} and t.status = any(${textArray(fromStates('fail'))})
+        ${f.reapCondition === 'lease_expired' ? sql`and t.lease_expires_at < now()` : sql``}
+        ${f.reapCondition === 'over_max_duration' ? sql`and t.started_at + make_interval(secs => t.max_duration_sec) < now()` : sql``}
+      returning t.*
+    ),
+    recorded as (
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at,
+                            duration_ms, cost_usd, tokens_in, tokens_out, model, details)
+      select id, dag_id, attempts, fence, claimed_by, 'failed', ${f.errorClass}, ${f.message}, claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut},
+             ${f.model ?? null}, ${f.details ? JSON.stringify(f.details) : null}::jsonb
+      from failed
+      -- A VALIDATING task's attempt was recorded when its output was submitted: the negative verdict finishes it.
+      on conflict (task_id, fence) do update set outcome = 'failed', error_class = excluded.error_class, error_message = excluded.error_message,
+        ended_at = excluded.ended_at, cost_usd = attempts.cost_usd + excluded.cost_usd, tokens_in = attempts.tokens_in + excluded.tokens_in,
+        tokens_out = attempts.tokens_out + excluded.tokens_out, model = coalesce(excluded.model, attempts.model),
+        details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)
+    ),
+    ${spendChargeCtes('failed', cost)}
+    select id, dag_id as "dagId", key, type, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
+           claimed_by as "agentId", attempts_reset_fence as "attemptsResetFence", cost_usd::float8 as "costUsd"
+    from failed`);
+  return r ?? null;
+}
+
+/** failed → retrying (run_at = now + delay), or straight to ready when the delay is zero. */
+export async function taskRetrySchedule(db: Db, id: string, delaySec: number): Promise<{ status: TaskState; runAt: Date } | null> {
+  const [r] = await rowsOf<{ status: TaskState; run_at: string }>(db, sql`
+    with scheduled as (
+      update tasks set
+        status = case when ${delaySec}::float8 <= 0 then 'ready' else 'retrying' end,
+        run_at = now() + make_interval(secs => ${delaySec}::float8),
+        ready_at = case when ${delaySec}::float8 <= 0 then now() else ready_at end,
+        ${effectivePriorityOnReadySql()},
+        updated_at = now()
+      where id = ${id} and status = any(${textArray(fromStates('scheduleRetry'))})
+      returning status, run_at
+    )
+    select status, run_at, ${notifyIfReady(sql`scheduled`)} as notified from scheduled`);
+  return r ? { status: r.status, runAt: dateOf(r.run_at)! } : null;
+}
+
+export async function taskDeadLetterMark(db: Db, id: string): Promise<boolean> {
+  const r = await db.update(tasks).set({ status: 'dead_lettered', updatedAt: sql`now()` })
+    .where(and(eq(tasks.id, id), inArray(tasks.status, [...fromStates('deadLetter')]))).returning({ id: tasks.id });
+  return r.length > 0;
+}
+
+/** Give a leased task back without consuming an attempt (graceful shutdown); the cost it reported is still charged. */
+export async function taskReleaseMark(
+  db: Db, id: string, fence: number, reason: string, spent: SpentSoFar = {},
+): Promise<{ dagId: string; agentId: string | null } | null> {
+  const { cost, tokensIn, tokensOut } = spentSql(spent);
+  const [r] = await rowsOf<{ dagId: string; agentId: string | null }>(db, sql`
+    with released as (
+      update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now(),
+        ${effectivePriorityOnReadySql()},
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
+      where t.id = ${id} and t.fence = ${fence} and t.status = any(${textArray(fromStates('release'))})
+      returning t.*
+    ),
+    recorded as (
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_message, started_at, ended_at, duration_ms,
+                            cost_usd, tokens_in, tokens_out, model)
+      select id, dag_id, attempts + 1, fence, claimed_by, 'released', ${reason}, claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${spent.model ?? null}
+      from released
+    ),
+    ${spendChargeCtes('released', cost)}
+    select dag_id as "dagId", claimed_by as "agentId", ${notifyIfReady(sql`released`)} as notified from released`);
+  return r ?? null;
+}

@@ -1,0 +1,58 @@
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { tasks } from '../schema/index.js';
+import { rowsOf } from './run.js';
+
+/** Reads of tasks: one task, a DAG's tasks, filtered lists, queue counts for metrics, the holder check, the live stream's states. */
+
+export type TaskRow = typeof tasks.$inferSelect;
+
+export async function taskGet(db: Db, id: string): Promise<TaskRow | undefined> {
+  const [row] = await db.select().from(tasks).where(eq(tasks.id, id));
+  return row;
+}
+
+export function taskListForDag(db: Db, dagId: string) {
+  return db.select().from(tasks).where(eq(tasks.dagId, dagId)).orderBy(asc(tasks.createdAt), asc(tasks.key));
+}
+
+export function taskList(db: Db, filter: { dagId?: string; status?: string; limit?: number }) {
+  const where = and(filter.dagId ? eq(tasks.dagId, filter.dagId) : undefined, filter.status ? eq(tasks.status, filter.status) : undefined);
+  return db.select().from(tasks).where(where).orderBy(asc(tasks.effectivePriority), asc(tasks.createdAt)).limit(filter.limit ?? 1000);
+}
+
+/** Outputs of the named tasks of a DAG (what a task's context refs point at). */
+export function taskOutputsByKeys(db: Db, dagId: string, keys: string[]) {
+  return db.select({ key: tasks.key, output: tasks.output }).from(tasks).where(and(eq(tasks.dagId, dagId), inArray(tasks.key, keys)));
+}
+
+export interface StatusCount { status: string; tier: string; n: number }
+
+/** Counts by status and priority tier (urgent < 25 ≤ high < 50 ≤ normal < 75 ≤ background). */
+export function taskCountsByStatusTier(db: Db): Promise<StatusCount[]> {
+  return rowsOf<StatusCount>(db, sql`
+    select status,
+      case when priority < 25 then 'urgent' when priority < 50 then 'high' when priority < 75 then 'normal' else 'background' end as tier,
+      count(*)::int as n
+    from tasks group by 1, 2 order by 1, 2`);
+}
+
+export async function taskOldestReadyAgeSec(db: Db): Promise<number | null> {
+  const [r] = await rowsOf<{ age: number | null }>(db, sql`
+    select extract(epoch from now() - min(ready_at))::float8 as age from tasks where status = 'ready'`);
+  return r?.age ?? null;
+}
+
+/** Who holds a task and with which fence: the HTTP API checks an agent token against it. */
+export async function taskHolderGet(db: Db, id: string): Promise<{ claimedBy: string | null; fence: number; status: string } | undefined> {
+  const [r] = await db.select({ claimedBy: tasks.claimedBy, fence: tasks.fence, status: tasks.status }).from(tasks).where(eq(tasks.id, id));
+  return r;
+}
+
+/** Every task's state in one DAG, small columns only: what the live stream diffs. */
+export function taskStatesForDag(db: Db, dagId: string) {
+  return db.select({
+    id: tasks.id, key: tasks.key, status: tasks.status, attempts: tasks.attempts, claimedBy: tasks.claimedBy,
+    progress: tasks.progress, parentId: tasks.parentId,
+  }).from(tasks).where(eq(tasks.dagId, dagId));
+}
