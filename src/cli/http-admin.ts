@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, type TokenRole } from '../engine/tokens.js';
 import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../engine/webhooks.js';
 import { withDatabase, type CommandContext } from './context.js';
-import { openApiDocumentBuild } from '../http/routes/openapi.js';
+import { openApiDocumentBuild } from '../http/server.js';
 import { Output, ago } from './output.js';
 
 /** `dagent tokens …` and `dagent webhooks …`: the HTTP API's credentials and the notification subscriptions. */

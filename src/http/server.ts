@@ -3,13 +3,10 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { DagentError, DagValidationError } from '../errors.js';
 import { tokenTouch, tokenVerify } from '../engine/tokens.js';
-import { dashboardRoutes } from './routes/dashboard.js';
-import { humanRoutes } from './routes/humans.js';
-import { agentRoutes } from './routes/agents.js';
-import { streamRoutes } from './routes/stream.js';
-import { metricsRoutes } from './routes/metrics.js';
-import { openApiRoutes } from './routes/openapi.js';
+import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
+import { openApiDocument } from './openapi.js';
+import type { HttpDeps } from './deps.js';
 import { MetricsCollector } from '../observability/metrics.js';
 
 export interface HttpOptions {
@@ -119,14 +116,10 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   };
 }
 
-/** Every route, on any Fastify instance (the server's, or a bare one to generate the OpenAPI document). */
-export function routesRegister(app: FastifyInstance, deps: HttpDeps): void {
-  humanRoutes(app, deps);
-  agentRoutes(app, deps);
-  streamRoutes(app, deps);
-  metricsRoutes(app, deps);
-  openApiRoutes(app);
-  dashboardRoutes(app);
+/** The OpenAPI document without a running server: the routes are registered on a bare instance (handlers never run). */
+export async function openApiDocumentBuild(): Promise<Record<string, unknown>> {
+  const app = Fastify();
+  routesRegister(app, {} as HttpDeps);
+  await app.close();
+  return openApiDocument();
 }
-
-export type HttpDeps = { db: Db; log: Logger; hub: EventHub; metrics: MetricsCollector; maxQueued?: number };

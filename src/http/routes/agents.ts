@@ -9,7 +9,7 @@ import type { Principal } from '../../engine/tokens.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
 import { ForbiddenError } from '../../errors.js';
 import { route } from '../route.js';
-import type { HttpDeps } from '../server.js';
+import type { HttpDeps } from '../deps.js';
 
 const fence = z.number().int().min(0).describe('the fencing token the claim returned');
 const spend = {

@@ -10,7 +10,7 @@ import { dagSubmitOrSchedule } from '../../engine/intake.js';
 import { priorityOverride } from '../../engine/scheduling.js';
 import { InvalidInputError } from '../../errors.js';
 import { route } from '../route.js';
-import type { HttpDeps } from '../server.js';
+import type { HttpDeps } from '../deps.js';
 import type { Principal } from '../../engine/tokens.js';
 import path from 'node:path';
 

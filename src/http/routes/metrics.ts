@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { route } from '../route.js';
-import type { HttpDeps } from '../server.js';
+import type { HttpDeps } from '../deps.js';
 
 export function metricsRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { route } from '../route.js';
-import type { HttpDeps } from '../server.js';
+import type { HttpDeps } from '../deps.js';
 
 /** Comment lines keep idle proxies (and the browser) from closing a quiet stream. */
 export const STREAM_KEEPALIVE_MS = 15_000;

@@ -1,0 +1,14 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import type { MetricsCollector } from '../observability/metrics.js';
+import type { EventHub } from './event-hub.js';
+
+/** What every route module is given: the database, the logger, the event stream's hub, the metrics registry and the server's settings. */
+export interface HttpDeps {
+  db: Db;
+  log: Logger;
+  hub: EventHub;
+  metrics: MetricsCollector;
+  /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). */
+  maxQueued?: number;
+}

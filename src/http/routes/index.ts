@@ -1,0 +1,26 @@
+import type { FastifyInstance } from 'fastify';
+import type { HttpDeps } from '../deps.js';
+import { agentRoutes } from './agents.js';
+import { dashboardRoutes } from './dashboard.js';
+import { humanRoutes } from './humans.js';
+import { metricsRoutes } from './metrics.js';
+import { openApiRoutes } from './openapi.js';
+import { streamRoutes } from './stream.js';
+
+/**
+ * Every route module, registered on any Fastify instance (the server's, or a bare
+ * one to generate the OpenAPI document). A new group of routes is one file in this
+ * folder and one line here.
+ */
+const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
+  humanRoutes,
+  agentRoutes,
+  streamRoutes,
+  metricsRoutes,
+  openApiRoutes,
+  dashboardRoutes,
+];
+
+export function routesRegister(app: FastifyInstance, deps: HttpDeps): void {
+  for (const register of ROUTE_MODULES) register(app, deps);
+}
