@@ -25,7 +25,7 @@ export type { SubtaskSpec } from './dag/subtask-spec.js';
 export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/define-agent.js';
 export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
 export { ReadyListener } from './runtime/ready-listener.js';
-export { TaskError, RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';
+export { RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';
 export { taskOutputSettle, type OutputOutcome } from './engine/output-settle.js';
 export { VALIDATION_TASK_DEFAULTS } from './engine/validation-task.js';
 export { verdictSchema, judgeAnswerSchema, verdictParse, type Verdict, type StepVerdict } from './validation/verdict.js';

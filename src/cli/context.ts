@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { configFromEnv } from '../config/index.js';
+import { CONFIG_DEFAULTS, LOG_LEVELS, configFromEnv } from '../config/index.js';
 import { databaseOpen, type Database } from '../db/connection.js';
 import { loggerCreate } from '../observability/logger.js';
 import type { Io } from './output.js';
@@ -11,13 +11,11 @@ export interface CommandContext {
 }
 
 /** One-shot commands log warnings only unless DAGENT_LOG_LEVEL says otherwise. */
-export function commandContext(io: Io, defaultLevel = 'warn'): CommandContext {
+export function commandContext(io: Io, defaultLevel: string = CONFIG_DEFAULTS.commandLogLevel): CommandContext {
   const level = io.env.DAGENT_LOG_LEVEL ?? defaultLevel;
-  if (!LOG_LEVELS.includes(level)) throw new InvalidInputError(`DAGENT_LOG_LEVEL=${level}: expected one of ${LOG_LEVELS.join(', ')}`);
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new InvalidInputError(`DAGENT_LOG_LEVEL=${level}: expected one of ${LOG_LEVELS.join(', ')}`);
   return { io, log: loggerCreate(level) };
 }
-
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Open the database (DATABASE_URL, else the embedded server in DAGENT_DATA_DIR or .dagent), run, close. */
 export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => Promise<T>): Promise<T> {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { configFromEnv } from '../config/index.js';
+import { CONFIG_DEFAULTS, configFromEnv } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { maintenanceServices } from '../maintenance/index.js';
 import { agentModuleLoad } from '../runtime/agent-load.js';
@@ -19,8 +19,8 @@ export function upCommand(program: Command, ctx: CommandContext): void {
     .command('up')
     .description('run the maintenance loops (reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner) and any configured agents until SIGINT/SIGTERM')
     .option('-a, --agent <file[:concurrency]>', 'also run this agent module (repeatable; adds to DAGENT_AGENTS)', (v: string, prev: string[]) => [...prev, v], [])
-    .option('--port <n>', 'HTTP API and dashboard port (DAGENT_HTTP_PORT; default 7070; 0 picks a free one)')
-    .option('--host <addr>', 'address to bind (DAGENT_HTTP_HOST; default 127.0.0.1: this machine only)')
+    .option('--port <n>', `HTTP API and dashboard port (DAGENT_HTTP_PORT; default ${CONFIG_DEFAULTS.httpPort}; 0 picks a free one)`)
+    .option('--host <addr>', `address to bind (DAGENT_HTTP_HOST; default ${CONFIG_DEFAULTS.httpHost}: this machine only)`)
     .option('--no-http', 'do not serve the HTTP API, dashboard and metrics')
     .option('--metrics-public', 'serve /metrics without a token')
     .action(async (opts: { agent: string[]; port?: string; host?: string; http: boolean; metricsPublic?: boolean }) => {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { DagentError } from '../errors.js';
+import { DagNotCompletedError } from '../errors.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
 import { DagProgress, dagProgressFollow } from './progress.js';
@@ -17,7 +17,7 @@ export function watchCommand(program: Command, ctx: CommandContext): void {
       await withDatabase(ctx, async (d) => {
         const s = await dagProgressFollow(new DagProgress(d.db, dagId, (line) => ctx.io.stdout(`${line}\n`)), opts.intervalMs);
         if (s.dag.status !== 'completed') {
-          throw new DagentError('DAG_NOT_COMPLETED', `DAG ${dagId} is ${s.dag.status}${s.dag.blockedReason ? `: ${s.dag.blockedReason}` : ''}`, { dagId, status: s.dag.status });
+          throw new DagNotCompletedError(dagId, s.dag.status, s.dag.blockedReason);
         }
         ctx.io.stdout(`DAG ${dagId} completed\n`);
       });

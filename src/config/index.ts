@@ -1,22 +1,43 @@
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
 
-/** Process configuration, read from the environment. Every option documents its default. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** What a process uses when the environment says nothing. Each default is defined here once. */
+export const CONFIG_DEFAULTS = {
+  /** Where the embedded server keeps its data (DAGENT_DATA_DIR), relative to the working directory. */
+  dataDir: '.dagent',
+  /** Log level (DAGENT_LOG_LEVEL) of long-running processes and of loggers an embedding program does not pass in. */
+  logLevel: 'info',
+  /** Log level of one-shot CLI commands: warnings only, so their output stays readable. */
+  commandLogLevel: 'warn',
+  /** The HTTP API's port for `dagent up` (DAGENT_HTTP_PORT). */
+  httpPort: 7070,
+  /** The HTTP API's bind address (DAGENT_HTTP_HOST): this machine only. */
+  httpHost: '127.0.0.1',
+} as const satisfies { logLevel: LogLevel; commandLogLevel: LogLevel } & Record<string, unknown>;
+
+/** Sizes dagent refuses beyond, each with a clear error. */
+export const LIMITS = {
+  /** Largest DAG file, and so the largest HTTP request body (a DAG posted as YAML or JSON): 1 MiB. */
+  dagFileBytes: 1024 * 1024,
+  /** Largest schema file a json-schema validation step may name: 1 MiB. */
+  schemaFileBytes: 1024 * 1024,
+} as const;
+
+/** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */
 export const configSchema = z.object({
   /** Postgres URL. Default: unset, which starts (or joins) the embedded server in `dataDir`. */
   databaseUrl: z.string().url().optional(),
-  /** Where the embedded server keeps its data. Default `.dagent` in the working directory. */
-  dataDir: z.string().min(1).default('.dagent'),
-  /** pino level. Default `info`. */
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  dataDir: z.string().min(1).default(CONFIG_DEFAULTS.dataDir),
+  logLevel: z.enum(LOG_LEVELS).default(CONFIG_DEFAULTS.logLevel),
   /** Agent modules `dagent up` runs, from DAGENT_AGENTS (comma-separated; `file:concurrency` allowed). Default none. */
   agents: z.array(z.string().regex(/^[^:]+(:\d+)?$/, { error: 'expected file or file:concurrency' })).default([]),
   /** Backpressure: submissions are refused while READY + PENDING tasks number this many or more. Default: no limit. */
   maxQueued: z.coerce.number().int().min(1).optional(),
-  /** The HTTP API's port for `dagent up`. Default 7070. */
-  httpPort: z.coerce.number().int().min(0).max(65535).default(7070),
-  /** The HTTP API's bind address. Default 127.0.0.1 (this machine only). */
-  httpHost: z.string().min(1).default('127.0.0.1'),
+  httpPort: z.coerce.number().int().min(0).max(65535).default(CONFIG_DEFAULTS.httpPort),
+  httpHost: z.string().min(1).default(CONFIG_DEFAULTS.httpHost),
 });
 export type Config = z.infer<typeof configSchema>;
 

@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument, visit, type Document } from 'yaml';
 import type { z } from 'zod';
+import { LIMITS } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
 import { dagFileSchema, objectKeysAt, type DagFile } from './file-schema.js';
 import { pathFormat, positionOf, type Path } from './locate.js';
@@ -12,7 +13,7 @@ import { closestMatch, didYouMean } from './suggest.js';
 import type { DagSpec } from './spec.js';
 import { validationResolve, type ValidationStep } from '../validation/steps/index.js';
 
-export const MAX_FILE_BYTES = 1024 * 1024;
+const MAX_FILE_BYTES = LIMITS.dagFileBytes;
 
 export interface LoadOptions {
   /** --param values, as given on the command line. */

@@ -4,7 +4,7 @@ import { deadLetterResolveForTasks } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskCancelCascade, taskNonTerminalIdsForDag, type CancelledRow } from '../db/queries/tasks-cancel.js';
 import { taskGet } from '../db/queries/tasks-read.js';
-import { DagentError, IllegalTransitionError, NotFoundError } from '../errors.js';
+import { DagStateError, IllegalTransitionError, NotFoundError } from '../errors.js';
 import { TRANSITIONS } from '../model/state-machine.js';
 
 /** Cancel one task and everything downstream that can no longer run. Returns the cancelled tasks. */
@@ -31,7 +31,7 @@ export async function dagCancel(db: Db, dagId: string, by = 'human', note?: stri
     const ids = (await taskNonTerminalIdsForDag(tx, dagId)).map((r) => r.id);
     const cancelled = ids.length ? await taskCancelCascade(tx, ids) : [];
     if (!(await dagMarkCancelled(tx, dagId))) {
-      throw new DagentError('ILLEGAL_TRANSITION', `DAG ${dagId} is ${dag.status}: only running or blocked DAGs can be cancelled`, { dagId, status: dag.status });
+      throw new DagStateError(dagId, dag.status, 'only running or blocked DAGs can be cancelled');
     }
     await cancelledSettle(tx, cancelled, by, note);
     await eventInsertMany(tx, [{ type: 'dag.cancelled', dagId, data: { by, note: note ?? null, tasks: cancelled.length } }]);

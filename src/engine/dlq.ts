@@ -9,14 +9,8 @@ import { taskCancelCascade } from '../db/queries/tasks-cancel.js';
 import { taskDeadLetterEdit, taskDeadLetterRetry, type TaskEdit } from '../db/queries/tasks-dead-letter.js';
 import { taskGet, type TaskRow } from '../db/queries/tasks-read.js';
 import { capabilitySchema } from '../dag/file-schema.js';
-import { DagentError, InvalidInputError, NotFoundError } from '../errors.js';
+import { DeadLetterResolvedError, InvalidInputError, NotFoundError } from '../errors.js';
 import { cancelledSettle } from './cancel.js';
-
-export class DeadLetterResolvedError extends DagentError {
-  constructor(entry: DeadLetterRow) {
-    super('DLQ_RESOLVED', `dead letter ${entry.id} was already resolved (${entry.resolution} at ${entry.resolvedAt?.toISOString()})`, { id: entry.id });
-  }
-}
 
 export interface DlqFilter { all?: boolean; dagId?: string; limit?: number }
 
@@ -77,7 +71,7 @@ export async function dlqEditRetry(db: Db, id: string, edit: TaskEditInput, opts
   return withTx(db, async (tx) => {
     const entry = await openEntry(tx, id);
     const before = (await taskGet(tx, entry.taskId))!;
-    if (!(await taskDeadLetterEdit(tx, entry.taskId, change))) throw new DeadLetterResolvedError(entry);
+    if (!(await taskDeadLetterEdit(tx, entry.taskId, change))) throw new DeadLetterResolvedError(entry.id, entry.resolution, entry.resolvedAt);
     const previous = {
       title: before.title, spec: before.spec, requires: before.requiredCapabilities, priority: before.priority,
       max_attempts: before.maxAttempts, max_cost_usd: before.maxCostUsd,
@@ -129,6 +123,6 @@ async function cancelInTx(tx: Db, id: string, opts: Resolution): Promise<DeadLet
 async function openEntry(tx: Db, id: string): Promise<DeadLetterRow> {
   const entry = await deadLetterGet(tx, id);
   if (!entry) throw new NotFoundError('dead letter', id);
-  if (entry.resolution) throw new DeadLetterResolvedError(entry);
+  if (entry.resolution) throw new DeadLetterResolvedError(entry.id, entry.resolution, entry.resolvedAt);
   return entry;
 }

@@ -1,6 +1,6 @@
 import type { Db } from '../db/connection.js';
 import { taskGet } from '../db/queries/tasks-read.js';
-import { DagentError, LeaseLostError, NotFoundError } from '../errors.js';
+import { LeaseLostError, NotFoundError, TransitionRacedError } from '../errors.js';
 import { LEASED_STATES, assertTransition, type TaskState, type Transition } from '../model/state-machine.js';
 
 /** A task as its holder names it: its id and the fencing token its claim returned. */
@@ -18,5 +18,5 @@ export async function guardExplain(db: Db, taskId: string, fence: number, transi
   }
   assertTransition(taskId, transition, task.status);
   // State and token match now, so the row changed between the UPDATE and this read (a reaper's expiry re-check lost to a heartbeat).
-  throw new DagentError('TRANSITION_RACED', `task ${taskId}: ${transition} refused: the task changed meanwhile (now ${task.status})`, { taskId, transition });
+  throw new TransitionRacedError(taskId, transition, task.status);
 }

@@ -1,15 +1,18 @@
 import { z } from 'zod';
+import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { routeRegistry } from './route.js';
 
-const ERROR_RESPONSES = {
-  400: 'malformed body or query, or invalid input (the message names the field)',
-  401: 'no token, or an invalid or revoked one',
-  403: 'the token\'s role or agent may not do this',
-  404: 'no such resource',
-  409: 'stale fencing token, or a state that does not allow this',
-  413: 'body larger than the limit',
-  429: 'queue full (backpressure); see Retry-After',
-};
+/** Each HTTP status an error can have, with the codes that give it and what they mean (from ERROR_CODES). */
+const ERROR_RESPONSES: Record<string, string> = {};
+for (const [code, def] of Object.entries(ERROR_CODES) as Array<[ErrorCode, (typeof ERROR_CODES)[ErrorCode]]>) {
+  if (def.status === null) continue;
+  const line = `- \`${code}\`: ${def.description}`;
+  ERROR_RESPONSES[def.status] = ERROR_RESPONSES[def.status] ? `${ERROR_RESPONSES[def.status]}\n${line}` : line;
+}
+/** Statuses only a request with a body can get. */
+const BODY_STATUSES = [String(ERROR_CODES.BODY_TOO_LARGE.status), String(ERROR_CODES.UNSUPPORTED_MEDIA_TYPE.status)];
+/** Statuses only a route that needs a token can get. */
+const TOKEN_STATUSES = [String(ERROR_CODES.UNAUTHORIZED.status), String(ERROR_CODES.FORBIDDEN.status)];
 
 /** OpenAPI 3.1 from the registered routes and their zod schemas (z.toJSONSchema). */
 export function openApiDocument(): Record<string, unknown> {
@@ -30,7 +33,7 @@ export function openApiDocument(): Record<string, unknown> {
       responses: {
         200: { description: r.responds ?? 'success' },
         ...Object.fromEntries(Object.entries(ERROR_RESPONSES)
-          .filter(([code]) => (r.access !== 'public' || !['401', '403'].includes(code)) && (r.body || !['413'].includes(code)))
+          .filter(([status]) => (r.access !== 'public' || !TOKEN_STATUSES.includes(status)) && (r.body || !BODY_STATUSES.includes(status)))
           .map(([code, description]) => [code, { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }])),
       },
     };
@@ -47,7 +50,18 @@ export function openApiDocument(): Record<string, unknown> {
     info: { title: 'dagent HTTP API', version: '0.1.0', description: 'See docs/http-api.md. Errors are {error: {code, message, ...}}.' },
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'dagent tokens create --role admin|agent [--agent ID]' } },
-      schemas: { Error: { type: 'object', properties: { error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' } }, required: ['code', 'message'] } } } },
+      schemas: {
+        Error: {
+          type: 'object',
+          properties: {
+            error: {
+              type: 'object',
+              properties: { code: { type: 'string', enum: Object.keys(ERROR_CODES).filter((c) => ERROR_CODES[c as ErrorCode].status !== null) }, message: { type: 'string' } },
+              required: ['code', 'message'],
+            },
+          },
+        },
+      },
     },
     paths,
   };

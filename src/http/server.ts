@@ -1,7 +1,11 @@
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
 import type { Db } from '../db/connection.js';
-import { DagentError, DagValidationError } from '../errors.js';
+import {
+  BadRequestError, BodyTooLargeError, DagentError, DagValidationError, ERROR_CODES, ForbiddenError, InternalError, NotFoundError,
+  UnauthorizedError, UnsupportedMediaTypeError,
+} from '../errors.js';
 import { tokenTouch, tokenVerify } from '../engine/tokens.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
@@ -16,7 +20,7 @@ export interface HttpOptions {
   log: Logger;
   /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). Default: none. */
   maxQueued?: number;
-  /** Largest request body accepted; bigger ones get 413. Default 1 MiB (the DAG file limit). */
+  /** Largest request body accepted; bigger ones get 413. Default LIMITS.dagFileBytes (a DAG file's worth). */
   bodyLimitBytes?: number;
   /** Serve /metrics without a token (for a scraper on a trusted network). Default false: an admin token is needed. */
   metricsPublic?: boolean;
@@ -24,13 +28,6 @@ export interface HttpOptions {
   streamPollMs?: number;
 }
 
-export const HTTP_DEFAULTS = { port: 7070, host: '127.0.0.1', bodyLimitBytes: 1024 * 1024 } as const;
-
-/** Statuses for the engine's error codes; anything else is a 500. */
-const STATUS_BY_CODE: Record<string, number> = {
-  INVALID_INPUT: 400, DAG_INVALID: 400, CYCLE: 400, UNAUTHORIZED: 401, FORBIDDEN: 403, NOT_FOUND: 404,
-  LEASE_LOST: 409, ILLEGAL_TRANSITION: 409, TRANSITION_RACED: 409, CONFLICT: 409, DLQ_RESOLVED: 409, BUDGET_EXCEEDED: 409, BACKPRESSURE: 429,
-};
 
 export interface HttpServer {
   app: FastifyInstance;
@@ -43,7 +40,7 @@ export interface HttpServer {
 /** The HTTP API, event stream, metrics and dashboard on one Fastify instance. */
 export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   const log = o.log.child({ component: 'http' });
-  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: o.bodyLimitBytes ?? HTTP_DEFAULTS.bodyLimitBytes });
+  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: o.bodyLimitBytes ?? LIMITS.dagFileBytes });
   const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs });
   const metrics = new MetricsCollector(o.db);
 
@@ -58,9 +55,9 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     const principal = token ? await tokenVerify(o.db, token) : null;
     if (!principal) {
       reply.header('www-authenticate', 'Bearer realm="dagent"');
-      throw new DagentError('UNAUTHORIZED', token ? 'invalid or revoked token' : 'missing bearer token (Authorization: Bearer <token>; create one with `dagent tokens create`)');
+      throw new UnauthorizedError(token ? 'invalid or revoked token' : 'missing bearer token (Authorization: Bearer <token>; create one with `dagent tokens create`)');
     }
-    if (access === 'admin' && principal.role !== 'admin') throw new DagentError('FORBIDDEN', `this needs an admin token; token ${principal.tokenId} is an agent token`);
+    if (access === 'admin' && principal.role !== 'admin') throw new ForbiddenError(`this needs an admin token; token ${principal.tokenId} is an agent token`);
     req.principal = principal;
   });
 
@@ -75,26 +72,16 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   });
 
   app.setErrorHandler((err: FastifyError | DagentError | Error, req, reply) => {
-    if (err instanceof DagentError) {
-      const status = STATUS_BY_CODE[err.code] ?? 500;
-      if (err.code === 'BACKPRESSURE') reply.header('retry-after', String(err.details.retryAfterSec));
-      const body: Record<string, unknown> = { code: err.code, message: err.message, ...err.details };
-      if (err instanceof DagValidationError) body.problems = err.problems;
-      return reply.status(status).send({ error: body });
-    }
-    const fe = err as FastifyError;
-    if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reply.status(413).send({ error: { code: 'BODY_TOO_LARGE', message: `request body is larger than ${o.bodyLimitBytes ?? HTTP_DEFAULTS.bodyLimitBytes} bytes` } });
-    }
-    if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
-      const code = fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' ? 'UNSUPPORTED_MEDIA_TYPE' : 'BAD_REQUEST';
-      return reply.status(fe.statusCode).send({ error: { code, message: `${fe.message}` } });
-    }
-    req.log.error({ err, url: req.url }, 'request failed');
-    return reply.status(500).send({ error: { code: 'INTERNAL', message: 'internal error (logged on the server)' } });
+    const { error, status } = httpErrorOf(err, o.bodyLimitBytes ?? LIMITS.dagFileBytes);
+    if (error instanceof InternalError) req.log.error({ err, url: req.url }, 'request failed');
+    if (error.code === 'BACKPRESSURE') reply.header('retry-after', String(error.details.retryAfterSec));
+    return reply.status(status).send(errorBody(error));
   });
 
-  app.setNotFoundHandler((req, reply) => reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` } }));
+  app.setNotFoundHandler((req, reply) => {
+    const error = new NotFoundError('route', `${req.method} ${req.url.split('?')[0]}`);
+    return reply.status(ERROR_CODES.NOT_FOUND.status).send(errorBody(error));
+  });
 
   routesRegister(app, { db: o.db, log, hub, metrics, maxQueued: o.maxQueued });
   await app.ready();
@@ -102,7 +89,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   return {
     app,
     hub,
-    async listen(port = HTTP_DEFAULTS.port, host = HTTP_DEFAULTS.host) {
+    async listen(port = CONFIG_DEFAULTS.httpPort, host = CONFIG_DEFAULTS.httpHost) {
       await app.listen({ port, host });
       const addr = app.server.address();
       const bound = typeof addr === 'object' && addr ? addr.port : port;
@@ -114,6 +101,28 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
       await app.close();
     },
   };
+}
+
+/**
+ * What an error becomes on the wire: dagent's own errors keep their code (status
+ * from ERROR_CODES); Fastify's refusals of a request it cannot read take the API's
+ * codes; anything else is INTERNAL, a 500 whose cause stays in the server's log.
+ */
+function httpErrorOf(err: unknown, bodyLimitBytes: number): { error: DagentError; status: number } {
+  if (err instanceof DagentError) return { error: err, status: ERROR_CODES[err.code].status ?? 500 };
+  const fe = err as FastifyError;
+  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return { error: new BodyTooLargeError(bodyLimitBytes), status: ERROR_CODES.BODY_TOO_LARGE.status };
+  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return { error: new UnsupportedMediaTypeError(fe.message), status: ERROR_CODES.UNSUPPORTED_MEDIA_TYPE.status };
+  // Fastify's other 4xx (malformed JSON, a URL it cannot route) keep their status, under the API's code.
+  if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) return { error: new BadRequestError(fe.message), status: fe.statusCode };
+  return { error: new InternalError(), status: ERROR_CODES.INTERNAL.status };
+}
+
+/** `{error: {code, message, …details}}`, the shape of every refusal. */
+function errorBody(e: DagentError): { error: Record<string, unknown> } {
+  const body: Record<string, unknown> = { code: e.code, message: e.message, ...e.details };
+  if (e instanceof DagValidationError) body.problems = e.problems;
+  return { error: body };
 }
 
 /** The OpenAPI document without a running server: the routes are registered on a bare instance (handlers never run). */

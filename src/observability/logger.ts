@@ -1,11 +1,12 @@
 import { pino, type Logger } from 'pino';
+import { CONFIG_DEFAULTS } from '../config/index.js';
 import pretty from 'pino-pretty';
 
 /**
  * One root logger per process. Human-readable on a terminal, JSON lines otherwise;
  * always on stderr so stdout stays for command output. Bind ids with `logger.child({ dagId, taskId, agentId })`.
  */
-export function loggerCreate(level: string = process.env.DAGENT_LOG_LEVEL ?? 'info'): Logger {
+export function loggerCreate(level: string = process.env.DAGENT_LOG_LEVEL ?? CONFIG_DEFAULTS.logLevel): Logger {
   const usePretty = process.stderr.isTTY && process.env.DAGENT_LOG_FORMAT !== 'json';
   const stream = usePretty ? pretty({ destination: 2, sync: true, ignore: 'pid,hostname' }) : pino.destination(2);
   return pino({ level, base: undefined }, stream);

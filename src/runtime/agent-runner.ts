@@ -14,7 +14,7 @@ import { Wakeup } from './wakeup.js';
 
 /** Fallback poll when no notification arrives; each wait is jittered ±20 % so agents do not poll in step. */
 export const POLL_INTERVAL_MS_DEFAULT = 2_000;
-/** How often the agent row is heartbeated; the reaper marks agents silent for 90 s offline. */
+/** How often the agent row is heartbeated: well inside the silence after which the reaper marks an agent offline (AGENT_STALE_SEC_DEFAULT). */
 export const AGENT_BEAT_MS = 10_000;
 /** How long running tasks may take to finish on shutdown before they are released. */
 export const SHUTDOWN_GRACE_MS_DEFAULT = 30_000;

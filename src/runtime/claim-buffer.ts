@@ -2,10 +2,15 @@ import type { Db } from '../db/connection.js';
 import { taskClaim, type ClaimedTask } from '../engine/claim.js';
 import { Wakeup } from './wakeup.js';
 
+export const CLAIM_BUFFER_DEFAULTS = {
+  /** Tasks claimed per statement. */
+  batch: 100,
+} as const;
+
 export interface ClaimBufferOptions {
   db: Db;
   agentId: string;
-  /** Most tasks claimed per statement. Default 100. */
+  /** Most tasks claimed per statement. Default CLAIM_BUFFER_DEFAULTS.batch. */
   batch?: number;
   /** Refill when fewer than this many tasks are buffered. Default batch / 2. */
   lowWater?: number;
@@ -33,7 +38,7 @@ export class ClaimBuffer {
   private readonly maxHeld: number;
 
   constructor(private readonly o: ClaimBufferOptions) {
-    this.batch = o.batch ?? 100;
+    this.batch = o.batch ?? CLAIM_BUFFER_DEFAULTS.batch;
     this.lowWater = o.lowWater ?? Math.max(1, Math.floor(this.batch / 2));
     this.maxHeld = o.maxHeld ?? this.batch * 2;
   }

@@ -3,11 +3,18 @@ import type { Completion } from '../engine/completion.js';
 import { taskCompleteMany } from '../engine/lifecycle.js';
 import type { OutputOutcome } from '../engine/output-settle.js';
 
+export const COMPLETION_BATCHER_DEFAULTS = {
+  /** Flush once this many completions are waiting (else on the next turn of the event loop). */
+  maxBatch: 100,
+  /** Flush statements in flight at once: one being written while the next fills. */
+  maxInFlight: 2,
+} as const;
+
 export interface CompletionBatcherOptions {
   db: Db;
-  /** Flush once this many completions are waiting. Default 100. */
+  /** Flush once this many completions are waiting. Default COMPLETION_BATCHER_DEFAULTS.maxBatch. */
   maxBatch?: number;
-  /** Most flush statements in flight at once. Default 2. */
+  /** Most flush statements in flight at once. Default COMPLETION_BATCHER_DEFAULTS.maxInFlight. */
   maxInFlight?: number;
   /** Called after a flush with how many dependents became READY (to wake local claimers). */
   onUnblocked?: (n: number) => void;
@@ -35,8 +42,8 @@ export class CompletionBatcher {
   private readonly idle = new Set<() => void>();
 
   constructor(private readonly o: CompletionBatcherOptions) {
-    this.maxBatch = o.maxBatch ?? 100;
-    this.maxInFlight = o.maxInFlight ?? 2;
+    this.maxBatch = o.maxBatch ?? COMPLETION_BATCHER_DEFAULTS.maxBatch;
+    this.maxInFlight = o.maxInFlight ?? COMPLETION_BATCHER_DEFAULTS.maxInFlight;
   }
 
   complete(c: Completion): Promise<CompletionOutcome> {

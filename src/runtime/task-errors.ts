@@ -1,21 +1,4 @@
-import { DagentError } from '../errors.js';
-
-/**
- * Thrown by an agent's handler to choose how its failure is classified. The
- * error class drives the task's retry policy (`retry_on`, `no_retry_on`);
- * `retryable: false` dead-letters at once whatever the policy says. Anything
- * else a handler throws is classified `error`; a run past max_duration_sec is `timeout`.
- */
-export class TaskError extends DagentError {
-  readonly errorClass: string;
-  readonly retryable: boolean;
-  constructor(errorClass: string, message: string, opts: { retryable?: boolean; details?: Record<string, unknown>; cause?: unknown } = {}) {
-    super('TASK_FAILED', message, { errorClass, ...opts.details });
-    this.errorClass = errorClass;
-    this.retryable = opts.retryable ?? true;
-    if (opts.cause !== undefined) this.cause = opts.cause;
-  }
-}
+import { DagentError, TaskError } from '../errors.js';
 
 /** The provider refused for rate or quota reasons; worth retrying after a delay. */
 export class RateLimitError extends TaskError {

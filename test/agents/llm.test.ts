@@ -8,7 +8,7 @@ import { testDatabase } from '../helpers/db.js';
 import { dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
-import { TaskError } from '../../src/runtime/task-errors.js';
+import { TaskError } from '../../src/errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import llm, { llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec, type ChatMessage } from '../../agents/llm.js';
 import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BudgetExceededError } from '../../src/errors.js';
-import { AuthFailureError, NonRetryableError, RateLimitError, TaskError, errorClassify } from '../../src/runtime/task-errors.js';
+import { AuthFailureError, NonRetryableError, RateLimitError, errorClassify } from '../../src/runtime/task-errors.js';
+import { TaskError } from '../../src/errors.js';
 
 describe('errorClassify', () => {
   it('takes class, retryability, Retry-After and details from typed errors', () => {

@@ -2,11 +2,11 @@ import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parse as yamlParse } from 'yaml';
 import { z } from 'zod';
+import { LIMITS } from '../../config/index.js';
 import { schemaCompile } from '../schema-compiler.js';
 import type { InlineStepKind, StepProblem } from './kind.js';
 
-/** Largest schema file a step may name. */
-export const MAX_SCHEMA_FILE_BYTES = 1024 * 1024;
+const MAX_SCHEMA_FILE_BYTES = LIMITS.schemaFileBytes;
 /** Most violations listed in one verdict; the rest are counted. */
 const MAX_REASONS = 50;
 
