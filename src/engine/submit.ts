@@ -1,11 +1,10 @@
-import { sql, type SQL } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
 import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../db/queries/dags.js';
 import { edgeInsertMany } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock, type TaskInsert } from '../db/queries/tasks-intake.js';
-import type { Instant } from '../durations.js';
+import { instantSql } from '../db/queries/tasks-fragments.js';
 import type { DagSpec, TaskSpec } from '../dag/spec.js';
 import { BackpressureError, ConflictError, InvalidInputError } from '../errors.js';
 import { newDagId, newTaskId } from '../ids.js';
@@ -133,12 +132,6 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     outputSpec: t.output,
     tags: t.tags,
   };
-}
-
-/** Relative instants are resolved by the database clock at insert, never the process clock. */
-function instantSql(i: Instant | undefined): SQL | undefined {
-  if (!i) return undefined;
-  return 'at' in i ? sql`${i.at}::timestamptz` : sql`now() + make_interval(secs => ${i.inSeconds})`;
 }
 
 function uniqueViolationExplain(e: unknown): unknown {

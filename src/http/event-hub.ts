@@ -4,7 +4,7 @@ import { dagChangedSince } from '../db/queries/dags.js';
 import { eventListAfter, eventMaxId } from '../db/queries/events.js';
 import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/queries/run.js';
 import { taskStatesForDag } from '../db/queries/tasks-read.js';
-import { ReadyListener } from '../runtime/ready-listener.js';
+import { ReadyListener } from '../db/ready-listener.js';
 
 export interface StreamEvent { type: string; data: Record<string, unknown> }
 

@@ -10,12 +10,19 @@ import type { MaintenanceService } from './service.js';
 import { webhookDispatcherCreate } from './webhook-dispatcher.js';
 
 export type { MaintenanceService };
-export { depsReconcilerCreate, durationLearnerCreate, priorityRefresherCreate, promoterCreate, reaperCreate, schedulerCreate, webhookDispatcherCreate };
+
+/** Every maintenance loop, with its defaults. A new loop is one file in this folder and one line here. */
+const LOOPS: Array<(o: { db: Db; log?: Logger }) => MaintenanceService> = [
+  reaperCreate,
+  promoterCreate,
+  schedulerCreate,
+  depsReconcilerCreate,
+  priorityRefresherCreate,
+  durationLearnerCreate,
+  webhookDispatcherCreate,
+];
 
 /** The maintenance loops a long-running dagent process runs. */
 export function maintenanceServices(db: Db, log?: Logger): MaintenanceService[] {
-  return [
-    reaperCreate({ db, log }), promoterCreate({ db, log }), schedulerCreate({ db, log }), depsReconcilerCreate({ db, log }),
-    priorityRefresherCreate({ db, log }), durationLearnerCreate({ db, log }), webhookDispatcherCreate({ db, log }),
-  ];
+  return LOOPS.map((create) => create({ db, log }));
 }

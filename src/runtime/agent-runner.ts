@@ -8,7 +8,7 @@ import { logger } from '../observability/logger.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
 import { DELIVER_MAX_MS, DELIVER_MIN_MS } from './deliver.js';
-import { ReadyListener } from './ready-listener.js';
+import { ReadyListener } from '../db/ready-listener.js';
 import { TaskRun } from './task-run.js';
 import { Wakeup } from './wakeup.js';
 

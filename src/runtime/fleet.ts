@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { AgentRunner } from './agent-runner.js';
 import type { AgentDefinition } from './define-agent.js';
-import { ReadyListener } from './ready-listener.js';
+import { ReadyListener } from '../db/ready-listener.js';
 
 export interface FleetMember {
   def: AgentDefinition;

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { READY_LISTEN_SQL } from '../db/queries/run.js';
+import { READY_LISTEN_SQL } from './queries/run.js';
 
 /** Reconnect backoff: from RECONNECT_MIN_MS, doubling, capped at RECONNECT_MAX_MS, with jitter. */
 export const RECONNECT_MIN_MS = 100;

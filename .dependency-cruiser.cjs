@@ -1,0 +1,81 @@
+// The one direction of imports (docs/architecture.md, "Layers"), checked by
+// test/architecture/imports.test.ts and `npm run check:imports`.
+// A module may import from its own layer and the layers below it, never above.
+const LAYERS = [
+  { name: 'base', path: '^src/(errors|ids|durations)\\.ts$' },
+  { name: 'config', path: '^src/config/' },
+  { name: 'model', path: '^src/model/' },
+  { name: 'validation', path: '^src/validation/' },
+  { name: 'dag', path: '^src/dag/' },
+  { name: 'db', path: '^src/db/' },
+  { name: 'observability', path: '^src/observability/' },
+  { name: 'engine', path: '^src/engine/' },
+  { name: 'maintenance and runtime', path: '^src/(maintenance|runtime)/' },
+  { name: 'http', path: '^src/http/' },
+  { name: 'cli', path: '^src/cli/' },
+  { name: 'public API', path: '^src/index\\.ts$' },
+];
+
+const upward = LAYERS.slice(0, -1).map((layer, i) => ({
+  name: `no-upward-import-from-${layer.name.replaceAll(' ', '-')}`,
+  comment: `${layer.name} may import only its own layer and those below it: ${LAYERS.slice(0, i + 1).map((l) => l.name).join(', ')}`,
+  severity: 'error',
+  from: { path: layer.path },
+  to: { path: LAYERS.slice(i + 1).map((l) => l.path).join('|') },
+}));
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'no import cycle between files',
+      severity: 'error',
+      from: { path: '^(src|agents)/' },
+      to: { circular: true },
+    },
+    ...upward,
+    {
+      name: 'maintenance-and-runtime-apart',
+      comment: 'the maintenance loops and the agent runtime both sit on the engine and never import each other',
+      severity: 'error',
+      from: { path: '^src/maintenance/' },
+      to: { path: '^src/runtime/' },
+    },
+    {
+      name: 'runtime-and-maintenance-apart',
+      comment: 'the agent runtime and the maintenance loops both sit on the engine and never import each other',
+      severity: 'error',
+      from: { path: '^src/runtime/' },
+      to: { path: '^src/maintenance/' },
+    },
+    {
+      name: 'route-files-stand-alone',
+      comment: 'a route file imports neither the server nor another route file (routes/index.ts lists them)',
+      severity: 'error',
+      from: { path: '^src/http/routes/', pathNot: '^src/http/routes/index\\.ts$' },
+      to: { path: '^src/http/(server\\.ts|routes/)' },
+    },
+    {
+      name: 'sql-only-in-db',
+      comment: 'the SQL libraries are used in db/ (and model/, whose formulas have a SQL form) only',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(db|model)/' },
+      to: { path: 'node_modules/(drizzle-orm|pg)/' },
+    },
+    {
+      name: 'agents-use-the-public-api',
+      comment: 'the example agents import dagent as a user would: src/index.ts only',
+      severity: 'error',
+      from: { path: '^agents/' },
+      to: { path: '^src/', pathNot: '^src/index\\.ts$' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(test|dist)/' },
+    tsConfig: { fileName: 'tsconfig.json' },
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
+  },
+};
