@@ -183,6 +183,27 @@ export class UnsupportedMediaTypeError extends DagentError {
   }
 }
 
+/** A path parameter longer than the router reads. */
+export class UriTooLongError extends DagentError {
+  constructor(message: string) {
+    super('URI_TOO_LONG', message);
+  }
+}
+
+/** Request headers over the server's size limit. */
+export class HeadersTooLargeError extends DagentError {
+  constructor() {
+    super('HEADERS_TOO_LARGE', 'request headers are larger than the server accepts');
+  }
+}
+
+/** The client did not send the whole request in time. */
+export class RequestTimeoutError extends DagentError {
+  constructor() {
+    super('REQUEST_TIMEOUT', 'the request was not received in time');
+  }
+}
+
 /** Anything that is not one of the above: a bug or an unavailable dependency, logged where it happened. */
 export class InternalError extends DagentError {
   constructor(message = 'internal error (logged on the server)') {
@@ -231,6 +252,9 @@ export const ERROR_CODES = {
   TASK_FAILED: { class: TaskError, status: null, exit: EXIT.error, description: 'thrown by an agent\'s handler to fail its task with an error class; it becomes the attempt\'s failure, never an answer' },
   BODY_TOO_LARGE: { class: BodyTooLargeError, status: 413, exit: null, description: 'a request body over the limit' },
   UNSUPPORTED_MEDIA_TYPE: { class: UnsupportedMediaTypeError, status: 415, exit: null, description: 'a body that is neither JSON nor YAML' },
+  URI_TOO_LONG: { class: UriTooLongError, status: 414, exit: null, description: 'a path parameter longer than the router reads' },
+  HEADERS_TOO_LARGE: { class: HeadersTooLargeError, status: 431, exit: null, description: 'request headers over the server\'s limit' },
+  REQUEST_TIMEOUT: { class: RequestTimeoutError, status: 408, exit: null, description: 'the request did not arrive in time' },
   BACKPRESSURE: { class: BackpressureError, status: 429, exit: EXIT.backpressure, description: 'the queue is full; nothing was written; `Retry-After` says when to try again' },
   INTERNAL: { class: InternalError, status: 500, exit: EXIT.error, description: 'a bug or an unavailable dependency, logged on the server' },
 } as const satisfies Record<string, ErrorCodeDef>;

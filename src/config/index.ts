@@ -24,6 +24,8 @@ export const LIMITS = {
   dagFileBytes: 1024 * 1024,
   /** Largest schema file a json-schema validation step may name: 1 MiB. */
   schemaFileBytes: 1024 * 1024,
+  /** Deepest nesting of arrays and objects in a request body, a DAG file or an output. */
+  jsonDepth: 64,
 } as const;
 
 /** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */

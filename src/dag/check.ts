@@ -18,7 +18,7 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
     (task.depends_on ?? []).forEach((dep, i) => {
       const path = ['tasks', key, 'depends_on', i];
       if (dep === key) problems.push({ path, message: `task "${key}" depends on itself` });
-      else if (!(dep in file.tasks)) problems.push({ path, message: `unknown task "${dep}"${didYouMean(dep, keys)}` });
+      else if (!Object.hasOwn(file.tasks, dep)) problems.push({ path, message: `unknown task "${dep}"${didYouMean(dep, keys)}` });
       else if (seen.has(dep)) problems.push({ path, message: `"${dep}" is listed twice` });
       else edges.push([dep, key]);
       seen.add(dep);
@@ -36,7 +36,7 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
     const bad = cronProblem(file.schedule.cron, file.schedule.timezone);
     if (bad) problems.push({ path: ['schedule', bad.field], message: bad.message });
     for (const name of Object.keys(file.schedule.params ?? {})) {
-      if (!(name in (file.params ?? {}))) {
+      if (!Object.hasOwn(file.params ?? {}, name)) {
         problems.push({ path: ['schedule', 'params', name], message: `"${name}" is not a param of this DAG${didYouMean(name, Object.keys(file.params ?? {}))}`, atKey: true });
       }
     }
@@ -58,7 +58,7 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
     (task.spec?.context ?? []).forEach((ref, i) => {
       const refKey = ref.split('.')[0]!;
       const path = ['tasks', key, 'spec', 'context', i];
-      if (!(refKey in file.tasks)) problems.push({ path, message: `unknown task "${refKey}"${didYouMean(refKey, keys)}` });
+      if (!Object.hasOwn(file.tasks, refKey)) problems.push({ path, message: `unknown task "${refKey}"${didYouMean(refKey, keys)}` });
       else if (!upstream.has(refKey)) {
         problems.push({ path, message: `"${refKey}" is not upstream of "${key}", so its output is not ready in time (add it to depends_on)` });
       }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { durationSchema } from '../durations.js';
+import { RESERVED_NAMES } from '../json-guard.js';
 import { STEP_FILE_FIELDS, validationStepFileSchema } from '../validation/steps/index.js';
 
 /**
@@ -19,7 +20,12 @@ export const BUILTIN_ERROR_CLASSES = [
 
 const MAX_TEXT = 100_000;
 const shortText = z.string().max(200);
-const key = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
+/** A name dagent looks up (a task key, a param): never one that every JavaScript object already has. */
+const notReserved = (what: string) => [
+  (name: string) => !RESERVED_NAMES.has(name),
+  { error: (issue: { input: unknown }) => `"${String(issue.input)}" is a reserved name; choose another ${what}` },
+] as const;
+const key = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }).refine(...notReserved('key'));
 const duration = durationSchema;
 const instant = z.string().max(64)
   .describe('ISO 8601 date-time with offset (2026-12-01T09:00:00Z), or a duration from submission (2h)');
@@ -120,7 +126,10 @@ export const dagFileSchema = z.strictObject({
   name: key,
   title: shortText.optional(),
   description: z.string().max(10_000).optional(),
-  params: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'a param name must match ^[A-Za-z_][A-Za-z0-9_]*$' }), paramSchema).optional(),
+  params: z.record(
+    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'a param name must match ^[A-Za-z_][A-Za-z0-9_]*$' }).refine(...notReserved('param name')),
+    paramSchema,
+  ).optional(),
   budget_usd: money.optional().describe('ceiling on the DAG’s total spend'),
   idempotency_key: z.string().min(1).max(200).optional(),
   defaults: defaultsSchema.optional(),

@@ -4,6 +4,7 @@ import { LineCounter, parseDocument, visit, type Document } from 'yaml';
 import type { z } from 'zod';
 import { LIMITS } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
+import { jsonProblem, utf8Decode } from '../json-guard.js';
 import { dagFileSchema, objectKeysAt, type DagFile } from './file-schema.js';
 import { pathFormat, positionOf, type Path } from './locate.js';
 import { paramsResolve, paramsSubstitute, type ParamProblem } from './params.js';
@@ -36,7 +37,15 @@ export function dagFileLoad(file: string, opts: LoadOptions = {}): DagSpec {
   if (size > MAX_FILE_BYTES) {
     throw new DagValidationError([{ file: display, line: 1, column: 1, path: '', message: `file is ${size} bytes; the limit is ${MAX_FILE_BYTES}` }]);
   }
-  return dagSourceLoad(readFileSync(file, 'utf8'), display, { baseDir: path.dirname(path.resolve(file)), ...opts });
+  const bytes = readFileSync(file);
+  const decoded = utf8Decode(bytes);
+  if ('invalidAt' in decoded) {
+    const before = bytes.subarray(0, decoded.invalidAt);
+    const line = before.filter((b) => b === 0x0a).length + 1;
+    const column = decoded.invalidAt - (before.lastIndexOf(0x0a) + 1) + 1;
+    throw new DagValidationError([{ file: display, line, column, path: '', message: `not valid UTF-8 (byte ${decoded.invalidAt}): save the file as UTF-8` }]);
+  }
+  return dagSourceLoad(decoded.text, display, { baseDir: path.dirname(path.resolve(file)), ...opts });
 }
 
 /** Same as dagFileLoad, from a string; `file` is the name used in messages. */
@@ -66,6 +75,9 @@ export function dagSourceLoad(source: string, file: string, opts: LoadOptions = 
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new DagValidationError([at([], 'a DAG file must be a YAML mapping with name and tasks')]);
   }
+  // A NUL ("\0"), an unpaired surrogate ("\ud800") or runaway nesting: located here, never a database error later.
+  const hostile = jsonProblem(raw, LIMITS.jsonDepth);
+  if (hostile) throw new DagValidationError([at(hostile.path, hostile.message)]);
 
   // Params first: their values are substituted before the rest is type-checked.
   const rawParams = (raw as Record<string, unknown>).params ?? {};

@@ -1,4 +1,5 @@
 import type { Path } from './locate.js';
+import { RESERVED_NAMES } from '../json-guard.js';
 import { didYouMean } from './suggest.js';
 
 export type ParamValue = string | number | boolean;
@@ -15,7 +16,7 @@ export function paramsResolve(
   const problems: ParamProblem[] = [];
   for (const [name, decl] of Object.entries(declared)) {
     const d = typeof decl === 'object' && decl !== null ? (decl as { default?: ParamValue; required?: boolean }) : { default: decl as ParamValue };
-    if (name in given) {
+    if (Object.hasOwn(given, name)) {
       const coerced = coerce(given[name]!, d.default);
       if (coerced !== undefined) values[name] = coerced;
       else {
@@ -30,7 +31,8 @@ export function paramsResolve(
     }
   }
   for (const name of Object.keys(given)) {
-    if (!(name in declared) && !opts.ignoreUndeclared) {
+    if (RESERVED_NAMES.has(name)) problems.push({ path: ['params'], message: `--param ${name}: "${name}" is a reserved name, never a param` });
+    else if (!Object.hasOwn(declared, name) && !opts.ignoreUndeclared) {
       problems.push({ path: ['params'], message: `--param ${name}: the DAG declares no such param${didYouMean(name, Object.keys(declared))}` });
     }
   }
@@ -60,13 +62,13 @@ export function paramsSubstitute(
   if (typeof value === 'string') {
     const whole = WHOLE_PLACEHOLDER.exec(value);
     if (whole) {
-      if (whole[1]! in params) return params[whole[1]!];
+      if (Object.hasOwn(params, whole[1]!)) return params[whole[1]!];
     }
     for (const bad of value.match(/\$\{params?\.[^}]*\}/g) ?? []) {
       if (!WHOLE_PLACEHOLDER.test(bad)) problems.push({ path, message: `malformed placeholder ${bad}: write \${params.NAME} with NAME of letters, digits and _` });
     }
     return value.replace(PLACEHOLDER, (m, name: string) => {
-      if (name in params) return String(params[name]);
+      if (Object.hasOwn(params, name)) return String(params[name]);
       if (missing.has(name)) return m; // already reported as a missing param
       problems.push({ path, message: `unknown param "${name}" in ${m}${didYouMean(name, Object.keys(params))}` });
       return m;

@@ -101,8 +101,9 @@ export function contextResolve(refs: string[], outputs: Record<string, unknown>)
   const inputs: Record<string, unknown> = {};
   for (const ref of refs) {
     const [key, ...path] = ref.split('.');
-    let v: unknown = outputs[key!];
-    for (const p of path) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[p] : undefined;
+    // Own properties only: a ref like plan.constructor finds the output's field, never Object's.
+    let v: unknown = Object.hasOwn(outputs, key!) ? outputs[key!] : undefined;
+    for (const p of path) v = v && typeof v === 'object' && Object.hasOwn(v, p) ? (v as Record<string, unknown>)[p] : undefined;
     inputs[ref] = v;
   }
   return inputs;

@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { LIMITS } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
+import { jsonPathFormat, jsonProblem } from '../json-guard.js';
 import type { Principal } from '../engine/tokens.js';
 
 /** Who may call a route: nobody needs a token (public), an admin token, or an admin or agent token. */
@@ -47,6 +49,10 @@ export function route<B extends z.ZodType = z.ZodUndefined, Q extends z.ZodType 
     // Fastify's per-request lines are at info: keep them out of the service log (the onResponse hook logs at debug).
     logLevel: 'warn',
     handler: async (req, reply) => {
+      // Whatever a client sent, before any of it reaches a query: path params, query and body.
+      hostileRefuse(req.params, 'params');
+      hostileRefuse(req.query, 'query');
+      hostileRefuse(req.body, 'body');
       const body = spec.body ? parseOr400(spec.body, req.body ?? {}, 'body') : undefined;
       const query = spec.query ? parseOr400(spec.query, req.query ?? {}, 'query') : undefined;
       const result = await handler({
@@ -57,6 +63,12 @@ export function route<B extends z.ZodType = z.ZodUndefined, Q extends z.ZodType 
       return result;
     },
   });
+}
+
+/** A value PostgreSQL could not store, or nested too deep: a 400 naming the field, before anything runs. */
+function hostileRefuse(value: unknown, where: string): void {
+  const problem = jsonProblem(value, LIMITS.jsonDepth);
+  if (problem) throw new InvalidInputError(`${jsonPathFormat(where, problem.path)}: ${problem.message}`, { field: jsonPathFormat(where, problem.path) });
 }
 
 function parseOr400<T extends z.ZodType>(schema: T, value: unknown, where: string): z.infer<T> {

@@ -1,11 +1,13 @@
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
 import type { Db } from '../db/connection.js';
+import type { Socket } from 'node:net';
 import {
-  BadRequestError, BodyTooLargeError, DagentError, DagValidationError, ERROR_CODES, ForbiddenError, InternalError, NotFoundError,
-  UnauthorizedError, UnsupportedMediaTypeError,
+  BadRequestError, BodyTooLargeError, DagentError, DagValidationError, ERROR_CODES, ForbiddenError, HeadersTooLargeError, InternalError,
+  InvalidInputError, NotFoundError, RequestTimeoutError, UnauthorizedError, UnsupportedMediaTypeError, UriTooLongError,
 } from '../errors.js';
+import { jsonTextTooDeep, utf8Decode } from '../json-guard.js';
 import { tokenTouch, tokenVerify } from '../engine/tokens.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
@@ -40,18 +42,38 @@ export interface HttpServer {
 /** The HTTP API, event stream, metrics and dashboard on one Fastify instance. */
 export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   const log = o.log.child({ component: 'http' });
-  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: o.bodyLimitBytes ?? LIMITS.dagFileBytes });
+  const bodyLimit = o.bodyLimitBytes ?? LIMITS.dagFileBytes;
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    bodyLimit,
+    // Errors the router raises before a route runs (a malformed URL, an overlong parameter) take the API's shape too.
+    frameworkErrors: (err, _req, reply) => {
+      const { error, status } = httpErrorOf(err, bodyLimit);
+      void (reply as FastifyReply).status(status).send(errorBody(error));
+    },
+    // And those Node's HTTP parser raises before Fastify sees a request.
+    clientErrorHandler: clientErrorAnswer,
+  });
   const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs });
   const metrics = new MetricsCollector(o.db);
 
+  // JSON bodies: strict UTF-8 and bounded nesting are checked on the raw bytes, before the parser
+  // (whose recursion a deep enough body overflows); __proto__ and constructor.prototype keys are refused.
+  const jsonParse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    const text = bodyText(body as Buffer);
+    if (jsonTextTooDeep(text, LIMITS.jsonDepth)) throw new InvalidInputError(`body: nested deeper than ${LIMITS.jsonDepth} levels`);
+    jsonParse(req, text, done);
+  });
   // A DAG may be posted as YAML text as well as JSON.
-  app.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'], { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'], { parseAs: 'buffer' }, (_req, body, done) => done(null, bodyText(body as Buffer)));
 
   app.addHook('onRequest', async (req, reply) => {
     const access = req.routeOptions.config.access ?? 'public';
     if (access === 'public' || (access === 'admin' && req.url.startsWith('/metrics') && o.metricsPublic)) return;
-    const header = req.headers.authorization;
-    const token = header?.startsWith('Bearer ') ? header.slice(7).trim() : undefined;
+    // The scheme is case-insensitive (RFC 7235): Bearer, bearer, BEARER.
+    const token = /^bearer[ \t]+(\S+)[ \t]*$/i.exec(req.headers.authorization ?? '')?.[1];
     const principal = token ? await tokenVerify(o.db, token) : null;
     if (!principal) {
       reply.header('www-authenticate', 'Bearer realm="dagent"');
@@ -113,9 +135,29 @@ function httpErrorOf(err: unknown, bodyLimitBytes: number): { error: DagentError
   const fe = err as FastifyError;
   if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return { error: new BodyTooLargeError(bodyLimitBytes), status: ERROR_CODES.BODY_TOO_LARGE.status };
   if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return { error: new UnsupportedMediaTypeError(fe.message), status: ERROR_CODES.UNSUPPORTED_MEDIA_TYPE.status };
+  if (fe.code === 'FST_ERR_MAX_PARAM_LENGTH') return { error: new UriTooLongError('a path parameter is longer than the server reads'), status: ERROR_CODES.URI_TOO_LONG.status };
   // Fastify's other 4xx (malformed JSON, a URL it cannot route) keep their status, under the API's code.
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) return { error: new BadRequestError(fe.message), status: fe.statusCode };
   return { error: new InternalError(), status: ERROR_CODES.INTERNAL.status };
+}
+
+/** Request body bytes as text; bytes that are not UTF-8 are a 400 naming the offset. */
+function bodyText(body: Buffer): string {
+  const r = utf8Decode(body);
+  if ('invalidAt' in r) throw new InvalidInputError(`body: not valid UTF-8 (byte ${r.invalidAt})`, { offset: r.invalidAt });
+  return r.text;
+}
+
+/** Node's HTTP parser refused a request (headers too large, a timeout, garbage): answer in the API's shape, then close. */
+function clientErrorAnswer(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const error = err.code === 'HPE_HEADER_OVERFLOW' ? new HeadersTooLargeError()
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? new RequestTimeoutError()
+      : new BadRequestError('the request could not be parsed as HTTP');
+  const status = ERROR_CODES[error.code].status ?? 400;
+  const body = JSON.stringify(errorBody(error));
+  if (socket.writable) socket.write(`HTTP/1.1 ${status} ${error.code}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+  socket.destroy();
 }
 
 /** `{error: {code, message, …details}}`, the shape of every refusal. */

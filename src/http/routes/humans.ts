@@ -42,13 +42,15 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
     responds: '201 {results: [{dagId, name, tasks, created} | {schedule, nextFireAt}]}',
   }, async ({ body, query, principal, reply }) => {
     const source = typeof body === 'string' ? body : body.yaml ?? JSON.stringify(body.dag, null, 2);
-    const params: Record<string, string> = {};
+    const given: Array<[string, string]> = [];
     for (const p of [query.param ?? []].flat()) {
       const i = p.indexOf('=');
       if (i <= 0) throw new InvalidInputError(`query.param ${p}: expected NAME=VALUE`);
-      params[p.slice(0, i)] = p.slice(i + 1);
+      given.push([p.slice(0, i), p.slice(i + 1)]);
     }
-    if (typeof body !== 'string') for (const [k, v] of Object.entries(body.params ?? {})) params[k] = String(v);
+    if (typeof body !== 'string') for (const [k, v] of Object.entries(body.params ?? {})) given.push([k, String(v)]);
+    // Own properties whatever the names: a param called toString or __proto__ is refused by the loader, not lost here.
+    const params = Object.fromEntries(given);
     const file = typeof body !== 'string' && body.dag ? 'request.json' : 'request.yaml';
     // Relative paths in the DAG (schema_file, a test step's cwd) start at the server's working directory.
     const spec = dagSourceLoad(source, file, { params, baseDir: path.resolve('.') });

@@ -41,6 +41,6 @@ export const regexStep: InlineStepKind<'regex', typeof fileSchema, RegexStep> = 
 /** `a.b.0.c` into an output (array indices allowed). */
 export function fieldAt(value: unknown, field: string): unknown {
   let v = value;
-  for (const seg of field.split('.')) v = v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[seg] : undefined;
+  for (const seg of field.split('.')) v = v !== null && typeof v === 'object' && Object.hasOwn(v, seg) ? (v as Record<string, unknown>)[seg] : undefined;
   return v;
 }
