@@ -26,6 +26,10 @@ export const LIMITS = {
   schemaFileBytes: 1024 * 1024,
   /** Deepest nesting of arrays and objects in a request body, a DAG file or an output. */
   jsonDepth: 64,
+  /** Longest text a regular expression is run against (a regex step, a JSON Schema pattern); longer never matches. */
+  regexInputChars: 256 * 1024,
+  /** Compiled JSON Schemas kept per process; the least recently used is freed beyond this. */
+  schemaCacheEntries: 500,
 } as const;
 
 /** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */

@@ -2,6 +2,9 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formatsPlugin from 'ajv-formats';
+import type { RegExpEngine } from 'ajv/dist/types/index.js';
+import { LIMITS } from '../config/index.js';
+import { regexCompile } from './regex-engine.js';
 
 /** The JSON Schema dialects dagent compiles, by their `$schema` URI; a schema without `$schema` is 2020-12. */
 const DIALECTS = {
@@ -14,13 +17,23 @@ type Dialect = (typeof DIALECTS)[keyof typeof DIALECTS];
 // ajv-formats is CommonJS with `exports.default`: under NodeNext the default import is the module object.
 const addFormats = ((formatsPlugin as unknown as { default?: typeof formatsPlugin }).default ?? formatsPlugin) as unknown as (a: Ajv) => void;
 
+/** `pattern` and `patternProperties` run in the linear-time engine: a schema's regex cannot backtrack. */
+const linearRegExp: RegExpEngine = Object.assign((pattern: string, flags: string) => {
+  const compiled = regexCompile(pattern, flags);
+  if ('error' in compiled) throw new Error(`pattern ${JSON.stringify(pattern)}: ${compiled.error}`);
+  return compiled;
+}, { code: 'dagentLinearRegExp' });
+
 const engines = new Map<Dialect, Ajv>();
 function engineFor(d: Dialect): Ajv {
   let ajv = engines.get(d);
   if (!ajv) {
     // strictSchema refuses unknown keywords (a misspelt "requird" would otherwise check nothing);
     // strictTypes and strictRequired would refuse ordinary schemas that leave `type` implicit.
-    const opts = { allErrors: true, strictSchema: true, strictTypes: false, strictTuples: false, strictRequired: false, allowUnionTypes: true };
+    const opts = {
+      allErrors: true, strictSchema: true, strictTypes: false, strictTuples: false, strictRequired: false, allowUnionTypes: true,
+      code: { regExp: linearRegExp },
+    };
     ajv = d === 'draft2020' ? new Ajv2020(opts) : d === 'draft2019' ? new Ajv2019(opts) : new Ajv(opts);
     addFormats(ajv);
     engines.set(d, ajv);
@@ -32,19 +45,31 @@ export interface SchemaViolation { pointer: string; message: string }
 
 export type CompiledSchema = { validate: (value: unknown) => SchemaViolation[] } | { error: string; pointer?: string };
 
-// Compiled once per distinct schema text per process: ajv compiles to code, which is slow to build and fast to run.
+/**
+ * Compiled once per distinct schema text per process (ajv compiles to code, slow to build,
+ * fast to run), least recently used first out: a Map keeps insertion order, and a hit is
+ * re-inserted at the end. Evicted validators are freed, since ajv keeps none (see below).
+ */
 const compiled = new Map<string, CompiledSchema>();
-const MAX_CACHED = 500;
 
 /** Compile a JSON Schema (2020-12 by default, 2019-09 or draft-07 by `$schema`). An error names what is wrong with the schema. */
 export function schemaCompile(schema: unknown): CompiledSchema {
   const text = JSON.stringify(schema);
   const hit = compiled.get(text);
-  if (hit) return hit;
+  if (hit) {
+    compiled.delete(text);
+    compiled.set(text, hit);
+    return hit;
+  }
   const result = schemaCompileUncached(schema);
-  if (compiled.size >= MAX_CACHED) compiled.delete(compiled.keys().next().value!);
+  while (compiled.size >= LIMITS.schemaCacheEntries) compiled.delete(compiled.keys().next().value!);
   compiled.set(text, result);
   return result;
+}
+
+/** How many compiled schemas this process holds (bounded by LIMITS.schemaCacheEntries). */
+export function schemaCacheSize(): number {
+  return compiled.size;
 }
 
 function schemaCompileUncached(schema: unknown): CompiledSchema {
@@ -57,6 +82,20 @@ function schemaCompileUncached(schema: unknown): CompiledSchema {
     dialect = known;
   }
   const ajv = engineFor(dialect);
+  const registered = { schemas: new Set(Object.keys(ajv.schemas)), refs: new Set(Object.keys(ajv.refs)) };
+  try {
+    return compileIsolated(ajv, schema);
+  } finally {
+    // Isolation: nothing of this schema stays registered in the shared instance (its `$id`s,
+    // nested ones included), so it cannot squat another DAG's id nor be reached by another
+    // schema's `$ref`; the validate function keeps what it compiled, and is freed with its cache entry.
+    ajv.removeSchema(schema as object);
+    for (const id of Object.keys(ajv.schemas)) if (!registered.schemas.has(id)) ajv.removeSchema(id);
+    for (const id of Object.keys(ajv.refs)) if (!registered.refs.has(id)) delete (ajv.refs as Record<string, unknown>)[id];
+  }
+}
+
+function compileIsolated(ajv: Ajv, schema: object): CompiledSchema {
   let validate: ValidateFunction;
   try {
     // The meta-schema check first: its errors carry a pointer into the schema, compile errors do not.
