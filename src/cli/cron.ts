@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { configFromEnv } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import {
   scheduleList, scheduleNext, schedulePause, scheduleRegister, scheduleRemove, scheduleResume, scheduleTrigger,
@@ -17,7 +18,7 @@ export function cronCommands(program: Command, ctx: CommandContext): void {
   json(cron.command('add').description('register (or update) the schedule a DAG file declares in its schedule: block')
     .argument('<file>', 'DAG YAML file with a schedule: block (per-fire param values go in schedule.params)'))
     .action(async (file: string, opts: { json?: boolean }) => {
-      const [spec] = dagFilesLoad([file], {});
+      const [spec] = await dagFilesLoad([file], {}, configFromEnv(ctx.io.env).fileRoots);
       if (!spec!.schedule) throw new InvalidInputError(`${file}: no schedule: block (dagent submit runs a DAG once)`);
       const row = await withDatabase(ctx, (d) => scheduleRegister(d.db, spec!, readFileSync(file, 'utf8')));
       const out = new Output(ctx.io, !!opts.json);

@@ -33,7 +33,7 @@ export function demoCommand(program: Command, ctx: CommandContext): void {
     .option('-p, --param <name=value>', 'set a DAG param (repeatable)', paramCollect, {})
     .option('--json', 'no progress lines; print the summary as JSON')
     .action(async (file: string, opts: { param: Record<string, string>; json?: boolean }) => {
-      const spec = dagFileLoad(file, { params: opts.param });
+      const spec = await dagFileLoad(file, { params: opts.param });
       const defs = await Promise.all(DEMO_AGENTS.map((a) => agentModuleLoad(path.join(REPO, a))));
       await withDatabase(ctx, (d) => demoRun(d, ctx, spec, defs, !!opts.json));
     });

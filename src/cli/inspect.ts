@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { configFromEnv } from '../config/index.js';
 import { existsSync } from 'node:fs';
 import { dagFileLoad } from '../dag/load.js';
 import { graphRender, type GraphFormat } from '../dag/render.js';
@@ -122,7 +123,7 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
       let nodes: Array<{ key: string; status?: string }>;
       let edges: Array<{ upstream: string; downstream: string }>;
       if (existsSync(target)) {
-        const spec = dagFileLoad(target, { params: opts.param });
+        const spec = await dagFileLoad(target, { params: opts.param, roots: configFromEnv(ctx.io.env).fileRoots });
         title = spec.name;
         nodes = spec.tasks.map((t) => ({ key: t.key }));
         edges = spec.tasks.flatMap((t) => t.dependsOn.map((u) => ({ upstream: u, downstream: t.key })));

@@ -21,12 +21,12 @@ export function paramCollect(value: string, previous: Record<string, string> = {
  * Load every file; report every problem of every file at once, so one run shows
  * them all. With several files, a --param must be declared by at least one of them.
  */
-export function dagFilesLoad(files: string[], params: Record<string, string>): DagSpec[] {
+export async function dagFilesLoad(files: string[], params: Record<string, string>, roots: readonly string[] = []): Promise<DagSpec[]> {
   const specs: DagSpec[] = [];
   const problems: SpecProblem[] = [];
   for (const f of files) {
     try {
-      specs.push(dagFileLoad(f, { params, ignoreUndeclaredParams: files.length > 1 }));
+      specs.push(await dagFileLoad(f, { params, ignoreUndeclaredParams: files.length > 1, roots }));
     } catch (e) {
       if (e instanceof DagValidationError) problems.push(...e.problems);
       else throw e;
@@ -55,7 +55,7 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .option('-p, --param <name=value>', 'set a DAG param (repeatable)', paramCollect, {})
     .option('--json', 'machine-readable output')
     .action(async (files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
-      const specs = dagFilesLoad(files, opts.param);
+      const specs = await dagFilesLoad(files, opts.param, configFromEnv(ctx.io.env).fileRoots);
       scheduledParamsRefuse(specs, opts.param);
       const cfg = configFromEnv(ctx.io.env);
       const results = await withDatabase(ctx, (d) => dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued }));
@@ -74,8 +74,8 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .argument('<files...>', 'DAG YAML files')
     .option('-p, --param <name=value>', 'set a DAG param (repeatable)', paramCollect, {})
     .option('--json', 'machine-readable output')
-    .action((files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
-      const specs = dagFilesLoad(files, opts.param);
+    .action(async (files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
+      const specs = await dagFilesLoad(files, opts.param, configFromEnv(ctx.io.env).fileRoots);
       const out = new Output(ctx.io, !!opts.json);
       const summary = specs.map((s) => ({ file: s.sourceFile, name: s.name, tasks: s.tasks.length, valid: true }));
       out.result(summary, () => {

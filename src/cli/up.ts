@@ -33,7 +33,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
         const fleet = new AgentFleet(d, members, { log: ctx.log });
         await fleet.start();
         const http = opts.http
-          ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, metricsPublic: opts.metricsPublic })
+          ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic })
           : undefined;
         const url = await http?.listen(cfg.httpPort, cfg.httpHost);
         const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';

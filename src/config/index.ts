@@ -16,6 +16,8 @@ export const CONFIG_DEFAULTS = {
   httpPort: 7070,
   /** The HTTP API's bind address (DAGENT_HTTP_HOST): this machine only. */
   httpHost: '127.0.0.1',
+  /** Where paths in a DAG may reach besides the DAG file's directory (DAGENT_FILE_ROOTS): the working directory. */
+  fileRoots: ['.'],
 } as const satisfies { logLevel: LogLevel; commandLogLevel: LogLevel } & Record<string, unknown>;
 
 /** Sizes dagent refuses beyond, each with a clear error. */
@@ -30,6 +32,8 @@ export const LIMITS = {
   regexInputChars: 256 * 1024,
   /** Compiled JSON Schemas kept per process; the least recently used is freed beyond this. */
   schemaCacheEntries: 500,
+  /** Longest a schema file may take to read (a hung network mount, say) before the DAG is refused. */
+  fileReadTimeoutMs: 5_000,
 } as const;
 
 /** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */
@@ -44,6 +48,11 @@ export const configSchema = z.object({
   maxQueued: z.coerce.number().int().min(1).optional(),
   httpPort: z.coerce.number().int().min(0).max(65535).default(CONFIG_DEFAULTS.httpPort),
   httpHost: z.string().min(1).default(CONFIG_DEFAULTS.httpHost),
+  /**
+   * Directories, besides a DAG file's own, that paths in a DAG (schema_file, a test step's cwd) may
+   * reach (DAGENT_FILE_ROOTS, comma-separated). Default: the working directory, the project.
+   */
+  fileRoots: z.array(z.string().min(1)).default([...CONFIG_DEFAULTS.fileRoots]),
 });
 export type Config = z.infer<typeof configSchema>;
 
@@ -56,9 +65,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     maxQueued: env.DAGENT_MAX_QUEUED || undefined,
     httpPort: env.DAGENT_HTTP_PORT || undefined,
     httpHost: env.DAGENT_HTTP_HOST || undefined,
+    fileRoots: env.DAGENT_FILE_ROOTS ? env.DAGENT_FILE_ROOTS.split(',').map((r) => r.trim()).filter(Boolean) : undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }

@@ -2,7 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument, visit, type Document } from 'yaml';
 import type { z } from 'zod';
-import { LIMITS } from '../config/index.js';
+import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
 import { jsonProblem, utf8Decode } from '../json-guard.js';
 import { dagFileSchema, objectKeysAt, type DagFile } from './file-schema.js';
@@ -21,12 +21,14 @@ export interface LoadOptions {
   params?: Record<string, string>;
   /** Accept --param names this file does not declare (several files submitted together). */
   ignoreUndeclaredParams?: boolean;
-  /** Where relative paths in the file (schema_file, a test step's cwd) start. Default: the file's directory, else the working directory. */
+  /** Where relative paths in the file (schema_file, a test step's cwd) start, and must stay under. Default: the file's directory, else the working directory. */
   baseDir?: string;
+  /** More directories those paths may reach (DAGENT_FILE_ROOTS). Default CONFIG_DEFAULTS.fileRoots: the working directory. */
+  roots?: readonly string[];
 }
 
 /** Read, check and normalize one DAG file. Throws DagValidationError listing every problem with file:line:col. */
-export function dagFileLoad(file: string, opts: LoadOptions = {}): DagSpec {
+export async function dagFileLoad(file: string, opts: LoadOptions = {}): Promise<DagSpec> {
   const display = path.relative(process.cwd(), file) || file;
   let size: number;
   try {
@@ -49,7 +51,7 @@ export function dagFileLoad(file: string, opts: LoadOptions = {}): DagSpec {
 }
 
 /** Same as dagFileLoad, from a string; `file` is the name used in messages. */
-export function dagSourceLoad(source: string, file: string, opts: LoadOptions = {}): DagSpec {
+export async function dagSourceLoad(source: string, file: string, opts: LoadOptions = {}): Promise<DagSpec> {
   const lc = new LineCounter();
   const doc = parseDocument(source, { lineCounter: lc, uniqueKeys: true, prettyErrors: false, strict: true });
   const at = (p: Path, message: string, atKey = false): SpecProblem => {
@@ -95,7 +97,7 @@ export function dagSourceLoad(source: string, file: string, opts: LoadOptions = 
   const validation: Record<string, ValidationStep[]> = {};
   const stepProblems: SpecProblem[] = [];
   for (const [key, task] of Object.entries(parsed.data.tasks)) {
-    const r = validationResolve(task.output?.validation, ['tasks', key, 'output', 'validation'], { baseDir: opts.baseDir ?? process.cwd() });
+    const r = await validationResolve(task.output?.validation, ['tasks', key, 'output', 'validation'], { baseDir: opts.baseDir ?? process.cwd(), roots: opts.roots ?? CONFIG_DEFAULTS.fileRoots });
     validation[key] = r.steps;
     stepProblems.push(...r.problems.map((p) => at(p.path, p.message)));
   }

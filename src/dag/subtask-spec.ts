@@ -41,7 +41,7 @@ export type SubtaskSpec = z.input<typeof subtaskSpecSchema>;
  * local (`lint`); depends_on and context refs are left as written for the spawn
  * to resolve against the siblings and the DAG.
  */
-export function subtaskSpecsParse(specs: unknown, defaults: { priority: number }): TaskSpec[] {
+export async function subtaskSpecsParse(specs: unknown, defaults: { priority: number }): Promise<TaskSpec[]> {
   const parsed = z.array(subtaskSpecSchema).min(1).max(1000).safeParse(specs);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -62,7 +62,7 @@ export function subtaskSpecsParse(specs: unknown, defaults: { priority: number }
   // Validation steps are resolved like a DAG file's, relative paths from the agent's working directory.
   const validation: Record<string, ValidationStep[]> = {};
   for (const s of parsed.data) {
-    const r = validationResolve(s.output?.validation, [], { baseDir: process.cwd() });
+    const r = await validationResolve(s.output?.validation, [], { baseDir: process.cwd() });
     const problem = r.problems[0];
     if (problem) {
       const where = ['output', 'validation', ...problem.path].map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('');

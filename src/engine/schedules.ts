@@ -32,7 +32,7 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
   if (!s) throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: no schedule block`);
   return withTx(db, async (tx) => {
     const now = await clock(tx);
-    fireKeysCheck(spec, source, now);
+    await fireKeysCheck(spec, source, now);
     // Locked: a fire in progress commits first, and its advanced next_fire_at is what we keep.
     const prior = await scheduleLock(tx, s.name);
     const keep = prior && prior.cron === s.cron && prior.timezone === s.timezone && prior.enabled;
@@ -97,7 +97,7 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): 
     if (row.overlap === 'cancel_previous') {
       for (const id of running) await dagCancelIfOpen(tx, id, `cron:${row.name}`, `superseded by the fire at ${at.toISOString()}`);
     }
-    const spec = dagFireLoad(row, at);
+    const spec = await dagFireLoad(row, at);
     const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: key }, { createdBy: `cron:${row.name}`, scheduledAt: at });
     report.fired.push({ at, dagId: created.dagId });
   }
@@ -146,11 +146,11 @@ async function dagCancelIfOpen(tx: Db, dagId: string, by: string, note: string):
  * A task idempotency key is unique across all DAGs: one that is the same at
  * every fire would make every fire after the first fail. Tried with two instants.
  */
-function fireKeysCheck(spec: DagSpec, source: string, now: Date): void {
+async function fireKeysCheck(spec: DagSpec, source: string, now: Date): Promise<void> {
   const s = spec.schedule!;
   const load = (at: Date) => dagFireLoad({ source, sourceFile: spec.sourceFile ?? null, params: s.params, name: s.name }, at);
-  const a = load(now);
-  const b = load(new Date(now.getTime() + 60_000));
+  const a = await load(now);
+  const b = await load(new Date(now.getTime() + 60_000));
   for (const t of a.tasks) {
     if (t.idempotencyKey && t.idempotencyKey === b.tasks.find((x) => x.key === t.key)?.idempotencyKey) {
       throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: task ${t.key} has the same idempotency_key at every fire, so every fire after the first would fail; include \${params.scheduled_at} in it`);
@@ -168,7 +168,7 @@ export function catchupPick(row: Pick<ScheduleRow, 'catchup' | 'catchupLimit'>, 
 }
 
 /** The DAG a fire creates: the stored source with the schedule's params, and `scheduled_at` if the DAG declares it. */
-function dagFireLoad(s: Pick<ScheduleRow, 'source' | 'sourceFile' | 'params' | 'name'>, at: Date): DagSpec {
+async function dagFireLoad(s: Pick<ScheduleRow, 'source' | 'sourceFile' | 'params' | 'name'>, at: Date): Promise<DagSpec> {
   const params = Object.fromEntries(Object.entries(s.params as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
   return dagSourceLoad(s.source, s.sourceFile ?? `schedule ${s.name}`, { params: { ...params, scheduled_at: at.toISOString() }, ignoreUndeclaredParams: true });
 }
@@ -179,7 +179,7 @@ export async function scheduleTrigger(db: Db, name: string, clock: Clock = dbNow
     const row = await scheduleLock(tx, name);
     if (!row) throw new NotFoundError('schedule', name);
     const at = await clock(tx);
-    const spec = dagFireLoad(row, at);
+    const spec = await dagFireLoad(row, at);
     const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${name}:manual:${at.toISOString()}` }, { createdBy: `cron:${name}`, scheduledAt: at });
     await scheduleAdvance(tx, name, { nextFireAt: row.nextFireAt, lastFireAt: at, lastDagId: created.dagId, fired: 1 });
     await eventInsertMany(tx, [{ type: 'schedule.fired', dagId: created.dagId, data: { name, at, manual: true } }]);

@@ -57,7 +57,7 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
   const result = await withTx(db, async (tx) => {
     const p = await taskLockLeased(tx, parent.taskId, parent.fence);
     if (!p) return null;
-    const subtasks = subtaskSpecsParse(specs, { priority: p.priority });
+    const subtasks = await subtaskSpecsParse(specs, { priority: p.priority });
     const dag = (await dagGet(tx, p.dagId))!;
     if (dag.budgetUsd !== null && dag.spentUsd >= dag.budgetUsd) {
       throw new BudgetExceededError(`DAG ${dag.id} has spent ${dag.spentUsd} of its ${dag.budgetUsd} USD budget: no more subtasks`, { dagId: dag.id });

@@ -11,4 +11,6 @@ export interface HttpDeps {
   metrics: MetricsCollector;
   /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). */
   maxQueued?: number;
+  /** Directories beyond the server's working directory that paths in a posted DAG may reach (DAGENT_FILE_ROOTS). */
+  fileRoots?: readonly string[];
 }

@@ -22,6 +22,8 @@ export interface HttpOptions {
   log: Logger;
   /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). Default: none. */
   maxQueued?: number;
+  /** Directories beyond the working directory that paths in a posted DAG may reach (DAGENT_FILE_ROOTS). Default none. */
+  fileRoots?: readonly string[];
   /** Largest request body accepted; bigger ones get 413. Default LIMITS.dagFileBytes (a DAG file's worth). */
   bodyLimitBytes?: number;
   /** Serve /metrics without a token (for a scraper on a trusted network). Default false: an admin token is needed. */
@@ -105,7 +107,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     return reply.status(ERROR_CODES.NOT_FOUND.status).send(errorBody(error));
   });
 
-  routesRegister(app, { db: o.db, log, hub, metrics, maxQueued: o.maxQueued });
+  routesRegister(app, { db: o.db, log, hub, metrics, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
   await app.ready();
 
   return {

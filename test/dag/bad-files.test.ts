@@ -85,10 +85,10 @@ describe('bad DAG files', () => {
     const e = expectationOf(file);
     const where = `${e.line}:${e.column} ${e.path || '-'}`;
 
-    it(`dagFileLoad throws DagValidationError at ${where} :: ${e.message}`, () => {
+    it(`dagFileLoad throws DagValidationError at ${where} :: ${e.message}`, async () => {
       let err: unknown;
       try {
-        dagFileLoad(file);
+        await dagFileLoad(file);
       } catch (x) {
         err = x;
       }

@@ -20,7 +20,7 @@ describe('example DAGs', () => {
   it('ships at least three', () => expect(examples.length).toBeGreaterThanOrEqual(3));
 
   it.each(examples)('%s runs to completion, every task after all of its upstream tasks', async (file) => {
-    const spec = dagFileLoad(path.join(dir, file), { params: params[file] ?? {} });
+    const spec = await dagFileLoad(path.join(dir, file), { params: params[file] ?? {} });
     const [submitted] = await dagSubmit(db, [spec]);
     const dagId = submitted!.dagId;
     const capabilities = [...new Set(spec.tasks.flatMap((t) => t.requiredCapabilities))];

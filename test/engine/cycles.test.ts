@@ -14,7 +14,7 @@ const { db } = database;
 
 describe('cycle detection at edge insertion', () => {
   it('refuses a cyclic DAG at creation with the path, writing nothing', async () => {
-    const spec = dagSpec('name: ok\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n  c: { type: t, depends_on: [b] }\n');
+    const spec = await dagSpec('name: ok\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n  c: { type: t, depends_on: [b] }\n');
     // Bypass the file checks, as a program building specs by hand would.
     spec.tasks[0]!.dependsOn = ['c'];
     const before = await databaseSnapshot(db);

@@ -8,12 +8,12 @@ import { taskComplete } from '../../src/engine/lifecycle.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 
 /** A DagSpec from inline YAML (the same path files take). */
-export function dagSpec(yaml: string, params: Record<string, string> = {}): DagSpec {
+export function dagSpec(yaml: string, params: Record<string, string> = {}): Promise<DagSpec> {
   return dagSourceLoad(yaml, 'inline.yaml', { params });
 }
 
 export async function dagCreate(db: Db, yaml: string, params: Record<string, string> = {}): Promise<string> {
-  const [r] = await dagSubmit(db, [dagSpec(yaml, params)]);
+  const [r] = await dagSubmit(db, [await dagSpec(yaml, params)]);
   return r!.dagId;
 }
 

@@ -72,7 +72,7 @@ describe('dagent cron', () => {
 describe('three scheduler processes', () => {
   it('an every-second schedule fires exactly once per second: no gaps, no duplicates', async () => {
     const yaml = 'name: every-second\ntasks:\n  tick: { type: t }\nschedule:\n  cron: "* * * * * *"\n  catchup: all\n  catchup_limit: 100\n';
-    await scheduleRegister(db, dagSpec(yaml), yaml);
+    await scheduleRegister(db, await dagSpec(yaml), yaml);
     const procs = [0, 1, 2].map(() => {
       const child = spawn(process.execPath, ['bin/dagent.js', 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
       return { child, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code))) };

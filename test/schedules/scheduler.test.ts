@@ -23,7 +23,7 @@ function scheduledYaml(name: string, schedule: string, extra = ''): string {
 }
 
 async function register(yaml: string, clock: () => Promise<Date>) {
-  return scheduleRegister(db, dagSpec(yaml), yaml, clock);
+  return scheduleRegister(db, await dagSpec(yaml), yaml, clock);
 }
 
 async function firedAt(name: string): Promise<string[]> {
@@ -150,7 +150,7 @@ describe('scheduler', () => {
     const file = 'dags/schedules/nightly-dependency-check.yaml';
     const source = readFileSync(file, 'utf8');
     const t = manualClock('2026-11-23T10:00:00Z');
-    const row = await scheduleRegister(db, dagFileLoad(file), source, t.clock);
+    const row = await scheduleRegister(db, await dagFileLoad(file), source, t.clock);
     expect(row).toMatchObject({ name: 'nightly-dependency-check', timezone: 'Europe/Berlin', nextFireAt: new Date('2026-11-24T02:00:00Z') });
     t.set('2026-11-24T02:00:01Z');
     await scheduleFireDue(db, { clock: t.clock });

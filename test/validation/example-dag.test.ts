@@ -35,7 +35,7 @@ describe('dags/validation/release-notes.yaml (every kind of validation step)', (
         : 'dagent 2.0.0 is out';
       llmSend(r.res, 200, llmCompletion(answer, 200, 50));
     };
-    const [submitted] = await dagSubmit(db, [dagFileLoad('dags/validation/release-notes.yaml', { params: { version: '2.0.0' } })]);
+    const [submitted] = await dagSubmit(db, [await dagFileLoad('dags/validation/release-notes.yaml', { params: { version: '2.0.0' } })]);
     await Promise.all([run(llm, { id: 'llm-ex' }), run(validateTest, { id: 'test-ex' }), run(validateJudge, { id: 'judge-ex' })]);
     await eventually('DAG completed', async () => (await dagGet(db, submitted!.dagId))?.status === 'completed', 30_000);
 

@@ -46,19 +46,19 @@ export function stepKindOf(step: ValidationStep): AnyStepKind {
  * A task's `output.validation` (one step or a list) as stored steps, or every
  * problem found, each located below `at`.
  */
-export function validationResolve(
+export async function validationResolve(
   v: ValidationStepFile | ValidationStepFile[] | undefined, at: StepPath, ctx: ResolveContext,
-): { steps: ValidationStep[]; problems: StepProblem[] } {
+): Promise<{ steps: ValidationStep[]; problems: StepProblem[] }> {
   const listed = Array.isArray(v) ? v : v ? [v] : [];
   const steps: ValidationStep[] = [];
   const problems: StepProblem[] = [];
-  listed.forEach((s, i) => {
-    if (s.kind === 'none') return;
+  for (const [i, s] of listed.entries()) {
+    if (s.kind === 'none') continue;
     const p = Array.isArray(v) ? [...at, i] : at;
-    const resolved = stepKindOf(s as ValidationStep).resolve(s, ctx) as ValidationStep | StepProblem[];
+    const resolved = await (stepKindOf(s as ValidationStep).resolve(s, ctx) as Promise<ValidationStep | StepProblem[]>);
     if (Array.isArray(resolved)) problems.push(...resolved.map((q) => ({ path: [...p, ...q.path], message: q.message })));
     else steps.push(resolved);
-  });
+  }
   return { steps, problems };
 }
 

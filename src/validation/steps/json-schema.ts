@@ -1,12 +1,8 @@
-import { readFileSync, statSync } from 'node:fs';
-import path from 'node:path';
-import { parse as yamlParse } from 'yaml';
+import { parse as yamlParse, YAMLParseError } from 'yaml';
 import { z } from 'zod';
-import { LIMITS } from '../../config/index.js';
+import { projectFileRead, type ProjectRoots } from '../project-files.js';
 import { schemaCompile } from '../schema-compiler.js';
 import type { InlineStepKind, StepProblem } from './kind.js';
-
-const MAX_SCHEMA_FILE_BYTES = LIMITS.schemaFileBytes;
 /** Most violations listed in one verdict; the rest are counted. */
 const MAX_REASONS = 50;
 
@@ -23,11 +19,11 @@ export const jsonSchemaStep: InlineStepKind<'json-schema', typeof fileSchema, Js
   kind: 'json-schema',
   mode: 'inline',
   fileSchema,
-  resolve(s, { baseDir }) {
+  async resolve(s, where) {
     if ((s.schema === undefined) === (s.schema_file === undefined)) {
       return [{ path: [], message: 'a json-schema step needs exactly one of schema or schema_file' }];
     }
-    const fromFile = s.schema_file !== undefined ? schemaFileRead(path.resolve(baseDir, s.schema_file), s.schema_file) : undefined;
+    const fromFile = s.schema_file !== undefined ? await schemaFileRead(s.schema_file, where) : undefined;
     if (fromFile && 'error' in fromFile) return [{ path: ['schema_file'], message: fromFile.error }];
     const schema = fromFile ? fromFile.schema : s.schema!;
     const compiled = schemaCompile(schema);
@@ -50,24 +46,29 @@ export const jsonSchemaStep: InlineStepKind<'json-schema', typeof fileSchema, Js
   },
 };
 
-function schemaFileRead(file: string, shown: string): { schema: Record<string, unknown> } | { error: string } {
-  let text: string;
-  try {
-    if (statSync(file).size > MAX_SCHEMA_FILE_BYTES) return { error: `${shown} is larger than ${MAX_SCHEMA_FILE_BYTES} bytes` };
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    return { error: code === 'ENOENT' ? `schema file ${shown} not found (looked in ${path.dirname(file)})` : `cannot read ${shown}: ${(e as Error).message}` };
-  }
+/** The schema a step's schema_file holds: inside the project, a regular file, size-capped; errors never quote it. */
+async function schemaFileRead(written: string, where: ProjectRoots): Promise<{ schema: Record<string, unknown> } | { error: string }> {
+  const read = await projectFileRead(written, where);
+  if ('error' in read) return { error: `schema file ${read.error}` };
+  const shown = written;
   let schema: unknown;
   try {
     // YAML is a superset of JSON: one parser reads both kinds of schema file.
-    schema = yamlParse(text, { prettyErrors: true });
+    schema = yamlParse(read.text, { prettyErrors: false });
   } catch (e) {
-    return { error: `${shown} is neither JSON nor YAML: ${(e as Error).message.split('\n')[0]}` };
+    // Where, not what: the parser's message would quote the file.
+    const at = e instanceof YAMLParseError ? ` (${lineColumn(read.text, e.pos[0])})` : '';
+    return { error: `${shown} is neither JSON nor YAML${at}` };
   }
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return { error: `${shown} must hold a JSON Schema object` };
   return { schema: schema as Record<string, unknown> };
+}
+
+/** `line L, column C` of an offset in a text. */
+function lineColumn(text: string, offset: number): string {
+  const before = text.slice(0, offset);
+  const line = before.split('\n').length;
+  return `line ${line}, column ${offset - before.lastIndexOf('\n')}`;
 }
 
 /** `/properties/a~1b/type` → ['properties', 'a/b', 'type'] (numeric segments as indices). */

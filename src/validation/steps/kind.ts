@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { ProjectRoots } from '../project-files.js';
 import type { Verdict } from '../verdict.js';
 
 /**
@@ -11,11 +12,8 @@ import type { Verdict } from '../verdict.js';
 export type StepPath = readonly (string | number)[];
 export interface StepProblem { path: StepPath; message: string }
 
-/** What resolving a step may use. */
-export interface ResolveContext {
-  /** Where relative paths in the step start: the DAG file's directory. */
-  baseDir: string;
-}
+/** What resolving a step may use: where its relative paths start, and the directories they may reach. */
+export type ResolveContext = ProjectRoots;
 
 /** A step file schema: one strict zod object whose `kind` is a literal. */
 export type StepFileSchema = z.ZodObject<{ kind: z.ZodLiteral<string> } & z.core.$ZodLooseShape>;
@@ -29,7 +27,7 @@ interface StepKindCommon<Name extends string, File extends StepFileSchema, Store
    * compiled, patterns built, defaults applied, so a bad step is refused with its
    * location before anything runs, and settling an output never reads the DAG's files.
    */
-  resolve(file: z.infer<File>, ctx: ResolveContext): Stored | StepProblem[];
+  resolve(file: z.infer<File>, ctx: ResolveContext): Stored | StepProblem[] | Promise<Stored | StepProblem[]>;
 }
 
 /** Checked by the process that submits the output, inside the completion's transaction. */
@@ -66,4 +64,4 @@ export type AnyTaskStepKind = TaskStepKind<string, StepFileSchema, any>;
 export type AnyStepKind = AnyInlineStepKind | AnyTaskStepKind;
 
 /** The stored step type a kind module resolves to. */
-export type StoredStepOf<K> = K extends { resolve(...args: never[]): infer R } ? Exclude<R, StepProblem[]> : never;
+export type StoredStepOf<K> = K extends { resolve(...args: never[]): infer R } ? Exclude<Awaited<R>, StepProblem[]> : never;

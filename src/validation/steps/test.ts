@@ -26,12 +26,18 @@ export const testStep: TaskStepKind<'test', typeof fileSchema, TestStep> = {
   mode: 'task',
   capability: 'validate:test',
   fileSchema,
-  resolve: (s, { baseDir }) => ({
-    kind: 'test',
-    command: s.command,
-    cwd: path.resolve(baseDir, s.cwd ?? '.'),
-    timeoutSec: s.timeout === undefined ? TEST_STEP_DEFAULTS.timeoutSec : durationSeconds(s.timeout),
-    env: s.env ?? {},
-  }),
+  resolve(s, { baseDir, roots }) {
+    const cwd = path.resolve(baseDir, s.cwd ?? '.');
+    // Inside the project, as every path in a DAG (the command itself is the DAG author's to write).
+    const inside = [baseDir, ...(roots ?? [])].map((r) => path.resolve(r)).some((r) => cwd === r || cwd.startsWith(r + path.sep));
+    if (!inside) return [{ path: ['cwd'], message: `${s.cwd} is outside the DAG's directory ${baseDir} (an operator may allow more directories with DAGENT_FILE_ROOTS)` }];
+    return {
+      kind: 'test',
+      command: s.command,
+      cwd,
+      timeoutSec: s.timeout === undefined ? TEST_STEP_DEFAULTS.timeoutSec : durationSeconds(s.timeout),
+      env: s.env ?? {},
+    };
+  },
   task: (step) => ({ models: [], maxDurationSec: Math.ceil(step.timeoutSec) + TEST_STEP_DEFAULTS.slackSec }),
 };
