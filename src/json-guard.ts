@@ -50,6 +50,32 @@ export function jsonProblem(value: unknown, maxDepth: number): JsonProblem | nul
 }
 
 /**
+ * Whether a value would take more than `maxChars` characters as JSON (roughly: strings,
+ * keys and a few characters per item), found without building the text, and stopping
+ * as soon as it is known: a YAML alias repeated a hundred times is a hundred copies here.
+ */
+export function jsonSizeExceeds(value: unknown, maxChars: number): boolean {
+  let size = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') size += v.length + 2;
+    else if (v === null || typeof v !== 'object') size += 5;
+    else if (Array.isArray(v)) {
+      size += 2 + v.length;
+      for (const item of v) stack.push(item);
+    } else {
+      for (const [k, item] of Object.entries(v)) {
+        size += k.length + 4;
+        stack.push(item);
+      }
+    }
+    if (size > maxChars) return true;
+  }
+  return false;
+}
+
+/**
  * Whether JSON text opens more than `maxDepth` nested arrays or objects: checked
  * on the raw text, before JSON.parse, whose own recursion a deep enough body overflows.
  */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
+import { LIMITS_INVALID_ENV } from './limits.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -20,21 +21,7 @@ export const CONFIG_DEFAULTS = {
   fileRoots: ['.'],
 } as const satisfies { logLevel: LogLevel; commandLogLevel: LogLevel } & Record<string, unknown>;
 
-/** Sizes dagent refuses beyond, each with a clear error. */
-export const LIMITS = {
-  /** Largest DAG file, and so the largest HTTP request body (a DAG posted as YAML or JSON): 1 MiB. */
-  dagFileBytes: 1024 * 1024,
-  /** Largest schema file a json-schema validation step may name: 1 MiB. */
-  schemaFileBytes: 1024 * 1024,
-  /** Deepest nesting of arrays and objects in a request body, a DAG file or an output. */
-  jsonDepth: 64,
-  /** Longest text a regular expression is run against (a regex step, a JSON Schema pattern); longer never matches. */
-  regexInputChars: 256 * 1024,
-  /** Compiled JSON Schemas kept per process; the least recently used is freed beyond this. */
-  schemaCacheEntries: 500,
-  /** Longest a schema file may take to read (a hung network mount, say) before the DAG is refused. */
-  fileReadTimeoutMs: 5_000,
-} as const;
+export { LIMITS, LIMIT_DEFAULTS, limitEnvName } from './limits.js';
 
 /** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */
 export const configSchema = z.object({
@@ -57,6 +44,7 @@ export const configSchema = z.object({
 export type Config = z.infer<typeof configSchema>;
 
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
+  if (LIMITS_INVALID_ENV.length) throw new InvalidInputError(`environment ${LIMITS_INVALID_ENV[0]}: expected a positive whole number`);
   const parsed = configSchema.safeParse({
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.DAGENT_DATA_DIR || undefined,

@@ -4,6 +4,7 @@ import { instantParse, durationSeconds } from '../durations.js';
 import { dagGraphBuild, cycleFind, ancestors } from './graph.js';
 import { didYouMean } from './suggest.js';
 import { cronProblem } from './cron.js';
+import { LIMITS, limitEnvName } from '../config/index.js';
 
 export interface CheckProblem { path: Path; message: string; atKey?: boolean }
 
@@ -13,6 +14,9 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
   const keys = Object.keys(file.tasks);
   const edges: Array<[string, string]> = [];
 
+  if (keys.length > LIMITS.tasksPerDag) {
+    return [{ path: ['tasks'], message: `${keys.length} tasks; at most ${LIMITS.tasksPerDag} in a DAG (${limitEnvName('tasksPerDag')})`, atKey: true }];
+  }
   for (const [key, task] of Object.entries(file.tasks)) {
     const seen = new Set<string>();
     (task.depends_on ?? []).forEach((dep, i) => {

@@ -2,9 +2,9 @@ import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument, visit, type Document } from 'yaml';
 import type { z } from 'zod';
-import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
+import { CONFIG_DEFAULTS, LIMITS, limitEnvName } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
-import { jsonProblem, utf8Decode } from '../json-guard.js';
+import { jsonProblem, jsonSizeExceeds, utf8Decode } from '../json-guard.js';
 import { dagFileSchema, objectKeysAt, type DagFile } from './file-schema.js';
 import { pathFormat, positionOf, type Path } from './locate.js';
 import { paramsResolve, paramsSubstitute, type ParamProblem } from './params.js';
@@ -80,14 +80,22 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   // A NUL ("\0"), an unpaired surrogate ("\ud800") or runaway nesting: located here, never a database error later.
   const hostile = jsonProblem(raw, LIMITS.jsonDepth);
   if (hostile) throw new DagValidationError([at(hostile.path, hostile.message)]);
+  if (jsonSizeExceeds(raw, LIMITS.specChars)) {
+    throw new DagValidationError([at([], `YAML aliases expand the DAG to more than ${LIMITS.specChars} characters (${limitEnvName('specChars')})`)]);
+  }
 
   // Params first: their values are substituted before the rest is type-checked.
   const rawParams = (raw as Record<string, unknown>).params ?? {};
+  if (rawParams && typeof rawParams === 'object' && Object.keys(rawParams).length > LIMITS.params) {
+    throw new DagValidationError([at(['params'], `${Object.keys(rawParams).length} params; at most ${LIMITS.params} (${limitEnvName('params')})`, true)]);
+  }
   const paramsParsed = dagFileSchema.shape.params.safeParse(rawParams);
   if (!paramsParsed.success) throw new DagValidationError(zodProblems(paramsParsed.error, ['params'], raw, at));
   const { values, missing, problems: paramProblems } = paramsResolve(paramsParsed.data ?? {}, opts.params ?? {}, { ignoreUndeclared: opts.ignoreUndeclaredParams });
   const substituted: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(raw)) substituted[k] = k === 'params' ? v : paramsSubstitute(v, values, [k], paramProblems, missing);
+  // Expansion is budgeted as it goes: a 100 kB param used a thousand times stops at the limit, not at 100 MB.
+  const budget = { left: LIMITS.specChars };
+  for (const [k, v] of Object.entries(raw)) substituted[k] = k === 'params' ? v : paramsSubstitute(v, values, [k], paramProblems, missing, budget);
   if (paramProblems.length) throw new DagValidationError(paramProblems.map((p: ParamProblem) => at(p.path, p.message)));
 
   const parsed = dagFileSchema.safeParse(substituted);

@@ -1,4 +1,5 @@
 import type { Path } from './locate.js';
+import { LIMITS, limitEnvName } from '../config/index.js';
 import { RESERVED_NAMES } from '../json-guard.js';
 import { didYouMean } from './suggest.js';
 
@@ -58,25 +59,52 @@ const WHOLE_PLACEHOLDER = /^\$\{params\.([A-Za-z_][A-Za-z0-9_]*)\}$/;
  */
 export function paramsSubstitute(
   value: unknown, params: Record<string, ParamValue>, path: Path, problems: ParamProblem[], missing: ReadonlySet<string> = new Set(),
+  budget: { left: number } = { left: Infinity },
 ): unknown {
+  if (budget.left < 0) return value;
   if (typeof value === 'string') {
     const whole = WHOLE_PLACEHOLDER.exec(value);
     if (whole) {
-      if (Object.hasOwn(params, whole[1]!)) return params[whole[1]!];
+      if (Object.hasOwn(params, whole[1]!)) return spend(params[whole[1]!]!, path, problems, budget);
     }
     for (const bad of value.match(/\$\{params?\.[^}]*\}/g) ?? []) {
       if (!WHOLE_PLACEHOLDER.test(bad)) problems.push({ path, message: `malformed placeholder ${bad}: write \${params.NAME} with NAME of letters, digits and _` });
     }
-    return value.replace(PLACEHOLDER, (m, name: string) => {
-      if (Object.hasOwn(params, name)) return String(params[name]);
+    // Inserted text is charged as it is made, so a runaway expansion stops at the limit instead of being built.
+    let room = budget.left - value.length;
+    const out = value.replace(PLACEHOLDER, (m, name: string) => {
+      if (Object.hasOwn(params, name)) {
+        const text = String(params[name]);
+        room -= text.length;
+        return room < 0 ? '' : text;
+      }
       if (missing.has(name)) return m; // already reported as a missing param
       problems.push({ path, message: `unknown param "${name}" in ${m}${didYouMean(name, Object.keys(params))}` });
       return m;
     });
+    if (room < 0) {
+      overBudget(path, problems, budget);
+      return value;
+    }
+    budget.left = room;
+    return out;
   }
-  if (Array.isArray(value)) return value.map((v, i) => paramsSubstitute(v, params, [...path, i], problems, missing));
+  if (Array.isArray(value)) return value.map((v, i) => paramsSubstitute(v, params, [...path, i], problems, missing, budget));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, paramsSubstitute(v, params, [...path, k], problems, missing)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, paramsSubstitute(v, params, [...path, k], problems, missing, budget)]));
   }
   return value;
+}
+
+/** Charge a whole-placeholder value to the expansion budget. */
+function spend<T extends ParamValue>(v: T, path: Path, problems: ParamProblem[], budget: { left: number }): T {
+  budget.left -= typeof v === 'string' ? v.length : 8;
+  if (budget.left < 0) overBudget(path, problems, budget);
+  return v;
+}
+
+/** The first value past the expansion budget is reported, once; expansion stops there. */
+function overBudget(path: Path, problems: ParamProblem[], budget: { left: number }): void {
+  budget.left = -1;
+  problems.push({ path, message: `params expand the DAG to more than ${LIMITS.specChars} characters (${limitEnvName('specChars')})` });
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LIMITS } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { durationSchema } from '../durations.js';
 import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
@@ -42,7 +43,7 @@ export type SubtaskSpec = z.input<typeof subtaskSpecSchema>;
  * to resolve against the siblings and the DAG.
  */
 export async function subtaskSpecsParse(specs: unknown, defaults: { priority: number }): Promise<TaskSpec[]> {
-  const parsed = z.array(subtaskSpecSchema).min(1).max(1000).safeParse(specs);
+  const parsed = z.array(subtaskSpecSchema).min(1).max(LIMITS.spawnPerCall).safeParse(specs);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const [index, ...field] = issue.path.map(String);

@@ -1,5 +1,8 @@
 import type { Db } from '../db/connection.js';
 import { taskCompleteMark, type CompletionInput, type CompletionMode, type CompletionResult } from '../db/queries/tasks-complete.js';
+import { LIMITS, limitEnvName } from '../config/index.js';
+import { InvalidInputError } from '../errors.js';
+import { jsonPathFormat, jsonProblem, jsonSizeExceeds } from '../json-guard.js';
 import { engineEvents } from '../observability/engine-events.js';
 import type { TaskRef } from './guard.js';
 
@@ -19,8 +22,24 @@ export function spentOf(c: Spent): Spent {
   return { costUsd: c.costUsd, tokensIn: c.tokensIn, tokensOut: c.tokensOut, model: c.model };
 }
 
-/** A completion as the statement's input row; `details` goes on the attempt (the verdicts that passed it). */
+/**
+ * Why an output cannot be stored (a NUL, an unpaired surrogate, nesting past
+ * LIMITS.jsonDepth) or is over LIMITS.outputBytes as JSON, or null.
+ */
+export function outputProblem(output: unknown): string | null {
+  const bad = jsonProblem(output, LIMITS.jsonDepth);
+  if (bad) return `${jsonPathFormat('output', bad.path)}: ${bad.message}`;
+  if (jsonSizeExceeds(output, LIMITS.outputBytes)) {
+    const size = Buffer.byteLength(JSON.stringify(output) ?? '');
+    if (size > LIMITS.outputBytes) return `output is ${size} bytes as JSON; at most ${LIMITS.outputBytes} (${limitEnvName('outputBytes')})`;
+  }
+  return null;
+}
+
+/** A completion as the statement's input row; `details` goes on the attempt (the verdicts that passed it). An output that cannot be stored is refused here. */
 export function completionInput(c: TaskRef & { output: unknown } & Spent, details?: Record<string, unknown>): CompletionInput {
+  const bad = outputProblem(c.output);
+  if (bad) throw new InvalidInputError(`task ${c.taskId}: ${bad}`, { taskId: c.taskId });
   return { id: c.taskId, fence: c.fence, output: c.output, ...spentOf(c), ...(details ? { details } : {}) };
 }
 

@@ -9,6 +9,7 @@ import { taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/quer
 import { ancestors, dagGraphBuild } from '../dag/graph.js';
 import { subtaskSpecsParse } from '../dag/subtask-spec.js';
 import type { TaskSpec } from '../dag/spec.js';
+import { LIMITS, limitEnvName } from '../config/index.js';
 import { BudgetExceededError, ConflictError, InvalidInputError } from '../errors.js';
 import { newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
@@ -118,6 +119,9 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
       }
     }
 
+    if (dag.tasksTotal + fresh.length > LIMITS.tasksPerDag) {
+      throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${dag.tasksTotal} tasks; ${fresh.length} more would pass the limit of ${LIMITS.tasksPerDag} (${limitEnvName('tasksPerDag')})`);
+    }
     const open = (k: string) => byKey.get(k)?.status !== 'completed';
     const estimates = await estimatesResolve(tx, fresh);
     await taskInsertMany(tx, fresh.map((f) => {

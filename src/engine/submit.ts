@@ -6,6 +6,7 @@ import { eventInsertMany } from '../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock, type TaskInsert } from '../db/queries/tasks-intake.js';
 import { instantSql } from '../db/queries/tasks-fragments.js';
 import type { DagSpec, TaskSpec } from '../dag/spec.js';
+import { LIMITS, limitEnvName } from '../config/index.js';
 import { BackpressureError, ConflictError, InvalidInputError } from '../errors.js';
 import { newDagId, newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
@@ -64,6 +65,9 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
   if (spec.idempotencyKey) {
     const existing = await dagFindByIdempotencyKey(tx, spec.idempotencyKey);
     if (existing) return { dagId: existing.id, name: existing.name, tasks: existing.tasksTotal, created: false };
+  }
+  if (spec.tasks.length > LIMITS.tasksPerDag) {
+    throw new InvalidInputError(`DAG ${spec.name}: ${spec.tasks.length} tasks; at most ${LIMITS.tasksPerDag} in a DAG (${limitEnvName('tasksPerDag')})`);
   }
   const keys = new Set(spec.tasks.map((t) => t.key));
   if (keys.size !== spec.tasks.length) throw new InvalidInputError(`DAG ${spec.name}: task keys must be unique`);

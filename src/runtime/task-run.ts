@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import type { ClaimedTask } from '../engine/claim.js';
+import { outputProblem } from '../engine/completion.js';
 import { taskFail } from '../engine/failure.js';
 import type { TaskRef } from '../engine/guard.js';
 import { taskHeartbeat, taskRelease, taskStart } from '../engine/lifecycle.js';
@@ -203,10 +204,14 @@ export class TaskRun {
  * its own task instead of the batch it would have been written with.
  */
 export function jsonStorable(value: unknown): { value: unknown } | { error: string } {
+  let normalized: unknown;
   try {
     const text = JSON.stringify(value ?? null, (_k, v: unknown) => (typeof v === 'string' && v.includes('\u0000') ? v.replaceAll('\u0000', '\uFFFD') : v));
-    return { value: text === undefined ? null : JSON.parse(text) };
+    normalized = text === undefined ? null : JSON.parse(text);
   } catch (e) {
     return { error: (e as Error).message };
   }
+  // Past the JSON round trip: an unpaired surrogate, nesting past the limit, a size past the cap.
+  const bad = outputProblem(normalized);
+  return bad ? { error: bad } : { value: normalized };
 }

@@ -7,6 +7,7 @@ import { taskFail } from '../../engine/failure.js';
 import { taskSpawn } from '../../engine/spawn.js';
 import type { Principal } from '../../engine/tokens.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
+import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
@@ -114,7 +115,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     method: 'POST', url: '/api/tasks/:id/spawn', access: 'agent', tag,
     body: z.strictObject({
       fence,
-      subtasks: z.array(z.unknown()).min(1).max(1000).describe('subtask specs (the same vocabulary as ctx.spawn)'),
+      subtasks: z.array(z.unknown()).min(1).max(LIMITS.spawnPerCall).describe('subtask specs (the same vocabulary as ctx.spawn)'),
       wait: z.boolean().optional().describe('the parent waits for its subtasks: its attempt ends now'),
       ...spend,
     }),

@@ -1,3 +1,4 @@
+// The docs' reference tables are written by hand; these tests hold them to the code.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, EXIT, type ErrorCode } from '../../src/errors.js';
@@ -36,5 +37,17 @@ describe('error codes in the docs', () => {
       if (def.exit === null || def.exit === EXIT.error) continue;
       expect(byExit.get(def.exit), `${code} in the row of exit ${def.exit}`).toContain(`\`${code}\``);
     }
+  });
+});
+
+describe('limits in the docs', () => {
+  it('docs/security.md lists every limit with its default and its variable', async () => {
+    const { LIMIT_DEFAULTS, limitEnvName } = await import('../../src/config/limits.js');
+    const rows = tableRows(readFileSync('docs/security.md', 'utf8'), '| Limit | Default | Variable | What it bounds |');
+    const byName = new Map(rows.map(([name, def, variable]) => [name!.replaceAll('`', ''), { def: Number(def!.replaceAll(',', '')), variable: variable!.replaceAll('`', '') }]));
+    for (const [name, value] of Object.entries(LIMIT_DEFAULTS)) {
+      expect(byName.get(name), name).toEqual({ def: value, variable: limitEnvName(name as keyof typeof LIMIT_DEFAULTS) });
+    }
+    expect(byName.size).toBe(Object.keys(LIMIT_DEFAULTS).length);
   });
 });

@@ -1,0 +1,58 @@
+/**
+ * Every size dagent refuses beyond, with a clear error naming the limit. Each can
+ * be changed for a process with DAGENT_LIMIT_<NAME> (DAGENT_LIMIT_DAG_FILE_BYTES=2097152);
+ * docs/security.md lists them. Read once, when the process starts.
+ */
+export const LIMIT_DEFAULTS = {
+  /** Largest DAG file, and the largest HTTP request body (a DAG posted as YAML or JSON, an agent's output): 1 MiB. */
+  dagFileBytes: 1024 * 1024,
+  /** Most characters a DAG may hold once YAML aliases and `${params…}` are expanded: 4 Mi. */
+  specChars: 4 * 1024 * 1024,
+  /** Most params a DAG may declare. */
+  params: 100,
+  /** Most tasks in one DAG, counting those its agents spawn. */
+  tasksPerDag: 10_000,
+  /** Most subtasks one spawn call may add. */
+  spawnPerCall: 1_000,
+  /** Largest output an agent may report for a task (as JSON): 1 MiB. */
+  outputBytes: 1024 * 1024,
+  /** Deepest nesting of arrays and objects in a request body, a DAG file or an output. */
+  jsonDepth: 64,
+  /** Largest schema file a json-schema validation step may name: 1 MiB. */
+  schemaFileBytes: 1024 * 1024,
+  /** Longest a schema file may take to read (a hung network mount, say) before the DAG is refused, in ms. */
+  fileReadTimeoutMs: 5_000,
+  /** Longest text a regular expression is run against (a regex step, a JSON Schema pattern); longer never matches. */
+  regexInputChars: 256 * 1024,
+  /** Compiled JSON Schemas kept per process; the least recently used is freed beyond this. */
+  schemaCacheEntries: 500,
+} as const;
+
+export type LimitName = keyof typeof LIMIT_DEFAULTS;
+
+/** DAGENT_LIMIT_DAG_FILE_BYTES for dagFileBytes. */
+export function limitEnvName(name: LimitName): string {
+  return `DAGENT_LIMIT_${name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+}
+
+/** The limits for this process, and the environment variables that were set to something that is not a positive whole number. */
+export function limitsFromEnv(env: NodeJS.ProcessEnv): { limits: { [K in LimitName]: number }; invalid: string[] } {
+  const limits = { ...LIMIT_DEFAULTS } as { [K in LimitName]: number };
+  const invalid: string[] = [];
+  for (const name of Object.keys(LIMIT_DEFAULTS) as LimitName[]) {
+    const raw = env[limitEnvName(name)];
+    if (raw === undefined || raw === '') continue;
+    const n = Number(raw);
+    if (Number.isInteger(n) && n > 0) limits[name] = n;
+    else invalid.push(`${limitEnvName(name)}=${raw}`);
+  }
+  return { limits, invalid };
+}
+
+const fromEnv = limitsFromEnv(process.env);
+
+/** The limits in force in this process (defaults, or DAGENT_LIMIT_* overrides). */
+export const LIMITS: Readonly<{ [K in LimitName]: number }> = Object.freeze(fromEnv.limits);
+
+/** DAGENT_LIMIT_* variables this process ignored because their value is not a positive whole number. */
+export const LIMITS_INVALID_ENV: readonly string[] = fromEnv.invalid;
