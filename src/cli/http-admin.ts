@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, type TokenRole } from '../engine/tokens.js';
+import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, VALIDATOR_PREFIX, type Grant, type TokenRole } from '../engine/tokens.js';
 import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../engine/webhooks.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { openApiDocumentBuild } from '../http/server.js';
@@ -10,19 +10,28 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
   const tokens = program.command('tokens').description('bearer tokens for the HTTP API (stored hashed; the secret is shown once)');
   tokens
     .command('create')
-    .requiredOption('--role <role>', 'admin (humans, dashboard, metrics) or agent (acts as one agent)')
-    .option('--agent <id>', 'the agent an agent token acts as')
+    .description('create a token: admin (everything), submit (submit DAGs and read), read (read only) or agent (one agent, within a grant)')
+    .requiredOption('--role <role>', 'admin, submit, read or agent')
+    .option('--agent <id>', 'agent tokens: the agent it acts as')
+    .option('--capabilities <list>', 'agent tokens: comma-separated capabilities it may register (default none)', list)
+    .option('--validators <list>', 'agent tokens: validator capabilities it may register, by name (test, judge: validate:test, validate:judge)', list)
+    .option('--budget-usd <n>', 'agent tokens: most budget it may register', Number)
+    .option('--max-concurrent <n>', 'agent tokens: most tasks at once it may register', Number)
     .option('--name <text>', 'a label to recognise the token by')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { role: string; agent?: string; name?: string; json?: boolean }) => {
+    .action(async (opts: { role: string; agent?: string; name?: string; json?: boolean; capabilities?: string[]; validators?: string[]; budgetUsd?: number; maxConcurrent?: number }) => {
       const { created, known } = await withDatabase(ctx, async (d) => {
-        const c = await tokenCreate(d.db, { role: opts.role as TokenRole, agentId: opts.agent, name: opts.name });
+        const c = await tokenCreate(d.db, {
+          role: opts.role as TokenRole, agentId: opts.agent, name: opts.name,
+          capabilities: opts.capabilities ?? (opts.role === 'agent' ? [] : undefined), validators: opts.validators, budgetUsd: opts.budgetUsd, maxConcurrent: opts.maxConcurrent,
+        });
         return { created: c, known: opts.agent ? await tokenAgentKnown(d.db, opts.agent) : true };
       });
       const out = new Output(ctx.io, !!opts.json);
       out.result(created, () => {
         out.line(created.token);
         ctx.io.stderr(`token ${created.id} (${created.role}${created.agentId ? ` as ${created.agentId}` : ''}): shown once; send it as "Authorization: Bearer <token>"\n`);
+        if (created.grant) ctx.io.stderr(`grant: ${grantText(created.grant)}\n`);
         if (!known) ctx.io.stderr(`note: agent ${created.agentId} is not registered yet; it can register itself with this token (POST /api/agents)\n`);
       });
     });
@@ -32,8 +41,8 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(ctx, (d) => tokenList(d.db));
       const out = new Output(ctx.io, !!opts.json);
-      out.result(rows, () => out.table(['id', 'role', 'agent', 'name', 'created', 'last used', 'revoked'],
-        rows.map((t) => [t.id, t.role, t.agentId, t.name, ago(t.createdAt), ago(t.lastUsedAt), t.revokedAt ? ago(t.revokedAt) : null])));
+      out.result(rows, () => out.table(['id', 'role', 'agent', 'grant', 'name', 'created', 'last used', 'revoked'],
+        rows.map((t) => [t.id, t.role, t.agentId, t.grant ? grantText(t.grant) : null, t.name, ago(t.createdAt), ago(t.lastUsedAt), t.revokedAt ? ago(t.revokedAt) : null])));
     });
   tokens
     .command('revoke')
@@ -87,4 +96,17 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
       out.result(rows, () => out.table(['id', 'webhook', 'event', 'type', 'status', 'attempts', 'last', 'next', 'created'],
         rows.map((r) => [r.id, r.webhookId, r.eventId, r.eventType, r.status, r.attempts, r.lastStatus ?? r.lastError, r.status === 'pending' ? r.nextAttemptAt.toISOString() : null, ago(r.createdAt)])));
     });
+}
+
+function list(v: string): string[] {
+  return v.split(',').map((x) => x.trim()).filter(Boolean);
+}
+
+/** `capabilities shell, llm; validators validate:test; budget ≤ 5 USD` */
+function grantText(g: Grant): string {
+  const parts = [g.capabilities === null ? 'any capability but validators (made before grants)' : `capabilities ${g.capabilities.join(', ') || 'none'}`];
+  if (g.validators.length) parts.push(`validators ${g.validators.map((v) => `${VALIDATOR_PREFIX}${v}`).join(', ')}`);
+  if (g.budgetUsd !== null) parts.push(`budget ≤ ${g.budgetUsd} USD`);
+  if (g.maxConcurrent !== null) parts.push(`≤ ${g.maxConcurrent} at once`);
+  return parts.join('; ');
 }

@@ -1,15 +1,36 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../db/connection.js';
-import { apiTokenFind, apiTokenInsert, apiTokenList, apiTokenRevoke, apiTokenTouch } from '../db/queries/api-tokens.js';
+import { apiTokenFind, apiTokenInsert, apiTokenList, apiTokenRevoke, apiTokenTouch, type ApiTokenRow } from '../db/queries/api-tokens.js';
 import { agentGet } from '../db/queries/agents.js';
-import { InvalidInputError, NotFoundError } from '../errors.js';
+import { CAPABILITY_PATTERN } from '../dag/file-schema.js';
+import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
 import { newTokenId } from '../ids.js';
 
-export const TOKEN_ROLES = ['admin', 'agent'] as const;
+/**
+ * What a token may call. admin: everything, and any agent's calls. submit: submit DAGs
+ * and read. read: the read-only routes (DAGs, tasks, dead letters, agents, stats, the
+ * event stream, metrics). agent: the agent protocol, as its one agent, within its grant.
+ */
+export const TOKEN_ROLES = ['admin', 'submit', 'read', 'agent'] as const;
 export type TokenRole = (typeof TOKEN_ROLES)[number];
 
+/** The capability prefix of validation tasks: granted to agent tokens only through `validators`. */
+export const VALIDATOR_PREFIX = 'validate:';
+
+/** What an agent token may register: its capabilities come from here, never from the agent. */
+export interface Grant {
+  /** Capabilities it may register; null for a token made before grants existed: any but validator ones. */
+  capabilities: string[] | null;
+  /** Validator capabilities it may register, without the prefix (`test` for validate:test). */
+  validators: string[];
+  /** Most budget it may register (a registration without one gets this); null: no ceiling. */
+  budgetUsd: number | null;
+  /** Most tasks at once it may register; null: no ceiling. */
+  maxConcurrent: number | null;
+}
+
 /** Who a request acts as, once its bearer token checked out. */
-export interface Principal { tokenId: string; role: TokenRole; agentId: string | null }
+export interface Principal { tokenId: string; role: TokenRole; agentId: string | null; grant: Grant | null }
 
 const TOKEN_PREFIX = 'dgt_';
 
@@ -22,24 +43,97 @@ export function tokenHash(token: string): string {
  * An agent token needs the agent it acts as; that agent need not be registered yet
  * (it registers itself with the token), so only the id's shape is checked.
  */
-export async function tokenCreate(db: Db, o: { role: TokenRole; agentId?: string; name?: string }): Promise<{ id: string; token: string; role: TokenRole; agentId: string | null }> {
-  if (!(TOKEN_ROLES as readonly string[]).includes(o.role)) throw new InvalidInputError(`--role ${o.role}: expected admin or agent`);
+export interface TokenCreate {
+  role: TokenRole;
+  /** Agent tokens: the agent it acts as. */
+  agentId?: string;
+  name?: string;
+  /** Agent tokens: the capabilities it may register (default none: least privilege). */
+  capabilities?: string[];
+  /** Agent tokens: validator capabilities it may register, without the prefix (`test`, `judge`). */
+  validators?: string[];
+  budgetUsd?: number;
+  maxConcurrent?: number;
+}
+
+export async function tokenCreate(db: Db, o: TokenCreate): Promise<{ id: string; token: string; role: TokenRole; agentId: string | null; grant: Grant | null }> {
+  if (!(TOKEN_ROLES as readonly string[]).includes(o.role)) throw new InvalidInputError(`--role ${o.role}: expected one of ${TOKEN_ROLES.join(', ')}`);
   if (o.role === 'agent' && !o.agentId) throw new InvalidInputError('an agent token needs --agent ID: it can only act as that agent');
-  if (o.role === 'admin' && o.agentId) throw new InvalidInputError('--agent applies to agent tokens only');
+  const grantGiven = o.capabilities !== undefined || o.validators !== undefined || o.budgetUsd !== undefined || o.maxConcurrent !== undefined;
+  if (o.role !== 'agent' && (o.agentId || grantGiven)) throw new InvalidInputError('--agent, --capabilities, --validators, --budget-usd and --max-concurrent apply to agent tokens only');
   if (o.agentId && !/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/.test(o.agentId)) throw new InvalidInputError(`--agent ${o.agentId}: not a valid agent id`);
+  const capabilities = [...new Set(o.capabilities ?? [])];
+  for (const c of capabilities) {
+    if (c.startsWith(VALIDATOR_PREFIX)) throw new InvalidInputError(`--capabilities ${c}: validator capabilities are a separate grant: --validators ${c.slice(VALIDATOR_PREFIX.length)}`);
+    if (!CAPABILITY_PATTERN.test(c)) throw new InvalidInputError(`--capabilities ${c}: not a capability (lowercase, digits, _ and -, one optional namespace:)`);
+  }
+  const validators = [...new Set(o.validators ?? [])];
+  for (const v of validators) if (!/^[a-z][a-z0-9_-]{0,63}$/.test(v)) throw new InvalidInputError(`--validators ${v}: expected a validator name such as test or judge`);
+  if (o.budgetUsd !== undefined && !(o.budgetUsd >= 0)) throw new InvalidInputError(`--budget-usd ${o.budgetUsd}: expected a number ≥ 0`);
+  if (o.maxConcurrent !== undefined && !(Number.isInteger(o.maxConcurrent) && o.maxConcurrent >= 1)) throw new InvalidInputError(`--max-concurrent ${o.maxConcurrent}: expected a whole number ≥ 1`);
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
-  const row = await apiTokenInsert(db, { id: newTokenId(), role: o.role, agentId: o.agentId ?? null, name: o.name ?? null, tokenHash: tokenHash(token) });
-  return { id: row.id, token, role: o.role, agentId: row.agentId };
+  const isAgent = o.role === 'agent';
+  const row = await apiTokenInsert(db, {
+    id: newTokenId(), role: o.role, agentId: o.agentId ?? null, name: o.name ?? null, tokenHash: tokenHash(token),
+    grantCapabilities: isAgent ? capabilities : null, grantValidators: isAgent ? validators : [],
+    grantBudgetUsd: o.budgetUsd ?? null, grantMaxConcurrent: o.maxConcurrent ?? null,
+  });
+  return { id: row.id, token, role: o.role, agentId: row.agentId, grant: grantOf(row) };
+}
+
+function grantOf(row: Pick<ApiTokenRow, 'role' | 'grantCapabilities' | 'grantValidators' | 'grantBudgetUsd' | 'grantMaxConcurrent'>): Grant | null {
+  if (row.role !== 'agent') return null;
+  return {
+    capabilities: row.grantCapabilities, validators: row.grantValidators,
+    budgetUsd: row.grantBudgetUsd === null ? null : Number(row.grantBudgetUsd), maxConcurrent: row.grantMaxConcurrent,
+  };
+}
+
+/** Whether a grant covers one capability: validator ones only through `validators`. */
+export function grantCovers(g: Grant, capability: string): boolean {
+  if (capability.startsWith(VALIDATOR_PREFIX)) return g.validators.includes(capability.slice(VALIDATOR_PREFIX.length));
+  return g.capabilities === null || g.capabilities.includes(capability);
+}
+
+/**
+ * What an agent token may register: capabilities only from its grant (validator ones
+ * only from its validator grant), budget and concurrency within its ceilings (a budget
+ * left out is the ceiling). Returns the registration to store, or refuses with the reason.
+ */
+export function grantApply<R extends { capabilities: string[]; budgetUsd?: number | null; maxConcurrent?: number }>(p: Principal, reg: R): R {
+  if (p.role !== 'agent' || !p.grant) return reg;
+  const g = p.grant;
+  const beyond = reg.capabilities.filter((c) => !grantCovers(g, c));
+  if (beyond.length) {
+    const validator = beyond.some((c) => c.startsWith(VALIDATOR_PREFIX));
+    throw new ForbiddenError(`token ${p.tokenId} does not grant ${beyond.join(', ')}${validator ? ' (validator capabilities are a separate grant, given only by an operator)' : ''}: capabilities are granted to a token, not claimed by its agent`, { capabilities: beyond });
+  }
+  let budgetUsd = reg.budgetUsd;
+  if (g.budgetUsd !== null) {
+    if (budgetUsd === undefined || budgetUsd === null) budgetUsd = g.budgetUsd;
+    else if (budgetUsd > g.budgetUsd) throw new ForbiddenError(`token ${p.tokenId} allows a budget of at most ${g.budgetUsd} USD, not ${budgetUsd}`, { budgetUsd });
+  }
+  let maxConcurrent = reg.maxConcurrent;
+  if (g.maxConcurrent !== null) {
+    if (maxConcurrent === undefined) maxConcurrent = g.maxConcurrent;
+    else if (maxConcurrent > g.maxConcurrent) throw new ForbiddenError(`token ${p.tokenId} allows at most ${g.maxConcurrent} tasks at once, not ${maxConcurrent}`, { maxConcurrent });
+  }
+  return { ...reg, budgetUsd, maxConcurrent };
 }
 
 /** The principal a presented token stands for, or null for an unknown or revoked one. */
 export async function tokenVerify(db: Db, token: string): Promise<Principal | null> {
   if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return null;
   const row = await apiTokenFind(db, tokenHash(token));
-  return row ? { tokenId: row.id, role: row.role as TokenRole, agentId: row.agentId } : null;
+  return row ? { tokenId: row.id, role: row.role as TokenRole, agentId: row.agentId, grant: grantOf(row) } : null;
 }
 
-export const tokenList = apiTokenList;
+/** Every token (never its secret), with its grant. */
+export async function tokenList(db: Db) {
+  return (await apiTokenList(db)).map((t) => ({
+    id: t.id, role: t.role, agentId: t.agentId, name: t.name, createdAt: t.createdAt, lastUsedAt: t.lastUsedAt, revokedAt: t.revokedAt, grant: grantOf(t),
+  }));
+}
 
 /** Record that a request with this token succeeded (refused requests change nothing). */
 export const tokenTouch = apiTokenTouch;

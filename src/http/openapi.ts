@@ -49,7 +49,7 @@ export function openApiDocument(): Record<string, unknown> {
     openapi: '3.1.0',
     info: { title: 'dagent HTTP API', version: '0.1.0', description: 'See docs/http-api.md. Errors are {error: {code, message, ...}}.' },
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'dagent tokens create --role admin|agent [--agent ID]' } },
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'dagent tokens create --role admin|submit|read|agent [--agent ID --capabilities …]' } },
       schemas: {
         Error: {
           type: 'object',

@@ -9,6 +9,7 @@ import {
 } from '../errors.js';
 import { jsonTextTooDeep, utf8Decode } from '../json-guard.js';
 import { tokenTouch, tokenVerify } from '../engine/tokens.js';
+import { ACCESS_ROLES } from './route.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
 import { openApiDocument } from './openapi.js';
@@ -73,7 +74,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
 
   app.addHook('onRequest', async (req, reply) => {
     const access = req.routeOptions.config.access ?? 'public';
-    if (access === 'public' || (access === 'admin' && req.url.startsWith('/metrics') && o.metricsPublic)) return;
+    if (access === 'public' || (req.url.startsWith('/metrics') && o.metricsPublic)) return;
     // The scheme is case-insensitive (RFC 7235): Bearer, bearer, BEARER.
     const token = /^bearer[ \t]+(\S+)[ \t]*$/i.exec(req.headers.authorization ?? '')?.[1];
     const principal = token ? await tokenVerify(o.db, token) : null;
@@ -81,7 +82,10 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
       reply.header('www-authenticate', 'Bearer realm="dagent"');
       throw new UnauthorizedError(token ? 'invalid or revoked token' : 'missing bearer token (Authorization: Bearer <token>; create one with `dagent tokens create`)');
     }
-    if (access === 'admin' && principal.role !== 'admin') throw new ForbiddenError(`this needs an admin token; token ${principal.tokenId} is an agent token`);
+    const allowed = ACCESS_ROLES[access];
+    if (!allowed.includes(principal.role)) {
+      throw new ForbiddenError(`this needs a token with role ${allowed.join(' or ')}; token ${principal.tokenId} has role ${principal.role}`, { role: principal.role });
+    }
     req.principal = principal;
   });
 

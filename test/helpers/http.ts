@@ -8,8 +8,8 @@ export interface TestHttp {
   url: string;
   server: HttpServer;
   adminToken: string;
-  /** A fresh agent token acting as `agentId`. */
-  agentToken(agentId: string): Promise<string>;
+  /** A fresh agent token acting as `agentId`, granted `capabilities` (and validator capabilities by name). */
+  agentToken(agentId: string, capabilities?: string[], validators?: string[]): Promise<string>;
   /** fetch against the server with a token (admin by default; null for none); JSON in and out. */
   call(method: string, path: string, o?: { token?: string | null; body?: unknown; raw?: string; contentType?: string }): Promise<{ status: number; body: any; headers: Headers }>;
 }
@@ -40,6 +40,6 @@ export async function testHttp(database: Database, opts: Partial<HttpOptions> = 
   };
   return {
     url, server, adminToken, call,
-    agentToken: async (agentId) => (await tokenCreate(database.db, { role: 'agent', agentId })).token,
+    agentToken: async (agentId, capabilities = [], validators = []) => (await tokenCreate(database.db, { role: 'agent', agentId, capabilities, validators })).token,
   };
 }

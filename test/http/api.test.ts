@@ -39,7 +39,7 @@ async function refusedUnchanged(status: number, code: string | null, request: ()
 
 /** Register `id` through the API with its own agent token; returns the token. */
 async function agentUp(id: string, capabilities: string[] = []): Promise<string> {
-  const token = await http.agentToken(id);
+  const token = await http.agentToken(id, capabilities);
   const r = await call('POST', '/api/agents', { token, body: { id, type: 'worker', capabilities } });
   expect(r.status).toBe(201);
   return token;

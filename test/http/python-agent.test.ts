@@ -10,7 +10,7 @@ const hasPython = spawnSync('python3', ['--version']).status === 0;
 const database = await testDatabase();
 const http = await testHttp(database);
 const AGENT = 'py-1';
-const token = await http.agentToken(AGENT);
+const token = await http.agentToken(AGENT, ['py-wordcount']);
 
 /** Agents a failed test left running are killed. */
 const children = new Set<ChildProcess>();

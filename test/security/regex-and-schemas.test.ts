@@ -12,7 +12,7 @@ const database = await testDatabase();
 const server = await serverStart(database);
 
 async function agentHolding(s: ServerProcess, id: string, capability: string) {
-  const token = (await tokenCreate(database.db, { role: 'agent', agentId: id, capabilities: [capability] } as never)).token;
+  const token = (await tokenCreate(database.db, { role: 'agent', agentId: id, capabilities: [capability] })).token;
   expect((await s.call('POST', '/api/agents', { token, body: { id, type: 'hostile', capabilities: [capability] } })).status).toBe(201);
   return {
     token,

@@ -1,18 +1,25 @@
 import { sql } from 'drizzle-orm';
-import { check, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { check, integer, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 /**
  * A bearer token for the HTTP API. Only its SHA-256 is stored: tokens are 32 random
  * bytes, so a fast hash is enough and the lookup is one index probe.
- * An agent token acts as exactly one agent (`agent_id`).
+ * Its role says what it may call (admin, submit, read, agent; engine/tokens.ts).
+ * An agent token acts as exactly one agent (`agent_id`), within its grant: the
+ * capabilities it may register (null: any but validator ones, for tokens made before
+ * grants existed), the validator capabilities, and ceilings on budget and concurrency.
  */
 export const apiTokens = pgTable(
   'api_tokens',
   {
     id: text('id').primaryKey(),
-    /** admin | agent */
+    /** admin | submit | read | agent */
     role: text('role').notNull(),
     agentId: text('agent_id'),
+    grantCapabilities: text('grant_capabilities').array(),
+    grantValidators: text('grant_validators').array().notNull().default(sql`'{}'::text[]`),
+    grantBudgetUsd: numeric('grant_budget_usd', { precision: 14, scale: 6, mode: 'number' }),
+    grantMaxConcurrent: integer('grant_max_concurrent'),
     name: text('name'),
     tokenHash: text('token_hash').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
@@ -21,6 +28,6 @@ export const apiTokens = pgTable(
   },
   (t) => [
     uniqueIndex('api_tokens_hash_uq').on(t.tokenHash),
-    check('api_tokens_role_ck', sql`${t.role} in ('admin', 'agent') and (${t.role} = 'admin' or ${t.agentId} is not null)`),
+    check('api_tokens_role_ck', sql`${t.role} in ('admin', 'submit', 'read', 'agent') and ((${t.role} = 'agent') = (${t.agentId} is not null))`),
   ],
 );

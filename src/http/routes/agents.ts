@@ -5,7 +5,7 @@ import { taskClaim } from '../../engine/claim.js';
 import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
 import { taskFail } from '../../engine/failure.js';
 import { taskSpawn } from '../../engine/spawn.js';
-import type { Principal } from '../../engine/tokens.js';
+import { grantApply, grantCovers, type Principal } from '../../engine/tokens.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
 import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
@@ -49,10 +49,12 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     summary: 'Register (or re-register) an agent: its capabilities and budget decide what it may claim', responds: '201 {agent}',
   }, async ({ body, principal, reply }) => {
     actingAs(principal, body.id);
-    const agent = await agentRegister(d.db, {
+    // An agent token registers only what its grant allows: capabilities are granted, not claimed.
+    const reg = grantApply(principal!, {
       id: body.id, type: body.type, capabilities: body.capabilities, models: body.models, maxConcurrent: body.max_concurrent,
       budgetUsd: body.budget_usd, metadata: { ...body.metadata, via: 'http' },
     });
+    const agent = await agentRegister(d.db, reg);
     reply.status(201);
     return { agent };
   });
@@ -90,7 +92,10 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     responds: '{tasks: [{id, fence, spec, inputs, children, leaseExpiresAt, heartbeatSec, ...}]}',
   }, async ({ params, body, principal }) => {
     actingAs(principal, params.id!);
-    const tasks = await taskClaim(d.db, params.id!, { limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec });
+    // Whatever the agent row says (an older registration, an operator's), an agent token claims only within its grant.
+    const grant = principal?.role === 'agent' ? principal.grant : null;
+    const capabilities = grant ? (await agentRequire(d.db, params.id!)).capabilities.filter((c) => grantCovers(grant, c)) : undefined;
+    const tasks = await taskClaim(d.db, params.id!, { limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities });
     return { tasks };
   });
 

@@ -36,7 +36,7 @@ export function actor(p: Principal | null): string {
 export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
   const tag = 'humans';
   route(app, {
-    method: 'POST', url: '/api/dags', access: 'admin', tag, body: dagSubmitBody, bodyTypes: ['application/yaml'],
+    method: 'POST', url: '/api/dags', access: 'submit', tag, body: dagSubmitBody, bodyTypes: ['application/yaml'],
     query: z.object({ param: z.union([z.string(), z.array(z.string())]).optional().describe('NAME=VALUE, repeatable (with a YAML body)') }),
     summary: 'Submit a DAG (YAML or JSON) in one transaction; refused with 429 and Retry-After while the queue is full',
     responds: '201 {results: [{dagId, name, tasks, created} | {schedule, nextFireAt}]}',
@@ -60,13 +60,13 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'GET', url: '/api/dags', access: 'admin', tag,
+    method: 'GET', url: '/api/dags', access: 'read', tag,
     query: z.object({ status: z.enum(DAG_STATES).optional(), limit }),
     summary: 'DAGs, newest first, with task counts by status', responds: '{dags: [...]}',
   }, async ({ query }) => ({ dags: await dagList(d.db, query) }));
 
   route(app, {
-    method: 'GET', url: '/api/dags/:id', access: 'admin', tag,
+    method: 'GET', url: '/api/dags/:id', access: 'read', tag,
     summary: 'One DAG as a graph: tasks with status and depth, edges, critical path, open dead letters',
     responds: '{dag, nodes, edges, criticalPath, deadLetters}',
   }, ({ params }) => dagGraph(d.db, params.id!));
@@ -77,13 +77,13 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
   }, async ({ params, body, principal }) => ({ cancelled: (await dagCancel(d.db, params.id!, actor(principal), body?.note)).length }));
 
   route(app, {
-    method: 'GET', url: '/api/tasks', access: 'admin', tag,
+    method: 'GET', url: '/api/tasks', access: 'read', tag,
     query: z.object({ dag_id: z.string().optional(), status: z.enum(TASK_STATES).optional(), limit }),
     summary: 'Tasks, filtered by DAG and status', responds: '{tasks: [...]}',
   }, async ({ query }) => ({ tasks: await taskListFiltered(d.db, { dagId: query.dag_id, status: query.status, limit: query.limit }) }));
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id', access: 'admin', tag,
+    method: 'GET', url: '/api/tasks/:id', access: 'read', tag,
     summary: 'One task: spec, resolved inputs, output, attempts (with validation verdicts) and events',
     responds: '{task, inputs, attempts, events}',
   }, ({ params }) => taskShow(d.db, params.id!));
@@ -105,13 +105,13 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
   }
 
   route(app, {
-    method: 'GET', url: '/api/dlq', access: 'admin', tag,
+    method: 'GET', url: '/api/dlq', access: 'read', tag,
     query: z.object({ all: z.enum(['true', 'false']).optional().describe('include resolved entries'), dag_id: z.string().optional(), limit }),
     summary: 'Dead-letter entries (open ones unless all=true)', responds: '{entries: [...]}',
   }, async ({ query }) => ({ entries: await dlqList(d.db, { all: query.all === 'true', dagId: query.dag_id, limit: query.limit }) }));
 
   route(app, {
-    method: 'GET', url: '/api/dlq/:id', access: 'admin', tag,
+    method: 'GET', url: '/api/dlq/:id', access: 'read', tag,
     summary: 'One dead-letter entry with its task and full failure history', responds: '{entry, task}',
   }, ({ params }) => dlqShow(d.db, params.id!));
 
@@ -148,12 +148,12 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
   }, body.action, { by: actor(principal), note: body.note, resetAttempts: body.reset_attempts }));
 
   route(app, {
-    method: 'GET', url: '/api/agents', access: 'admin', tag,
+    method: 'GET', url: '/api/agents', access: 'read', tag,
     summary: 'Registered agents: capabilities, budgets, spend and heartbeats', responds: '{agents: [...]}',
   }, async () => ({ agents: await agentList(d.db) }));
 
   route(app, {
-    method: 'GET', url: '/api/stats', access: 'admin', tag,
+    method: 'GET', url: '/api/stats', access: 'read', tag,
     summary: 'Queue health: task counts by status and priority tier, oldest READY age, agents', responds: '{counts, oldestReadyAgeSec, agents}',
   }, () => statsGet(d.db));
 }

@@ -4,8 +4,8 @@ import type { HttpDeps } from '../deps.js';
 
 export function metricsRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
-    method: 'GET', url: '/metrics', access: 'admin', tag: 'operations',
-    summary: 'Prometheus metrics (an admin token, unless the server runs with --metrics-public)', responds: 'text/plain; version=0.0.4',
+    method: 'GET', url: '/metrics', access: 'read', tag: 'operations',
+    summary: 'Prometheus metrics (a read token, unless the server runs with --metrics-public)', responds: 'text/plain; version=0.0.4',
   }, async ({ reply }) => {
     reply.header('content-type', d.metrics.contentType);
     return d.metrics.metrics();

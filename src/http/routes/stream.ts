@@ -8,7 +8,7 @@ export const STREAM_KEEPALIVE_MS = 15_000;
 
 export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
-    method: 'GET', url: '/api/events', access: 'agent', tag: 'stream',
+    method: 'GET', url: '/api/events', access: 'read', tag: 'stream',
     query: z.object({ dag_id: z.string().optional().describe('only this DAG: its events, a snapshot of its tasks, then task.status changes') }),
     summary: 'Server-sent events: task and DAG events as they happen (LISTEN/NOTIFY, with polling as the fallback)',
     responds: 'text/event-stream; events: snapshot, task.status, dag.progress and every events-table type (task.failed, task.dead_lettered, dag.completed, …)',

@@ -28,7 +28,7 @@ export async function innocentBystander(server: ServerProcess, database: Databas
   expect(submitted.status, JSON.stringify(submitted.body)).toBe(201);
   const dagId: string = submitted.body.results[0].dagId;
   const agentId = `innocent-${name}`;
-  const token = (await tokenCreate(database.db, { role: 'agent', agentId, capabilities: ['innocent'] } as never)).token;
+  const token = (await tokenCreate(database.db, { role: 'agent', agentId, capabilities: ['innocent'] })).token;
   return {
     dagId,
     async finish(): Promise<void> {

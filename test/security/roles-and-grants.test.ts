@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { testDatabase } from '../helpers/db.js';
+import { databaseSnapshot } from '../helpers/factories.js';
+import { tokenCreate } from '../../src/engine/tokens.js';
+import { refused, serverStart, type Reply } from './helpers/server.js';
+
+// Finding 3 (first half): an agent registered itself with a validator capability and claimed
+// the validation task of its own output. Capabilities now come from the token's grant,
+// validator capabilities from a separate grant; tokens carry roles (admin, submit, read, agent).
+const database = await testDatabase();
+const { db } = database;
+const server = await serverStart(database);
+
+async function unchanged(r: () => Promise<Reply>, status: number, code: string, why?: RegExp): Promise<Reply> {
+  const before = await databaseSnapshot(db);
+  const reply = await refused(status, code, r(), why);
+  expect(await databaseSnapshot(db)).toBe(before);
+  return reply;
+}
+
+const register = (token: string, id: string, capabilities: string[], extra: Record<string, unknown> = {}) =>
+  server.call('POST', '/api/agents', { token, body: { id, type: 'w', capabilities, ...extra } });
+
+describe('capabilities are granted, not claimed', () => {
+  it('an agent token cannot register a validator capability it was not granted, nor any capability beyond its grant', async () => {
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'writer', capabilities: ['write'] });
+    await unchanged(() => register(token, 'writer', ['write', 'validate:test']), 403, 'FORBIDDEN', /does not grant validate:test \(validator capabilities are a separate grant/);
+    await unchanged(() => register(token, 'writer', ['write', 'shell']), 403, 'FORBIDDEN', /does not grant shell/);
+    expect((await register(token, 'writer', ['write'])).status).toBe(201);
+  });
+
+  it('validator capabilities come only from a validator grant', async () => {
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'tester', validators: ['test'] });
+    expect((await register(token, 'tester', ['validate:test'])).status).toBe(201);
+    await unchanged(() => register(token, 'tester', ['validate:judge']), 403, 'FORBIDDEN', /does not grant validate:judge/);
+  });
+
+  it('a budget above the grant\'s ceiling is refused; one left out is the ceiling', async () => {
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'spender', capabilities: ['llm'], budgetUsd: 5, maxConcurrent: 2 });
+    await unchanged(() => register(token, 'spender', ['llm'], { budget_usd: 50 }), 403, 'FORBIDDEN', /a budget of at most 5 USD/);
+    await unchanged(() => register(token, 'spender', ['llm'], { max_concurrent: 10 }), 403, 'FORBIDDEN', /at most 2 tasks at once/);
+    const r = await register(token, 'spender', ['llm']);
+    expect(r.status).toBe(201);
+    expect(r.body.agent).toMatchObject({ budgetUsd: 5, maxConcurrent: 2 });
+  });
+
+  it('a token made before grants existed keeps working, but never registers a validator capability', async () => {
+    const { id, token } = await tokenCreate(db, { role: 'agent', agentId: 'legacy' });
+    await db.execute(sql`update api_tokens set grant_capabilities = null where id = ${id}`);
+    expect((await register(token, 'legacy', ['anything', 'else'])).status).toBe(201);
+    await unchanged(() => register(token, 'legacy', ['validate:judge']), 403, 'FORBIDDEN', /does not grant validate:judge/);
+  });
+
+  it('a claim stays within the grant even when the agent\'s row says more (an earlier registration by an admin)', async () => {
+    await server.call('POST', '/api/agents', { body: { id: 'widened', type: 'w', capabilities: ['shell'] } });
+    const dag = await server.call('POST', '/api/dags', { raw: 'name: shell-work\ntasks:\n  rm: { type: t, spec: { constraints: { capabilities: [shell] } } }\n', contentType: 'application/yaml' });
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'widened', capabilities: [] });
+    const r = await server.call('POST', '/api/agents/widened/claim', { token, body: { dag_id: dag.body.results[0].dagId } });
+    expect(r.status).toBe(200);
+    expect(r.body.tasks).toEqual([]);
+  });
+});
+
+describe('token roles', () => {
+  const DAG = 'name: roles\ntasks:\n  a: { type: t }\n';
+
+  it('read: reads DAGs, tasks, dead letters, stats and metrics; submits and changes nothing', async () => {
+    const { token } = await tokenCreate(db, { role: 'read' });
+    for (const path of ['/api/dags', '/api/tasks', '/api/dlq', '/api/agents', '/api/stats', '/metrics']) {
+      expect((await server.call('GET', path, { token })).status, path).toBe(200);
+    }
+    await unchanged(() => server.call('POST', '/api/dags', { token, raw: DAG, contentType: 'application/yaml' }), 403, 'FORBIDDEN', /role admin or submit; token \S+ has role read/);
+    const dagId = (await server.call('POST', '/api/dags', { raw: DAG, contentType: 'application/yaml' })).body.results[0].dagId;
+    await unchanged(() => server.call('POST', `/api/dags/${dagId}/cancel`, { token, body: {} }), 403, 'FORBIDDEN');
+  });
+
+  it('submit: submits and reads, but cancels, reprioritizes and retries nothing', async () => {
+    const { token } = await tokenCreate(db, { role: 'submit' });
+    const r = await server.call('POST', '/api/dags', { token, raw: DAG, contentType: 'application/yaml' });
+    expect(r.status).toBe(201);
+    const dagId = r.body.results[0].dagId;
+    expect((await server.call('GET', `/api/dags/${dagId}`, { token })).status).toBe(200);
+    await unchanged(() => server.call('POST', `/api/dags/${dagId}/cancel`, { token, body: {} }), 403, 'FORBIDDEN');
+    await unchanged(() => server.call('POST', `/api/dags/${dagId}/priority`, { token, body: { priority: 1 } }), 403, 'FORBIDDEN');
+  });
+
+  it('agent: neither reads other work nor listens to the event stream', async () => {
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'nosy', capabilities: [] });
+    await unchanged(() => server.call('GET', '/api/dags', { token }), 403, 'FORBIDDEN');
+    await unchanged(() => server.call('GET', '/api/events', { token }), 403, 'FORBIDDEN');
+  });
+});
