@@ -5,18 +5,10 @@ import { defineAgent, TaskError } from '../src/index.js';
 /** Folders that are not the project's own content. */
 const SKIP = new Set(['node_modules', 'dist', 'coverage']);
 
-// Counted by the shell agent, one key=value per line; $DIR comes through the environment, so no quoting games.
-const FOLDER_SCRIPT = [
-  `printf 'files=%s\\n' "$(find "$DIR" -type f | wc -l)"`,
-  `printf 'lines=%s\\n' "$(find "$DIR" -type f -exec cat {} + 2>/dev/null | wc -l)"`,
-  `printf 'kib=%s\\n' "$(du -sk "$DIR" | cut -f1)"`,
-  `printf 'todos=%s\\n' "$(grep -rIE 'TODO|FIXME|XXX' "$DIR" 2>/dev/null | wc -l)"`,
-  `printf 'largest=%s\\n' "$(find "$DIR" -type f -exec wc -c {} + 2>/dev/null | grep -v ' total$' | sort -rn | head -1 | awk '{print $2}')"`,
-].join('; ');
-
 /**
- * The root task of the repository audit: one `shell` subtask per top-level
- * folder, spawned at runtime, then a resumable wait. On its second run the
+ * The root task of the repository audit: one subtask per top-level folder, from
+ * the DAG's folder-audit template (the DAG file holds the shell command; this
+ * agent only names the folder), then a resumable wait. On its second run the
  * subtasks are done and spawn (same keys) hands back their outputs.
  */
 export default defineAgent({
@@ -41,10 +33,9 @@ export default defineAgent({
     });
     const children = await ctx.spawn(folders.map((f, i) => ({
       key: keys[i]!,
-      type: 'folder-audit',
+      template: 'folder-audit',
       title: `Audit ${f}/`,
-      requires: ['shell'],
-      spec: { input: { command: FOLDER_SCRIPT, cwd: root, env: { DIR: f }, timeoutSec: 60 } },
+      spec: { input: { dir: f } },
     })), { wait: true });
     return {
       root,

@@ -9,23 +9,34 @@ interface ShellInput extends CommandInput {
   allowFailure?: boolean;
 }
 
+/** The input fields the shell agent reads itself; every other one reaches the command as DAGENT_INPUT_<NAME>. */
+const OWN_FIELDS = new Set(['command', 'args', 'cwd', 'env', 'timeoutSec', 'allowFailure']);
+
 /**
  * Runs one command per task and returns its exit code, stdout and stderr.
- * It runs whatever a DAG tells it to: give the `shell` capability only to agents
- * that take work from trusted DAGs.
+ * It runs only what a DAG's author wrote: tasks from a DAG file, or from a template
+ * that DAG declares (origin `dag` or `template`), never a spec an agent wrote. Data an
+ * agent filled into a template (its `accepts` fields) reaches the command as
+ * environment variables DAGENT_INPUT_<NAME>, never as part of the command line.
+ * Give the `shell` capability only to agents that serve trusted DAGs.
  */
 export default defineAgent({
   name: 'shell',
   capabilities: ['shell'],
   maxConcurrent: 4,
   async run(task, ctx) {
+    if (task.origin !== 'dag' && task.origin !== 'template') {
+      throw new TaskError('untrusted_spec', `task ${task.key} was written by an agent (origin ${task.origin}): the shell agent runs only commands from DAG files and their templates`, { retryable: false });
+    }
     const input = task.spec.input as unknown as ShellInput;
     if (typeof input?.command !== 'string' || input.command.length === 0) {
       throw new TaskError('bad_input', 'spec.input.command must be a non-empty string', { retryable: false });
     }
+    const data = Object.entries(input).filter(([k]) => !OWN_FIELDS.has(k));
+    const env = { ...input.env, ...Object.fromEntries(data.map(([k, v]) => [`DAGENT_INPUT_${k.toUpperCase()}`, typeof v === 'string' ? v : JSON.stringify(v)])) };
     const cwd = path.resolve(input.cwd ?? '.');
     const started = Date.now();
-    const r = await commandRun(input, cwd, ctx.signal);
+    const r = await commandRun({ ...input, env }, cwd, ctx.signal);
     const result = { exitCode: r.exitCode, signal: r.signal, stdout: r.stdout, stderr: r.stderr, cwd, durationMs: Date.now() - started };
     if (r.timedOut) throw new TaskError('timeout', `command timed out after ${input.timeoutSec}s: ${input.command}`, { details: result });
     if (r.exitCode !== 0 && !input.allowFailure) {

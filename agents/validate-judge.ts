@@ -21,6 +21,8 @@ export default defineAgent({
   capabilities: ['validate:judge'],
   maxConcurrent: 4,
   async run(task, ctx): Promise<Verdict> {
+    // Only the engine's validation tasks: a rubric an agent wrote is no judgement of the DAG author's.
+    if (task.origin !== 'validation') throw new NonRetryableError(`task ${task.key} is not a validation task (origin ${task.origin})`, { errorClass: 'untrusted_spec' });
     const { step, output, subject } = task.spec.input as unknown as JudgeInput;
     if (step?.kind !== 'llm-judge') throw new TaskError('bad_input', 'spec.input.step must be an llm-judge step', { retryable: false });
     const model = task.models[0] ?? process.env.DAGENT_JUDGE_MODEL ?? process.env.DAGENT_LLM_MODEL;

@@ -12,13 +12,16 @@ interface TestInput { step: TestStep; output: unknown; subject: { id: string; ke
  * named by $DAGENT_OUTPUT_FILE (text as is, anything else as JSON), the step's
  * command runs in its cwd, and the exit code is the verdict. A command that cannot
  * be started at all is a crashed validation (retried), not a verdict on the output.
- * It runs whatever a DAG tells it to: give `validate:test` only to agents that take work from trusted DAGs.
+ * It runs only validation tasks (origin `validation`): their step comes from a DAG file or a template it declares,
+ * never from an agent. Still, it runs what DAG authors write: give `validate:test` only to agents that serve trusted DAGs.
  */
 export default defineAgent({
   name: 'validate-test',
   capabilities: ['validate:test'],
   maxConcurrent: 4,
   async run(task, ctx): Promise<Verdict> {
+    // Only the engine's validation tasks, whose step comes from the DAG file: never a command an agent wrote.
+    if (task.origin !== 'validation') throw new TaskError('untrusted_spec', `task ${task.key} is not a validation task (origin ${task.origin}): its command was not written by a DAG author`, { retryable: false });
     const { step, output, subject } = task.spec.input as unknown as TestInput;
     if (step?.kind !== 'test') throw new TaskError('bad_input', 'spec.input.step must be a test step', { retryable: false });
     const dir = await mkdtemp(path.join(tmpdir(), 'dagent-test-'));

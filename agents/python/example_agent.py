@@ -50,8 +50,9 @@ def handle(task: Task, ctx: TaskContext) -> dict[str, Any]:
     if chunks:
         # A resumable step: the same keys every run. The first run ends here
         # (Waiting); the run after the subtasks completed gets their outputs.
+        # The DAG declares the `chunk` template (type, capabilities); the agent fills in the text.
         children = ctx.spawn([
-            {"key": f"chunk-{i}", "type": "wordcount", "requires": [CAPABILITY], "spec": {"input": {"text": text}}}
+            {"key": f"chunk-{i}", "template": "chunk", "spec": {"input": {"text": text}}}
             for i, text in enumerate(chunks)
         ], wait=True)
         return {"words": sum(count(c.get("output")) for c in children), "chunks": len(children)}

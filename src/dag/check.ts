@@ -45,6 +45,15 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
       }
     }
   }
+  for (const [name, t] of Object.entries(file.spawn?.templates ?? {})) {
+    const at = ['spawn', 'templates', name];
+    (t.accepts ?? []).forEach((field, i) => {
+      if (Object.hasOwn(t.spec?.input ?? {}, field)) {
+        problems.push({ path: [...at, 'accepts', i], message: `${field} is fixed in spec.input; a template cannot both fix a field and accept it from agents` });
+      }
+    });
+    if (t.spec?.context?.length) problems.push({ path: [...at, 'spec', 'context'], message: 'a template takes its context from the agent that spawns it; leave context out' });
+  }
   if (problems.length) return problems;
 
   const graph = dagGraphBuild(keys, edges);

@@ -92,6 +92,31 @@ export const taskSchema = z.strictObject({
   output: outputSchema.optional(),
 });
 
+/** An input field name an agent may fill in (`accepts`), or a shell agent exports as DAGENT_INPUT_<NAME>. */
+const inputFieldName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'an input field name must match ^[A-Za-z_][A-Za-z0-9_]*$' }).refine(...notReserved('field name'));
+
+/**
+ * A kind of subtask the DAG's agents may spawn: everything but what the agent
+ * fills in is the DAG author's (type, capabilities, constraints, validation, retries,
+ * the fixed input fields), so a template may say what runs; the agent supplies data.
+ */
+export const spawnTemplateSchema = z.strictObject({
+  type: key,
+  title: shortText.optional(),
+  spec: taskBodySchema.optional(),
+  ...taskCommon,
+  output: outputSchema.optional(),
+  accepts: z.array(inputFieldName).max(32).optional()
+    .describe('input fields an agent may fill in when it spawns from this template (data only); spec.input fields are fixed. Default none'),
+});
+
+export const spawnSchema = z.strictObject({
+  templates: z.record(key, spawnTemplateSchema).optional().describe('subtasks agents may spawn by name (template: NAME), with what runs fixed here'),
+  free_form: z.boolean().optional()
+    .describe('whether agents may also spawn subtasks of their own making: data only, no capabilities, no validation but inline checks. Default true'),
+  max_tasks: z.number().int().min(0).max(100_000).optional().describe('most subtasks agents may add to this DAG in all. Default: up to the DAG task limit'),
+}).describe('what the agents working this DAG may add to it at runtime');
+
 export const defaultsSchema = z.strictObject({
   ...taskCommon,
   constraints: constraintsSchema.optional(),
@@ -135,12 +160,15 @@ export const dagFileSchema = z.strictObject({
   defaults: defaultsSchema.optional(),
   tasks: z.record(key, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
   schedule: scheduleSchema.optional().describe('run this DAG on a cron schedule: submitting the file registers the schedule'),
+  spawn: spawnSchema.optional(),
 });
 
 export type DagFile = z.infer<typeof dagFileSchema>;
 export type TaskFile = z.infer<typeof taskSchema>;
 export type RetryFile = z.infer<typeof retrySchema>;
 export type ScheduleFile = z.infer<typeof scheduleSchema>;
+export type SpawnFile = z.infer<typeof spawnSchema>;
+export type SpawnTemplateFile = z.infer<typeof spawnTemplateSchema>;
 
 /** Which object schema applies at a path: used to suggest the key a typo meant. */
 export function objectKeysAt(path: readonly (string | number)[]): string[] | undefined {
@@ -148,6 +176,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
   const parent = path[path.length - 2];
   if (path.length === 0) return Object.keys(dagFileSchema.shape);
   if (path.length === 2 && path[0] === 'tasks') return Object.keys(taskSchema.shape);
+  if (path.length === 3 && path[0] === 'spawn' && path[1] === 'templates') return Object.keys(spawnTemplateSchema.shape);
   if (path.length === 2 && path[0] === 'params') return ['default', 'description', 'required'];
   switch (last) {
     case 'defaults': return Object.keys(defaultsSchema.shape);
@@ -156,6 +185,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'retry': return Object.keys(retrySchema.shape);
     case 'output': return Object.keys(outputSchema.shape);
     case 'schedule': return Object.keys(scheduleSchema.shape);
+    case 'spawn': return Object.keys(spawnSchema.shape);
     case 'validation': return undefined;
   }
   if (parent === 'validation' || typeof last === 'number') return [...STEP_FILE_FIELDS];

@@ -102,15 +102,22 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   if (!parsed.success) throw new DagValidationError(zodProblems(parsed.error, [], substituted, at));
   const semantic = dagFileCheck(parsed.data as DagFile);
   if (semantic.length) throw new DagValidationError(semantic.map((p) => at(p.path, p.message, p.atKey)));
-  const validation: Record<string, ValidationStep[]> = {};
+  const where = { baseDir: opts.baseDir ?? process.cwd(), roots: opts.roots ?? CONFIG_DEFAULTS.fileRoots };
   const stepProblems: SpecProblem[] = [];
-  for (const [key, task] of Object.entries(parsed.data.tasks)) {
-    const r = await validationResolve(task.output?.validation, ['tasks', key, 'output', 'validation'], { baseDir: opts.baseDir ?? process.cwd(), roots: opts.roots ?? CONFIG_DEFAULTS.fileRoots });
-    validation[key] = r.steps;
-    stepProblems.push(...r.problems.map((p) => at(p.path, p.message)));
-  }
+  const resolveAll = async (group: 'tasks' | 'templates', entries: Array<[string, { output?: DagFile['tasks'][string]['output'] }]>) => {
+    const steps: Record<string, ValidationStep[]> = {};
+    for (const [name, t] of entries) {
+      const at0 = group === 'tasks' ? ['tasks', name] : ['spawn', 'templates', name];
+      const r = await validationResolve(t.output?.validation, [...at0, 'output', 'validation'], where);
+      steps[name] = r.steps;
+      stepProblems.push(...r.problems.map((p) => at(p.path, p.message)));
+    }
+    return steps;
+  };
+  const validation = await resolveAll('tasks', Object.entries(parsed.data.tasks));
+  const templateValidation = await resolveAll('templates', Object.entries(parsed.data.spawn?.templates ?? {}));
   if (stepProblems.length) throw new DagValidationError(stepProblems);
-  return dagFileNormalize(parsed.data as DagFile, values, file, validation);
+  return dagFileNormalize(parsed.data as DagFile, values, file, validation, templateValidation);
 }
 
 type At = (p: Path, message: string, atKey?: boolean) => SpecProblem;

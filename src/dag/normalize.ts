@@ -1,12 +1,15 @@
-import type { DagFile, RetryFile, ScheduleFile } from './file-schema.js';
+import type { DagFile, RetryFile, ScheduleFile, SpawnFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
-import { SCHEDULE_DEFAULTS, TASK_DEFAULTS, type DagSpec, type RetryPolicy, type ScheduleSpec, type TaskSpec } from './spec.js';
+import {
+  SCHEDULE_DEFAULTS, TASK_DEFAULTS, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
+} from './spec.js';
 import type { ParamValue } from './params.js';
 import type { ValidationStep } from '../validation/steps/index.js';
 
 /** A checked DagFile (after params substitution) as the engine's DagSpec, defaults applied. */
 export function dagFileNormalize(
   file: DagFile, params: Record<string, ParamValue>, sourceFile?: string, validation: Record<string, ValidationStep[]> = {},
+  templateValidation: Record<string, ValidationStep[]> = {},
 ): DagSpec {
   const d = file.defaults ?? {};
   const tasks: TaskSpec[] = Object.entries(file.tasks).map(([key, t]) => {
@@ -49,7 +52,41 @@ export function dagFileNormalize(
     sourceFile,
     tasks,
     ...(file.schedule ? { schedule: scheduleNormalize(file.schedule, file.name) } : {}),
+    ...(file.spawn ? { spawn: spawnNormalize(file.spawn, file.defaults ?? {}, templateValidation) } : {}),
   };
+}
+
+/** The spawn block as stored with the DAG: templates with the DAG's defaults applied and their steps resolved. */
+function spawnNormalize(s: SpawnFile, d: NonNullable<DagFile['defaults']>, validation: Record<string, ValidationStep[]>): SpawnPolicy {
+  const templates: Record<string, SpawnTemplate> = {};
+  for (const [name, t] of Object.entries(s.templates ?? {})) {
+    const constraints = { ...d.constraints, ...t.spec?.constraints };
+    const estimate = t.estimate ?? d.estimate;
+    templates[name] = {
+      type: t.type,
+      title: t.title,
+      body: {
+        prompt: t.spec?.prompt,
+        context: [],
+        models: t.spec?.models ?? d.models ?? [],
+        fallbackModels: t.spec?.fallback_models ?? d.fallback_models ?? [],
+        input: t.spec?.input ?? {},
+      },
+      requiredCapabilities: [...new Set(constraints.capabilities ?? [])].sort(),
+      maxCostUsd: constraints.max_cost_usd,
+      maxDurationSec: constraints.max_duration_sec,
+      heartbeatSec: constraints.heartbeat_sec,
+      priority: t.priority ?? d.priority,
+      boostPerMinute: t.boost_per_minute ?? d.boost_per_minute,
+      ...(estimate !== undefined ? { estimateSec: durationSeconds(estimate) } : {}),
+      maxAttempts: t.max_attempts ?? d.max_attempts ?? TASK_DEFAULTS.maxAttempts,
+      retry: retryNormalize({ ...d.retry, ...t.retry }),
+      output: outputNormalize(t.output, validation[name] ?? []),
+      tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
+      accepts: [...new Set(t.accepts ?? [])],
+    };
+  }
+  return { templates, freeForm: s.free_form ?? true, ...(s.max_tasks !== undefined ? { maxTasks: s.max_tasks } : {}) };
 }
 
 function retryNormalize(r: RetryFile): RetryPolicy {

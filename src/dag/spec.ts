@@ -15,6 +15,48 @@ export interface DagSpec {
   tasks: TaskSpec[];
   /** Present when the file declares a schedule: submitting registers it instead of running the DAG now. */
   schedule?: ScheduleSpec;
+  /** What the DAG's agents may spawn into it. Default: data-only subtasks of their own making. */
+  spawn?: SpawnPolicy;
+}
+
+/**
+ * Who wrote a task's spec, which decides what an agent executing it may trust:
+ * `dag` (a DAG file or program: its author), `template` (an agent filled in the data
+ * fields of a template its DAG's author wrote), `agent` (an agent wrote all of it:
+ * data, never something to run), `validation` (the engine, from the judged task's steps).
+ */
+export type TaskOrigin = 'dag' | 'template' | 'agent' | 'validation';
+export const TASK_ORIGINS = ['dag', 'template', 'agent', 'validation'] as const satisfies readonly TaskOrigin[];
+
+export interface SpawnPolicy {
+  /** Subtasks agents may spawn by name, with what runs fixed by the DAG's author. */
+  templates: Record<string, SpawnTemplate>;
+  /** Whether agents may spawn subtasks of their own making (data only). */
+  freeForm: boolean;
+  /** Most subtasks agents may add to the DAG in all; undefined: the DAG task limit. */
+  maxTasks?: number;
+}
+
+/** A template as stored with its DAG: everything but the fields an agent fills in. */
+export interface SpawnTemplate {
+  type: string;
+  title?: string;
+  /** prompt (a default the agent may replace), models, and `input`: the fixed fields. */
+  body: TaskBody;
+  requiredCapabilities: string[];
+  maxCostUsd?: number;
+  maxDurationSec?: number;
+  heartbeatSec?: number;
+  /** Undefined: the spawning agent's choice, else its parent's priority. */
+  priority?: number;
+  boostPerMinute?: number;
+  estimateSec?: number;
+  maxAttempts: number;
+  retry: RetryPolicy;
+  output?: Record<string, unknown>;
+  tags: string[];
+  /** Input fields the agent may fill in. */
+  accepts: string[];
 }
 
 export interface ScheduleSpec {
@@ -50,6 +92,8 @@ export interface TaskSpec {
   retry: RetryPolicy;
   output?: Record<string, unknown>;
   tags: string[];
+  /** Who wrote the spec. Default `dag`. */
+  origin?: TaskOrigin;
 }
 
 /** What an agent receives as the task's spec. */

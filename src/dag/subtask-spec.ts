@@ -1,21 +1,25 @@
 import { z } from 'zod';
 import { LIMITS } from '../config/index.js';
-import { InvalidInputError } from '../errors.js';
 import { durationSchema } from '../durations.js';
+import { ForbiddenError, InvalidInputError } from '../errors.js';
+import { stepAgentRefusal, validationResolve, type ValidationStep } from '../validation/steps/index.js';
 import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
 import { dagFileNormalize } from './normalize.js';
-import type { TaskSpec } from './spec.js';
-import { validationResolve, type ValidationStep } from '../validation/steps/index.js';
+import type { SpawnPolicy, SpawnTemplate, TaskSpec } from './spec.js';
+import { didYouMean } from './suggest.js';
+
+const keySchema = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
 
 /**
  * A subtask an agent spawns at runtime (`ctx.spawn`). The same vocabulary as a
  * task in a DAG file, so what a YAML author knows carries over; `requires` is
- * short for `spec.constraints.capabilities`.
+ * short for `spec.constraints.capabilities`. Agents are not trusted: what a subtask
+ * may say depends on the DAG's `spawn` block (see subtaskSpecsParse).
  */
 export const subtaskSpecSchema = z.strictObject({
-  key: z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' })
-    .describe('unique among the parent\'s subtasks; stored as <parent key>/<key>'),
-  type: z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }),
+  key: keySchema.describe('unique among the parent\'s subtasks; stored as <parent key>/<key>'),
+  template: keySchema.optional().describe('a template of the DAG\'s spawn block: it fixes what runs; the subtask fills in data'),
+  type: keySchema.optional().describe('required without a template'),
   title: z.string().max(200).optional(),
   requires: z.array(capabilitySchema).max(32).optional(),
   spec: z.strictObject({
@@ -36,13 +40,24 @@ export const subtaskSpecSchema = z.strictObject({
   tags: z.array(z.string().max(64)).max(32).optional(),
 });
 export type SubtaskSpec = z.input<typeof subtaskSpecSchema>;
+type Subtask = z.infer<typeof subtaskSpecSchema>;
+
+/** What a DAG without a spawn block allows: subtasks of the agents' own making, data only. */
+export const SPAWN_POLICY_DEFAULT: SpawnPolicy = { templates: {}, freeForm: true };
 
 /**
- * Validate subtask specs and normalize them like DAG file tasks. Keys come back
- * local (`lint`); depends_on and context refs are left as written for the spawn
- * to resolve against the siblings and the DAG.
+ * Validate subtask specs against what the DAG allows, and normalize them like DAG
+ * file tasks. A subtask from a template takes everything that decides what runs
+ * (type, capabilities, constraints, validation, retries, the fixed input fields)
+ * from the template; the agent fills in the data (title, prompt, context, the
+ * input fields the template accepts, dependencies, priority). A subtask of the
+ * agent's own making (when the DAG allows them) is data only: no capabilities, and
+ * no validation step that runs code, reads a file or needs a validator. Anything
+ * else is a ForbiddenError naming the field, and nothing is written. Keys come
+ * back local (`lint`); depends_on and context refs are left as written for the
+ * spawn to resolve against the siblings and the DAG.
  */
-export async function subtaskSpecsParse(specs: unknown, defaults: { priority: number }): Promise<TaskSpec[]> {
+export async function subtaskSpecsParse(specs: unknown, o: { priority: number; policy: SpawnPolicy }): Promise<TaskSpec[]> {
   const parsed = z.array(subtaskSpecSchema).min(1).max(LIMITS.spawnPerCall).safeParse(specs);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -55,21 +70,90 @@ export async function subtaskSpecsParse(specs: unknown, defaults: { priority: nu
     if (keys.has(s.key)) throw new InvalidInputError(`subtasks: key ${s.key} appears twice`);
     keys.add(s.key);
   }
-  const tasks = Object.fromEntries(parsed.data.map((s) => {
-    const constraints = { ...s.spec?.constraints, ...(s.requires ? { capabilities: s.requires } : {}) };
-    const { key, requires: _requires, ...rest } = s;
-    return [key, { ...rest, spec: { ...s.spec, constraints } }];
-  }));
-  // Validation steps are resolved like a DAG file's, relative paths from the agent's working directory.
-  const validation: Record<string, ValidationStep[]> = {};
-  for (const s of parsed.data) {
-    const r = await validationResolve(s.output?.validation, [], { baseDir: process.cwd() });
-    const problem = r.problems[0];
-    if (problem) {
-      const where = ['output', 'validation', ...problem.path].map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('');
-      throw new InvalidInputError(`subtasks[${parsed.data.indexOf(s)}]${where}: ${problem.message}`);
-    }
-    validation[s.key] = r.steps;
+  const out: TaskSpec[] = [];
+  for (const [i, s] of parsed.data.entries()) {
+    const where = `subtasks[${i}]`;
+    if (s.template !== undefined) out.push(fromTemplate(s, where, o));
+    else out.push(await freeForm(s, where, o));
   }
-  return dagFileNormalize({ name: 'subtasks', tasks, defaults: { priority: defaults.priority } }, {}, undefined, validation).tasks;
+  return out;
+}
+
+function fromTemplate(s: Subtask, where: string, o: { priority: number; policy: SpawnPolicy }): TaskSpec {
+  const name = s.template!;
+  const names = Object.keys(o.policy.templates);
+  if (!Object.hasOwn(o.policy.templates, name)) {
+    throw new ForbiddenError(`${where}.template: the DAG declares no template "${name}"${didYouMean(name, names)} (its templates: ${names.join(', ') || 'none'})`, { field: `${where}.template` });
+  }
+  const t: SpawnTemplate = o.policy.templates[name]!;
+  const fixed = (field: string, what: string) => new ForbiddenError(`${where}.${field}: template ${name} fixes ${what}; an agent cannot set it`, { field: `${where}.${field}` });
+  if (s.type !== undefined && s.type !== t.type) throw fixed('type', 'the type');
+  if (s.requires?.length) throw fixed('requires', 'the capabilities');
+  if (s.spec?.constraints) throw fixed('spec.constraints', 'the constraints');
+  if (s.output) throw fixed('output', 'the output and its validation');
+  if (s.max_attempts !== undefined) throw fixed('max_attempts', 'the attempts');
+  if (s.retry) throw fixed('retry', 'the retry policy');
+  if ((s.spec?.models || s.spec?.fallback_models) && (t.body.models.length || t.body.fallbackModels.length)) throw fixed('spec.models', 'the models');
+  const input = s.spec?.input ?? {};
+  for (const field of Object.keys(input)) {
+    if (!t.accepts.includes(field)) {
+      throw new ForbiddenError(`${where}.spec.input.${field}: template ${name} does not accept ${field} (it accepts: ${t.accepts.join(', ') || 'nothing'})`, { field: `${where}.spec.input.${field}` });
+    }
+  }
+  return {
+    key: s.key,
+    type: t.type,
+    title: s.title ?? t.title,
+    body: {
+      prompt: s.spec?.prompt ?? t.body.prompt,
+      context: s.spec?.context ?? [],
+      models: t.body.models.length ? t.body.models : s.spec?.models ?? [],
+      fallbackModels: t.body.fallbackModels.length ? t.body.fallbackModels : s.spec?.fallback_models ?? [],
+      // The template's fixed fields win; `accepts` never names one (refused when the DAG was submitted).
+      input: { ...input, ...t.body.input },
+    },
+    requiredCapabilities: t.requiredCapabilities,
+    maxCostUsd: t.maxCostUsd,
+    maxDurationSec: t.maxDurationSec,
+    heartbeatSec: t.heartbeatSec,
+    priority: s.priority ?? t.priority ?? o.priority,
+    boostPerMinute: t.boostPerMinute ?? 0,
+    ...(t.estimateSec !== undefined ? { estimateSec: t.estimateSec } : {}),
+    dependsOn: s.depends_on ?? [],
+    maxAttempts: t.maxAttempts,
+    retry: t.retry,
+    output: t.output,
+    tags: [...new Set([...t.tags, ...(s.tags ?? [])])],
+    origin: 'template',
+  };
+}
+
+async function freeForm(s: Subtask, where: string, o: { priority: number; policy: SpawnPolicy }): Promise<TaskSpec> {
+  if (!o.policy.freeForm) {
+    throw new ForbiddenError(`${where}: this DAG lets agents spawn only from its templates (${Object.keys(o.policy.templates).join(', ') || 'none'}); name one with template:`, { field: where });
+  }
+  if (s.type === undefined) throw new InvalidInputError(`${where}.type: required without a template`);
+  const refuse = (field: string, why: string) => new ForbiddenError(`${where}.${field}: ${why}`, { field: `${where}.${field}` });
+  const viaTemplate = 'declare a template in the DAG\'s spawn block for work like this';
+  if (s.requires?.length || s.spec?.constraints?.capabilities?.length) {
+    throw refuse(s.requires?.length ? 'requires' : 'spec.constraints.capabilities', `an agent cannot choose capabilities, which say who runs a task and so what runs; ${viaTemplate}`);
+  }
+  const steps = s.output?.validation === undefined ? [] : [s.output.validation].flat();
+  for (const [j, step] of steps.entries()) {
+    const why = stepAgentRefusal(step);
+    const at = Array.isArray(s.output!.validation) ? `output.validation[${j}]` : 'output.validation';
+    if (why) throw refuse(at, `an agent cannot attach a ${step.kind} step: it ${why}; ${viaTemplate}`);
+  }
+  const { key, requires: _requires, template: _template, ...rest } = s;
+  // Inline steps only (checked above): nothing here reads a file.
+  const r = await validationResolve(s.output?.validation, [], { baseDir: process.cwd() });
+  const problem = r.problems[0];
+  if (problem) {
+    const at = ['output', 'validation', ...problem.path].map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('');
+    throw new InvalidInputError(`${where}${at}: ${problem.message}`);
+  }
+  const validation: Record<string, ValidationStep[]> = { [key]: r.steps };
+  const task = { ...rest, type: s.type, spec: { ...s.spec, constraints: { ...s.spec?.constraints } } };
+  const [spec] = dagFileNormalize({ name: 'subtasks', tasks: { [key]: task }, defaults: { priority: o.priority } }, {}, undefined, validation).tasks;
+  return { ...spec!, origin: 'agent' };
 }

@@ -2,7 +2,7 @@ import type { Db } from '../db/connection.js';
 import { agentGet } from '../db/queries/agents.js';
 import { taskClaimReady } from '../db/queries/tasks-claim.js';
 import { LEASE_DEFAULTS } from '../config/index.js';
-import type { TaskBody } from '../dag/spec.js';
+import type { TaskBody, TaskOrigin } from '../dag/spec.js';
 import { NotFoundError, InvalidInputError } from '../errors.js';
 import { modelsForAttempt } from './retry-policy.js';
 import { engineEvents } from '../observability/engine-events.js';
@@ -32,6 +32,12 @@ export interface ClaimedTask {
   maxCostUsd: number | null;
   /** True when the claim already started the task (`start: true`): no taskStart needed. */
   started: boolean;
+  /**
+   * Who wrote the spec: `dag` (a DAG's author), `template` (an agent filled in a template's
+   * data fields), `agent` (an agent wrote it all), `validation` (the engine, for a step).
+   * An agent that executes what a task says must not run what an agent wrote (see agents/shell.ts).
+   */
+  origin: TaskOrigin;
   outputSpec: Record<string, unknown> | null;
 }
 
@@ -91,6 +97,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
       heartbeatSec: r.heartbeatSec ?? LEASE_DEFAULTS.heartbeatSec,
       maxCostUsd: r.maxCostUsd,
       started: opts.start === true,
+      origin: r.origin,
       outputSpec: r.outputSpec,
     };
   });

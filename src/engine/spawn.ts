@@ -7,10 +7,10 @@ import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks-intake.
 import { taskListForDag } from '../db/queries/tasks-read.js';
 import { taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
 import { ancestors, dagGraphBuild } from '../dag/graph.js';
-import { subtaskSpecsParse } from '../dag/subtask-spec.js';
-import type { TaskSpec } from '../dag/spec.js';
+import { SPAWN_POLICY_DEFAULT, subtaskSpecsParse } from '../dag/subtask-spec.js';
+import type { SpawnPolicy, TaskSpec } from '../dag/spec.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
-import { BudgetExceededError, ConflictError, InvalidInputError } from '../errors.js';
+import { BudgetExceededError, ConflictError, ForbiddenError, InvalidInputError } from '../errors.js';
 import { newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
 import { guardExplain } from './guard.js';
@@ -58,8 +58,9 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
   const result = await withTx(db, async (tx) => {
     const p = await taskLockLeased(tx, parent.taskId, parent.fence);
     if (!p) return null;
-    const subtasks = await subtaskSpecsParse(specs, { priority: p.priority });
     const dag = (await dagGet(tx, p.dagId))!;
+    const policy = (dag.spawnPolicy as SpawnPolicy | null) ?? SPAWN_POLICY_DEFAULT;
+    const subtasks = await subtaskSpecsParse(specs, { priority: p.priority, policy });
     if (dag.budgetUsd !== null && dag.spentUsd >= dag.budgetUsd) {
       throw new BudgetExceededError(`DAG ${dag.id} has spent ${dag.spentUsd} of its ${dag.budgetUsd} USD budget: no more subtasks`, { dagId: dag.id });
     }
@@ -119,6 +120,10 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
       }
     }
 
+    const spawnedBefore = rows.filter((r) => r.parentId !== null).length;
+    if (policy.maxTasks !== undefined && spawnedBefore + fresh.length > policy.maxTasks) {
+      throw new ForbiddenError(`spawn from ${p.key}: DAG ${p.dagId} lets its agents add ${policy.maxTasks} subtasks in all; ${spawnedBefore} exist and ${fresh.length} more were asked for`, { dagId: p.dagId });
+    }
     if (dag.tasksTotal + fresh.length > LIMITS.tasksPerDag) {
       throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${dag.tasksTotal} tasks; ${fresh.length} more would pass the limit of ${LIMITS.tasksPerDag} (${limitEnvName('tasksPerDag')})`);
     }

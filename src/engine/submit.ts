@@ -88,6 +88,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
     idempotencyKey: spec.idempotencyKey,
     createdBy,
     scheduledAt: o.scheduledAt,
+    spawnPolicy: spec.spawn ?? null,
   });
   await dagLockGraph(tx, dagId);
   const idByKey = new Map(spec.tasks.map((t) => [t.key, newTaskId()]));
@@ -135,6 +136,7 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     idempotencyKey: t.idempotencyKey,
     outputSpec: t.output,
     tags: t.tags,
+    origin: t.origin ?? 'dag',
   };
 }
 

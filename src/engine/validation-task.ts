@@ -46,9 +46,11 @@ export async function validationTaskCreate(
     maxAttempts: VALIDATION_TASK_DEFAULTS.maxAttempts,
     retry: VALIDATION_TASK_DEFAULTS.retry,
     tags: ['validation'],
+    origin: 'validation',
   };
   const id = newTaskId();
-  await taskInsertMany(tx, [{ ...taskRow(spec, t.dagId, id), validatesId: t.id, validatesFence: t.fence, validationStep: index }]);
+  // validatesAgent: whoever produced the output may never claim the task that judges it.
+  await taskInsertMany(tx, [{ ...taskRow(spec, t.dagId, id), validatesId: t.id, validatesFence: t.fence, validationStep: index, validatesAgent: t.claimedBy }]);
   await dagTasksAdded(tx, t.dagId, 1);
   await taskActivateCreated(tx, t.dagId);
   return id;

@@ -78,6 +78,9 @@ describe.sequential('python example agent over HTTP', () => {
     const dagId = await submit(`
 name: py-wordcount
 defaults: { constraints: { capabilities: [py-wordcount] }, max_attempts: 1 }
+spawn:
+  templates:
+    chunk: { type: wordcount, accepts: [text] }
 tasks:
   intro:
     type: wordcount

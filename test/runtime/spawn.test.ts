@@ -31,13 +31,16 @@ describe('runtime subtasks', () => {
       name: 'planner', capabilities: ['plan'],
       async run(task, ctx) {
         runs.push({ attempt: task.attempt, children: ctx.children });
-        const subs = await ctx.spawn([1, 2, 3].map((n) => ({ key: `part-${n}`, type: 'work', requires: ['shell'], spec: { input: { n } } })), { wait: true });
+        const subs = await ctx.spawn([1, 2, 3].map((n) => ({ key: `part-${n}`, template: 'part', spec: { input: { n } } })), { wait: true });
         return { merged: subs.map((s) => s.output) };
       },
     }));
     await run(worker);
     const dagId = await dagCreate(db, `
 name: fan-out
+spawn:
+  templates:
+    part: { type: work, spec: { constraints: { capabilities: [shell] } }, accepts: [n] }
 tasks:
   plan: { type: plan, spec: { constraints: { capabilities: [plan] } } }
   after: { type: work, depends_on: [plan], spec: { constraints: { capabilities: [shell] }, context: [plan] } }
@@ -61,9 +64,9 @@ tasks:
   it('fire and forget: the parent completes at once, the DAG only when the subtasks have too', async () => {
     await run(defineAgent({
       name: 'launcher', capabilities: ['plan'],
-      async run(_t, ctx) { const c = await ctx.spawn([{ key: 'side', type: 'work', requires: ['shell'] }]); return { spawned: c.map((x) => x.key) }; },
+      async run(_t, ctx) { const c = await ctx.spawn([{ key: 'side', template: 'work' }]); return { spawned: c.map((x) => x.key) }; },
     }));
-    const dagId = await dagCreate(db, 'name: ff\ntasks:\n  go: { type: plan, spec: { constraints: { capabilities: [plan] } } }\n');
+    const dagId = await dagCreate(db, 'name: ff\nspawn: { templates: { work: { type: work, spec: { constraints: { capabilities: [shell] } } } } }\ntasks:\n  go: { type: plan, spec: { constraints: { capabilities: [plan] } } }\n');
     await eventually('parent completed', async () => (await taskStatusByKey(db, dagId)).go === 'completed');
     expect(await taskStatusByKey(db, dagId)).toEqual({ go: 'completed', 'go/side': 'ready' });
     expect((await dagGet(db, dagId))!.status).toBe('running');
@@ -114,13 +117,13 @@ tasks:
     let fail = true;
     await run(defineAgent({
       name: 'parent', capabilities: ['plan'],
-      async run(_t, ctx) { const c = await ctx.spawn([{ key: 'fragile', type: 'work', requires: ['shell'] }], { wait: true }); return c[0]!.output; },
+      async run(_t, ctx) { const c = await ctx.spawn([{ key: 'fragile', template: 'work' }], { wait: true }); return c[0]!.output; },
     }));
     await run(defineAgent({
       name: 'flaky', capabilities: ['shell'],
       async run() { if (fail) throw new NonRetryableError('disk full'); return 'fixed'; },
     }));
-    const dagId = await dagCreate(db, 'name: blocked\ntasks:\n  top: { type: plan, spec: { constraints: { capabilities: [plan] } } }\n');
+    const dagId = await dagCreate(db, 'name: blocked\nspawn: { templates: { work: { type: work, spec: { constraints: { capabilities: [shell] } } } } }\ntasks:\n  top: { type: plan, spec: { constraints: { capabilities: [plan] } } }\n');
     await eventually('DAG blocked', async () => (await dagGet(db, dagId))?.status === 'blocked');
     expect(await taskStatusByKey(db, dagId)).toEqual({ top: 'pending', 'top/fragile': 'dead_lettered' });
     expect((await dagGet(db, dagId))!.blockedReason).toMatch(/top\/fragile dead-lettered: non-retryable fatal error/);

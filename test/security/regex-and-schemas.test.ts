@@ -1,29 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { testDatabase } from '../helpers/db.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
 import { schemaCacheSize, schemaCompile } from '../../src/validation/schema-compiler.js';
 import { innocentBystander } from './helpers/innocent.js';
-import { refused, serverStart, type ServerProcess } from './helpers/server.js';
+import { httpAgent } from './helpers/agent.js';
+import { refused, serverStart } from './helpers/server.js';
 
 // Finding 4: a pattern with catastrophic backtracking froze the server's event loop.
 // Finding 5: JSON Schemas shared one ajv instance: a schema's $id squatted another DAG's,
 // and once a few hundred schemas had been compiled, valid outputs were rejected.
 const database = await testDatabase();
 const server = await serverStart(database);
-
-async function agentHolding(s: ServerProcess, id: string, capability: string) {
-  const token = (await tokenCreate(database.db, { role: 'agent', agentId: id, capabilities: [capability] })).token;
-  expect((await s.call('POST', '/api/agents', { token, body: { id, type: 'hostile', capabilities: [capability] } })).status).toBe(201);
-  return {
-    token,
-    async claim(dagId: string) {
-      const r = await s.call('POST', `/api/agents/${id}/claim`, { token, body: { start: true, dag_id: dagId } });
-      expect(r.status, JSON.stringify(r.body)).toBe(200);
-      expect(r.body.tasks).toHaveLength(1);
-      return r.body.tasks[0] as { id: string; fence: number };
-    },
-  };
-}
 
 async function submit(yaml: string): Promise<string> {
   const r = await server.call('POST', '/api/dags', { raw: yaml, contentType: 'application/yaml' });
@@ -45,10 +31,10 @@ tasks:
     output: { validation: { kind: json-schema, schema: { type: object, properties: { s: { type: string, pattern: "(a+)+$" } } } } }
 `);
     const evil = `${'a'.repeat(60)}!`;
-    const agent = await agentHolding(server, 'redos-agent', 'w');
+    const agent = await httpAgent(server, database.db, 'redos-agent', { capabilities: ['w'] });
     for (const output of [evil, { s: evil }]) {
-      const t = await agent.claim(dagId);
-      const r = await server.call('POST', `/api/tasks/${t.id}/complete`, { token: agent.token, body: { fence: t.fence, output } });
+      const [t] = await agent.claim(dagId, 1);
+      const r = await server.call('POST', `/api/tasks/${t!.id}/complete`, { token: agent.token, body: { fence: t!.fence, output } });
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       expect(r.body.settled.status).toBe('rejected');
       expect((await server.call('GET', '/healthz', { token: null, timeoutMs: 5_000 })).status).toBe(200);
@@ -73,11 +59,11 @@ tasks:
   it('two DAGs may use the same $id for different schemas; each output is checked against its own DAG\'s schema', async () => {
     const a = await submit(withId('squat-a', 'a'));
     const b = await submit(withId('squat-b', 'b'));
-    const agent = await agentHolding(server, 'squat-agent', 'w');
-    const ta = await agent.claim(a);
-    expect((await server.call('POST', `/api/tasks/${ta.id}/complete`, { token: agent.token, body: { fence: ta.fence, output: { a: 1 } } })).body.settled.status).toBe('completed');
-    const tb = await agent.claim(b);
-    expect((await server.call('POST', `/api/tasks/${tb.id}/complete`, { token: agent.token, body: { fence: tb.fence, output: { a: 1 } } })).body.settled.status).toBe('rejected');
+    const agent = await httpAgent(server, database.db, 'squat-agent', { capabilities: ['w'] });
+    const [ta] = await agent.claim(a, 1);
+    expect((await server.call('POST', `/api/tasks/${ta!.id}/complete`, { token: agent.token, body: { fence: ta!.fence, output: { a: 1 } } })).body.settled.status).toBe('completed');
+    const [tb] = await agent.claim(b, 1);
+    expect((await server.call('POST', `/api/tasks/${tb!.id}/complete`, { token: agent.token, body: { fence: tb!.fence, output: { a: 1 } } })).body.settled.status).toBe('rejected');
   });
 
   it('a schema cannot $ref another DAG\'s $id: refused at submit', async () => {
@@ -90,9 +76,9 @@ tasks:
   it('after 600 distinct schemas with $id, a valid output of the first DAG is still accepted', async () => {
     const first = await submit(withId('many-0', 'k0').replace('shared.json', 'many-0.json'));
     for (let i = 1; i < 600; i++) await submit(withId(`many-${i}`, `k${i}`).replace('shared.json', `many-${i}.json`));
-    const agent = await agentHolding(server, 'many-agent', 'w');
-    const t = await agent.claim(first);
-    const r = await server.call('POST', `/api/tasks/${t.id}/complete`, { token: agent.token, body: { fence: t.fence, output: { k0: true } } });
+    const agent = await httpAgent(server, database.db, 'many-agent', { capabilities: ['w'] });
+    const [t] = await agent.claim(first, 1);
+    const r = await server.call('POST', `/api/tasks/${t!.id}/complete`, { token: agent.token, body: { fence: t!.fence, output: { k0: true } } });
     expect(r.body.settled, JSON.stringify(r.body)).toEqual(expect.objectContaining({ status: 'completed' }));
   }, 120_000);
 

@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
+import type { TaskOrigin } from '../../dag/spec.js';
 import { fromStates } from '../../model/state-machine.js';
 import { dateOf, rowsOfPrepared, textArray } from './run.js';
 import { leaseSql } from './tasks-fragments.js';
@@ -18,6 +19,7 @@ export interface ClaimedRow {
   heartbeatSec: number | null;
   maxCostUsd: number | null;
   outputSpec: Record<string, unknown> | null;
+  origin: TaskOrigin;
   leaseExpiresAt: Date;
   /** Seconds it waited READY before this claim. */
   waitSec: number;
@@ -97,6 +99,8 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         from tasks t
         where t.status = ${fromStates('claim')[0]} and t.cap_key = g.cap_key
           and (t.max_cost_usd is null or t.max_cost_usd <= coalesce((select remaining from agent), t.max_cost_usd))
+          -- No self-approval: the agent that produced an output never claims the validation task that judges it.
+          and (t.validates_agent is null or t.validates_agent <> ${agentId})
           ${opts.dagId ? sql`and t.dag_id = ${opts.dagId}` : sql``}
         order by ${inOrder('t')}
         limit ${limit}
@@ -150,7 +154,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
     returning
       t.id, t.dag_id as "dagId", t.key, t.type, t.title, t.spec, t.fence, t.attempts as "attempt",
       t.max_attempts as "maxAttempts", t.max_duration_sec as "maxDurationSec", t.heartbeat_sec as "heartbeatSec", t.max_cost_usd::float8 as "maxCostUsd",
-      t.output_spec as "outputSpec", t.lease_expires_at as "leaseExpiresAt",
+      t.output_spec as "outputSpec", t.lease_expires_at as "leaseExpiresAt", t.origin,
       extract(epoch from now() - coalesce(t.ready_at, t.created_at))::float8 as "waitSec",
       case when cardinality(t.context_keys) = 0 then '{}'::jsonb else (
         select coalesce(jsonb_object_agg(u.key, u.output), '{}'::jsonb)

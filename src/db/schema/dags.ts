@@ -23,6 +23,8 @@ export const dags = pgTable(
     tasksOpen: integer('tasks_open').notNull().default(0),
     idempotencyKey: text('idempotency_key'),
     createdBy: text('created_by').notNull().default('api'),
+    /** What its agents may spawn into it (dag/spec.ts SpawnPolicy); null: data-only subtasks of their own making. */
+    spawnPolicy: jsonb('spawn_policy'),
     /** For a DAG a schedule fired: the fire's scheduled instant (created_by is cron:<name>). */
     scheduledAt: timestamp('scheduled_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

@@ -4,6 +4,7 @@ import {
 } from 'drizzle-orm/pg-core';
 import { dags } from './dags.js';
 import { EXPIRING_LEASE_STATES, TASK_STATES } from '../../model/state-machine.js';
+import { TASK_ORIGINS } from '../../dag/spec.js';
 
 /**
  * One task of a DAG. `status` moves only through src/model/state-machine.ts.
@@ -24,6 +25,10 @@ export const tasks = pgTable(
     validatesFence: integer('validates_fence'),
     /** While VALIDATING: the index of the output.validation step its validation task is running. */
     validationStep: integer('validation_step'),
+    /** Validation tasks only: the agent whose output it judges, who may never claim it. */
+    validatesAgent: text('validates_agent'),
+    /** Who wrote the spec (dag/spec.ts TaskOrigin): an agent that executes what a task says trusts only dag, template and validation. */
+    origin: text('origin').notNull().default('dag'),
     type: text('type').notNull(),
     title: text('title'),
     status: text('status').notNull(),
@@ -81,6 +86,7 @@ export const tasks = pgTable(
   (t) => [
     check('tasks_status_ck', sql.raw(`status in (${TASK_STATES.map((s) => `'${s}'`).join(', ')})`)),
     check('tasks_priority_ck', sql`${t.priority} between 0 and 100`),
+    check('tasks_origin_ck', sql.raw(`origin in (${TASK_ORIGINS.map((o) => `'${o}'`).join(', ')})`)),
     uniqueIndex('tasks_dag_key_uq').on(t.dagId, t.key),
     uniqueIndex('tasks_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     // The claim walks this index, one range per capability group the agent covers, in priority order,
