@@ -7,6 +7,8 @@ import { AgentFleet, type FleetMember } from '../runtime/fleet.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { shutdownSignal } from './signals.js';
 import { httpServerCreate } from '../http/server.js';
+import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/queries/run.js';
+import { ReadyListener } from '../db/ready-listener.js';
 
 /**
  * Long-running service mode: the maintenance loops (reaper, promoter, scheduler, priority refresher, …) and the
@@ -30,10 +32,13 @@ export function upCommand(program: Command, ctx: CommandContext): void {
       await withDatabase(ctx, async (d) => {
         const services = maintenanceServices(d.db, ctx.log);
         services.forEach((s) => s.start());
-        const fleet = new AgentFleet(d, members, { log: ctx.log });
+        // One LISTEN connection for the whole process: the agents' wake-ups and the event stream share it.
+        const listener = new ReadyListener({ url: d.url, log: ctx.log, channels: [READY_CHANNEL, EVENTS_CHANNEL] });
+        await listener.start();
+        const fleet = new AgentFleet(d, members, { log: ctx.log, listener });
         await fleet.start();
         const http = opts.http
-          ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic })
+          ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener })
           : undefined;
         const url = await http?.listen(cfg.httpPort, cfg.httpHost);
         const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';
@@ -43,6 +48,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
         ctx.log.info({ signal }, 'stopping');
         await http?.close();
         await fleet.stop();
+        await listener.stop();
         await Promise.all(services.map((s) => s.stop()));
         ctx.io.stdout('dagent up: stopped\n');
       });

@@ -12,6 +12,13 @@ import { didYouMean } from '../dag/suggest.js';
 import { contextResolve } from './claim.js';
 import { TASK_STATES } from '../model/state-machine.js';
 
+/** The DAG, or NotFoundError. */
+export async function dagRequire(db: Db, dagId: string) {
+  const dag = await dagGet(db, dagId);
+  if (!dag) throw new NotFoundError('DAG', dagId);
+  return dag;
+}
+
 /** A DAG with its tasks, edges and open dead letters: what `dagent status` shows. */
 export async function dagStatus(db: Db, dagId: string) {
   const dag = await dagGet(db, dagId);

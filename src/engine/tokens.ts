@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../db/connection.js';
-import { apiTokenFind, apiTokenInsert, apiTokenList, apiTokenRevoke, apiTokenTouch, type ApiTokenRow } from '../db/queries/api-tokens.js';
+import { apiTokenFind, apiTokenInsert, apiTokenList, apiTokenLive, apiTokenRevoke, apiTokenTouch, type ApiTokenRow } from '../db/queries/api-tokens.js';
 import { agentGet } from '../db/queries/agents.js';
 import { CAPABILITY_PATTERN } from '../dag/file-schema.js';
 import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
@@ -137,6 +137,9 @@ export async function tokenList(db: Db) {
 
 /** Record that a request with this token succeeded (refused requests change nothing). */
 export const tokenTouch = apiTokenTouch;
+
+/** Whether a token that checked out earlier is still live: long-lived requests (the event stream) ask again. */
+export const tokenLive = apiTokenLive;
 
 export async function tokenRevoke(db: Db, id: string): Promise<void> {
   if (!(await apiTokenRevoke(db, id))) throw new NotFoundError('live token', id);

@@ -24,7 +24,8 @@ type TaskState = Awaited<ReturnType<typeof taskStatesForDag>>[number];
  *  - for each watched DAG, its tasks' states, sent as `task.status` when they changed
  *    (claims, starts and completions write no event row: the hot path stays lean);
  *  - DAGs whose row changed (status, open tasks, spend), sent as `dag.progress` to unfiltered subscribers and that DAG's watchers.
- * It runs only while somebody is subscribed.
+ * It runs only while somebody is subscribed, on one LISTEN connection however many
+ * subscribe at once (the process's own when it is given one).
  */
 export class EventHub {
   private readonly subs = new Set<Subscriber>();
@@ -42,16 +43,24 @@ export class EventHub {
   private running: Promise<void> | undefined;
   private again = false;
   private closed = false;
+  /** Set while the first subscriber's start is under way: later subscribers wait on it instead of starting again. */
+  private starting: Promise<void> | undefined;
+  private active = false;
+  private unlisten: (() => void) | undefined;
 
-  constructor(private readonly o: { db: Db; databaseUrl: string; log?: Logger; pollMs?: number }) {}
+  /** `listener`: the process's LISTEN connection (on the READY and events channels); without one the hub opens its own. */
+  constructor(private readonly o: { db: Db; databaseUrl: string; log?: Logger; pollMs?: number; listener?: ReadyListener }) {}
 
   get subscribers(): number {
     return this.subs.size;
   }
 
   async subscribe(s: Subscriber): Promise<() => void> {
-    if (this.subs.size === 0) await this.begin();
     this.subs.add(s);
+    if (!this.active) {
+      this.starting ??= this.begin().then(() => { this.active = true; }).finally(() => { this.starting = undefined; });
+      await this.starting;
+    }
     if (s.dagId) {
       const states = await this.dagSnapshot(s.dagId);
       s.send({ type: 'snapshot', data: { dagId: s.dagId, tasks: [...states.values()] } });
@@ -93,16 +102,25 @@ export class EventHub {
     this.cursor = await eventMaxId(this.o.db);
     this.floor = this.cursor;
     this.dagsSince = new Date();
-    this.listener = new ReadyListener({ url: this.o.databaseUrl, log: this.o.log, channels: [EVENTS_CHANNEL, READY_CHANNEL] });
-    this.listener.subscribe(() => void this.wake());
-    await this.listener.start();
+    if (this.o.listener) {
+      this.unlisten = this.o.listener.subscribe(() => void this.wake());
+    } else {
+      this.listener = new ReadyListener({ url: this.o.databaseUrl, log: this.o.log, channels: [EVENTS_CHANNEL, READY_CHANNEL] });
+      this.listener.subscribe(() => void this.wake());
+      await this.listener.start();
+    }
     this.timer = setInterval(() => void this.wake(), this.o.pollMs ?? 1000);
     this.timer.unref();
   }
 
   private async end(): Promise<void> {
+    await this.starting;
+    if (this.subs.size > 0) return; // someone subscribed meanwhile
+    this.active = false;
     clearInterval(this.timer);
     this.timer = undefined;
+    this.unlisten?.();
+    this.unlisten = undefined;
     const l = this.listener;
     this.listener = undefined;
     await l?.stop();
@@ -122,7 +140,14 @@ export class EventHub {
 
     for (const dagId of new Set([...this.subs].map((s) => s.dagId).filter((x): x is string => !!x))) {
       const before = this.dagStates.get(dagId) ?? new Map<string, TaskState>();
-      const now = await this.dagSnapshot(dagId);
+      let now: Map<string, TaskState>;
+      try {
+        now = await this.dagSnapshot(dagId);
+      } catch (err) {
+        // One DAG's read failing never holds up the others' (nor the events already sent).
+        this.o.log?.warn({ err, dagId }, 'event stream could not read a DAG\'s tasks; next wake retries');
+        continue;
+      }
       for (const [id, t] of now) {
         const was = before.get(id);
         if (!was || was.status !== t.status || was.attempts !== t.attempts || was.progress !== t.progress) {

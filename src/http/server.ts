@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
 import type { Db } from '../db/connection.js';
+import type { ReadyListener } from '../db/ready-listener.js';
 import type { Socket } from 'node:net';
 import {
   BadRequestError, BodyTooLargeError, DagentError, DagValidationError, ERROR_CODES, ForbiddenError, HeadersTooLargeError, InternalError,
@@ -31,6 +32,8 @@ export interface HttpOptions {
   metricsPublic?: boolean;
   /** How often the event stream re-reads when no NOTIFY came (ms). Default 1000. */
   streamPollMs?: number;
+  /** The process's LISTEN connection (READY and events channels), shared with its agents. Default: the event stream opens its own. */
+  listener?: ReadyListener;
 }
 
 
@@ -57,7 +60,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     // And those Node's HTTP parser raises before Fastify sees a request.
     clientErrorHandler: clientErrorAnswer,
   });
-  const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs });
+  const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs, listener: o.listener });
   const metrics = new MetricsCollector(o.db);
 
   // JSON bodies: strict UTF-8 and bounded nesting are checked on the raw bytes, before the parser

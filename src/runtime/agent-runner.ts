@@ -8,6 +8,7 @@ import { logger } from '../observability/logger.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
 import { DELIVER_MAX_MS, DELIVER_MIN_MS } from './deliver.js';
+import { READY_CHANNEL } from '../db/queries/run.js';
 import { ReadyListener } from '../db/ready-listener.js';
 import { TaskRun } from './task-run.js';
 import { Wakeup } from './wakeup.js';
@@ -83,7 +84,7 @@ export class AgentRunner {
       maxConcurrent: this.concurrency, budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, instance: this.instance },
     });
     if (this.stopping) return;
-    this.unsubscribe = this.listener.subscribe(() => this.wakeup.wake());
+    this.unsubscribe = this.listener.subscribe(() => this.wakeup.wake(), READY_CHANNEL);
     if (this.ownsListener) await this.listener.start();
     if (this.stopping) return;
     this.beatTimer = setInterval(() => {

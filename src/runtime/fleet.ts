@@ -15,9 +15,12 @@ export interface FleetMember {
 export class AgentFleet {
   readonly runners: AgentRunner[];
   private readonly listener: ReadyListener;
+  private readonly ownsListener: boolean;
 
-  constructor(database: { db: Db; url: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger }) {
-    this.listener = new ReadyListener({ url: database.url, log: opts.log });
+  /** `listener`: the process's LISTEN connection, when it already has one (dagent up shares it with the event stream). */
+  constructor(database: { db: Db; url: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger; listener?: ReadyListener }) {
+    this.ownsListener = !opts.listener;
+    this.listener = opts.listener ?? new ReadyListener({ url: database.url, log: opts.log });
     const seen = new Map<string, number>();
     this.runners = members.map((m) => {
       // The same module twice in one process gets distinct ids (`shell-host-42`, `shell-host-42-2`).
@@ -29,13 +32,13 @@ export class AgentFleet {
   }
 
   async start(): Promise<void> {
-    await this.listener.start();
+    if (this.ownsListener) await this.listener.start();
     for (const r of this.runners) await r.start();
   }
 
   /** Drain every agent (see AgentRunner.stop), then close the listener. */
   async stop(graceMs?: number): Promise<void> {
     await Promise.all(this.runners.map((r) => r.stop({ graceMs })));
-    await this.listener.stop();
+    if (this.ownsListener) await this.listener.stop();
   }
 }

@@ -30,6 +30,12 @@ export function apiTokenList(db: Db) {
   }).from(apiTokens).orderBy(asc(apiTokens.createdAt));
 }
 
+/** Whether the token is still live (not revoked). */
+export async function apiTokenLive(db: Db, id: string): Promise<boolean> {
+  const [row] = await db.select({ id: apiTokens.id }).from(apiTokens).where(and(eq(apiTokens.id, id), isNull(apiTokens.revokedAt)));
+  return row !== undefined;
+}
+
 export async function apiTokenRevoke(db: Db, id: string): Promise<boolean> {
   const r = await db.update(apiTokens).set({ revokedAt: sql`now()` })
     .where(and(eq(apiTokens.id, id), isNull(apiTokens.revokedAt))).returning({ id: apiTokens.id });

@@ -15,8 +15,6 @@ export function dateOf(v: string | Date | null | undefined): Date | null {
 
 /** NOTIFY channel for "tasks became READY". Payloads carry nothing but a hint, never task data. */
 export const READY_CHANNEL = 'dagent_ready';
-/** What an agent process runs on its listener connection to hear that hint. */
-export const READY_LISTEN_SQL = `listen ${READY_CHANNEL}`;
 /** NOTIFY channel the events table's trigger (migration 0010) signals on every new event row. */
 export const EVENTS_CHANNEL = 'dagent_events';
 

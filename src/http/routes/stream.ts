@@ -1,18 +1,27 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { route } from '../route.js';
+import { dagRequire } from '../../engine/inspect.js';
+import { tokenLive } from '../../engine/tokens.js';
 import type { HttpDeps } from '../deps.js';
+import { route } from '../route.js';
 
 /** Comment lines keep idle proxies (and the browser) from closing a quiet stream. */
 export const STREAM_KEEPALIVE_MS = 15_000;
+/** How often a stream asks again whether its token is still live: a revoked token's streams close within this. */
+export const STREAM_TOKEN_RECHECK_MS = 2_000;
 
 export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'GET', url: '/api/events', access: 'read', tag: 'stream',
-    query: z.object({ dag_id: z.string().optional().describe('only this DAG: its events, a snapshot of its tasks, then task.status changes') }),
+    query: z.object({
+      dag_id: z.string().regex(/^dag_[0-9a-z]{14}$/, { error: 'must be a DAG id (dag_ and 14 lowercase letters or digits)' }).optional()
+        .describe('only this DAG: its events, a snapshot of its tasks, then task.status changes'),
+    }),
     summary: 'Server-sent events: task and DAG events as they happen (LISTEN/NOTIFY, with polling as the fallback)',
-    responds: 'text/event-stream; events: snapshot, task.status, dag.progress and every events-table type (task.failed, task.dead_lettered, dag.completed, …)',
-  }, async ({ req, reply, query }) => {
+    responds: 'text/event-stream; events: snapshot, task.status, dag.progress and every events-table type (task.failed, task.dead_lettered, dag.completed, …); close when the token is revoked or the server stops',
+  }, async ({ req, reply, query, principal }) => {
+    // Refused before the stream opens: an unknown DAG is a 404, not an empty stream.
+    if (query.dag_id) await dagRequire(d.db, query.dag_id);
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, {
@@ -23,17 +32,32 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
     });
     res.write('retry: 2000\n\n');
     let n = 0;
+    const send = (type: string, data: unknown) => res.write(`id: ${++n}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
     const unsubscribe = await d.hub.subscribe({
       dagId: query.dag_id,
       send: (e) => {
-        res.write(`id: ${++n}\nevent: ${e.type}\ndata: ${JSON.stringify(e.data)}\n\n`);
+        send(e.type, e.data);
         if (e.type === 'close') res.end();
       },
     });
     const keepalive = setInterval(() => res.write(': keepalive\n\n'), STREAM_KEEPALIVE_MS);
-    req.raw.on('close', () => {
+    // A token revoked after the stream opened stops it within STREAM_TOKEN_RECHECK_MS.
+    const recheck = principal ? setInterval(() => {
+      tokenLive(d.db, principal.tokenId).then((live) => {
+        if (live || res.writableEnded) return;
+        send('close', { reason: 'token revoked' });
+        res.end();
+      }).catch((err) => d.log.warn({ err }, 'event stream could not recheck its token; will try again'));
+    }, STREAM_TOKEN_RECHECK_MS) : undefined;
+    let ended = false;
+    const closed = () => {
+      if (ended) return;
+      ended = true;
       clearInterval(keepalive);
+      clearInterval(recheck);
       unsubscribe();
-    });
+    };
+    req.raw.on('close', closed);
+    res.on('close', closed);
   });
 }
