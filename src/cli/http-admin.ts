@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
 import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, VALIDATOR_PREFIX, type Grant, type TokenRole } from '../engine/tokens.js';
+import { urlRedact } from '../engine/webhook-post.js';
 import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../engine/webhooks.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { openApiDocumentBuild } from '../http/server.js';
+import { configFromEnv } from '../config/index.js';
 import { Output, ago } from './output.js';
 
 /** `dagent tokens …` and `dagent webhooks …`: the HTTP API's credentials and the notification subscriptions. */
@@ -66,9 +68,10 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     .option('--json', 'machine-readable output')
     .action(async (url: string, opts: { events?: string; secret?: string; json?: boolean }) => {
       const events = opts.events?.split(',').map((e) => e.trim()).filter(Boolean);
-      const row = await withDatabase(ctx, (d) => webhookAdd(d.db, { url, events, secret: opts.secret }));
+      const row = await withDatabase(ctx, (d) => webhookAdd(d.db, { url, events, secret: opts.secret, allowHosts: configFromEnv(ctx.io.env).webhookAllowHosts }));
       const out = new Output(ctx.io, !!opts.json);
-      out.result({ ...row, secret: row.secret ? '(set)' : null }, () => out.line(`${row.id} → ${row.url} on ${row.events.join(', ')}`));
+      const shown = { ...row, url: urlRedact(row.url), secret: row.secret ? '(set)' : null };
+      out.result(shown, () => out.line(`${row.id} → ${shown.url} on ${row.events.join(', ')}`));
     });
   hooks
     .command('list')
@@ -76,8 +79,8 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(ctx, (d) => webhookList(d.db));
       const out = new Output(ctx.io, !!opts.json);
-      out.result(rows.map((r) => ({ ...r, secret: r.secret ? '(set)' : null })), () => out.table(['id', 'url', 'events', 'signed', 'enabled'],
-        rows.map((r) => [r.id, r.url, r.events.join(','), r.secret ? 'yes' : 'no', r.enabled ? 'yes' : 'no'])));
+      out.result(rows, () => out.table(['id', 'url', 'events', 'signed', 'enabled'],
+        rows.map((r) => [r.id, r.url, r.events.join(','), r.signed ? 'yes' : 'no', r.enabled ? 'yes' : 'no'])));
     });
   hooks
     .command('remove')

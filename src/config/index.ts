@@ -40,6 +40,11 @@ export const configSchema = z.object({
    * reach (DAGENT_FILE_ROOTS, comma-separated). Default: the working directory, the project.
    */
   fileRoots: z.array(z.string().min(1)).default([...CONFIG_DEFAULTS.fileRoots]),
+  /**
+   * Hosts webhooks may be sent to even though they are loopback, link-local or cloud-metadata
+   * addresses (DAGENT_WEBHOOK_ALLOW_HOSTS, comma-separated names or addresses). Default none.
+   */
+  webhookAllowHosts: z.array(z.string().min(1)).default([]),
 });
 export type Config = z.infer<typeof configSchema>;
 
@@ -54,9 +59,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     httpPort: env.DAGENT_HTTP_PORT || undefined,
     httpHost: env.DAGENT_HTTP_HOST || undefined,
     fileRoots: env.DAGENT_FILE_ROOTS ? env.DAGENT_FILE_ROOTS.split(',').map((r) => r.trim()).filter(Boolean) : undefined,
+    webhookAllowHosts: env.DAGENT_WEBHOOK_ALLOW_HOSTS ? env.DAGENT_WEBHOOK_ALLOW_HOSTS.split(',').map((h) => h.trim()).filter(Boolean) : undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }

@@ -2,9 +2,11 @@ import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import {
-  webhookDelete, webhookDeliveryList, webhookDeliveryRecord, webhookDeliveryTakeDue, webhookInsert, webhookList,
+  webhookDelete, webhookDeliveryList, webhookDeliveryRecord, webhookDeliveryTakeDue, webhookInsert, webhookListAll,
   type DueDelivery, type WebhookRow,
 } from '../db/queries/webhooks.js';
+import { configFromEnv } from '../config/index.js';
+import { urlRedact, webhookPost, webhookUrlRefusal } from './webhook-post.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import { newWebhookId } from '../ids.js';
 import { didYouMean } from '../dag/suggest.js';
@@ -26,16 +28,25 @@ export const WEBHOOK_DEFAULTS = {
   maxAttempts: 15,
   /** Deliveries one pass takes. */
   batch: 20,
+  /** Most of a receiver's answer read; beyond it the connection is dropped (only the status counts). */
+  maxResponseBytes: 64 * 1024,
 };
 
-export async function webhookAdd(db: Db, o: { url: string; events?: string[]; secret?: string }): Promise<WebhookRow> {
+/** Hosts an operator allows webhooks to reach although they are local (DAGENT_WEBHOOK_ALLOW_HOSTS). */
+function allowHostsOf(given: readonly string[] | undefined): readonly string[] {
+  return given ?? configFromEnv().webhookAllowHosts;
+}
+
+export async function webhookAdd(db: Db, o: { url: string; events?: string[]; secret?: string; allowHosts?: readonly string[] }): Promise<WebhookRow> {
   let url: URL;
   try {
     url = new URL(o.url);
   } catch {
-    throw new InvalidInputError(`webhook url ${o.url}: not a URL`);
+    throw new InvalidInputError(`webhook url ${urlRedact(o.url)}: not a URL`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`webhook url ${o.url}: expected http or https`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`webhook url ${urlRedact(o.url)}: expected http or https`);
+  const refusal = webhookUrlRefusal(url, allowHostsOf(o.allowHosts));
+  if (refusal) throw new InvalidInputError(`webhook url ${urlRedact(o.url)}: ${refusal}; an operator may allow it with DAGENT_WEBHOOK_ALLOW_HOSTS=${url.hostname.replace(/^\[|\]$/g, '')}`);
   const events = o.events?.length ? [...new Set(o.events)] : WEBHOOK_DEFAULTS.events;
   for (const e of events) {
     if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(e)) {
@@ -49,10 +60,18 @@ export async function webhookRemove(db: Db, id: string): Promise<void> {
   if (!(await webhookDelete(db, id))) throw new NotFoundError('webhook', id);
 }
 
-export { webhookList, webhookDeliveryList };
+/** Every webhook, with credentials in its URL hidden (the secret itself is never listed). */
+export async function webhookList(db: Db) {
+  return (await webhookListAll(db)).map(({ secret, ...w }) => ({ ...w, url: urlRedact(w.url), signed: secret !== null }));
+}
+
+export { webhookDeliveryList };
 
 export interface DeliverOptions {
   log?: Logger;
+  /** Hosts allowed although local. Default: DAGENT_WEBHOOK_ALLOW_HOSTS. */
+  allowHosts?: readonly string[];
+  maxResponseBytes?: number;
   timeoutSec?: number;
   retryBaseSec?: number;
   maxDelaySec?: number;
@@ -71,8 +90,9 @@ export async function webhookDeliverDue(db: Db, opts: DeliverOptions = {}): Prom
   // The tasks' own backoff: doubling from retryBaseSec, ±20 %, capped at maxDelaySec.
   const backoff: RetryPolicy = { strategy: 'exponential', initialDelaySec: o.retryBaseSec, multiplier: 2, maxDelaySec: o.maxDelaySec, jitter: 0.2, noRetryOn: [] };
   const due = await webhookDeliveryTakeDue(db, o.batch, o.timeoutSec + 30);
+  const allowHosts = allowHostsOf(opts.allowHosts);
   await Promise.all(due.map(async (d) => {
-    const a = await deliveryPost(d, o.timeoutSec);
+    const a = await deliveryPost(d, o.timeoutSec, o.maxResponseBytes, allowHosts);
     const made = d.attempts + 1;
     const retryInSec = a.ok || made >= o.maxAttempts ? null : retryDelaySec(backoff, made, o.random);
     await webhookDeliveryRecord(db, d.id, { ...a, retryInSec });
@@ -83,7 +103,7 @@ export async function webhookDeliverDue(db: Db, opts: DeliverOptions = {}): Prom
   return due.length;
 }
 
-async function deliveryPost(d: DueDelivery, timeoutSec: number): Promise<{ ok: boolean; status?: number; error?: string; ms: number }> {
+async function deliveryPost(d: DueDelivery, timeoutSec: number, maxResponseBytes: number, allowHosts: readonly string[]): Promise<{ ok: boolean; status?: number; error?: string; ms: number }> {
   const body = JSON.stringify(d.payload);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -95,15 +115,7 @@ async function deliveryPost(d: DueDelivery, timeoutSec: number): Promise<{ ok: b
   };
   if (d.secret) headers['dagent-signature'] = `sha256=${createHmac('sha256', d.secret).update(body).digest('hex')}`;
   const started = Date.now();
-  try {
-    const res = await fetch(d.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutSec * 1000), redirect: 'manual' });
-    await res.arrayBuffer().catch(() => undefined);
-    return { ok: res.status >= 200 && res.status < 300, status: res.status, error: res.ok ? undefined : `HTTP ${res.status}`, ms: Date.now() - started };
-  } catch (e) {
-    // fetch wraps the network error: its code is on the cause (or on the first of an AggregateError's errors).
-    const err = e as Error & { cause?: { code?: string; message?: string; errors?: Array<{ code?: string }> } };
-    const code = err.cause?.code ?? err.cause?.errors?.[0]?.code;
-    const error = err.name === 'TimeoutError' ? `timed out after ${timeoutSec}s` : `${code ?? err.name}: ${err.cause?.message || err.message}`;
-    return { ok: false, error, ms: Date.now() - started };
-  }
+  const r = await webhookPost(new URL(d.url), headers, body, { timeoutMs: timeoutSec * 1000, maxResponseBytes, allowHosts });
+  const ok = r.status !== undefined && r.status >= 200 && r.status < 300;
+  return { ok, status: r.status, error: r.error ?? (ok ? undefined : `HTTP ${r.status}`), ms: Date.now() - started };
 }

@@ -56,7 +56,12 @@ export class EventHub {
   }
 
   async subscribe(s: Subscriber): Promise<() => void> {
-    this.subs.add(s);
+    // Registered at once (so a stop cannot race this start), but what reaches it waits
+    // until it is running and, for a DAG's watcher, until its snapshot went first.
+    const held: StreamEvent[] = [];
+    let ready = false;
+    const sub: Subscriber = { dagId: s.dagId, send: (e) => (ready ? s.send(e) : held.push(e)) };
+    this.subs.add(sub);
     if (!this.active) {
       this.starting ??= this.begin().then(() => { this.active = true; }).finally(() => { this.starting = undefined; });
       await this.starting;
@@ -65,8 +70,11 @@ export class EventHub {
       const states = await this.dagSnapshot(s.dagId);
       s.send({ type: 'snapshot', data: { dagId: s.dagId, tasks: [...states.values()] } });
     }
+    ready = true;
+    // Events from before the snapshot that it already shows would repeat; a DAG's watcher gets only those after it.
+    for (const e of held) if (!(s.dagId && e.type === 'task.status')) s.send(e);
     return () => {
-      this.subs.delete(s);
+      this.subs.delete(sub);
       if (s.dagId && ![...this.subs].some((x) => x.dagId === s.dagId)) this.dagStates.delete(s.dagId);
       if (this.subs.size === 0) void this.end();
     };

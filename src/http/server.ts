@@ -1,3 +1,4 @@
+import helmet from '@fastify/helmet';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
@@ -62,6 +63,19 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   });
   const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs, listener: o.listener });
   const metrics = new MetricsCollector(o.db);
+
+  // Security headers on every answer (the dashboard's pages above all): only its own scripts, styles and
+  // connections, never framed (clickjacking), no content-type sniffing, no referrer leaking tokens in URLs.
+  await app.register(helmet, {
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"], scriptSrc: ["'self'"], styleSrc: ["'self'"], imgSrc: ["'self'", 'data:'], connectSrc: ["'self'"],
+        fontSrc: ["'self'"], objectSrc: ["'none'"], baseUri: ["'self'"], formAction: ["'self'"], frameAncestors: ["'none'"],
+      },
+    },
+    referrerPolicy: { policy: 'no-referrer' },
+  });
 
   // JSON bodies: strict UTF-8 and bounded nesting are checked on the raw bytes, before the parser
   // (whose recursion a deep enough body overflows); __proto__ and constructor.prototype keys are refused.

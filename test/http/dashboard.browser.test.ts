@@ -154,7 +154,8 @@ describe('dashboard in a browser', () => {
     await card.locator('.action-msg.error:has-text("note is required")').waitFor({ timeout: LIVE_MS });
     await card.locator('button[data-action="edit"]').click();
     const inputBox = card.locator('textarea.edit-input');
-    await page.waitForFunction(`document.querySelector('textarea.edit-input[data-id="${deadLetterId}"]')?.value.trim() === '{}'`, undefined, { timeout: LIVE_MS });
+    // Polled from outside the page: the dashboard's Content-Security-Policy forbids evaluating strings inside it.
+    await expect.poll(async () => (await inputBox.inputValue()).trim(), { timeout: LIVE_MS }).toBe('{}');
     await inputBox.fill('{"broken": ');
     await card.locator('.field-error:has-text("not valid JSON")').waitFor({ timeout: LIVE_MS });
     expect(await card.locator('button[data-action="edit-retry"]').isDisabled()).toBe(true);

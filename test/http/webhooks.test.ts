@@ -12,6 +12,9 @@ import { webhookAdd } from '../../src/engine/webhooks.js';
 import { webhookDispatcherCreate } from '../../src/maintenance/webhook-dispatcher.js';
 import { InvalidInputError } from '../../src/errors.js';
 
+// The receivers run on this machine: loopback, which webhooks reach only when an operator allows it.
+const LOCAL = ['127.0.0.1'];
+
 const database = await testDatabase();
 const { db } = database;
 beforeEach(() => databaseReset(db));
@@ -61,12 +64,12 @@ async function dispatchAll(dispatcher: ReturnType<typeof webhookDispatcherCreate
   throw new Error('deliveries still pending');
 }
 
-const fast = { retryBaseSec: 0.01, maxDelaySec: 0.05, timeoutSec: 1 };
+const fast = { retryBaseSec: 0.01, maxDelaySec: 0.05, timeoutSec: 1, allowHosts: LOCAL };
 
 describe('webhooks', () => {
   it('a receiver that fails the first two deliveries gets exactly one event per dead letter, and every attempt is recorded', async () => {
     const hook = await receiver([500, 503]);
-    await webhookAdd(db, { url: hook.url });
+    await webhookAdd(db, { url: hook.url, allowHosts: LOCAL });
     const first = await deadLetterOne('one');
     const second = await deadLetterOne('two');
     await dispatchAll(webhookDispatcherCreate({ db, ...fast }));
@@ -91,12 +94,12 @@ describe('webhooks', () => {
 
   it('a receiver that hangs or refuses connections never holds up the engine; it is retried, then given up', async () => {
     const hung = await receiver(['hang', 'hang', 'hang']);
-    await webhookAdd(db, { url: hung.url });
+    await webhookAdd(db, { url: hung.url, allowHosts: LOCAL });
     const closed = createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const closedPort = (closed.address() as { port: number }).port;
     await new Promise<void>((r) => closed.close(() => r()));
-    await webhookAdd(db, { url: `http://127.0.0.1:${closedPort}/refused` });
+    await webhookAdd(db, { url: `http://127.0.0.1:${closedPort}/refused`, allowHosts: LOCAL });
     const started = Date.now();
     await deadLetterOne('slow');
     expect(Date.now() - started).toBeLessThan(2_000); // the outbox row is written in the failing transaction; nothing waits on HTTP
@@ -109,7 +112,7 @@ describe('webhooks', () => {
 
   it('DAG completion and blocking go only to the webhooks subscribed to them; bodies are signed when a secret is set', async () => {
     const dags = await receiver();
-    await webhookAdd(db, { url: dags.url, events: ['dag.completed', 'dag.blocked'], secret: 's3cret' });
+    await webhookAdd(db, { url: dags.url, events: ['dag.completed', 'dag.blocked'], secret: 's3cret', allowHosts: LOCAL });
     const dagId = await dagCreate(db, 'name: fine\ntasks:\n  only: { type: t }\n');
     const agent = await agentCreate(db, 'w');
     const [t] = await taskClaim(db, agent, { dagId, start: true });

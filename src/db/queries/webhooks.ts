@@ -11,7 +11,7 @@ export async function webhookInsert(db: Db, row: typeof webhooks.$inferInsert): 
   return r!;
 }
 
-export function webhookList(db: Db) {
+export function webhookListAll(db: Db) {
   return db.select().from(webhooks).orderBy(asc(webhooks.createdAt));
 }
 
