@@ -96,4 +96,14 @@ describe('agents spawn data, never code', () => {
     expect(out.output.stdout).toBe(`hello $(touch ${pwned})`);
     expect(existsSync(pwned)).toBe(false);
   });
+
+  it('no more subtasks than the DAG\'s spawn.max_tasks, in all', async () => {
+    const dagId = await submit(HOST('spawn-cap', 'spawn: { max_tasks: 2 }\n'));
+    const hostile = await httpAgent(server, db, 'capped', { capabilities: ['work'] });
+    const [host] = await hostile.claim(dagId);
+    const data = (k: string) => ({ key: k, type: 'note', spec: { prompt: k } });
+    await refused(403, 'FORBIDDEN', hostile.spawn(host!, [data('a'), data('b'), data('c')]), /lets its agents add 2 subtasks in all; 0 exist and 3 more were asked for/);
+    expect((await hostile.spawn(host!, [data('a'), data('b')])).status).toBe(200);
+    await refused(403, 'FORBIDDEN', hostile.spawn(host!, [data('c')]), /2 exist and 1 more were asked for/);
+  });
 });
