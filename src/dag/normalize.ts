@@ -1,4 +1,4 @@
-import type { DagFile, RetryFile, ScheduleFile, SpawnFile } from './file-schema.js';
+import type { DagFile, RetryFile, ScheduleFile, SpawnFile, TaskFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import {
   SCHEDULE_DEFAULTS, TASK_DEFAULTS, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
@@ -13,22 +13,11 @@ export function dagFileNormalize(
 ): DagSpec {
   const d = file.defaults ?? {};
   const tasks: TaskSpec[] = Object.entries(file.tasks).map(([key, t]) => {
-    const constraints = { ...d.constraints, ...t.spec?.constraints };
     return {
       key,
       type: t.type,
       title: t.title,
-      body: {
-        prompt: t.spec?.prompt,
-        context: t.spec?.context ?? [],
-        models: t.spec?.models ?? d.models ?? [],
-        fallbackModels: t.spec?.fallback_models ?? d.fallback_models ?? [],
-        input: t.spec?.input ?? {},
-      },
-      requiredCapabilities: [...new Set(constraints.capabilities ?? [])].sort(),
-      maxCostUsd: constraints.max_cost_usd,
-      maxDurationSec: constraints.max_duration_sec,
-      heartbeatSec: constraints.heartbeat_sec,
+      ...bodyAndConstraints(t.spec, d, t.spec?.context ?? []),
       priority: t.priority ?? d.priority ?? TASK_DEFAULTS.priority,
       boostPerMinute: t.boost_per_minute ?? d.boost_per_minute ?? TASK_DEFAULTS.boostPerMinute,
       ...(t.estimate ?? d.estimate) !== undefined ? { estimateSec: durationSeconds((t.estimate ?? d.estimate)!) } : {},
@@ -60,22 +49,11 @@ export function dagFileNormalize(
 function spawnNormalize(s: SpawnFile, d: NonNullable<DagFile['defaults']>, validation: Record<string, ValidationStep[]>): SpawnPolicy {
   const templates: Record<string, SpawnTemplate> = {};
   for (const [name, t] of Object.entries(s.templates ?? {})) {
-    const constraints = { ...d.constraints, ...t.spec?.constraints };
     const estimate = t.estimate ?? d.estimate;
     templates[name] = {
       type: t.type,
       title: t.title,
-      body: {
-        prompt: t.spec?.prompt,
-        context: [],
-        models: t.spec?.models ?? d.models ?? [],
-        fallbackModels: t.spec?.fallback_models ?? d.fallback_models ?? [],
-        input: t.spec?.input ?? {},
-      },
-      requiredCapabilities: [...new Set(constraints.capabilities ?? [])].sort(),
-      maxCostUsd: constraints.max_cost_usd,
-      maxDurationSec: constraints.max_duration_sec,
-      heartbeatSec: constraints.heartbeat_sec,
+      ...bodyAndConstraints(t.spec, d, []),
       priority: t.priority ?? d.priority,
       boostPerMinute: t.boost_per_minute ?? d.boost_per_minute,
       ...(estimate !== undefined ? { estimateSec: durationSeconds(estimate) } : {}),
@@ -87,6 +65,24 @@ function spawnNormalize(s: SpawnFile, d: NonNullable<DagFile['defaults']>, valid
     };
   }
   return { templates, freeForm: s.free_form ?? true, ...(s.max_tasks !== undefined ? { maxTasks: s.max_tasks } : {}) };
+}
+
+/** The agent-facing body and the constraints of a task or template, the DAG's defaults under its own. */
+function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defaults']>, context: string[]) {
+  const constraints = { ...d.constraints, ...spec?.constraints };
+  return {
+    body: {
+      prompt: spec?.prompt,
+      context,
+      models: spec?.models ?? d.models ?? [],
+      fallbackModels: spec?.fallback_models ?? d.fallback_models ?? [],
+      input: spec?.input ?? {},
+    },
+    requiredCapabilities: [...new Set(constraints.capabilities ?? [])].sort(),
+    maxCostUsd: constraints.max_cost_usd,
+    maxDurationSec: constraints.max_duration_sec,
+    heartbeatSec: constraints.heartbeat_sec,
+  };
 }
 
 function retryNormalize(r: RetryFile): RetryPolicy {

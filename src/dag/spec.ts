@@ -37,24 +37,15 @@ export interface SpawnPolicy {
   maxTasks?: number;
 }
 
-/** A template as stored with its DAG: everything but the fields an agent fills in. */
-export interface SpawnTemplate {
-  type: string;
-  title?: string;
-  /** prompt (a default the agent may replace), models, and `input`: the fixed fields. */
-  body: TaskBody;
-  requiredCapabilities: string[];
-  maxCostUsd?: number;
-  maxDurationSec?: number;
-  heartbeatSec?: number;
+/**
+ * A template as stored with its DAG: a task's fields but those the spawning agent gives
+ * (key, dependencies, context, times, idempotency), plus the input fields it may fill in.
+ * Its `body` holds a default prompt the agent may replace, the models, and `input`: the fixed fields.
+ */
+export interface SpawnTemplate extends Omit<TaskSpec, 'key' | 'dependsOn' | 'deadline' | 'notBefore' | 'idempotencyKey' | 'origin' | 'priority' | 'boostPerMinute'> {
   /** Undefined: the spawning agent's choice, else its parent's priority. */
   priority?: number;
   boostPerMinute?: number;
-  estimateSec?: number;
-  maxAttempts: number;
-  retry: RetryPolicy;
-  output?: Record<string, unknown>;
-  tags: string[];
   /** Input fields the agent may fill in. */
   accepts: string[];
 }
