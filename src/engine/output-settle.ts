@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
+import { agentsLock } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import {
   attemptVerdictsAppend, taskLockForOutput, taskLockValidating, taskOutputSubmit, taskValidationStepSet, type OutputTaskRow,
@@ -116,6 +117,8 @@ async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<
     return { status: 'verdict_invalid', error, failure };
   }
   const target = vt.validatesId && vt.validatesFence !== null ? await taskLockValidating(tx, vt.validatesId, vt.validatesFence) : null;
+  // Both agents may be charged below (the validator's completion, the judged attempt's failure), after the DAG's row: take them first.
+  await agentsLock(tx, [vt.claimedBy, target?.claimedBy ?? null]);
   const stepIndex = vt.validationStep ?? 0;
   const step = target ? validationStepsOf(target.outputSpec)[stepIndex] : undefined;
   const returned: StepVerdict = { ...parsed.verdict, step: stepIndex, kind: step?.kind ?? vt.type, validation_task_id: vt.id };

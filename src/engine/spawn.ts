@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
+import { agentsLock } from '../db/queries/agents.js';
 import { dagGet, dagLockGraph, dagTasksAdded } from '../db/queries/dags.js';
 import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
@@ -58,6 +59,8 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
   const result = await withTx(db, async (tx) => {
     const p = await taskLockLeased(tx, parent.taskId, parent.fence);
     if (!p) return null;
+    // A wait charges the parent's agent after the DAG's row was updated below: take the agent first (the lock order).
+    if (opts.wait) await agentsLock(tx, [p.claimedBy]);
     const dag = (await dagGet(tx, p.dagId))!;
     const policy = (dag.spawnPolicy as SpawnPolicy | null) ?? SPAWN_POLICY_DEFAULT;
     const subtasks = await subtaskSpecsParse(specs, { priority: p.priority, policy });

@@ -1,5 +1,6 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
+import { textArray } from './run.js';
 import { agents } from '../schema/index.js';
 
 export type AgentRow = typeof agents.$inferSelect;
@@ -69,4 +70,14 @@ export async function agentMarkStaleOffline(db: Db, staleSec: number): Promise<s
     .where(sql`${agents.status} <> 'offline' and ${agents.heartbeatAt} < now() - make_interval(secs => ${staleSec})`)
     .returning({ id: agents.id });
   return r.map((x) => x.id);
+}
+
+/**
+ * Lock agent rows, in id order, for the rest of the transaction: what a transaction that will
+ * settle spend on agents and DAGs in several statements does first (the lock order: agents, then DAGs).
+ */
+export async function agentsLock(db: Db, ids: ReadonlyArray<string | null>): Promise<void> {
+  const wanted = [...new Set(ids.filter((i): i is string => i !== null))].sort();
+  if (wanted.length === 0) return;
+  await db.execute(sql`select id from agents where id = any(${textArray(wanted)}) order by id for no key update`);
 }

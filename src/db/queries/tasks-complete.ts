@@ -3,6 +3,7 @@ import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
 import { READY_CHANNEL, rowsOfPrepared, textArray } from './run.js';
+import { AFTER_AGENT_LOCK, agentLockCte } from './tasks-fragments.js';
 
 export interface CompletionInput {
   id: string;
@@ -95,6 +96,11 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
     ),
     ${edgeUnblockDependentsCtes(sql`done`)},
     per_dag as (select dag_id, count(*)::int as n, sum(cost_usd) as cost, sum(reserved_usd) as reserved from done group by dag_id),
+    -- Lock order: the agents that are charged, then the DAGs, each by id (tasks-fragments.ts agentLockCte).
+    ${agentLockCte(sql`select claimed_by from done where cost_usd > 0 or reserved_usd > 0`)},
+    dag_lock as materialized (
+      select g.id from dags g where g.id in (select dag_id from per_dag) and ${AFTER_AGENT_LOCK} order by g.id for no key update of g
+    ),
     dag_update as (
       update dags g set
         tasks_open = g.tasks_open - p.n,
@@ -103,14 +109,14 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
         status = case when g.tasks_open - p.n = 0 and g.status = 'running' then 'completed' else g.status end,
         completed_at = case when g.tasks_open - p.n = 0 and g.status = 'running' then now() else g.completed_at end,
         updated_at = now()
-      from per_dag p where g.id = p.dag_id
+      from per_dag p where g.id = p.dag_id and (select count(*) from dag_lock) >= 0
       returning g.id, g.status, g.tasks_open
     ),
     agent_spend as (
       update agents a set spent_usd = a.spent_usd + s.cost, reserved_usd = greatest(0, a.reserved_usd - s.reserved)
       from (select claimed_by, sum(cost_usd) as cost, sum(reserved_usd) as reserved from done
             where cost_usd > 0 or reserved_usd > 0 group by claimed_by) s
-      where a.id = s.claimed_by
+      where a.id = s.claimed_by and ${AFTER_AGENT_LOCK}
     ),
     dag_events as (
       insert into events (type, dag_id) select 'dag.completed', id from dag_update where tasks_open = 0 and status = 'completed'
