@@ -58,7 +58,7 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
       const specs = await dagFilesLoad(files, opts.param, configFromEnv(ctx.io.env).fileRoots);
       scheduledParamsRefuse(specs, opts.param);
       const cfg = configFromEnv(ctx.io.env);
-      const results = await withDatabase(ctx, (d) => dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued }));
+      const results = await withDatabase(ctx, (d) => dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued, replaceAnySchedule: true }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(results, () => {
         for (const r of results) {

@@ -9,9 +9,10 @@ import {
 import { cronDue, cronNextAfter, cronNextRuns, type DueFires } from '../dag/cron.js';
 import { dagSourceLoad } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
-import { ConflictError, DagValidationError, DagentError, InvalidInputError, NotFoundError } from '../errors.js';
+import { ConflictError, DagValidationError, DagentError, ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
 import { dagCancel } from './cancel.js';
 import { dagCreateInTx } from './submit.js';
+import { taskQueuedCount, taskSubmitLock } from '../db/queries/tasks-intake.js';
 
 /** With catchup `none`, a fire this late is a missed fire, not a slightly late one. */
 export const MISFIRE_GRACE_SEC = 5;
@@ -27,7 +28,7 @@ export type Clock = (db: Db) => Promise<Date>;
  * The next fire is computed from the database clock; an unchanged cron and
  * time zone keep their place.
  */
-export async function scheduleRegister(db: Db, spec: DagSpec, source: string, clock: Clock = dbNow): Promise<ScheduleRow> {
+export async function scheduleRegister(db: Db, spec: DagSpec, source: string, clock: Clock = dbNow, author: ScheduleAuthor = OPERATOR): Promise<ScheduleRow> {
   const s = spec.schedule;
   if (!s) throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: no schedule block`);
   return withTx(db, async (tx) => {
@@ -35,16 +36,24 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
     await fireKeysCheck(spec, source, now);
     // Locked: a fire in progress commits first, and its advanced next_fire_at is what we keep.
     const prior = await scheduleLock(tx, s.name);
+    if (prior && !author.replaceAny && prior.createdBy !== author.createdBy) {
+      throw new ForbiddenError(`schedule ${s.name} was registered by ${prior.createdBy ?? 'an operator'}; only its author or an admin may replace it`, { schedule: s.name });
+    }
     const keep = prior && prior.cron === s.cron && prior.timezone === s.timezone && prior.enabled;
     const nextFireAt = keep ? prior.nextFireAt : cronNextAfter(s.cron, s.timezone, now)!;
     const row = await scheduleUpsert(tx, {
       name: s.name, dagName: spec.name, sourceFile: spec.sourceFile ?? null, source, cron: s.cron, timezone: s.timezone,
       catchup: s.catchup, catchupLimit: s.catchupLimit, overlap: s.overlap, enabled: s.enabled, params: s.params, nextFireAt,
+      createdBy: author.createdBy,
     });
     await eventInsertMany(tx, [{ type: 'schedule.registered', data: { name: s.name, cron: s.cron, timezone: s.timezone, nextFireAt } }]);
     return row;
   });
 }
+
+/** Who registers a schedule, and whether they may replace one someone else registered (admins and the CLI may). */
+export interface ScheduleAuthor { createdBy: string; replaceAny: boolean }
+const OPERATOR: ScheduleAuthor = { createdBy: 'cli', replaceAny: true };
 
 export interface FireReport { schedule: string; fired: Array<{ at: Date; dagId: string }>; skipped: Date[]; missed: number; next: Date }
 
@@ -55,7 +64,7 @@ export interface FireReport { schedule: string; fired: Array<{ at: Date; dagId: 
  * advance next_fire_at past now. Any number of schedulers may run this at once:
  * a schedule is handled by whoever locks it, and a fire has one possible DAG.
  */
-export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logger; limit?: number } = {}): Promise<FireReport[]> {
+export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logger; limit?: number; maxQueued?: number } = {}): Promise<FireReport[]> {
   const clock = opts.clock ?? dbNow;
   const reports: FireReport[] = [];
   for (;;) {
@@ -66,7 +75,7 @@ export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logge
       if (!row) return undefined;
       try {
         // A savepoint: a fire that fails is undone; one that would fail again is moved on below, so it cannot hold up the others.
-        return await withTx(tx, (inner) => scheduleFire(inner, row, now, opts.log));
+        return await withTx(tx, (inner) => scheduleFire(inner, row, now, opts.log, opts.maxQueued));
       } catch (error) {
         if (!firePermanentlyFails(error)) throw error; // a deadlock, a lost connection: the next tick tries again
         failed = { name: row.name, error };
@@ -80,11 +89,12 @@ export async function scheduleFireDue(db: Db, opts: { clock?: Clock; log?: Logge
   }
 }
 
-async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): Promise<FireReport> {
+async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, maxQueued?: number): Promise<FireReport> {
   const due = cronDue(row.cron, row.timezone, row.nextFireAt, now, Math.max(1, row.catchupLimit));
   const toFire = catchupPick(row, due, now);
   const next = cronNextAfter(row.cron, row.timezone, now)!;
   const report: FireReport = { schedule: row.name, fired: [], skipped: [], missed: due.count - toFire.length, next };
+  const skipReasons: string[] = [];
   for (const at of toFire) {
     const key = `cron:${row.name}:${at.toISOString()}`;
     // Already fired (a tick that ran before, or a registration that raced one): nothing to do, nothing to count.
@@ -92,6 +102,14 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): 
     const running = await dagRunningIdsByCreator(tx, `cron:${row.name}`);
     if (running.length && row.overlap === 'skip') {
       report.skipped.push(at);
+      skipReasons.push('previous run still going (overlap: skip)');
+      continue;
+    }
+    // The backpressure a submit obeys: a schedule is not a way around a full queue.
+    const full = maxQueued === undefined ? undefined : await queueFull(tx, maxQueued);
+    if (full) {
+      report.skipped.push(at);
+      skipReasons.push(full);
       continue;
     }
     if (row.overlap === 'cancel_previous') {
@@ -109,11 +127,18 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger): 
   });
   await eventInsertMany(tx, [
     ...report.fired.map((f) => ({ type: 'schedule.fired', dagId: f.dagId, data: { name: row.name, at: f.at } })),
-    ...report.skipped.map((at) => ({ type: 'schedule.skipped', data: { name: row.name, at, reason: 'previous run still going (overlap: skip)' } })),
+    ...report.skipped.map((at, i) => ({ type: 'schedule.skipped', data: { name: row.name, at, reason: skipReasons[i] } })),
     ...(report.missed ? [{ type: 'schedule.missed', data: { name: row.name, count: report.missed, atLeast: due.atLeast, catchup: row.catchup } }] : []),
   ]);
   log?.info({ schedule: row.name, fired: report.fired.length, skipped: report.skipped.length, missed: report.missed, next: report.next }, 'schedule fired');
   return report;
+}
+
+/** Why a fire must wait for the queue to drain, or undefined when it need not. */
+async function queueFull(tx: Db, limit: number): Promise<string | undefined> {
+  await taskSubmitLock(tx);
+  const queued = await taskQueuedCount(tx);
+  return queued >= limit ? `queue full (${queued} ready or pending tasks, limit ${limit})` : undefined;
 }
 
 /** A fire that could not create its DAG: count its due instants as missed, record why, and move on to the next fire. */

@@ -12,7 +12,7 @@ import { webhookDispatcherCreate } from './webhook-dispatcher.js';
 export type { MaintenanceService };
 
 /** Every maintenance loop, with its defaults. A new loop is one file in this folder and one line here. */
-const LOOPS: Array<(o: { db: Db; log?: Logger }) => MaintenanceService> = [
+const LOOPS: Array<(o: LoopContext) => MaintenanceService> = [
   reaperCreate,
   promoterCreate,
   schedulerCreate,
@@ -22,7 +22,15 @@ const LOOPS: Array<(o: { db: Db; log?: Logger }) => MaintenanceService> = [
   webhookDispatcherCreate,
 ];
 
+/** What every loop is created with. */
+export interface LoopContext {
+  db: Db;
+  log?: Logger;
+  /** The backpressure limit submits obey (DAGENT_MAX_QUEUED); the scheduler skips fires while the queue is this full. */
+  maxQueued?: number;
+}
+
 /** The maintenance loops a long-running dagent process runs. */
-export function maintenanceServices(db: Db, log?: Logger): MaintenanceService[] {
-  return LOOPS.map((create) => create({ db, log }));
+export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number } = {}): MaintenanceService[] {
+  return LOOPS.map((create) => create({ db, log, maxQueued: opts.maxQueued }));
 }

@@ -12,6 +12,8 @@ export interface SchedulerOptions {
   intervalMs?: number;
   /** Where "now" comes from. Default the database clock; tests inject one. */
   clock?: Clock;
+  /** Skip fires while READY + PENDING tasks number this many or more (the submit backpressure limit). */
+  maxQueued?: number;
 }
 
 /**
@@ -27,7 +29,7 @@ export function schedulerCreate(o: SchedulerOptions): MaintenanceService {
     gated: false,
     intervalMs: o.intervalMs ?? SCHEDULER_INTERVAL_MS_DEFAULT,
     async work() {
-      const reports = await scheduleFireDue(o.db, { clock: o.clock, log: o.log });
+      const reports = await scheduleFireDue(o.db, { clock: o.clock, log: o.log, maxQueued: o.maxQueued });
       return reports.reduce((n, r) => n + r.fired.length, 0);
     },
   });

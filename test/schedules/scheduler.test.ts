@@ -7,6 +7,7 @@ import { agentCreate, databaseReset, dagSpec, drain, rowsOf } from '../helpers/f
 import { scheduleFireDue, schedulePause, scheduleRegister, scheduleResume, scheduleTrigger } from '../../src/engine/schedules.js';
 import { scheduleGet } from '../../src/db/queries/schedules.js';
 import { schedulerCreate } from '../../src/maintenance/scheduler.js';
+import { dagSubmit } from '../../src/engine/submit.js';
 
 const { db } = await testDatabase();
 const rows = <T>(q: ReturnType<typeof sql>) => rowsOf<T>(db, q);
@@ -224,5 +225,23 @@ describe('scheduler', () => {
     const ok = 'name: fire-key\nparams: { scheduled_at: "" }\ntasks:\n  a: { type: t, idempotency_key: "nightly-${params.scheduled_at}" }\nschedule:\n  cron: "@daily"\n';
     await expect(register(ok, manualClock('2026-11-23T10:00:00Z').clock)).resolves.toMatchObject({ name: 'fire-key' });
   });
-});
 
+  it('a full queue skips fires (the submit backpressure limit), and firing resumes once it drains', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await register(scheduledYaml('busy', '  cron: "* * * * *"'), t.clock);
+    const many = Array.from({ length: 3 }, (_, i) => `  t${i}: { type: q }`).join('\n');
+    await dagSubmit(db, [await dagSpec(`name: backlog\ntasks:\n${many}\n`)]);
+    t.set('2026-11-23T10:01:00.200Z');
+    const [report] = await scheduleFireDue(db, { clock: t.clock, maxQueued: 3 });
+    expect(report).toMatchObject({ fired: [], skipped: [new Date('2026-11-23T10:01:00Z')] });
+    expect(await firedAt('busy')).toEqual([]);
+    const [event] = await rows<{ data: { reason: string } }>(sql`select data from events where type = 'schedule.skipped'`);
+    expect(event!.data.reason).toBe('queue full (3 ready or pending tasks, limit 3)');
+    expect(await scheduleGet(db, 'busy')).toMatchObject({ skipped: 1, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+
+    await db.execute(sql`update tasks set status = 'cancelled' where status in ('ready', 'pending')`);
+    t.set('2026-11-23T10:02:00.200Z');
+    await scheduleFireDue(db, { clock: t.clock, maxQueued: 3 });
+    expect(await firedAt('busy')).toEqual(['2026-11-23T10:02:00Z']);
+  });
+});

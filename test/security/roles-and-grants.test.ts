@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { databaseSnapshot } from '../helpers/factories.js';
+import { databaseSnapshot, rowsOf } from '../helpers/factories.js';
 import { tokenCreate } from '../../src/engine/tokens.js';
 import { refused, serverStart, type Reply } from './helpers/server.js';
 
@@ -89,5 +89,25 @@ describe('token roles', () => {
     const { token } = await tokenCreate(db, { role: 'agent', agentId: 'nosy', capabilities: [] });
     await unchanged(() => server.call('GET', '/api/dags', { token }), 403, 'FORBIDDEN');
     await unchanged(() => server.call('GET', '/api/events', { token }), 403, 'FORBIDDEN');
+  });
+
+  it('submit: cannot replace a schedule someone else registered; its own, yes; an admin, any', async () => {
+    const yaml = (command: string, cron: string) => `name: nightly\nschedule: { cron: "${cron}" }\ntasks:\n  backup: { type: shell, spec: { input: { command: "${command}" } } }\n`;
+    const post = (token: string | undefined, command: string, cron: string) =>
+      server.call('POST', '/api/dags', { token, raw: yaml(command, cron), contentType: 'application/yaml' });
+    expect((await post(undefined, 'backup.sh', '0 3 * * *')).status).toBe(200);
+    const intern = await tokenCreate(db, { role: 'submit', name: 'intern' });
+    await unchanged(() => post(intern.token, 'echo replaced', '* * * * * *'), 403, 'FORBIDDEN', /registered by admin:.*only its author or an admin/);
+    const [row] = await rowsOf<{ cron: string; source: string }>(db, sql`select cron, source from schedules where name = 'nightly'`);
+    expect(row).toMatchObject({ cron: '0 3 * * *', source: expect.stringContaining('backup.sh') });
+
+    await db.execute(sql`delete from schedules`);
+    expect((await post(intern.token, 'mine.sh', '0 4 * * *')).status).toBe(200);
+    expect((await post(intern.token, 'mine-v2.sh', '0 5 * * *')).status).toBe(200);
+    const other = await tokenCreate(db, { role: 'submit', name: 'other' });
+    await unchanged(() => post(other.token, 'theirs.sh', '0 6 * * *'), 403, 'FORBIDDEN');
+    expect((await post(undefined, 'admin.sh', '0 7 * * *')).status).toBe(200);
+    const [after] = await rowsOf<{ cron: string; created_by: string }>(db, sql`select cron, created_by from schedules where name = 'nightly'`);
+    expect(after).toMatchObject({ cron: '0 7 * * *', created_by: expect.stringMatching(/^admin:/) });
   });
 });

@@ -29,6 +29,8 @@ export const schedules = pgTable('schedules', {
   fires: integer('fires').notNull().default(0),
   skipped: integer('skipped').notNull().default(0),
   missed: integer('missed').notNull().default(0),
+  /** Who registered it (`cli`, `admin:<token>`, `submit:<token>`): only they or an admin may replace it. Null before this was recorded. */
+  createdBy: text('created_by'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
 });

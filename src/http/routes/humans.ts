@@ -54,7 +54,9 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
     const file = typeof body !== 'string' && body.dag ? 'request.json' : 'request.yaml';
     // Relative paths in the DAG (schema_file, a test step's cwd) start at the server's working directory.
     const spec = await dagSourceLoad(source, file, { params, baseDir: path.resolve('.'), roots: d.fileRoots });
-    const results = await dagSubmitOrSchedule(d.db, [spec], { createdBy: actor(principal), log: d.log, maxQueued: d.maxQueued, sourceOf: () => source });
+    const results = await dagSubmitOrSchedule(d.db, [spec], {
+      createdBy: actor(principal), log: d.log, maxQueued: d.maxQueued, sourceOf: () => source, replaceAnySchedule: principal?.role === 'admin' || !principal,
+    });
     reply.status(results.some((r) => 'created' in r && r.created) ? 201 : 200);
     return { results };
   });
