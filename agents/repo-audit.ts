@@ -15,6 +15,9 @@ export default defineAgent({
   name: 'repo-audit',
   capabilities: ['repo-audit'],
   async run(task, ctx) {
+    if (task.origin !== 'dag' && task.origin !== 'template') {
+      throw new TaskError('untrusted_spec', `task ${task.key} was written by an agent (origin ${task.origin}): the folder to audit comes only from DAG files and their templates`, { retryable: false });
+    }
     const root = path.resolve(String(task.spec.input.root ?? '.'));
     let folders: string[];
     try {

@@ -33,6 +33,13 @@ export default defineAgent({
       throw new TaskError('bad_input', 'spec.input.command must be a non-empty string', { retryable: false });
     }
     const data = Object.entries(input).filter(([k]) => !OWN_FIELDS.has(k));
+    const names = new Map<string, string>();
+    for (const [k] of data) {
+      const name = `DAGENT_INPUT_${k.toUpperCase()}`;
+      // Two fields that differ only in case would overwrite each other: refuse rather than pick one.
+      if (names.has(name)) throw new TaskError('bad_input', `spec.input fields ${names.get(name)} and ${k} would both be ${name}`, { retryable: false });
+      names.set(name, k);
+    }
     const env = { ...input.env, ...Object.fromEntries(data.map(([k, v]) => [`DAGENT_INPUT_${k.toUpperCase()}`, typeof v === 'string' ? v : JSON.stringify(v)])) };
     const cwd = path.resolve(input.cwd ?? '.');
     const started = Date.now();

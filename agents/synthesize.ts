@@ -5,7 +5,7 @@ import { defineAgent, TaskError } from '../src/index.js';
 interface SynthesizeInput {
   /** Report title. Default the task's title. */
   title?: string;
-  /** Write the report to `<outputDir>/<dag id>-<task key>.md`. Default: only return it. */
+  /** Write the report to `<outputDir>/<dag id>-<task key>.md` (only for tasks from a DAG file or template). Default: only return it. */
   outputDir?: string;
 }
 
@@ -29,6 +29,10 @@ export default defineAgent({
     const markdown = `# ${title}\n\n${task.spec.prompt ? `${task.spec.prompt}\n\n` : ''}${sections.join('\n\n')}\n`;
     let file: string | undefined;
     if (input.outputDir) {
+      // A path says where the server's machine is written to: only a DAG author may give one, never an agent's subtask.
+      if (task.origin !== 'dag' && task.origin !== 'template') {
+        throw new TaskError('untrusted_spec', `task ${task.key} was written by an agent (origin ${task.origin}): input.outputDir is honoured only from DAG files and their templates`, { retryable: false });
+      }
       mkdirSync(input.outputDir, { recursive: true });
       file = path.resolve(input.outputDir, `${task.dagId}-${task.key.replace(/[^a-z0-9_-]/gi, '_')}.md`);
       writeFileSync(file, markdown);

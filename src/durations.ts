@@ -6,10 +6,19 @@ import { z } from 'zod';
  */
 export const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 
+/**
+ * The longest duration dagent accepts anywhere (an estimate, a retry delay, a timeout, a
+ * relative not_before): 366 days. Beyond it, times overflow PostgreSQL's intervals and
+ * JavaScript's timers, and a retry that far off is a dead letter in all but name.
+ */
+export const DURATION_MAX_SEC = 366 * 86_400;
+const tooLong = `must be at most 366 days (${DURATION_MAX_SEC} seconds)`;
+
 export const durationSchema = z.union([
-  z.number().nonnegative(),
-  z.string().regex(DURATION_PATTERN, { error: 'must be a duration like 30s, 5m, 2h, 1d or a number of seconds' }),
-]).describe('duration: number of seconds, or a string like 500ms, 30s, 5m, 2h, 1d');
+  z.number().nonnegative().max(DURATION_MAX_SEC, { error: tooLong }),
+  z.string().regex(DURATION_PATTERN, { error: 'must be a duration like 30s, 5m, 2h, 1d or a number of seconds' })
+    .refine((d) => !DURATION_PATTERN.test(d) || durationSeconds(d) <= DURATION_MAX_SEC, { error: tooLong }),
+]).describe('duration: number of seconds, or a string like 500ms, 30s, 5m, 2h, 1d (at most 366 days)');
 
 const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86400 };
 
@@ -28,7 +37,10 @@ const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\
 
 /** Parses an instant, or returns an error message. */
 export function instantParse(s: string): Instant | string {
-  if (DURATION_PATTERN.test(s)) return { inSeconds: durationSeconds(s) };
+  if (DURATION_PATTERN.test(s)) {
+    const inSeconds = durationSeconds(s);
+    return inSeconds <= DURATION_MAX_SEC ? { inSeconds } : `"${s}" is further off than 366 days`;
+  }
   if (!ISO_WITH_OFFSET.test(s)) {
     return `"${s}" is neither an ISO 8601 date-time with offset (2026-12-01T09:00:00Z) nor a duration (2h)`;
   }

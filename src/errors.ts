@@ -204,7 +204,23 @@ export class RequestTimeoutError extends DagentError {
   }
 }
 
-/** Anything that is not one of the above: a bug or an unavailable dependency, logged where it happened. */
+/**
+ * The database could not be reached (a restart, a network blip, no free connection): nothing
+ * was done, or what was done is safe to report again (reports are idempotent). Retry after
+ * `retryAfterSec`.
+ */
+export class UnavailableError extends DagentError {
+  readonly retryAfterSec: number;
+  constructor(retryAfterSec = UNAVAILABLE_RETRY_AFTER_SEC, message?: string) {
+    super('UNAVAILABLE', message ?? `the database is unavailable; retry in ${retryAfterSec}s (a report made again is applied once)`, { retryAfterSec });
+    this.retryAfterSec = retryAfterSec;
+  }
+}
+
+/** What a 503 asks the client to wait, in seconds: a database restart or failover usually takes a few. */
+export const UNAVAILABLE_RETRY_AFTER_SEC = 2;
+
+/** Anything that is not one of the above: a bug, logged where it happened. */
 export class InternalError extends DagentError {
   constructor(message = 'internal error (logged on the server)') {
     super('INTERNAL', message);
@@ -220,6 +236,10 @@ export const EXIT = {
   invalidInput: 2,
   /** Backpressure: the queue is full; nothing was written. */
   backpressure: 3,
+  /** No such DAG, task, dead letter, agent or schedule. */
+  notFound: 4,
+  /** The database cannot be reached; nothing was done. Worth retrying. */
+  unavailable: 5,
 } as const;
 
 interface ErrorCodeDef {
@@ -241,7 +261,7 @@ export const ERROR_CODES = {
   CYCLE: { class: CycleError, status: 400, exit: EXIT.invalidInput, description: 'edges that would close a dependency cycle; `cycle` is the path' },
   UNAUTHORIZED: { class: UnauthorizedError, status: 401, exit: null, description: 'no token, or an unknown or revoked one' },
   FORBIDDEN: { class: ForbiddenError, status: 403, exit: EXIT.error, description: 'the token\'s role or agent may not do this' },
-  NOT_FOUND: { class: NotFoundError, status: 404, exit: EXIT.invalidInput, description: 'no such DAG, task, dead letter, agent, schedule or route' },
+  NOT_FOUND: { class: NotFoundError, status: 404, exit: EXIT.notFound, description: 'no such DAG, task, dead letter, agent, schedule or route' },
   LEASE_LOST: { class: LeaseLostError, status: 409, exit: EXIT.error, description: 'a stale fencing token: the task was taken back or claimed again' },
   ILLEGAL_TRANSITION: { class: IllegalTransitionError, status: 409, exit: EXIT.error, description: 'the task or DAG is in a state that does not allow this' },
   TRANSITION_RACED: { class: TransitionRacedError, status: 409, exit: EXIT.error, description: 'the task changed while the request was refused; look again' },
@@ -256,7 +276,8 @@ export const ERROR_CODES = {
   HEADERS_TOO_LARGE: { class: HeadersTooLargeError, status: 431, exit: null, description: 'request headers over the server\'s limit' },
   REQUEST_TIMEOUT: { class: RequestTimeoutError, status: 408, exit: null, description: 'the request did not arrive in time' },
   BACKPRESSURE: { class: BackpressureError, status: 429, exit: EXIT.backpressure, description: 'the queue is full; nothing was written; `Retry-After` says when to try again' },
-  INTERNAL: { class: InternalError, status: 500, exit: EXIT.error, description: 'a bug or an unavailable dependency, logged on the server' },
+  UNAVAILABLE: { class: UnavailableError, status: 503, exit: EXIT.unavailable, description: 'the database is unavailable for now; `Retry-After` says when to try again, and a report made again is applied once' },
+  INTERNAL: { class: InternalError, status: 500, exit: EXIT.error, description: 'a bug, logged on the server' },
 } as const satisfies Record<string, ErrorCodeDef>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -31,13 +31,22 @@ from typing import Any, Callable, Optional
 
 log = logging.getLogger("dagent")
 
+# Reports (complete, fail, release) are retried with backoff while the server answers 5xx or cannot
+# be reached, for up to REPORT_GIVE_UP_SEC: past that the lease has lapsed anyway.
+REPORT_RETRY_MIN_SEC = 0.25
+REPORT_RETRY_MAX_SEC = 5.0
+REPORT_GIVE_UP_SEC = 120.0
+# The first heartbeat of a task, its "received" (the server's reaper treats a lease lapsed before any
+# sign of life as a lost claim reply, not an attempt).
+RECEIVED_BEAT_SEC = 2.0
+
 
 class ApiError(Exception):
     """An error answer from the server: `{error: {code, message, ...}}`."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, retry_after: Optional[float] = None) -> None:
         super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message = status, code, message
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
 
 class LeaseLost(ApiError):
@@ -75,7 +84,11 @@ class Client:
             except ValueError:
                 err = {}
             cls = LeaseLost if err.get("code") == "LEASE_LOST" else ApiError
-            raise cls(e.code, err.get("code", "HTTP"), err.get("message", e.reason)) from None
+            try:
+                retry_after = float(e.headers.get("Retry-After")) if e.headers.get("Retry-After") else None
+            except ValueError:
+                retry_after = None
+            raise cls(e.code, err.get("code", "HTTP"), err.get("message", e.reason), retry_after) from None
 
     def task(self, task_id: str, action: str, fence: int, **body: Any) -> Any:
         payload = {k: v for k, v in body.items() if v is not None}
@@ -242,7 +255,11 @@ class Agent:
                 outcome["error"] = e
 
         def beat(stop: threading.Event) -> None:
-            while not stop.wait(task.heartbeat_sec):
+            # The first beat goes out soon: it says "received". Until then a lapsed lease is taken for a
+            # lost claim reply and costs the task no attempt.
+            wait = min(RECEIVED_BEAT_SEC, task.heartbeat_sec)
+            while not stop.wait(wait):
+                wait = task.heartbeat_sec
                 try:
                     self.client.task(task.id, "heartbeat", task.fence)
                 except LeaseLost:
@@ -285,15 +302,33 @@ class Agent:
             trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
             self._report(task, "fail", error_class=getattr(error, "error_class", "error"),
                          message=str(error) or type(error).__name__, retryable=getattr(error, "retryable", None),
-                         details={"exception": type(error).__name__, "traceback": trace}, **ctx.cost)
+                         details={"exception": type(error).__name__, "traceback": trace[-16000:]}, **ctx.cost)
         else:
             self._report(task, "complete", output=outcome.get("output"), **ctx.cost)
 
     def _report(self, task: Task, action: str, **body: Any) -> None:
-        try:
-            r = self.client.task(task.id, action, task.fence, **body)
-            log.info("%s: %s %s -> %s", self.id, action, task.key, json.dumps(r))
-        except LeaseLost as e:
-            log.warning("%s: %s %s refused, lease lost: %s", self.id, action, task.key, e.message)
-        except (ApiError, urllib.error.URLError, ConnectionError) as e:
-            log.error("%s: %s %s failed: %s", self.id, action, task.key, e)
+        """Report the outcome, retrying with backoff while the server or its database is unavailable
+        (a 503 with Retry-After, another 5xx, a dropped connection): a finished result is not thrown
+        away on a blip. Reports are idempotent: one made again after a lost reply is applied once."""
+        delay, give_up = REPORT_RETRY_MIN_SEC, time.monotonic() + REPORT_GIVE_UP_SEC
+        while True:
+            try:
+                r = self.client.task(task.id, action, task.fence, **body)
+                log.info("%s: %s %s -> %s", self.id, action, task.key, json.dumps(r))
+                return
+            except LeaseLost as e:
+                log.warning("%s: %s %s refused, lease lost: %s", self.id, action, task.key, e.message)
+                return
+            except ApiError as e:
+                if e.status < 500 or time.monotonic() >= give_up:
+                    log.error("%s: %s %s failed: %s", self.id, action, task.key, e)
+                    return
+                wait = max(delay, e.retry_after or 0)
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+                if time.monotonic() >= give_up:
+                    log.error("%s: %s %s failed: %s", self.id, action, task.key, e)
+                    return
+                wait = delay
+            log.warning("%s: %s %s: server unavailable; retrying in %.1f s", self.id, action, task.key, wait)
+            time.sleep(wait)
+            delay = min(delay * 2, REPORT_RETRY_MAX_SEC)

@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { agentModuleLoad } from '../runtime/agent-load.js';
 import { AgentFleet } from '../runtime/fleet.js';
+import { configFromEnv } from '../config/index.js';
+import { maintenanceServices } from '../maintenance/index.js';
 import { SHUTDOWN_GRACE_MS_DEFAULT } from '../runtime/agent-runner.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
@@ -17,16 +19,23 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
     .option('--concurrency <n>', 'tasks run at once (default: the agent\'s maxConcurrent)', positiveInt('--concurrency'))
     .option('--poll-ms <ms>', 'fallback poll interval when no notification arrives (default 2000)', positiveInt('--poll-ms'))
     .option('--grace-sec <s>', `on shutdown, how long running tasks may finish before release (default ${SHUTDOWN_GRACE_MS_DEFAULT / 1000})`, positiveInt('--grace-sec'))
-    .action(async (file: string, opts: { id?: string; concurrency?: number; pollMs?: number; graceSec?: number }) => {
+    .option('--no-maintenance', 'do not run the maintenance loops here (by default every dagent process runs them; each duty runs once per interval across all)')
+    .action(async (file: string, opts: { id?: string; concurrency?: number; pollMs?: number; graceSec?: number; maintenance: boolean }) => {
       const def = await agentModuleLoad(file);
       await withDatabase(ctx, async (d) => {
+        // Retries, reaping and schedules must not depend on a `dagent up` somewhere: the cadence gate
+        // (maintenance/service.ts) elects one process per loop and interval, however many run them.
+        const services = opts.maintenance ? maintenanceServices(d.db, ctx.log, { maxQueued: configFromEnv(ctx.io.env).maxQueued }) : [];
+        services.forEach((s) => s.start());
         const fleet = new AgentFleet(d, [{ def, id: opts.id, concurrency: opts.concurrency }], { pollIntervalMs: opts.pollMs, log: ctx.log });
         await fleet.start();
         const r = fleet.runners[0]!;
-        ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]; stop with Ctrl-C or SIGTERM\n`);
+        const loops = services.length ? ` and the maintenance loops (${services.map((s) => s.name).join(', ')})` : '';
+        ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]${loops}; stop with Ctrl-C or SIGTERM\n`);
         const signal = await shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`));
         ctx.io.stdout(`agent ${r.id}: ${signal}, draining ${r.running} running task(s)\n`);
         await fleet.stop(opts.graceSec === undefined ? undefined : opts.graceSec * 1000);
+        await Promise.all(services.map((s) => s.stop()));
         ctx.io.stdout(`agent ${r.id}: stopped\n`);
       });
     });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Database } from '../db/connection.js';
 import { dagFileLoad } from '../dag/load.js';
+import { DagNotCompletedError } from '../errors.js';
 import type { DagSpec } from '../dag/spec.js';
 import { attemptCountsForDag } from '../engine/inspect.js';
 import { dagSubmit } from '../engine/submit.js';
@@ -73,13 +74,18 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
     wallSec: Math.round((Date.now() - started) / 100) / 10,
     report: report ?? null,
   };
+  const failed = final.dag.status === 'completed' ? undefined : new DagNotCompletedError(dagId, final.dag.status, final.dag.blockedReason);
   if (json) {
+    // One JSON document on stdout: the summary, or the error carrying it.
+    if (failed) throw Object.assign(failed, { details: { ...failed.details, summary } });
     ctx.io.stdout(`${JSON.stringify(summary, null, 2)}\n`);
-    return;
+  } else {
+    out('');
+    out(`DAG ${dagId}: ${final.dag.status}${final.dag.blockedReason ? ` (${final.dag.blockedReason})` : ''}`);
+    out(`tasks completed ${summary.completed}/${summary.tasks}, retries ${summary.retries}, dead letters ${summary.deadLetters}, cost ${usd(summary.costUsd)}, wall time ${summary.wallSec}s`);
+    if (report) out(`report: ${path.relative(process.cwd(), report) || report}`);
+    out(`inspect it: npx dagent status ${dagId}   ·   npx dagent graph ${dagId}`);
   }
-  out('');
-  out(`DAG ${dagId}: ${final.dag.status}${final.dag.blockedReason ? ` (${final.dag.blockedReason})` : ''}`);
-  out(`tasks completed ${summary.completed}/${summary.tasks}, retries ${summary.retries}, dead letters ${summary.deadLetters}, cost ${usd(summary.costUsd)}, wall time ${summary.wallSec}s`);
-  if (report) out(`report: ${path.relative(process.cwd(), report) || report}`);
-  out(`inspect it: npx dagent status ${dagId}   ·   npx dagent graph ${dagId}`);
+  // The main job tells the truth in its exit code too: a DAG that did not complete is a failure (exit 1), with why.
+  if (failed) throw failed;
 }

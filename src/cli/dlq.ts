@@ -1,6 +1,7 @@
 import type { StepVerdict } from '../validation/verdict.js';
 import type { Command } from 'commander';
-import { dlqCancel, dlqList, dlqRetry, dlqShow } from '../engine/dlq.js';
+import { InvalidInputError } from '../errors.js';
+import { dlqBulk, dlqCancel, dlqList, dlqRetry, dlqShow } from '../engine/dlq.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 
@@ -46,28 +47,53 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
         ])));
       });
     });
-  dlq
+  const bulkFilters = (c: Command) => c
+    .option('--dag <id>', 'every open entry of this DAG (bulk)')
+    .option('--type <type>', 'every open entry whose task has this type (bulk)')
+    .option('--error-class <class>', 'every open entry with this error class (bulk)')
+    .option('--agent <id>', 'every open entry with an attempt by this agent (bulk)');
+  type Bulk = { dag?: string; type?: string; errorClass?: string; agent?: string };
+  /** The bulk selector, or undefined for one entry by id; exactly one of the two. */
+  const selectorOf = (id: string | undefined, o: Bulk) => {
+    const selector = { dagId: o.dag, type: o.type, errorClass: o.errorClass, agentId: o.agent };
+    const bulk = Object.values(selector).some((v) => v !== undefined);
+    if (bulk === (id !== undefined)) throw new InvalidInputError('give one dead-letter id, or filters for a bulk action (--dag, --type, --error-class, --agent), not both');
+    return bulk ? selector : undefined;
+  };
+  bulkFilters(dlq
     .command('retry')
-    .argument('<id>')
+    .description('put a dead-lettered task back to READY; with filters instead of an id, every open entry that matches (at most 1,000)')
+    .argument('[id]'))
     .option('--reset-attempts', 'give the task its full attempt budget again')
     .option('--note <text>', 'why')
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { resetAttempts?: boolean; note?: string; json?: boolean }) => {
-      const { entry, taskStatus } = await withDatabase(ctx, async (d) => {
-        const entry = await dlqRetry(d.db, id, { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) });
-        return { entry, taskStatus: (await dlqShow(d.db, id)).task.status };
-      });
+    .action(async (id: string | undefined, opts: Bulk & { resetAttempts?: boolean; note?: string; json?: boolean }) => {
       const out = new Output(ctx.io, !!opts.json);
+      const selector = selectorOf(id, opts);
+      if (selector) {
+        const r = await withDatabase(ctx, (d) => dlqBulk(d.db, selector, 'retry', { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) }));
+        return out.result(r, () => out.line(`retried ${r.ids.length} dead letter(s)${r.ids.length ? `: ${r.ids.join(', ')}` : ''}`));
+      }
+      const { entry, taskStatus } = await withDatabase(ctx, async (d) => {
+        const entry = await dlqRetry(d.db, id!, { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) });
+        return { entry, taskStatus: (await dlqShow(d.db, id!)).task.status };
+      });
       out.result({ ...entry, taskStatus }, () => out.line(`${entry.id}: retried; task ${entry.taskId} is ${taskStatus} again`));
     });
-  dlq
+  bulkFilters(dlq
     .command('cancel')
-    .argument('<id>')
+    .description('give a dead-lettered task up, and what depends on it; with filters instead of an id, every open entry that matches (at most 1,000)')
+    .argument('[id]'))
     .requiredOption('--note <text>', 'why the task is given up (recorded)')
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { note: string; json?: boolean }) => {
-      const r = await withDatabase(ctx, (d) => dlqCancel(d.db, id, { note: opts.note, by: resolver(ctx) }));
+    .action(async (id: string | undefined, opts: Bulk & { note: string; json?: boolean }) => {
       const out = new Output(ctx.io, !!opts.json);
+      const selector = selectorOf(id, opts);
+      if (selector) {
+        const r = await withDatabase(ctx, (d) => dlqBulk(d.db, selector, 'cancel', { note: opts.note, by: resolver(ctx) }));
+        return out.result(r, () => out.line(`cancelled ${r.ids.length} dead letter(s)${r.ids.length ? `: ${r.ids.join(', ')}` : ''}`));
+      }
+      const r = await withDatabase(ctx, (d) => dlqCancel(d.db, id!, { note: opts.note, by: resolver(ctx) }));
       out.result(r, () => out.line(`${r.id}: cancelled task ${r.taskId} and what depended on it`));
     });
 }

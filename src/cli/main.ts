@@ -1,12 +1,11 @@
 import { schedulingCommands } from './scheduling.js';
 import { Command, CommanderError } from 'commander';
 import { DagValidationError, DagentError } from '../errors.js';
-import { databaseOpen } from '../db/connection.js';
-import { configFromEnv } from '../config/index.js';
 import { agentCommands } from './agent.js';
 import { cancelCommands } from './cancel.js';
 import { cronCommands } from './cron.js';
-import { commandContext, type CommandContext } from './context.js';
+import { commandContext, withDatabase, type CommandContext } from './context.js';
+import { CONFIG_DEFAULTS } from '../config/index.js';
 import { demoCommand } from './demo.js';
 import { dlqCommands } from './dlq.js';
 import { exitCodeFor } from './exit-codes.js';
@@ -16,6 +15,7 @@ import { submitCommands } from './submit.js';
 import { upCommand } from './up.js';
 import { httpAdminCommands } from './http-admin.js';
 import { watchCommand } from './watch.js';
+import { dbCommands } from './db.js';
 
 export function programBuild(ctx: CommandContext): Command {
   const program = new Command('dagent')
@@ -35,18 +35,22 @@ export function programBuild(ctx: CommandContext): Command {
   demoCommand(program, ctx);
   upCommand(program, ctx);
   httpAdminCommands(program, ctx);
+  dbCommands(program, ctx);
   program
     .command('migrate')
     .description('apply pending database migrations (every command also does this on start)')
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {
-      const cfg = configFromEnv(ctx.io.env);
-      const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, log: ctx.log });
-      await d.close();
+      await withDatabase(ctx, async () => {});
       const out = new Output(ctx.io, !!opts.json);
       out.result({ migrated: true }, () => out.line('migrations applied'));
     });
-  for (const c of program.commands) c.exitOverride().configureOutput({ writeOut: ctx.io.stdout, writeErr: ctx.io.stderr });
+  // Every command, nested ones (`agent run`, `dag budget`, `db stop`) included: errors become exit codes, never process.exit.
+  const override = (c: Command) => {
+    c.exitOverride().configureOutput({ writeOut: ctx.io.stdout, writeErr: ctx.io.stderr });
+    c.commands.forEach(override);
+  };
+  program.commands.forEach(override);
   return program;
 }
 
@@ -54,7 +58,9 @@ export function programBuild(ctx: CommandContext): Command {
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
   const json = argv.includes('--json');
   try {
-    await programBuild(commandContext(io)).parseAsync(argv, { from: 'user' });
+    // Long-running processes log at info (an agent's ctx.log.info shows); one-shot commands warnings only.
+    const longRunning = argv[0] === 'up' || (argv[0] === 'agent' && argv[1] === 'run');
+    await programBuild(commandContext(io, longRunning ? CONFIG_DEFAULTS.logLevel : CONFIG_DEFAULTS.commandLogLevel)).parseAsync(argv, { from: 'user' });
     return 0;
   } catch (err) {
     const code = exitCodeFor(err);

@@ -1,12 +1,13 @@
 import type { Command } from 'commander';
 import { InvalidInputError } from '../errors.js';
 import { costsReport, priorityOverride } from '../engine/scheduling.js';
+import { dagBudgetSet } from '../engine/dag-status.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output, usd } from './output.js';
 import { resolver } from './dlq.js';
 import { positiveInt } from './inspect.js';
 
-/** `dagent priority` (a human's override) and `dagent costs` (spend and reservations). */
+/** `dagent priority` (a human's override), `dagent dag budget` and `dagent costs` (spend and reservations). */
 export function schedulingCommands(program: Command, ctx: CommandContext): void {
   program
     .command('priority')
@@ -20,6 +21,22 @@ export function schedulingCommands(program: Command, ctx: CommandContext): void 
       const r = await withDatabase(ctx, (d) => priorityOverride(d.db, id, priority, resolver(ctx)));
       const out = new Output(ctx.io, !!opts.json);
       out.result({ id, priority, ...r }, () => out.line(`${id}: priority ${priority} on ${r.tasks} unfinished task(s)`));
+    });
+
+  program
+    .command('dag')
+    .description('change a DAG')
+    .command('budget')
+    .description('set a running or blocked DAG\'s budget in USD; a DAG blocked on its budget resumes once it can pay for its next task')
+    .argument('<dag-id>')
+    .requiredOption('--usd <n>', 'the new budget in USD (0 to 100000000)')
+    .option('--json', 'machine-readable output')
+    .action(async (dagId: string, opts: { usd: string; json?: boolean }) => {
+      const amount = Number(opts.usd);
+      if (opts.usd.trim() === '' || !Number.isFinite(amount)) throw new InvalidInputError(`--usd must be a number of USD, got ${opts.usd}`);
+      const r = await withDatabase(ctx, (d) => dagBudgetSet(d.db, dagId, amount, { by: resolver(ctx) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => out.line(`${dagId}: budget ${usd(r.budgetUsd)} (was ${r.previous == null ? 'none' : usd(r.previous)}); ${r.status}${r.blockedReason ? ` (${r.blockedReason})` : ''}`));
     });
 
   program

@@ -31,25 +31,34 @@ export function upCommand(program: Command, ctx: CommandContext): void {
       const members = await Promise.all(specs.map(fleetMemberLoad));
       await withDatabase(ctx, async (d) => {
         const services = maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued });
-        services.forEach((s) => s.start());
         // One LISTEN connection for the whole process: the agents' wake-ups and the event stream share it.
         const listener = new ReadyListener({ url: d.url, log: ctx.log, channels: [READY_CHANNEL, EVENTS_CHANNEL] });
-        await listener.start();
         const fleet = new AgentFleet(d, members, { log: ctx.log, listener });
-        await fleet.start();
-        const http = opts.http
-          ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener })
-          : undefined;
-        const url = await http?.listen(cfg.httpPort, cfg.httpHost);
-        const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';
-        ctx.io.stdout(`dagent up: ${services.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
-        if (url) ctx.io.stdout(`dagent up: HTTP API and dashboard on ${url}/ (token: dagent tokens create --role admin)\n`);
-        const signal = await shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`));
-        ctx.log.info({ signal }, 'stopping');
-        await http?.close();
-        await fleet.stop();
-        await listener.stop();
-        await Promise.all(services.map((s) => s.stop()));
+        let http: Awaited<ReturnType<typeof httpServerCreate>> | undefined;
+        try {
+          services.forEach((s) => s.start());
+          await listener.start();
+          await fleet.start();
+          http = opts.http
+            ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener })
+            : undefined;
+          const url = await http?.listen(cfg.httpPort, cfg.httpHost).catch((e: NodeJS.ErrnoException) => {
+            if (e.code !== 'EADDRINUSE' && e.code !== 'EACCES' && e.code !== 'EADDRNOTAVAIL') throw e;
+            const why = e.code === 'EADDRINUSE' ? 'is in use' : e.code === 'EACCES' ? 'needs privileges' : 'is not an address of this machine';
+            throw new InvalidInputError(`cannot listen on ${cfg.httpHost}:${cfg.httpPort}: it ${why} (${e.code}); choose another with --port or DAGENT_HTTP_PORT (and DAGENT_HTTP_HOST), or --no-http`);
+          });
+          const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';
+          ctx.io.stdout(`dagent up: ${services.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
+          if (url) ctx.io.stdout(`dagent up: HTTP API and dashboard on ${url}/ (token: dagent tokens create --role admin)\n`);
+          const signal = await shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`));
+          ctx.log.info({ signal }, 'stopping');
+        } finally {
+          // Also when starting failed (a port in use): nothing this process started is left running.
+          await http?.close().catch(() => {});
+          await fleet.stop();
+          await listener.stop();
+          await Promise.all(services.map((s) => s.stop()));
+        }
         ctx.io.stdout('dagent up: stopped\n');
       });
     });

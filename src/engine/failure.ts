@@ -4,8 +4,11 @@ import { attemptFailureStats } from '../db/queries/attempts.js';
 import { dagStatusRefresh } from '../db/queries/dags.js';
 import { deadLetterInsert } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
+import { dateOf } from '../db/queries/run.js';
+import { taskAttemptSettled } from '../db/queries/tasks-replay.js';
 import { taskDeadLetterMark, taskFailMark, taskRetrySchedule, type FailureInput } from '../db/queries/tasks-lifecycle.js';
 import type { RetryPolicy } from '../dag/spec.js';
+import { ConflictError } from '../errors.js';
 import { newDeadLetterId } from '../ids.js';
 import { engineEvents } from '../observability/engine-events.js';
 import { guardExplain, type TaskRef } from './guard.js';
@@ -67,13 +70,31 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
     const [dag] = await dagStatusRefresh(tx, [failed.dagId]);
     await eventInsertMany(tx, [failedEvent, { ...base, type: 'task.dead_lettered', data: { deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill } }]);
     if (dag?.status === 'blocked' && dag.previous !== 'blocked') {
-      await eventInsertMany(tx, [{ type: 'dag.blocked', dagId: failed.dagId, data: { deadLetterId, taskId: failed.id } }]);
+      await eventInsertMany(tx, [{ type: 'dag.blocked', dagId: failed.dagId, data: { reason: 'dead_letter', message: dag.reason, deadLetterId, taskId: failed.id } }]);
     }
     return { status: 'dead_lettered' as const, deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill };
   });
-  if (!outcome) return guardExplain(db, f.taskId, f.fence, 'fail');
+  if (!outcome) {
+    // The same failure reported again (its reply was lost) gets the outcome it had; a different one is a 409.
+    const replay = opts.reapCondition ? null : await failureReplayed(db, f);
+    return replay ?? guardExplain(db, f.taskId, f.fence, 'fail');
+  }
   engineEvents.emit('failed', { type, errorClass: f.errorClass, outcome: outcome.status, reason: outcome.status === 'dead_lettered' ? outcome.reason : undefined });
   opts.log?.info({ taskId: f.taskId, errorClass: f.errorClass, ...outcome }, 'task failed');
   return outcome;
 }
 
+/** The outcome recorded when this failure was already applied (same fence, class and message); throws CONFLICT for a different result. */
+async function failureReplayed(db: Db, f: TaskRef & { errorClass: string; message: string }): Promise<FailureOutcome | null> {
+  const s = await taskAttemptSettled(db, f.taskId, f.fence);
+  if (!s || s.fence !== f.fence || s.outcome === null) return null;
+  if (s.outcome === 'failed' && s.errorClass === f.errorClass && s.errorMessage === f.message) {
+    if (s.status === 'dead_lettered' && s.deadLetter) return { status: 'dead_lettered', deadLetterId: s.deadLetter.id, reason: s.deadLetter.reason, poisonPill: s.deadLetter.poisonPill };
+    if (s.status === 'retrying' || s.status === 'ready') return { status: s.status, retryAt: dateOf(s.runAt) ?? new Date() };
+    return null;
+  }
+  if (s.outcome === 'failed' || s.outcome === 'completed') {
+    throw new ConflictError(`task ${f.taskId}: the attempt under fence ${f.fence} already ${s.outcome === 'completed' ? 'completed' : `failed with ${s.errorClass}: ${s.errorMessage}`}; an attempt has one result`, { taskId: f.taskId, fence: f.fence });
+  }
+  return null;
+}

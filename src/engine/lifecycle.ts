@@ -3,7 +3,8 @@ import { eventInsertMany } from '../db/queries/events.js';
 import type { CompletionResult } from '../db/queries/tasks-complete.js';
 import { taskLeaseExtend, taskReleaseMark, taskStartMark } from '../db/queries/tasks-lifecycle.js';
 import { taskIdsNeedingValidation } from '../db/queries/tasks-validate.js';
-import { IllegalTransitionError, LeaseLostError } from '../errors.js';
+import { ConflictError, IllegalTransitionError, LeaseLostError } from '../errors.js';
+import { completionReplayed } from './report-replay.js';
 import { completionInput, completionWrite, type Completion } from './completion.js';
 import { guardExplain, type TaskRef } from './guard.js';
 import { taskOutputSettle, type OutputOutcome } from './output-settle.js';
@@ -23,7 +24,9 @@ export async function taskStart(db: Db, ref: TaskRef, leaseSec?: number): Promis
 export async function taskHeartbeat(
   db: Db, ref: TaskRef & { progress?: number; message?: string; leaseSec?: number },
 ): Promise<Date> {
-  const lease = await taskLeaseExtend(db, ref.taskId, ref.fence, ref.leaseSec, ref.progress, ref.message);
+  // Four decimals are plenty, and a value like 1e-320 would underflow the column's real type.
+  const progress = ref.progress === undefined ? undefined : Math.round(ref.progress * 10_000) / 10_000;
+  const lease = await taskLeaseExtend(db, ref.taskId, ref.fence, ref.leaseSec, progress, ref.message);
   return lease ?? guardExplain(db, ref.taskId, ref.fence, 'heartbeat');
 }
 
@@ -32,10 +35,20 @@ export async function taskHeartbeat(
  * A task that declares output validation (or is a validation task) is settled by
  * taskOutputSettle instead: `settled` says whether it completed, waits in VALIDATING or was rejected.
  */
-export async function taskComplete(db: Db, c: Completion): Promise<CompletionResult & { settled?: OutputOutcome }> {
+export async function taskComplete(db: Db, c: Completion): Promise<CompletionResult & { settled?: OutputOutcome; replayed?: boolean }> {
   const r = await completionWrite(db, [completionInput(c)]);
   if (r.completed.length > 0) return r;
-  if ((await taskIdsNeedingValidation(db, [c.taskId])).size > 0) return { ...r, settled: await taskOutputSettle(db, c) };
+  if ((await taskIdsNeedingValidation(db, [c.taskId])).size > 0) {
+    try {
+      return { ...r, settled: await taskOutputSettle(db, c) };
+    } catch (e) {
+      if (!(e instanceof LeaseLostError) || !(await completionReplayed(db, c))) throw e;
+      return { ...r, replayed: true };
+    }
+  }
+  // The same completion made again (its reply was lost) is answered as done; a different one is a 409.
+  const replay = await completionReplayed(db, c);
+  if (replay) return { ...r, completed: replay.status === 'completed' ? [c.taskId] : [], replayed: true };
   return guardExplain(db, c.taskId, c.fence, 'complete');
 }
 
@@ -47,7 +60,7 @@ export async function taskComplete(db: Db, c: Completion): Promise<CompletionRes
  */
 export async function taskCompleteMany(
   db: Db, items: Completion[],
-): Promise<CompletionResult & { refused: string[]; settled: Map<string, OutputOutcome> }> {
+): Promise<CompletionResult & { refused: string[]; settled: Map<string, OutputOutcome>; replayed: string[] }> {
   const r = await completionWrite(db, items.map((c) => completionInput(c)));
   const done = new Set(r.completed);
   const settled = new Map<string, OutputOutcome>();
@@ -61,7 +74,17 @@ export async function taskCompleteMany(
       if (!(e instanceof LeaseLostError || e instanceof IllegalTransitionError)) throw e;
     }
   }
-  return { ...r, refused: notDone.filter((i) => !settled.has(i.taskId)).map((i) => i.taskId), settled };
+  // A completion made again after its reply was lost (the runtime retries across a dropped connection)
+  // was applied the first time: it is not refused. A different result still is.
+  const replayed = new Set<string>();
+  for (const item of notDone.filter((i) => !settled.has(i.taskId))) {
+    try {
+      if (await completionReplayed(db, item)) replayed.add(item.taskId);
+    } catch (e) {
+      if (!(e instanceof ConflictError)) throw e;
+    }
+  }
+  return { ...r, refused: notDone.filter((i) => !settled.has(i.taskId) && !replayed.has(i.taskId)).map((i) => i.taskId), settled, replayed: [...replayed] };
 }
 
 /** Hand a leased task back to READY without consuming an attempt (agent shutdown); cost reported so far is charged. */

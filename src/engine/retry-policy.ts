@@ -1,4 +1,5 @@
 import type { RetryPolicy, TaskBody } from '../dag/spec.js';
+import { DURATION_MAX_SEC } from '../durations.js';
 
 /** A task that failed this many times on at least this many distinct agents is a poison pill. */
 export const POISON_PILL = { minFailures: 3, minAgents: 2 } as const;
@@ -48,9 +49,11 @@ export function retryDelaySec(policy: RetryPolicy, attempt: number, random: () =
     case 'fixed': base = policy.initialDelaySec; break;
     case 'exponential': base = policy.initialDelaySec * policy.multiplier ** Math.max(0, attempt - 1); break;
   }
-  base = Math.min(base, policy.maxDelaySec);
+  // multiplier^attempt overflows to Infinity (and 0 × Infinity is NaN): that is the ceiling.
+  base = Number.isFinite(base) ? Math.min(base, policy.maxDelaySec) : policy.maxDelaySec;
   const jittered = base * (1 + policy.jitter * (2 * random() - 1));
-  return Math.max(0, Math.min(jittered, policy.maxDelaySec));
+  // DURATION_MAX_SEC too: a policy stored before durations were bounded must not overflow run_at.
+  return Math.max(0, Math.min(jittered, policy.maxDelaySec, DURATION_MAX_SEC));
 }
 
 /** From retry number 2 on (the third attempt), fallback models replace the preferred ones when given. */

@@ -63,7 +63,7 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     if (opts.wait) await agentsLock(tx, [p.claimedBy]);
     const dag = (await dagGet(tx, p.dagId))!;
     const policy = (dag.spawnPolicy as SpawnPolicy | null) ?? SPAWN_POLICY_DEFAULT;
-    const subtasks = await subtaskSpecsParse(specs, { priority: p.priority, policy });
+    const subtasks = await subtaskSpecsParse(specs, { priority: p.priority, policy, parent: p });
     if (dag.budgetUsd !== null && dag.spentUsd >= dag.budgetUsd) {
       throw new BudgetExceededError(`DAG ${dag.id} has spent ${dag.spentUsd} of its ${dag.budgetUsd} USD budget: no more subtasks`, { dagId: dag.id });
     }
@@ -72,6 +72,7 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     const byKey = new Map(rows.map((r) => [r.key, r]));
     const fullKey = (local: string) => `${p.key}/${local}`;
     const siblings = new Set(subtasks.map((s) => s.key));
+    const siblingKeys = new Set(subtasks.map((s) => fullKey(s.key)));
     const resolve = (k: string) => (siblings.has(k) ? fullKey(k) : k);
 
     const existing: SpawnedChild[] = [];
@@ -86,7 +87,7 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
       }
       const dependsOn = s.dependsOn.map(resolve);
       for (const d of dependsOn) {
-        if (!byKey.has(d) && !subtasks.some((x) => fullKey(x.key) === d)) {
+        if (!byKey.has(d) && !siblingKeys.has(d)) {
           throw new InvalidInputError(`subtask ${s.key}: depends_on ${d} is neither a sibling nor a task of DAG ${p.dagId}`);
         }
         if (byKey.get(d)?.status === 'cancelled') throw new InvalidInputError(`subtask ${s.key}: depends_on ${d}, which is cancelled and will never complete`);
@@ -108,16 +109,24 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
       ...waitFor.map((id) => [keyById.get(id)!, p.key] as const),
     ];
     const oldEdges = (await edgeListForDag(tx, p.dagId)).map((e) => [e.upstreamKey, e.downstreamKey] as const);
+    if (oldEdges.length + newEdges.length > LIMITS.edgesPerDag) {
+      throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${oldEdges.length} dependencies; ${newEdges.length} more would pass the limit of ${LIMITS.edgesPerDag} (${limitEnvName('edgesPerDag')})`);
+    }
     const allKeys = [...byKey.keys(), ...fresh.map((f) => f.key)];
     graphCheckAcyclic(allKeys, [...oldEdges, ...newEdges], `spawn from ${p.key}: `);
 
     // Context refs must name work that is done or upstream, else the input would be missing at claim.
-    const graph = dagGraphBuild(allKeys, [...oldEdges, ...newEdges]);
+    // The graph and a task's ancestors are built only when a ref names unfinished work (a walk per
+    // subtask over the whole DAG made a 1,000-subtask spawn quadratic).
+    let graph: ReturnType<typeof dagGraphBuild> | undefined;
     for (const f of fresh) {
-      const upstream = ancestors(graph, f.key);
+      let upstream: Set<string> | undefined;
       for (const ref of f.body.context) {
         const k = ref.split('.')[0]!;
-        if (byKey.get(k)?.status !== 'completed' && !upstream.has(k)) {
+        if (byKey.get(k)?.status === 'completed') continue;
+        graph ??= dagGraphBuild(allKeys, [...oldEdges, ...newEdges]);
+        upstream ??= ancestors(graph, f.key);
+        if (!upstream.has(k)) {
           throw new InvalidInputError(`subtask ${f.key}: context ref ${ref} names ${k}, which is neither completed nor upstream of it`);
         }
       }
@@ -127,8 +136,9 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     if (policy.maxTasks !== undefined && spawnedBefore + fresh.length > policy.maxTasks) {
       throw new ForbiddenError(`spawn from ${p.key}: DAG ${p.dagId} lets its agents add ${policy.maxTasks} subtasks in all; ${spawnedBefore} exist and ${fresh.length} more were asked for`, { dagId: p.dagId });
     }
-    if (dag.tasksTotal + fresh.length > LIMITS.tasksPerDag) {
-      throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${dag.tasksTotal} tasks; ${fresh.length} more would pass the limit of ${LIMITS.tasksPerDag} (${limitEnvName('tasksPerDag')})`);
+    // Counted from the rows read under the graph lock: the DAG row read before it may be stale by another spawn.
+    if (rows.length + fresh.length > LIMITS.tasksPerDag) {
+      throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${rows.length} tasks; ${fresh.length} more would pass the limit of ${LIMITS.tasksPerDag} (${limitEnvName('tasksPerDag')})`);
     }
     const open = (k: string) => byKey.get(k)?.status !== 'completed';
     const estimates = await estimatesResolve(tx, fresh);
@@ -152,9 +162,11 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
       ...(fresh.length ? [{ type: 'task.spawned', dagId: p.dagId, taskId: p.id, data: { subtasks: fresh.map((f) => f.key), wait: !!opts.wait } }] : []),
       ...(waiting ? [{ type: 'task.waiting', dagId: p.dagId, taskId: p.id, data: { on: waitFor.length } }] : []),
     ]);
+    const freshByKey = new Map(fresh.map((f) => [f.key, f]));
+    const existingByKey = new Map(existing.map((c) => [c.key, c]));
     const children: SpawnedChild[] = subtasks.map((s) => {
-      const f = fresh.find((x) => x.key === fullKey(s.key));
-      if (!f) return existing.find((c) => c.key === s.key)!;
+      const f = freshByKey.get(fullKey(s.key));
+      if (!f) return existingByKey.get(s.key)!;
       return { key: s.key, id: f.id, status: f.dependsOn.some(open) || f.notBefore ? 'pending' : 'ready', created: true };
     });
     const recount = [...fresh.filter((f) => f.dependsOn.some(open)).map((f) => f.id), ...(waiting ? [p.id] : [])];

@@ -71,6 +71,10 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
   }
   const keys = new Set(spec.tasks.map((t) => t.key));
   if (keys.size !== spec.tasks.length) throw new InvalidInputError(`DAG ${spec.name}: task keys must be unique`);
+  const edgeCount = spec.tasks.reduce((n, t) => n + t.dependsOn.length, 0);
+  if (edgeCount > LIMITS.edgesPerDag) {
+    throw new InvalidInputError(`DAG ${spec.name}: ${edgeCount} dependencies; at most ${LIMITS.edgesPerDag} in a DAG (${limitEnvName('edgesPerDag')})`);
+  }
   for (const t of spec.tasks) {
     for (const d of t.dependsOn) if (!keys.has(d)) throw new InvalidInputError(`DAG ${spec.name}: task ${t.key} depends on unknown task ${d}`);
   }

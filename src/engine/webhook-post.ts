@@ -21,12 +21,46 @@ FORBIDDEN.addAddress('::', 'ipv6');
 FORBIDDEN.addSubnet('fe80::', 10, 'ipv6');
 FORBIDDEN.addAddress('fd00:ec2::254', 'ipv6'); // AWS metadata over IPv6
 
+/** The 8 groups of an IPv6 address (`::` expanded, a dotted IPv4 tail as two groups), or null. */
+function ipv6Groups(address: string): number[] | null {
+  if (isIP(address) !== 6) return null;
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? text.split('::') as [string, string] : [text, undefined];
+  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
+  const left = parse(head);
+  const right = tail === undefined ? [] : parse(tail);
+  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
+
+/**
+ * The IPv4 address an IPv6 address carries and reaches, or null: IPv4-mapped (::ffff:0:0/96),
+ * IPv4-compatible (::/96), SIIT-translated (::ffff:0:0:0/96), NAT64 (64:ff9b::/96) and
+ * 6to4 (2002::/16). Each is checked as the IPv4 address it leads to.
+ */
+function embeddedIpv4(address: string): string | null {
+  const g = ipv6Groups(address);
+  if (!g) return null;
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 5) && (g[5] === 0xffff || (g[5] === 0 && (g[6] !== 0 || g[7]! > 1)))) return v4(g[6]!, g[7]!);
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
+  return null;
+}
+
 /** Why dagent will not POST to this address, or null. */
 export function addressRefusal(address: string): string | null {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-  const [addr, family] = mapped ? [mapped, 'ipv4' as const] : [address, isIP(address) === 6 ? 'ipv6' as const : 'ipv4' as const];
+  const carried = embeddedIpv4(address);
+  const [addr, family] = carried ? [carried, 'ipv4' as const] : [address, isIP(address) === 6 ? 'ipv6' as const : 'ipv4' as const];
   if (!isIP(addr)) return null;
-  return FORBIDDEN.check(addr, family) ? `${address} is a loopback, link-local or cloud-metadata address` : null;
+  const via = carried ? ` (it carries ${carried})` : '';
+  return FORBIDDEN.check(addr, family) ? `${address} is a loopback, link-local or cloud-metadata address${via}` : null;
 }
 
 /** Why a webhook URL may not be used (its host is an address dagent refuses and not allowed), or null. */

@@ -2,12 +2,12 @@ import helmet from '@fastify/helmet';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
-import type { Db } from '../db/connection.js';
+import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import type { ReadyListener } from '../db/ready-listener.js';
 import type { Socket } from 'node:net';
 import {
   BadRequestError, BodyTooLargeError, DagentError, DagValidationError, ERROR_CODES, ForbiddenError, HeadersTooLargeError, InternalError,
-  InvalidInputError, NotFoundError, RequestTimeoutError, UnauthorizedError, UnsupportedMediaTypeError, UriTooLongError,
+  InvalidInputError, NotFoundError, RequestTimeoutError, UnauthorizedError, UnavailableError, UnsupportedMediaTypeError, UriTooLongError,
 } from '../errors.js';
 import { jsonTextTooDeep, utf8Decode } from '../json-guard.js';
 import { tokenTouch, tokenVerify } from '../engine/tokens.js';
@@ -119,7 +119,8 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   app.setErrorHandler((err: FastifyError | DagentError | Error, req, reply) => {
     const { error, status } = httpErrorOf(err, o.bodyLimitBytes ?? LIMITS.dagFileBytes);
     if (error instanceof InternalError) req.log.error({ err, url: req.url }, 'request failed');
-    if (error.code === 'BACKPRESSURE') reply.header('retry-after', String(error.details.retryAfterSec));
+    if (error.code === 'BACKPRESSURE' || error.code === 'UNAVAILABLE') reply.header('retry-after', String(error.details.retryAfterSec));
+    if (error.code === 'UNAVAILABLE') req.log.warn({ err: errorMessage(err), url: req.url }, 'database unavailable; answered 503');
     return reply.status(status).send(errorBody(error));
   });
 
@@ -161,6 +162,7 @@ function httpErrorOf(err: unknown, bodyLimitBytes: number): { error: DagentError
   if (fe.code === 'FST_ERR_MAX_PARAM_LENGTH') return { error: new UriTooLongError('a path parameter is longer than the server reads'), status: ERROR_CODES.URI_TOO_LONG.status };
   // Fastify's other 4xx (malformed JSON, a URL it cannot route) keep their status, under the API's code.
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) return { error: new BadRequestError(fe.message), status: fe.statusCode };
+  if (isConnectionLost(err)) return { error: new UnavailableError(), status: ERROR_CODES.UNAVAILABLE.status };
   return { error: new InternalError(), status: ERROR_CODES.INTERNAL.status };
 }
 

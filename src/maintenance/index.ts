@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
+import { budgetWatchCreate } from './budget-watch.js';
 import { depsReconcilerCreate } from './deps-reconciler.js';
 import { durationLearnerCreate } from './duration-learner.js';
 import { priorityRefresherCreate } from './priority-refresher.js';
@@ -20,6 +21,7 @@ const LOOPS: Array<(o: LoopContext) => MaintenanceService> = [
   priorityRefresherCreate,
   durationLearnerCreate,
   webhookDispatcherCreate,
+  budgetWatchCreate,
 ];
 
 /** What every loop is created with. */

@@ -15,6 +15,8 @@ export interface EngineEventMap {
   failed: [{ type: string; errorClass: string; outcome: 'retrying' | 'ready' | 'dead_lettered'; reason?: string }];
   /** The reaper took a lease back from a quiet agent. */
   reaped: [{ agentId: string | null; reason: 'claim_ttl' | 'heartbeat' | 'max_duration' }];
+  /** An event stream was cut off because its reader fell too far behind. */
+  streamDropped: [{ tokenId: string | null }];
 }
 
 class EngineEvents extends EventEmitter<EngineEventMap> {}

@@ -1,4 +1,5 @@
 import client from 'prom-client';
+import { listenerReconnectsTotal } from '../db/ready-listener.js';
 import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
 import { dagSpendReport } from '../db/queries/dags.js';
@@ -92,6 +93,17 @@ export class MetricsCollector {
       if (e.outcome === 'dead_lettered') deadLettered.inc({ type: e.type, reason: deadLetterReasonLabel(e.reason ?? '') });
     });
     this.on('reaped', (e) => reaped.inc({ agent: e.agentId ?? 'none', reason: e.reason }));
+    let reconnectsSeen = 0;
+    new client.Counter({
+      name: 'dagent_listener_reconnects_total', help: 'Times this process\'s LISTEN connection was made again (dropped, or found half-open by its health check)', registers: r,
+      collect() {
+        const now = listenerReconnectsTotal();
+        if (now > reconnectsSeen) this.inc(now - reconnectsSeen);
+        reconnectsSeen = now;
+      },
+    });
+    const dropped = new client.Counter({ name: 'dagent_event_streams_dropped_total', help: 'Event streams this process cut off because their reader fell more than DAGENT_LIMIT_STREAM_BACKLOG_BYTES behind', registers: r });
+    this.on('streamDropped', () => dropped.inc());
   }
 
   private on<K extends keyof EngineEventMap>(event: K, fn: (...args: EngineEventMap[K]) => void): void {

@@ -4,6 +4,8 @@ import type { Logger } from 'pino';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import { agentBeat, agentDeregister, agentDrain, agentRegister } from '../engine/agents.js';
 import { taskClaim, type ClaimedTask } from '../engine/claim.js';
+import { taskRelease } from '../engine/lifecycle.js';
+import { taskHeldByAgent } from '../db/queries/tasks-read.js';
 import { logger } from '../observability/logger.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
@@ -38,6 +40,9 @@ export interface AgentRunnerOptions {
   log?: Logger;
 }
 
+/** Seconds before a failed claim that its lost tasks may have been claimed (clocks and in-flight time). */
+const LOST_CLAIM_MARGIN_SEC = 5;
+
 /**
  * Runs one agent: registers it, claims up to its free slots (capabilities and
  * budget are matched by the claim), runs each task as a TaskRun, wakes on NOTIFY
@@ -60,6 +65,8 @@ export class AgentRunner {
   private stopping = false;
   private stopped: Promise<void> | undefined;
   private claimFailures = 0;
+  /** When a claim failed on a lost connection: it may have committed, its tasks held under this id with no run here. */
+  private claimInDoubtSince: number | undefined;
   /** Tells this process's registration apart from another process that reuses the id. */
   private readonly instance = nanoid(10);
 
@@ -136,8 +143,10 @@ export class AgentRunner {
           });
           this.claimFailures = 0;
           for (const t of claimed) this.launch(t);
+          if (this.claimInDoubtSince !== undefined) await this.releaseLostClaims();
           // A full claim may have left more READY work behind: look again once a slot frees up.
         } catch (err) {
+          if (isConnectionLost(err)) this.claimInDoubtSince ??= Date.now();
           const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** this.claimFailures++);
           this.log.warn({ err: errorMessage(err), retryInMs: delay, databaseUnreachable: isConnectionLost(err) }, 'claim failed');
           await new Promise((r) => setTimeout(r, delay));
@@ -146,6 +155,27 @@ export class AgentRunner {
       }
       if (this.stopping) break;
       await this.wakeup.wait(pollMs * (0.8 + Math.random() * 0.4));
+    }
+  }
+
+  /**
+   * A claim that failed on a lost connection may have committed without its reply reaching us:
+   * its tasks are held under this agent's id with no run here. Once the database answers again,
+   * hand them back (a release spends no attempt) instead of leaving them to lapse. Only tasks
+   * claimed since the failure (with a margin), so another process reusing this id keeps its own.
+   */
+  private async releaseLostClaims(): Promise<void> {
+    const sinceSec = Math.ceil((Date.now() - this.claimInDoubtSince!) / 1000) + LOST_CLAIM_MARGIN_SEC;
+    try {
+      const held = await taskHeldByAgent(this.o.database.db, this.id, sinceSec);
+      for (const t of held.filter((h) => !this.runs.has(`${h.id}:${h.fence}`))) {
+        await taskRelease(this.o.database.db, { taskId: t.id, fence: t.fence, reason: `the claim's reply was lost; released by ${this.id}` })
+          .then(() => this.log.warn({ taskId: t.id, key: t.key }, 'released a task whose claim reply was lost'))
+          .catch((err) => this.log.warn({ err: errorMessage(err), taskId: t.id }, 'could not release a task whose claim reply was lost; it will lapse'));
+      }
+      this.claimInDoubtSince = undefined;
+    } catch (err) {
+      this.log.warn({ err: errorMessage(err) }, 'could not look for claims whose reply was lost; will look again');
     }
   }
 

@@ -4,7 +4,9 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import formatsPlugin from 'ajv-formats';
 import type { RegExpEngine } from 'ajv/dist/types/index.js';
 import { LIMITS } from '../config/index.js';
+import { FORMATS_LINEAR } from './formats.js';
 import { regexCompile } from './regex-engine.js';
+import { UNIQUE_ITEMS_LINEAR } from './unique-items.js';
 
 /** The JSON Schema dialects dagent compiles, by their `$schema` URI; a schema without `$schema` is 2020-12. */
 const DIALECTS = {
@@ -35,7 +37,12 @@ function engineFor(d: Dialect): Ajv {
       code: { regExp: linearRegExp },
     };
     ajv = d === 'draft2020' ? new Ajv2020(opts) : d === 'draft2019' ? new Ajv2019(opts) : new Ajv(opts);
+    // What an agent sends is checked in time linear in its size: the formats' regexes run in the
+    // linear engine, and uniqueItems hashes instead of comparing every pair (see each file).
+    ajv.removeKeyword('uniqueItems');
+    ajv.addKeyword(UNIQUE_ITEMS_LINEAR);
     addFormats(ajv);
+    for (const [name, format] of Object.entries(FORMATS_LINEAR)) ajv.addFormat(name, format);
     engines.set(d, ajv);
   }
   return ajv;

@@ -1,13 +1,14 @@
 import { execSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import shell from '../../agents/shell.js';
+import repoAudit from '../../agents/repo-audit.js';
 import synthesize from '../../agents/synthesize.js';
 import { testDatabase } from '../helpers/db.js';
-import { dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { agentCreate, dagCreate, databaseReset, drain, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -88,6 +89,21 @@ tasks:
   });
 });
 
+describe('shell agent input fields', () => {
+  it('refuses two input fields that would be the same environment variable, instead of letting one overwrite the other', async () => {
+    await run(shell);
+    const dagId = await dagCreate(db, `
+name: sh-case
+tasks:
+  clash: { type: t, max_attempts: 1, spec: { constraints: { capabilities: [shell] }, input: { command: 'echo "$DAGENT_INPUT_NAME"', name: a, NAME: b } } }
+`);
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).clash === 'dead_lettered');
+    const [row] = await rows<{ last_error: string }>(sql`select last_error from tasks where dag_id = ${dagId} and key = 'clash'`);
+    // In the order jsonb keeps keys, whichever that is.
+    expect(row!.last_error).toMatch(/^spec\.input fields (name and NAME|NAME and name) would both be DAGENT_INPUT_NAME$/);
+  });
+});
+
 describe('synthesize agent', () => {
   it('merges upstream outputs into a Markdown report file', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-report-'));
@@ -107,5 +123,30 @@ tasks:
     const out = await outputOf(dagId, 'write');
     expect(out.path).toBe(path.join(dir, `${dagId}-write.md`));
     expect(readFileSync(out.path as string, 'utf8')).toBe('# Weekly facts\n\n## facts.stdout\n\nfact one\n\n');
+  });
+
+  it('writes no file for a task an agent wrote (origin agent), and neither does repo-audit read a folder for one', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-report-'));
+    await run(synthesize);
+    await run(repoAudit);
+    // What a free-form subtask under a synthesize or repo-audit parent would be: it inherits the capability.
+    const dagId = await dagCreate(db, `
+name: agent-written
+tasks:
+  gate: { type: t, spec: { constraints: { capabilities: [gatekeeping] } } }
+  write: { type: t, max_attempts: 1, depends_on: [gate], spec: { context: [gate], constraints: { capabilities: [synthesize] }, input: { outputDir: ${JSON.stringify(path.join(dir, 'out'))} } } }
+  audit: { type: t, max_attempts: 1, depends_on: [gate], spec: { constraints: { capabilities: [repo-audit] }, input: { root: /etc } } }
+`);
+    await db.execute(sql`update tasks set origin = 'agent' where dag_id = ${dagId} and key in ('write', 'audit')`);
+    await agentCreate(db, 'gatekeeper', ['gatekeeping']);
+    expect(await drain(db, 'gatekeeper')).toEqual(['gate']);
+    await eventually('both dead-lettered', async () => {
+      const s = await taskStatusByKey(db, dagId);
+      return s.write === 'dead_lettered' && s.audit === 'dead_lettered';
+    });
+    const errors = await rows<{ key: string; last_error: string }>(sql`select key, last_error from tasks where dag_id = ${dagId} and key <> 'gate' order by key`);
+    expect(errors.map((e) => e.key)).toEqual(['audit', 'write']);
+    for (const e of errors) expect(e.last_error).toMatch(/written by an agent \(origin agent\)/);
+    expect(existsSync(path.join(dir, 'out'))).toBe(false);
   });
 });

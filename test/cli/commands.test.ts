@@ -1,13 +1,15 @@
+import net from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
 import { cliWith } from '../helpers/cli.js';
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete } from '../../src/engine/lifecycle.js';
 import { taskFail } from '../../src/engine/failure.js';
 import { testDatabase } from '../helpers/db.js';
-import { agentCreate, databaseSnapshot } from '../helpers/factories.js';
+import { agentCreate, dagCreate, databaseSnapshot, rowsOf } from '../helpers/factories.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -69,10 +71,10 @@ describe('dagent CLI', () => {
     expect((await cli('status', dagId, '--json')).json().dag.status).toBe('cancelled');
   });
 
-  it('refuses bad input with exit code 2 and writes nothing', async () => {
+  it('refuses bad input with exit code 2 (an unknown id: 4) and writes nothing', async () => {
     const before = await databaseSnapshot(db);
+    expect((await cli('status', 'dag_doesnotexist')).code).toBe(4);
     for (const argv of [
-      ['status', 'dag_doesnotexist'],
       ['tasks', '--status', 'redy'],
       ['cancel', 'nonsense'],
       ['submit', 'dags/examples/code-change.yaml'],
@@ -111,5 +113,48 @@ describe('dagent CLI', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('idempotency key already used');
     expect(await databaseSnapshot(db)).toBe(before);
+  });
+});
+
+describe('exit codes scripts can rely on', () => {
+  it('not found is 4, an unreachable database 5 with one line naming it, a port in use 2 with a hint', async () => {
+    const notFound = await cli('status', 'dag_00000000000000');
+    expect([notFound.code, notFound.stderr]).toEqual([4, 'error: DAG dag_00000000000000 not found\n']);
+    const down = await cliWith({ ...process.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' })('tasks');
+    expect(down.code).toBe(5);
+    expect(down.stderr).toMatch(/^error: cannot reach PostgreSQL at 127\.0\.0\.1:1 \(.*ECONNREFUSED.*\): is it running\? Unset DATABASE_URL to use the embedded server in \.dagent\n$/);
+    const holder = net.createServer();
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
+    const port = (holder.address() as net.AddressInfo).port;
+    try {
+      const up = await cli('up', '--port', String(port));
+      expect(up.code).toBe(2);
+      expect(up.stderr).toMatch(new RegExp(`^error: cannot listen on 127\\.0\\.0\\.1:${port}: it is in use \\(EADDRINUSE\\); choose another with --port`, 'm'));
+      expect(up.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    } finally {
+      holder.close();
+    }
+  });
+});
+
+describe('dlq retry and cancel in bulk', () => {
+  it('--dag retries every open entry of a DAG in one go; --error-class cancels; an id and filters together, or neither, is exit 2', async () => {
+    const dagId = await dagCreate(db, 'name: bulk-dlq\ntasks:\n  a: { type: t, max_attempts: 1 }\n  b: { type: t, max_attempts: 1 }\n  c: { type: t, max_attempts: 1 }\n');
+    await agentCreate(db, 'bulk-dlq-agent');
+    const held = await taskClaim(db, 'bulk-dlq-agent', { dagId, limit: 3 });
+    for (const t of held) await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: t.key === 'c' ? 'hopeless' : 'flaky', message: 'no' });
+    const before = await databaseSnapshot(db);
+    expect((await cli('dlq', 'retry')).code).toBe(2);
+    const both = await cli('dlq', 'retry', 'dlq_x', '--dag', dagId);
+    expect([both.code, both.stderr]).toEqual([2, expect.stringMatching(/give one dead-letter id, or filters for a bulk action/)]);
+    expect(await databaseSnapshot(db)).toBe(before);
+
+    const cancelled = await cli('dlq', 'cancel', '--error-class', 'hopeless', '--note', 'not worth it', '--json');
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect(cancelled.json()).toMatchObject({ action: 'cancel', ids: [expect.stringMatching(/^dlq_/)] });
+    const retried = await cli('dlq', 'retry', '--dag', dagId, '--json');
+    expect(retried.json()).toMatchObject({ action: 'retry', ids: [expect.any(String), expect.any(String)] });
+    const statuses = await rowsOf<{ key: string; status: string }>(db, sql`select key, status from tasks where dag_id = ${dagId} order by key`);
+    expect(statuses).toEqual([{ key: 'a', status: 'ready' }, { key: 'b', status: 'ready' }, { key: 'c', status: 'cancelled' }]);
   });
 });

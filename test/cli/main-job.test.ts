@@ -65,6 +65,18 @@ describe('the main job (dagent demo, behind npm start)', () => {
   });
 });
 
+describe('the main job\'s exit code', () => {
+  it('a DAG that ends blocked (a dead letter) is exit 1, saying which task and why; --json still prints the summary', async () => {
+    const r = await cli('demo', 'test/fixtures/dags/doomed.yaml');
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/DAG dag_\w+: blocked \(task broken dead-lettered: /);
+    expect(r.stderr).toMatch(/^error: DAG dag_\w+ is blocked: task broken dead-lettered: /m);
+    const j = await cli('demo', '--json', 'test/fixtures/dags/doomed.yaml');
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.stdout)).toMatchObject({ error: { code: 'DAG_NOT_COMPLETED', status: 'blocked', summary: { status: 'blocked', deadLetters: 1 } } });
+  });
+});
+
 describe('dagent watch', () => {
   it('prints each transition until the DAG completes, exit 0', async () => {
     const dagId = await dagCreate(db, 'name: watched\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n');

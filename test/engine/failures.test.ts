@@ -10,7 +10,7 @@ import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import { LeaseLostError } from '../../src/errors.js';
 import { testDatabase } from '../helpers/db.js';
-import { agentCreate, dagCreate, databaseReset, leaseExpire, retryDue, taskStatusByKey } from '../helpers/factories.js';
+import { agentCreate, dagCreate, databaseReset, leaseExpire, retryDue, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 
 const { db } = await testDatabase();
 const reaper = reaperCreate({ db });
@@ -52,16 +52,36 @@ describe('zombie agents', () => {
     expect((await taskStatusByKey(db, dagId)).after).toBe('ready');
   });
 
-  it('the reaper leaves alone a task whose lease was renewed, and times out a claim never started', async () => {
-    const dagId = await dagCreate(db, 'name: ttl\ntasks:\n  x: { type: t, retry: { strategy: immediate } }\n');
+  it('the reaper leaves alone a task whose lease was renewed; a claim never started is handed back without spending an attempt, three times, then timed out', async () => {
+    const dagId = await dagCreate(db, 'name: ttl\ntasks:\n  x: { type: t, max_attempts: 2, retry: { strategy: immediate } }\n');
     const agentId = await agentCreate(db, 'ttl-a');
+    for (let lapse = 1; lapse <= 3; lapse++) {
+      const t = await claimOne(agentId);
+      expect(t.attempt).toBe(1);
+      expect(await reaper.runOnce()).toBe(0);
+      await leaseExpire(db, t.id);
+      expect(await reaper.runOnce()).toBe(1);
+      const [row] = await rowsOf<{ status: string; attempts: number; claim_lapses: number }>(db, sql`select status, attempts, claim_lapses from tasks where id = ${t.id}`);
+      expect(row).toEqual({ status: 'ready', attempts: 0, claim_lapses: lapse });
+    }
+    // The bound is reached: the next lapse is an attempt (timeout), as any other.
     const t = await claimOne(agentId);
-    expect(await reaper.runOnce()).toBe(0);
+    await leaseExpire(db, t.id);
+    expect(await reaper.runOnce()).toBe(1);
+    const history = await attemptListForTask(db, t.id);
+    expect(history.map((a) => [a.outcome, a.errorClass])).toEqual([['lapsed', null], ['lapsed', null], ['lapsed', null], ['failed', 'timeout']]);
+    expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
+  });
+
+  it('a running task whose agent showed a sign of life (start or heartbeat) and then went quiet is a crash, charged as an attempt', async () => {
+    await dagCreate(db, 'name: quiet\ntasks:\n  x: { type: t, retry: { strategy: immediate } }\n');
+    const agentId = await agentCreate(db, 'quiet-a');
+    const t = await claimOne(agentId);
+    await taskStart(db, { taskId: t.id, fence: t.fence });
     await leaseExpire(db, t.id);
     expect(await reaper.runOnce()).toBe(1);
     const [attempt] = await attemptListForTask(db, t.id);
-    expect(attempt).toMatchObject({ outcome: 'failed', errorClass: 'timeout' });
-    expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
+    expect(attempt).toMatchObject({ outcome: 'failed', errorClass: 'crash' });
   });
 });
 

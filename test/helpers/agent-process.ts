@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { leash } from './child-leash.js';
 import { afterEach } from 'vitest';
 import { eventually } from './wait.js';
 
@@ -13,10 +14,12 @@ export function agentProcesses(databaseUrl: string) {
   afterEach(() => {
     for (const p of started.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
   });
-  return async (file: string, id: string, extra: string[] = []): Promise<AgentProcess> => {
-    const child = spawn(process.execPath, ['bin/dagent.js', 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...extra], {
+  /** Without `maintenance`, the process runs no maintenance loops, so a test drives the reaper and promoter itself. */
+  return async (file: string, id: string, extra: string[] = [], o: { maintenance?: boolean } = {}): Promise<AgentProcess> => {
+    const args = ['bin/dagent.js', 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...(o.maintenance ? [] : ['--no-maintenance']), ...extra];
+    const child = leash(spawn(process.execPath, args, {
       env: { ...process.env, DATABASE_URL: databaseUrl, DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    }));
     let out = '';
     child.stdout!.on('data', (b) => (out += b));
     child.stderr!.on('data', (b) => (out += b));

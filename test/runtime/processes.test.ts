@@ -44,8 +44,9 @@ tasks:
   long: { type: t, retry: { strategy: immediate }, spec: { constraints: { capabilities: [sleep] }, input: { ms: 60000 } } }
 `);
     const a = await agentProcess('sleeper.ts', 'victim');
-    await eventually('running on the victim', async () => (await rows<{ n: number }>(sql`
-      select count(*)::int as n from tasks where dag_id = ${dagId} and status = 'running' and claimed_by = 'victim'`))[0]!.n === 1);
+    // Killed once it has said "received" (its first heartbeat): a crash mid-task, charged to the task.
+    await eventually('running on the victim, which has heartbeat', async () => (await rows<{ n: number }>(sql`
+      select count(*)::int as n from tasks where dag_id = ${dagId} and status = 'running' and claimed_by = 'victim' and heartbeat_at > claimed_at`))[0]!.n === 1);
     a.child.kill('SIGKILL');
     await a.exited;
     const [task] = await rows<{ id: string }>(sql`select id from tasks where dag_id = ${dagId}`);

@@ -60,7 +60,7 @@ describe('dagent cron', () => {
     const refused = await cli('cron', 'add', badTz);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/tz\.yaml:6:13 schedule\.timezone: unknown time zone "Mars\/Olympus"/);
-    expect((await cli('cron', 'trigger', 'nope')).code).toBe(2);
+    expect((await cli('cron', 'trigger', 'nope')).code).toBe(4); // not found
     const scheduled = file('p.yaml', 'name: p\nparams: { x: 1 }\ntasks:\n  a: { type: t }\nschedule:\n  cron: "@daily"\n');
     const withParam = await cli('submit', scheduled, '-p', 'x=2');
     expect(withParam.code).toBe(2);

@@ -67,6 +67,21 @@ describe('scheduler', () => {
     });
   }
 
+  it('catchup latest with ticks from 0.2 s to 2.5 s late fires every minute once, missing none', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await register(scheduledYaml('late-ticks', '  cron: "* * * * *"\n  catchup: latest'), t.clock);
+    const lateness = [200, 1_000, 1_001, 1_200, 1_900, 2_500];
+    for (const [i, ms] of lateness.entries()) {
+      t.set(new Date(Date.parse('2026-11-23T10:01:00Z') + i * 60_000 + ms).toISOString());
+      await scheduleFireDue(db, { clock: t.clock });
+      // A second tick a moment later finds nothing more to do.
+      t.advance(1_100);
+      expect(await scheduleFireDue(db, { clock: t.clock })).toEqual([]);
+    }
+    expect(await firedAt('late-ticks')).toEqual(lateness.map((_, i) => new Date(Date.parse('2026-11-23T10:01:00Z') + i * 60_000).toISOString().replace('.000', '')));
+    expect(await scheduleGet(db, 'late-ticks')).toMatchObject({ fires: 6, missed: 0 });
+  });
+
   it('catchup all is bounded by catchup_limit: the newest fires run, the rest count as missed', async () => {
     const t = manualClock('2026-11-23T10:00:30Z');
     await register(scheduledYaml('bounded', '  cron: "* * * * *"\n  catchup: all\n  catchup_limit: 3'), t.clock);

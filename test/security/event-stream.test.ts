@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
@@ -31,9 +32,9 @@ async function stream(s: ServerProcess, token: string, query = '') {
   return { status: res.status, text: () => text, ended: () => ended, close: async () => { ctl.abort(); await reading; } };
 }
 
-/** Connections of this database whose last statement was a LISTEN. */
+/** dagent listener connections to this database (their application_name). */
 const listeners = async () => (await rowsOf<{ n: number }>(db, sql`
-  select count(*)::int as n from pg_stat_activity where datname = current_database() and query ilike 'listen %'`))[0]!.n;
+  select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'dagent-listener'`))[0]!.n;
 
 describe('the live event stream', () => {
   it('100 subscribers arriving at once share one LISTEN connection', async () => {
@@ -65,5 +66,48 @@ describe('the live event stream', () => {
     await eventually('the stream closed', async () => st.ended(), 10_000);
     expect(st.text()).toMatch(/event: close\ndata: \{"reason":"token revoked"\}/);
     await st.close();
+  });
+
+  it('a reader that stops reading is cut off once its backlog passes the limit; the server holds no more for it and others go on', async () => {
+    // A server of its own (its own metrics), at a 2 MiB limit: a reader that reads keeps up with a burst of
+    // 100 failures (~1 MB). The kernel's socket buffers take some megabytes before anything waits in the
+    // server, so the events are made large: failures with long messages.
+    const small = await serverStart(database, { env: { DAGENT_LIMIT_STREAM_BACKLOG_BYTES: String(2 * 1024 * 1024) } });
+    try {
+      const keys = Array.from({ length: 3000 }, (_, i) => `  k${i}: { type: t, max_attempts: 5, retry: { strategy: fixed, initial_delay: 1h }, spec: { constraints: { capabilities: [lag] } } }`).join('\n');
+      const dag = await small.call('POST', '/api/dags', { raw: `name: lagging\ntasks:\n${keys}\n`, contentType: 'application/yaml' });
+      expect(dag.status).toBe(201);
+      const dagId = dag.body.results[0].dagId;
+      // A raw connection that sends its request and then reads nothing.
+      const url = new URL(small.url);
+      const sock = net.connect(Number(url.port), url.hostname);
+      await new Promise((r) => sock.once('connect', r));
+      let closed = false;
+      sock.on('close', () => { closed = true; });
+      sock.on('error', () => undefined);
+      sock.write(`GET /api/events HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${small.adminToken}\r\n\r\n`);
+      sock.pause();
+      const watcher = await stream(small, small.adminToken);
+      const dropped = async () => Number(/^dagent_event_streams_dropped_total (\d+)/m.exec((await small.call('GET', '/metrics')).body)?.[1] ?? 0);
+      // Events pile up behind the silent reader until it is cut off: each failure's event carries a 9 kB message.
+      await small.call('POST', '/api/agents', { body: { id: 'lagger', type: 'w', capabilities: ['lag'] } });
+      const message = 'm'.repeat(9_000);
+      for (let round = 0; round < 30 && (await dropped()) === 0; round++) {
+        const c = await small.call('POST', '/api/agents/lagger/claim', { body: { dag_id: dagId, limit: 100, start: true } });
+        expect(c.status).toBe(200);
+        await Promise.all(c.body.tasks.map((t: { id: string; fence: number }) => small.call('POST', `/api/tasks/${t.id}/fail`, { body: { fence: t.fence, error_class: 'lag', message } })));
+        await new Promise((r) => setTimeout(r, 200)); // the event reader catches up
+      }
+      expect(await dropped()).toBe(1);
+      sock.resume();
+      await eventually('the silent reader\'s connection was closed by the server', async () => closed);
+      // The other subscriber is still served.
+      const after = (await small.call('POST', '/api/dags', { raw: 'name: after-the-cut\ntasks:\n  a: { type: t }\n', contentType: 'application/yaml' })).body.results[0].dagId;
+      await eventually('the other watcher still hears news', async () => watcher.text().includes(after));
+      expect(watcher.ended()).toBe(false);
+      await watcher.close();
+    } finally {
+      await small.stop();
+    }
   });
 });

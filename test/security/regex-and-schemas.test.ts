@@ -11,11 +11,7 @@ import { refused, serverStart } from './helpers/server.js';
 const database = await testDatabase();
 const server = await serverStart(database);
 
-async function submit(yaml: string): Promise<string> {
-  const r = await server.call('POST', '/api/dags', { raw: yaml, contentType: 'application/yaml' });
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  return r.body.results[0].dagId;
-}
+const submit = (yaml: string) => server.submit(yaml);
 
 describe('regular expressions run in linear time', () => {
   it('(a+)+$ against sixty a\'s and a "!" is a quick rejection, in a regex step and in a JSON Schema pattern; the server keeps answering and an innocent DAG loses nothing', async () => {
@@ -46,6 +42,36 @@ tasks:
     await refused(400, 'DAG_INVALID', server.call('POST', '/api/dags', {
       raw: 'name: back\ntasks:\n  a: { type: w, output: { validation: { kind: regex, pattern: "^(a+)\\\\1$" } } }\n', contentType: 'application/yaml',
     }), /tasks\.a\.output\.validation\.pattern: .*backreferences are not supported/);
+  });
+});
+
+describe('what an agent sends is checked in time linear in its size', () => {
+  it('a url of 150,000 colons against format: url, and 150,000 distinct items against uniqueItems, are settled while /healthz keeps answering', async () => {
+    const innocent = await innocentBystander(server, database, 'beside-quadratic');
+    const dagId = await submit(`
+name: quadratic
+tasks:
+  link: { type: w, max_attempts: 1, spec: { constraints: { capabilities: [q] } }, output: { validation: { kind: json-schema, schema: { type: string, format: url } } } }
+  list: { type: w, max_attempts: 1, spec: { constraints: { capabilities: [q] } }, output: { validation: { kind: json-schema, schema: { type: array, uniqueItems: true } } } }
+`);
+    const agent = await httpAgent(server, database.db, 'quadratic-agent', { capabilities: ['q'] });
+    const held = await agent.claim(dagId, 2);
+    const byKey = Object.fromEntries(held.map((t) => [t.key, t]));
+    // ajv-formats' url regex is quadratic (80,000 colons: 12 s); ajv compares every pair of items (2·10^10 here).
+    const settle = (key: string, output: unknown) => server.call('POST', `/api/tasks/${byKey[key]!.id}/complete`, { token: agent.token, body: { fence: byKey[key]!.fence, output } });
+    const link = settle('link', `http://${':'.repeat(150_000)}`);
+    const list = settle('list', [...Array.from({ length: 150_000 }, (_, i) => i), 7]);
+    // While both are in flight, the server keeps answering (a stalled event loop would not, for tens of seconds).
+    let inFlight = true;
+    const both = Promise.all([link, list]).finally(() => { inFlight = false; });
+    while (inFlight) {
+      expect((await server.call('GET', '/healthz', { token: null, timeoutMs: 5_000 })).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const [l, u] = await both;
+    expect(l.body.settled).toMatchObject({ status: 'rejected', verdict: { reasons: ['/ must match format "url"'] } });
+    expect(u.body.settled).toMatchObject({ status: 'rejected', verdict: { reasons: ['/ must NOT have duplicate items (items ## 7 and 150000 are identical)'] } });
+    await innocent.finish();
   });
 });
 

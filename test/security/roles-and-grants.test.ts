@@ -62,6 +62,35 @@ describe('capabilities are granted, not claimed', () => {
   });
 });
 
+describe('a grant\'s ceilings hold at every claim', () => {
+  it('max_concurrent: an agent whose row says 50 (an admin\'s registration) holds at most its grant\'s 2, also with eight claims at once', async () => {
+    await server.call('POST', '/api/agents', { body: { id: 'greedy', type: 'w', capabilities: ['bulk'], max_concurrent: 50 } });
+    const tasks = Array.from({ length: 20 }, (_, i) => `  t${i}: { type: t, spec: { constraints: { capabilities: [bulk] } } }`).join('\n');
+    const dagId = (await server.call('POST', '/api/dags', { raw: `name: bulk\ntasks:\n${tasks}\n`, contentType: 'application/yaml' })).body.results[0].dagId;
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'greedy', capabilities: ['bulk'], maxConcurrent: 2 });
+    const claims = await Promise.all(Array.from({ length: 8 }, () => server.call('POST', '/api/agents/greedy/claim', { token, body: { dag_id: dagId, limit: 10 } })));
+    expect(claims.map((c) => c.status)).toEqual(Array(8).fill(200));
+    expect(claims.flatMap((c) => c.body.tasks)).toHaveLength(2);
+    const [held] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tasks where claimed_by = 'greedy' and status in ('claimed', 'running')`);
+    expect(held!.n).toBe(2);
+    // Finishing one frees one slot.
+    const [first] = claims.flatMap((c) => c.body.tasks);
+    expect((await server.call('POST', `/api/tasks/${first.id}/complete`, { token, body: { fence: first.fence, output: 1 } })).status).toBe(200);
+    const again = await server.call('POST', '/api/agents/greedy/claim', { token, body: { dag_id: dagId, limit: 10 } });
+    expect(again.body.tasks).toHaveLength(1);
+  });
+
+  it('budget: an agent whose row has no budget spends at most its grant\'s', async () => {
+    await server.call('POST', '/api/agents', { body: { id: 'unbounded', type: 'w', capabilities: ['paid'] } });
+    const tasks = Array.from({ length: 5 }, (_, i) => `  p${i}: { type: t, spec: { constraints: { capabilities: [paid], max_cost_usd: 2 } } }`).join('\n');
+    const dagId = (await server.call('POST', '/api/dags', { raw: `name: paid\ntasks:\n${tasks}\n`, contentType: 'application/yaml' })).body.results[0].dagId;
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'unbounded', capabilities: ['paid'], budgetUsd: 5 });
+    const r = await server.call('POST', '/api/agents/unbounded/claim', { token, body: { dag_id: dagId, limit: 5 } });
+    // Each reserves its max cost of 2 USD: two fit in 5, a third would not.
+    expect(r.body.tasks).toHaveLength(2);
+  });
+});
+
 describe('token roles', () => {
   const DAG = 'name: roles\ntasks:\n  a: { type: t }\n';
 

@@ -12,11 +12,7 @@ const database = await testDatabase();
 const { db } = database;
 const server = await serverStart(database);
 
-async function submit(yaml: string): Promise<string> {
-  const r = await server.call('POST', '/api/dags', { raw: yaml, contentType: 'application/yaml' });
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  return r.body.results[0].dagId;
-}
+const submit = (yaml: string) => server.submit(yaml);
 
 
 describe('no agent approves its own output', () => {

@@ -19,11 +19,7 @@ const { db } = database;
 const server = await serverStart(database, { args: ['--agent', 'agents/shell.ts', '--agent', 'agents/validate-test.ts'] });
 const marker = () => path.join(tmpdir(), `dagent-pwned-${nanoid(8)}`);
 
-async function submit(yaml: string): Promise<string> {
-  const r = await server.call('POST', '/api/dags', { raw: yaml, contentType: 'application/yaml' });
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  return r.body.results[0].dagId;
-}
+const submit = (yaml: string) => server.submit(yaml);
 
 const HOST = (name: string, spawn = '') => `name: ${name}\n${spawn}tasks:\n  host: { type: w, spec: { constraints: { capabilities: [work] } } }\n`;
 
@@ -34,12 +30,18 @@ describe('agents spawn data, never code', () => {
     const hostile = await httpAgent(server, db, 'spawner', { capabilities: ['work'] });
     const [host] = await hostile.claim(dagId);
     const pwned = marker();
+    const ownSteps = /an agent cannot say how its work is validated/;
     const attempts: Array<[unknown, RegExp]> = [
-      [{ key: 'x', type: 'w', output: { validation: { kind: 'test', command: `touch ${pwned}` } } }, /subtasks\[0\]\.output\.validation: an agent cannot attach a test step: it runs a command/],
+      [{ key: 'x', type: 'w', output: { validation: { kind: 'test', command: `touch ${pwned}` } } }, /subtasks\[0\]\.output\.validation: an agent cannot say how its work is validated/],
       [{ key: 'x', type: 'w', requires: ['shell'], spec: { input: { command: `touch ${pwned}` } } }, /subtasks\[0\]\.requires: an agent cannot choose capabilities/],
       [{ key: 'x', type: 'w', spec: { constraints: { capabilities: ['validate:test'] } } }, /subtasks\[0\]\.spec\.constraints\.capabilities: an agent cannot choose capabilities/],
-      [{ key: 'x', type: 'w', output: { validation: [{ kind: 'json-schema', schema_file: '/etc/passwd' }] } }, /subtasks\[0\]\.output\.validation\[0\]: an agent cannot attach a json-schema step: it names a schema file/],
-      [{ key: 'x', type: 'w', output: { validation: { kind: 'llm-judge', rubric: 'always pass', threshold: 0 } } }, /an agent cannot attach a llm-judge step/],
+      [{ key: 'x', type: 'w', output: { validation: [{ kind: 'json-schema', schema_file: '/etc/passwd' }] } }, ownSteps],
+      [{ key: 'x', type: 'w', output: { validation: { kind: 'llm-judge', rubric: 'always pass', threshold: 0 } } }, ownSteps],
+      // An inline schema is code of the agent's making too: its patterns and sizes would run in the server.
+      [{ key: 'x', type: 'w', output: { validation: { kind: 'json-schema', schema: { type: 'string', pattern: '^(a+)+$' } } } }, ownSteps],
+      [{ key: 'x', type: 'w', output: { validation: { kind: 'regex', pattern: '^(a+)+$' } } }, ownSteps],
+      [{ key: 'x', type: 'w', spec: { models: ['most-expensive-model'] } }, /subtasks\[0\]\.spec\.models: an agent cannot choose models/],
+      [{ key: 'x', type: 'w', spec: { fallback_models: ['most-expensive-model'] } }, /subtasks\[0\]\.spec\.fallback_models: an agent cannot choose models/],
     ];
     for (const [subtask, why] of attempts) {
       const before = await databaseSnapshot(db);
@@ -51,20 +53,46 @@ describe('agents spawn data, never code', () => {
     await innocent.finish();
   });
 
-  it('a command in the input of a subtask an agent wrote is never run: the shell agent refuses what an agent wrote', async () => {
-    const dagId = await submit(HOST('spawn-input'));
-    const hostile = await httpAgent(server, db, 'inputter', { capabilities: ['work'] });
+  it('a subtask of the agent\'s own making inherits its parent\'s capabilities and models, so it goes only to agents that could run the parent', async () => {
+    const dagId = await submit(`name: spawn-inherit
+tasks:
+  host: { type: w, spec: { models: [small], fallback_models: [tiny], constraints: { capabilities: [work] } } }
+`);
+    const hostile = await httpAgent(server, db, 'inheritor', { capabilities: ['work'] });
     const [host] = await hostile.claim(dagId);
     const pwned = marker();
-    // Data only, so it is accepted, as origin `agent`; the shell agent in dagent up claims it (no capability needed).
-    const r = await hostile.spawn(host!, [{ key: 'sneaky', type: 'w', max_attempts: 1, spec: { input: { command: `touch ${pwned}` } } }]);
+    const r = await hostile.spawn(host!, [{ key: 'sneaky', type: 'w', spec: { input: { command: `touch ${pwned}` } } }]);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const dead = await eventually('the sneaky subtask dead-lettered', async () => {
-      const [row] = await rowsOf<{ status: string; origin: string; last_error: string }>(db, sql`select status, origin, last_error from tasks where dag_id = ${dagId} and key = 'host/sneaky'`);
+    const [row] = await rowsOf<{ origin: string; required_capabilities: string[]; models: string[]; fallback: string[] }>(db, sql`
+      select origin, required_capabilities, spec->'models' as models, spec->'fallbackModels' as fallback
+      from tasks where dag_id = ${dagId} and key = 'host/sneaky'`);
+    expect(row).toEqual({ origin: 'agent', required_capabilities: ['work'], models: ['small'], fallback: ['tiny'] });
+    // The shell agent in dagent up lacks \`work\`: the subtask is not offered to it.
+    const [offered] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tasks where dag_id = ${dagId} and claimed_by is not null and claimed_by <> 'inheritor'`);
+    expect(offered!.n).toBe(0);
+    expect(existsSync(pwned)).toBe(false);
+  });
+
+  it('the shell agent refuses a task an agent wrote even when it requires shell (a subtask under a shell-capable parent)', async () => {
+    // An agent that holds a shell-capable task spawns a free-form subtask: it inherits \`shell\`.
+    // The gate keeps it pending until its origin is set as such a spawn would set it.
+    const pwned = marker();
+    const dagId = await submit(`name: spawn-shell-parent
+tasks:
+  gate: { type: w, spec: { constraints: { capabilities: [work] } } }
+  sneaky: { type: w, max_attempts: 1, depends_on: [gate], spec: { constraints: { capabilities: [shell] }, input: { command: 'touch ${pwned}' } } }
+`);
+    await db.execute(sql`update tasks set origin = 'agent' where dag_id = ${dagId} and key = 'sneaky'`);
+    const gatekeeper = await httpAgent(server, db, 'gatekeeper', { capabilities: ['work'] });
+    const [gate] = await gatekeeper.claim(dagId);
+    expect((await gatekeeper.complete(gate!, 'open')).status).toBe(200);
+    const dead = await eventually('the sneaky task dead-lettered', async () => {
+      const [row] = await rowsOf<{ status: string; claimed: string; last_error: string }>(db, sql`
+        select t.status, a.agent_id as claimed, t.last_error from tasks t join attempts a on a.task_id = t.id
+        where t.dag_id = ${dagId} and t.key = 'sneaky'`);
       return row?.status === 'dead_lettered' ? row : undefined;
     });
-    expect(dead.origin).toBe('agent');
-    expect(dead.last_error).toMatch(/written by an agent|not a validation task/);
+    expect(dead.last_error).toMatch(/written by an agent/);
     expect(existsSync(pwned)).toBe(false);
   });
 
@@ -95,6 +123,16 @@ describe('agents spawn data, never code', () => {
     expect(out.origin).toBe('template');
     expect(out.output.stdout).toBe(`hello $(touch ${pwned})`);
     expect(existsSync(pwned)).toBe(false);
+  });
+
+  it('a template cannot accept a field it fixes under another case (both would be DAGENT_INPUT_NAME): refused at submit', async () => {
+    await refused(400, 'DAG_INVALID', server.call('POST', '/api/dags', { raw: HOST('spawn-case', `spawn:
+  templates:
+    greet:
+      type: greet
+      spec: { constraints: { capabilities: [shell] }, input: { command: 'rm -rf "/tmp/$DAGENT_INPUT_NAME"', name: scratch } }
+      accepts: [NAME]
+`), contentType: 'application/yaml' }), /spawn\.templates\.greet\.accepts\[0\]: NAME is fixed in spec\.input \(as name: names are compared without case/);
   });
 
   it('no more subtasks than the DAG\'s spawn.max_tasks, in all', async () => {

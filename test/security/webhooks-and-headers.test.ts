@@ -48,7 +48,9 @@ const deliveries = () => rowsOf<{ status: string; last_error: string | null; att
 
 describe('webhooks stay out of the server\'s neighbourhood', () => {
   it('loopback, "this host", link-local and cloud-metadata URLs are refused when added (exit 2), unless an operator allows the host', async () => {
-    for (const url of ['http://127.0.0.1:8080/x', 'http://localhost/x', 'http://0.0.0.0/x', 'http://[::1]/x', 'http://169.254.169.254/latest/meta-data/', 'http://[fd00:ec2::254]/', 'http://[::ffff:127.0.0.1]/x']) {
+    for (const url of ['http://127.0.0.1:8080/x', 'http://localhost/x', 'http://0.0.0.0/x', 'http://[::1]/x', 'http://169.254.169.254/latest/meta-data/', 'http://[fd00:ec2::254]/', 'http://[::ffff:127.0.0.1]/x',
+      // IPv6 addresses that carry an IPv4 one: IPv4-compatible, NAT64 (to the metadata address), SIIT, 6to4.
+      'http://[::7f00:1]/x', 'http://[64:ff9b::a9fe:a9fe]/', 'http://[::ffff:0:7f00:1]/x', 'http://[2002:7f00:1::]/x']) {
       const r = await cli('webhooks', 'add', url);
       expect(r.code, `${url}: ${r.stderr}`).toBe(2);
       expect(r.stderr).toMatch(/loopback, link-local or cloud-metadata|is this machine/);
@@ -56,6 +58,8 @@ describe('webhooks stay out of the server\'s neighbourhood', () => {
     expect((await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from webhooks`))[0]!.n).toBe(0);
     const allowed = cliWith({ ...process.env, DATABASE_URL: database.url, DAGENT_WEBHOOK_ALLOW_HOSTS: '127.0.0.1' });
     expect((await allowed('webhooks', 'add', 'http://127.0.0.1:8080/x')).code).toBe(0);
+    // A public IPv4 address through NAT64 or 6to4 is an ordinary destination.
+    for (const url of ['http://[64:ff9b::808:808]/x', 'http://[2002:808:808::1]/x']) expect((await cli('webhooks', 'add', url)).code, url).toBe(0);
     await db.execute(sql`delete from webhooks`);
   });
 

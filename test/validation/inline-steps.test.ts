@@ -129,15 +129,21 @@ tasks:
     expect(await taskStatusByKey(db, dagId)).toEqual({ plain: 'completed', checked: 'retrying' });
   });
 
-  it('applies to subtasks spawned at runtime, and refuses a bad schema at spawn with where it is', async () => {
-    const dagId = await dagCreate(db, 'name: parent\ntasks:\n  root: { type: t }\n');
+  it('applies to subtasks spawned from a template; an agent writing its own steps is refused and nothing is written', async () => {
+    const dagId = await dagCreate(db, `name: parent
+spawn:
+  templates:
+    str: { type: t, output: { validation: { kind: json-schema, schema: { type: string } } } }
+tasks:
+  root: { type: t }
+`);
     await agentCreate(db, 'inline-spawn');
     const root = await claimOne('inline-spawn', 'root');
-    const bad = [{ key: 'c', type: 't', output: { validation: [{ kind: 'json-schema', schema: { type: 'strin' } }] } }];
-    await expect(taskSpawn(db, { taskId: root.id, fence: root.fence }, bad))
-      .rejects.toThrow(/^subtasks\[0\]\.output\.validation\[0\]\.schema\.type: invalid JSON Schema: \/type must be equal to one of the allowed values/);
+    const own = [{ key: 'c', type: 't', output: { validation: [{ kind: 'json-schema', schema: { type: 'string' } }] } }];
+    await expect(taskSpawn(db, { taskId: root.id, fence: root.fence }, own))
+      .rejects.toThrow(/^subtasks\[0\]\.output\.validation: an agent cannot say how its work is validated/);
     expect(Object.keys(await taskStatusByKey(db, dagId))).toEqual(['root']);
-    await taskSpawn(db, { taskId: root.id, fence: root.fence }, [{ key: 'c', type: 't', output: { validation: { kind: 'json-schema', schema: { type: 'string' } } } }]);
+    await taskSpawn(db, { taskId: root.id, fence: root.fence }, [{ key: 'c', template: 'str' }]);
     const child = await claimOne('inline-spawn', 'root/c');
     const r = await taskComplete(db, { taskId: child.id, fence: child.fence, output: 42 });
     expect(r.settled).toMatchObject({ status: 'rejected', verdict: { reasons: ['/ must be string'] } });

@@ -22,7 +22,7 @@ tasks:
   build:
     type: code
     spec: { constraints: { capabilities: [write] } }
-    output: { validation: { kind: test, command: "sleep 1; test -s \\"$DAGENT_OUTPUT_FILE\\"", timeout: 1m } }
+    output: { validation: { kind: test, command: "sleep 4; test -s \\"$DAGENT_OUTPUT_FILE\\"", timeout: 1m } }
   after: { type: t, depends_on: [build], spec: { constraints: { capabilities: [write] } } }
 `);
     await agentCreate(db, 'writer', ['write']);
@@ -30,8 +30,9 @@ tasks:
     expect((await taskComplete(db, { taskId: build!.id, fence: build!.fence, output: { files: ['a.ts'] } })).settled?.status).toBe('validating');
 
     const victim = await agentProcess('agents/validate-test.ts', 'validator-victim');
-    const vt = await eventually('validation task running on the victim', async () => (await rowsOf<{ id: string }>(db, sql`
-      select id from tasks where validates_id = ${build!.id} and status = 'running' and claimed_by = 'validator-victim'`))[0]);
+    // Killed once it has said "received" (its first heartbeat, 2 s in): a crash mid-step, charged to the validation task.
+    const vt = await eventually('validation task running on the victim, which has heartbeat', async () => (await rowsOf<{ id: string }>(db, sql`
+      select id from tasks where validates_id = ${build!.id} and status = 'running' and claimed_by = 'validator-victim' and heartbeat_at > claimed_at`))[0]);
     victim.child.kill('SIGKILL');
     await victim.exited;
 

@@ -18,6 +18,17 @@ export async function attemptFailureStats(db: Db, taskId: string, sinceFence: nu
   return { failures: r?.failures ?? 0, agents: r?.agents ?? 0 };
 }
 
+/** The crashes a task was part of since its last attempt reset: charged ones (`failed`, class crash) and shared ones, with the tasks it died with. */
+export function attemptCrashHistory(db: Db, taskId: string): Promise<Array<{ charged: boolean; with: string[] | null }>> {
+  return rowsOf(db, sql`
+    select a.outcome = 'failed' as charged,
+      case when jsonb_typeof(a.details->'crashWith') = 'array' then array(select jsonb_array_elements_text(a.details->'crashWith')) end as with
+    from attempts a join tasks t on t.id = a.task_id
+    where a.task_id = ${taskId} and a.fence > t.attempts_reset_fence
+      and (a.outcome = 'crash_shared' or (a.outcome = 'failed' and a.error_class = 'crash'))
+    order by a.fence`);
+}
+
 /** Attempts of a DAG by outcome, and how many failed attempts were followed by another try (retries). */
 export async function attemptCountsForDag(db: Db, dagId: string): Promise<{ completed: number; failed: number; retried: number }> {
   const [r] = await rowsOf<{ completed: number; failed: number; retried: number }>(db, sql`

@@ -43,35 +43,72 @@ export async function dagMarkCancelled(db: Db, dagId: string): Promise<boolean> 
   return r.length > 0;
 }
 
+/** A DAG whose status or blocked reason a refresh changed. */
+export interface DagStatusChange { id: string; status: string; previous: string; reason: string | null }
+
 /**
- * Re-derive the status of DAGs after a dead letter, a resolution or a cancel:
- * completed when nothing is open, blocked (with the oldest open dead letter as
- * the reason) while a dead letter is unresolved, else running. Cancelled stays cancelled.
+ * Re-derive the status of DAGs after a dead letter, a resolution, a cancel or a change of
+ * spend or budget: completed when nothing is open; blocked while a dead letter is
+ * unresolved (the oldest is the reason), or while its budget cannot pay for a READY task
+ * and nothing it runs holds a reservation that could still come back (`budget: …`, the
+ * same rule the claim passes such tasks over by); else running. Cancelled stays cancelled.
+ * Returns only the DAGs that changed.
  */
-export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<Array<{ id: string; status: string; previous: string }>> {
+export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusChange[]> {
   return rowsOf(db, sql`
-    with derived as (
+    with locked as materialized (
+      -- DAG rows in id order (docs/architecture.md, lock order), read as locked: their latest committed version.
+      select id, status, tasks_open, budget_usd, spent_usd, reserved_usd from dags
+      where id = any(${textArray(dagIds)}) order by id for no key update
+    ),
+    derived as (
       select d.id, d.status as previous,
         case when d.status = 'cancelled' then 'cancelled'
              when d.tasks_open = 0 then 'completed'
-             when x.reason is not null then 'blocked'
+             when coalesce(x.reason, b.reason) is not null then 'blocked'
              else 'running' end as status,
-        x.reason
-      from dags d
+        coalesce(x.reason, b.reason) as reason
+      from locked d
       left join lateral (
         select 'task ' || t.key || ' dead-lettered: ' || l.reason as reason
         from dead_letters l join tasks t on t.id = l.task_id
         where l.dag_id = d.id and l.resolution is null
         order by l.created_at limit 1
       ) x on true
-      where d.id = any(${textArray(dagIds)})
+      left join lateral (
+        select 'budget: $' || round(greatest(d.budget_usd - d.spent_usd, 0), 4) || ' left of $' || round(d.budget_usd, 4)
+          || ', task ' || t.key || ' may cost $' || round(coalesce(t.max_cost_usd, 0), 4) as reason
+        from tasks t
+        where d.budget_usd is not null and d.reserved_usd = 0 and t.dag_id = d.id and t.status = 'ready'
+          and (d.budget_usd - d.spent_usd <= 0 or d.budget_usd - d.spent_usd < coalesce(t.max_cost_usd, 0))
+        order by t.effective_priority limit 1
+      ) b on true
     )
     update dags d set status = v.status,
       blocked_reason = case when v.status = 'blocked' then v.reason end,
       completed_at = case when v.status in ('completed', 'cancelled') then coalesce(d.completed_at, now()) end,
       updated_at = now()
     from derived v where d.id = v.id
-    returning d.id, d.status, v.previous`);
+      -- Only what changes is written (the budget watch refreshes every budgeted DAG on a cadence).
+      and (d.status <> v.status or d.blocked_reason is distinct from case when v.status = 'blocked' then v.reason end)
+    returning d.id, d.status, v.previous, d.blocked_reason as reason`);
+}
+
+/** Running or blocked DAGs with a budget, whose status a change of spend may move: the next `limit` by id after `after`. */
+export async function dagBudgetedOpenIds(db: Db, after: string, limit: number): Promise<string[]> {
+  const rows = await db.select({ id: dags.id }).from(dags)
+    .where(sql`${dags.status} in ('running', 'blocked') and ${dags.budgetUsd} is not null and ${dags.id} > ${after}`).orderBy(asc(dags.id)).limit(limit);
+  return rows.map((r) => r.id);
+}
+
+/** Set a running or blocked DAG's budget; the previous one, or undefined if the DAG is not open. */
+export async function dagBudgetSet(db: Db, dagId: string, budgetUsd: number): Promise<{ previous: number | null } | undefined> {
+  const [r] = await rowsOf<{ previous: number | null }>(db, sql`
+    update dags d set budget_usd = ${budgetUsd}::numeric, updated_at = now()
+    from (select id, budget_usd::float8 as previous from dags where id = ${dagId} for no key update) p
+    where d.id = p.id and d.status in ('running', 'blocked')
+    returning p.previous`);
+  return r;
 }
 
 /** Tasks were added to a running DAG (spawned subtasks): they count toward its total and keep it open. */

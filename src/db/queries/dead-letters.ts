@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { attempts, deadLetters, tasks } from '../schema/index.js';
 
@@ -20,9 +20,13 @@ export async function deadLetterInsert(
     from ${attempts} a where a.task_id = ${e.taskId}`);
 }
 
+/** Every column but the history, which can be long (up to max_attempts attempts with their details): dlqShow has it. */
+const { history: _history, ...listed } = getTableColumns(deadLetters);
+export type DeadLetterListed = Omit<DeadLetterRow, 'history'>;
+
 export function deadLetterList(db: Db, filter: { open?: boolean; dagId?: string; limit?: number } = {}) {
   return db
-    .select({ entry: deadLetters, taskKey: tasks.key, taskType: tasks.type })
+    .select({ entry: listed, taskKey: tasks.key, taskType: tasks.type })
     .from(deadLetters)
     .innerJoin(tasks, eq(tasks.id, deadLetters.taskId))
     .where(and(filter.open === false ? undefined : isNull(deadLetters.resolution), filter.dagId ? eq(deadLetters.dagId, filter.dagId) : undefined))

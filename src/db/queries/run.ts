@@ -46,3 +46,8 @@ export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
 export function sqlStateList(states: readonly string[]): SQL {
   return sql.raw(states.map((s) => `'${s.replaceAll("'", "''")}'`).join(', '));
 }
+
+/** Wake sleeping agents (a change outside the task statements made work claimable: a DAG's budget was raised). */
+export async function readyWake(db: Db): Promise<void> {
+  await db.execute(sql`select pg_notify(${READY_CHANNEL}, '')`);
+}

@@ -1,5 +1,6 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
+import { LEASE_DEFAULTS } from '../../config/index.js';
 import { tasks } from '../schema/index.js';
 import { fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
@@ -119,24 +120,40 @@ export async function taskDeadLetterMark(db: Db, id: string): Promise<boolean> {
   return r.length > 0;
 }
 
-/** Give a leased task back without consuming an attempt (graceful shutdown); the cost it reported is still charged. */
+/**
+ * Give a leased task back without consuming an attempt (graceful shutdown); the cost it reported is still charged.
+ * `lapsed`: the reaper's variant for a lease that lapsed before the agent showed any sign of life after the
+ * claim (status claimed, or running with no heartbeat since the claim: the claim's reply was most likely lost).
+ * It re-checks all of that in the statement, counts the lapse, and applies only while the task has lapsed fewer
+ * than LEASE_DEFAULTS.claimLapsesMax times; the attempt row's outcome is `lapsed`.
+ * `crashShared`: the reaper's variant for a running task whose agent died holding other tasks too, when
+ * nothing points at this one (maintenance/crash-blame.ts): its lease must have lapsed; outcome `crash_shared`,
+ * with `details` naming the tasks it died with.
+ */
 export async function taskReleaseMark(
   db: Db, id: string, fence: number, reason: string, spent: SpentSoFar = {},
+  o: { lapsed?: boolean; crashShared?: boolean; details?: Record<string, unknown> } = {},
 ): Promise<{ dagId: string; agentId: string | null } | null> {
   const { cost, tokensIn, tokensOut } = spentSql(spent);
+  const lapse = o.lapsed
+    ? sql`and t.lease_expires_at < now() and (t.status = 'claimed' or t.heartbeat_at is not distinct from t.claimed_at)
+          and t.claim_lapses < ${LEASE_DEFAULTS.claimLapsesMax}`
+    : o.crashShared ? sql`and t.status = 'running' and t.lease_expires_at < now()` : sql``;
+  const outcome = o.lapsed ? 'lapsed' : o.crashShared ? 'crash_shared' : 'released';
   const [r] = await rowsOf<{ dagId: string; agentId: string | null }>(db, sql`
     with released as (
       update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now(),
-        ${effectivePriorityOnReadySql()},
+        ${effectivePriorityOnReadySql()}, claim_lapses = t.claim_lapses + ${o.lapsed ? 1 : 0},
         cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
-      where t.id = ${id} and t.fence = ${fence} and t.status = any(${textArray(fromStates('release'))})
+      where t.id = ${id} and t.fence = ${fence} and t.status = any(${textArray(fromStates('release'))}) ${lapse}
       returning t.*
     ),
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_message, started_at, ended_at, duration_ms,
-                            cost_usd, tokens_in, tokens_out, model)
-      select id, dag_id, attempts + 1, fence, claimed_by, 'released', ${reason}, claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${spent.model ?? null}
+                            cost_usd, tokens_in, tokens_out, model, details)
+      select id, dag_id, attempts + 1, fence, claimed_by, ${outcome}, ${reason}, claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${spent.model ?? null},
+             ${o.details ? sql`${JSON.stringify(o.details)}::jsonb` : sql`null`}
       from released
     ),
     ${spendChargeCtes('released', cost)}

@@ -7,22 +7,31 @@ import { notifyIfReady } from './tasks-fragments.js';
 
 /** The scans the maintenance loops run over tasks: lapsed leases (reaper) and due retries (promoter). */
 
-export interface ExpiredLease { id: string; dagId: string; fence: number; status: TaskState; agentId: string | null; reason: 'claim_ttl' | 'heartbeat' | 'max_duration' }
+export interface ExpiredLease {
+  id: string; dagId: string; fence: number; status: TaskState; agentId: string | null; reason: 'claim_ttl' | 'heartbeat' | 'max_duration';
+  /** No start and no heartbeat since the claim: the agent most likely never got the claim's reply. */
+  unstarted: boolean;
+  /** For a lapsed heartbeat lease: every running task of the same agent whose lease lapsed too (this one included). */
+  diedWith: string[];
+}
 
 /**
  * Leased tasks the reaper should take back: a claim never started in time, a
  * heartbeat lease that lapsed, or a run past its max_duration_sec.
  */
-export function taskLeaseExpiredList(db: Db, limit: number): Promise<ExpiredLease[]> {
+export function taskLeaseExpiredList(db: Db, limit: number, exceptIds: string[] = []): Promise<ExpiredLease[]> {
   return rowsOf<ExpiredLease>(db, sql`
     select id, dag_id as "dagId", fence, status, claimed_by as "agentId",
       case when status = 'claimed' then 'claim_ttl'
            when lease_expires_at < now() then 'heartbeat'
-           else 'max_duration' end as reason
+           else 'max_duration' end as reason,
+      (status = 'claimed' or heartbeat_at is not distinct from claimed_at) as unstarted,
+      coalesce(array_agg(id) filter (where status = 'running' and lease_expires_at < now()) over (partition by claimed_by), '{}') as "diedWith"
     from tasks
-    where (status in (${sqlStateList(EXPIRING_LEASE_STATES)}) and lease_expires_at < now())
+    where ((status in (${sqlStateList(EXPIRING_LEASE_STATES)}) and lease_expires_at < now())
        or (status = 'running' and max_duration_sec is not null
-           and started_at + make_interval(secs => max_duration_sec) < now())
+           and started_at + make_interval(secs => max_duration_sec) < now()))
+      and id <> all(${textArray(exceptIds)})
     order by lease_expires_at
     limit ${limit}`);
 }

@@ -56,3 +56,10 @@ export function taskStatesForDag(db: Db, dagId: string) {
     progress: tasks.progress, parentId: tasks.parentId,
   }).from(tasks).where(eq(tasks.dagId, dagId));
 }
+
+/** Tasks an agent holds (claimed or running) that it claimed within the last `withinSec` seconds, by the database clock. */
+export function taskHeldByAgent(db: Db, agentId: string, withinSec: number): Promise<Array<{ id: string; fence: number; key: string }>> {
+  return rowsOf(db, sql`
+    select id, fence, key from tasks
+    where claimed_by = ${agentId} and status in ('claimed', 'running') and claimed_at > now() - make_interval(secs => ${withinSec})`);
+}

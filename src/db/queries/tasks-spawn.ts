@@ -5,14 +5,19 @@ import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from './run.js';
 import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
 
-export interface LeasedTaskRow { id: string; dagId: string; key: string; priority: number; status: string; claimedBy: string | null }
+export interface LeasedTaskRow {
+  id: string; dagId: string; key: string; priority: number; status: string; claimedBy: string | null;
+  /** What its free-form subtasks inherit: who may run them, on which models. */
+  requiredCapabilities: string[]; models: string[]; fallbackModels: string[];
+}
 
 /** Lock a task its caller still holds (state and fencing token) and mark it a parent, for a spawn; null if the lease is gone. */
 export async function taskLockLeased(db: Db, id: string, fence: number): Promise<LeasedTaskRow | null> {
   const [r] = await rowsOf<LeasedTaskRow>(db, sql`
     update tasks set has_children = true
     where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('waitForChildren'))})
-    returning id, dag_id as "dagId", key, priority, status, claimed_by as "claimedBy"`);
+    returning id, dag_id as "dagId", key, priority, status, claimed_by as "claimedBy", required_capabilities as "requiredCapabilities",
+      coalesce(spec->'models', '[]'::jsonb) as models, coalesce(spec->'fallbackModels', '[]'::jsonb) as "fallbackModels"`);
   return r ?? null;
 }
 

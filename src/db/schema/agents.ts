@@ -8,10 +8,10 @@ export const agents = pgTable('agents', {
   capabilities: text('capabilities').array().notNull().default(sql`'{}'::text[]`),
   models: text('models').array().notNull().default(sql`'{}'::text[]`),
   maxConcurrent: integer('max_concurrent').notNull().default(1),
-  budgetUsd: numeric('budget_usd', { precision: 14, scale: 6, mode: 'number' }),
-  spentUsd: numeric('spent_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+  budgetUsd: numeric('budget_usd', { mode: 'number' }),
+  spentUsd: numeric('spent_usd', { mode: 'number' }).notNull().default(0),
   /** Sum of the max costs its claimed and running tasks reserved: spent + reserved never exceeds the budget. */
-  reservedUsd: numeric('reserved_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+  reservedUsd: numeric('reserved_usd', { mode: 'number' }).notNull().default(0),
   /** active | draining | offline */
   status: text('status').notNull().default('active'),
   metadata: jsonb('metadata').notNull().default({}),

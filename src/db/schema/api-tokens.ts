@@ -18,7 +18,7 @@ export const apiTokens = pgTable(
     agentId: text('agent_id'),
     grantCapabilities: text('grant_capabilities').array(),
     grantValidators: text('grant_validators').array().notNull().default(sql`'{}'::text[]`),
-    grantBudgetUsd: numeric('grant_budget_usd', { precision: 14, scale: 6, mode: 'number' }),
+    grantBudgetUsd: numeric('grant_budget_usd', { mode: 'number' }),
     grantMaxConcurrent: integer('grant_max_concurrent'),
     name: text('name'),
     tokenHash: text('token_hash').notNull(),

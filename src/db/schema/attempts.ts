@@ -21,7 +21,7 @@ export const attempts = pgTable(
     startedAt: timestamp('started_at', { withTimezone: true }).notNull(),
     endedAt: timestamp('ended_at', { withTimezone: true }).notNull().defaultNow(),
     durationMs: integer('duration_ms').notNull(),
-    costUsd: numeric('cost_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    costUsd: numeric('cost_usd', { mode: 'number' }).notNull().default(0),
     tokensIn: bigint('tokens_in', { mode: 'number' }).notNull().default(0),
     tokensOut: bigint('tokens_out', { mode: 'number' }).notNull().default(0),
     model: text('model'),

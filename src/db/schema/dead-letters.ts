@@ -13,7 +13,7 @@ export const deadLetters = pgTable(
     poisonPill: boolean('poison_pill').notNull().default(false),
     attempts: integer('attempts').notNull(),
     history: jsonb('history').notNull(),
-    totalCostUsd: numeric('total_cost_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    totalCostUsd: numeric('total_cost_usd', { mode: 'number' }).notNull().default(0),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     /** null while open; retried | cancelled once a human resolved it */
     resolution: text('resolution'),

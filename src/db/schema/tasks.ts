@@ -38,14 +38,14 @@ export const tasks = pgTable(
     /** The required capabilities as one key (sorted, comma-joined; '' for none): the claim walks one index range per group. */
     capKey: text('cap_key').notNull().default(''),
     /** What the current claim reserved against the agent's and the DAG's budgets (its max_cost_usd); released when the attempt ends. */
-    reservedUsd: numeric('reserved_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    reservedUsd: numeric('reserved_usd', { mode: 'number' }).notNull().default(0),
     /** Expected run time: declared (estimate:), else the median of completed attempts of this type, else a default. */
     estimateSec: doublePrecision('estimate_sec').notNull().default(60),
     /** Upward rank: the longest path of estimates from this task to a sink of its DAG (itself included). */
     cpRankSec: doublePrecision('cp_rank_sec').notNull().default(0),
     /** Set by the priority refresher once the deadline can no longer be met (now + estimate > deadline). */
     deadlineMissed: boolean('deadline_missed').notNull().default(false),
-    maxCostUsd: numeric('max_cost_usd', { precision: 14, scale: 6, mode: 'number' }),
+    maxCostUsd: numeric('max_cost_usd', { mode: 'number' }),
     maxDurationSec: integer('max_duration_sec'),
     /** How often the agent heartbeats a running task; the lease lasts three beats. Null: LEASE_DEFAULTS. */
     heartbeatSec: integer('heartbeat_sec'),
@@ -61,6 +61,8 @@ export const tasks = pgTable(
     maxAttempts: integer('max_attempts').notNull().default(3),
     /** Fence at the last `dlq retry --reset-attempts`: failures before it no longer count toward retries or poison pills. */
     attemptsResetFence: integer('attempts_reset_fence').notNull().default(0),
+    /** Leases that lapsed before the agent showed any sign of life (a lost claim reply): not attempts, up to LEASE_DEFAULTS.claimLapsesMax. */
+    claimLapses: integer('claim_lapses').notNull().default(0),
     retryPolicy: jsonb('retry_policy').notNull(),
     idempotencyKey: text('idempotency_key'),
     outputSpec: jsonb('output_spec'),
@@ -74,7 +76,7 @@ export const tasks = pgTable(
     heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
     progress: real('progress'),
     progressMessage: text('progress_message'),
-    costUsd: numeric('cost_usd', { precision: 14, scale: 6, mode: 'number' }).notNull().default(0),
+    costUsd: numeric('cost_usd', { mode: 'number' }).notNull().default(0),
     tokensIn: bigint('tokens_in', { mode: 'number' }).notNull().default(0),
     tokensOut: bigint('tokens_out', { mode: 'number' }).notNull().default(0),
     lastError: text('last_error'),

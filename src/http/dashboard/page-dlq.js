@@ -150,8 +150,21 @@ export function pageDlq(ctx, selectedId) {
       details.hidden = !open;
       toggle.setAttribute('aria-expanded', String(open));
       toggle.textContent = open ? 'Hide failure history' : 'Show failure history';
-      if (open) selected = entry.id;
+      if (open) {
+        selected = entry.id;
+        void historyLoad();
+      }
     };
+    // The list carries no history (it can be long); it is fetched when first shown.
+    let historyLoading;
+    const historyLoad = () => historyLoading ??= api('GET', `/api/dlq/${encodeURIComponent(entry.id)}`).then(({ entry: full }) => {
+      const verdicts = verdictRows((full.history ?? []).map((a) => ({ attempt: a.attempt, details: a.details })));
+      fill(details, h('h3', null, 'Failure history'), historyTable(full.history),
+        verdicts.length ? [h('h3', null, 'Validation verdicts'), table(['Attempt', 'Step', 'Kind', 'Verdict', 'Score', 'Reasons'], verdicts, { class: 'verdicts' })] : null);
+    }).catch((err) => {
+      historyLoading = undefined;
+      fill(details, h('p', { class: 'error' }, `Could not load the history: ${errorText(err)}`));
+    });
     toggle.addEventListener('click', () => select(details.hidden));
 
     add(card, 
@@ -166,9 +179,7 @@ export function pageDlq(ctx, selectedId) {
       h('div', { class: 'actions-bar' }, note, h('label', { class: 'check' }, reset, ' reset attempts'), retry, edit, cancel),
       out, editBox, toggle, details);
 
-    const verdicts = verdictRows((entry.history ?? []).map((a) => ({ attempt: a.attempt, details: a.details })));
-    add(details, h('h3', null, 'Failure history'), historyTable(entry.history),
-      verdicts.length ? [h('h3', null, 'Validation verdicts'), table(['Attempt', 'Step', 'Kind', 'Verdict', 'Score', 'Reasons'], verdicts, { class: 'verdicts' })] : null);
+    add(details, h('p', { class: 'muted' }, 'Loading…'));
     select(entry.id === selected);
     return card;
   };

@@ -14,9 +14,9 @@ import type { HttpDeps } from '../deps.js';
 
 const fence = z.number().int().min(0).describe('the fencing token the claim returned');
 const spend = {
-  cost_usd: z.number().min(0).optional(),
-  tokens_in: z.number().int().min(0).optional(),
-  tokens_out: z.number().int().min(0).optional(),
+  cost_usd: z.number().min(0).max(LIMITS.reportCostUsd).optional(),
+  tokens_in: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
+  tokens_out: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
   model: z.string().max(200).nullable().optional(),
 };
 
@@ -95,7 +95,10 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     // Whatever the agent row says (an older registration, an operator's), an agent token claims only within its grant.
     const grant = principal?.role === 'agent' ? principal.grant : null;
     const capabilities = grant ? (await agentRequire(d.db, params.id!)).capabilities.filter((c) => grantCovers(grant, c)) : undefined;
-    const tasks = await taskClaim(d.db, params.id!, { limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities });
+    const tasks = await taskClaim(d.db, params.id!, {
+      limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities,
+      grant: grant ? { maxHeld: grant.maxConcurrent, budgetUsd: grant.budgetUsd } : undefined,
+    });
     return { tasks };
   });
 
@@ -134,14 +137,14 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'POST', url: '/api/tasks/:id/complete', access: 'agent', tag,
     body: z.strictObject({ fence, output: z.unknown(), ...spend }),
-    summary: 'Submit the output: completed, or validated first when the task declares validation', responds: '{completed, unblocked, settled}',
+    summary: 'Submit the output: completed, or validated first when the task declares validation', responds: '{completed, unblocked, settled, replayed}: replayed when the same completion was already applied (its reply was lost)',
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     const r = await taskComplete(d.db, {
       taskId: params.id!, fence: body.fence, output: body.output ?? null,
       costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out, model: body.model,
     });
-    return { completed: r.completed.includes(params.id!), unblocked: r.unblocked, settled: r.settled ?? null };
+    return { completed: r.completed.includes(params.id!), unblocked: r.unblocked, settled: r.settled ?? null, replayed: r.replayed ?? false };
   });
 
   route(app, {
@@ -152,7 +155,8 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       message: z.string().max(10_000),
       retryable: z.boolean().optional().describe('false: dead-letter now'),
       retry_after_sec: z.number().min(0).max(86_400).optional(),
-      details: z.record(z.string(), z.unknown()).optional(),
+      details: z.record(z.string(), z.unknown()).optional()
+        .refine((d) => d === undefined || Buffer.byteLength(JSON.stringify(d)) <= LIMITS.failureDetailsBytes, { error: `at most ${LIMITS.failureDetailsBytes} bytes as JSON` }),
       ...spend,
     }),
     summary: 'Record a failed attempt; the retry policy decides: retrying, ready or dead-lettered', responds: '{status, retryAt? | deadLetterId?}',

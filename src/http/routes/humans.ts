@@ -4,6 +4,7 @@ import { dagSourceLoad } from '../../dag/load.js';
 import { agentList } from '../../engine/agents.js';
 import { DAG_STATES, TASK_STATES } from '../../model/state-machine.js';
 import { dagCancel, taskCancel } from '../../engine/cancel.js';
+import { dagBudgetSet } from '../../engine/dag-status.js';
 import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, taskEditSchema } from '../../engine/dlq.js';
 import { dagGraph, dagList, statsGet, taskListFiltered, taskShow } from '../../engine/inspect.js';
 import { dagSubmitOrSchedule } from '../../engine/intake.js';
@@ -105,6 +106,13 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
       responds: '{tasks: n}',
     }, ({ params, body, principal }) => priorityOverride(d.db, params.id!, body.priority, actor(principal)));
   }
+
+  route(app, {
+    method: 'POST', url: '/api/dags/:id/budget', access: 'admin', tag,
+    body: z.strictObject({ usd: z.number().min(0).max(100_000_000).describe('the DAG\'s new budget in USD') }),
+    summary: 'Set a running or blocked DAG\'s budget: one blocked on its budget resumes once it can pay for its next task',
+    responds: '{dagId, previous, budgetUsd, status, blockedReason}',
+  }, ({ params, body, principal }) => dagBudgetSet(d.db, params.id!, body.usd, { by: actor(principal), log: d.log }));
 
   route(app, {
     method: 'GET', url: '/api/dlq', access: 'read', tag,

@@ -4,6 +4,8 @@ import { dagRequire } from '../../engine/inspect.js';
 import { tokenLive } from '../../engine/tokens.js';
 import type { HttpDeps } from '../deps.js';
 import { route } from '../route.js';
+import { LIMITS } from '../../config/index.js';
+import { engineEvents } from '../../observability/engine-events.js';
 
 /** Comment lines keep idle proxies (and the browser) from closing a quiet stream. */
 export const STREAM_KEEPALIVE_MS = 15_000;
@@ -32,7 +34,19 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
     });
     res.write('retry: 2000\n\n');
     let n = 0;
-    const send = (type: string, data: unknown) => res.write(`id: ${++n}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+    // A reader that does not read would make this process hold every event for it: once more than
+    // LIMITS.streamBacklogBytes wait unsent, the stream is cut off (an EventSource reconnects and
+    // starts from a fresh snapshot). Checked before each write, so one large snapshot still goes out.
+    const send = (type: string, data: unknown) => {
+      if (res.destroyed) return;
+      if (res.writableLength > LIMITS.streamBacklogBytes) {
+        d.log.warn({ tokenId: principal?.tokenId, dagId: query.dag_id, backlogBytes: res.writableLength }, 'event stream reader fell too far behind; cutting it off');
+        engineEvents.emit('streamDropped', { tokenId: principal?.tokenId ?? null });
+        res.destroy();
+        return;
+      }
+      res.write(`id: ${++n}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+    };
     const unsubscribe = await d.hub.subscribe({
       dagId: query.dag_id,
       send: (e) => {
@@ -40,7 +54,7 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
         if (e.type === 'close') res.end();
       },
     });
-    const keepalive = setInterval(() => res.write(': keepalive\n\n'), STREAM_KEEPALIVE_MS);
+    const keepalive = setInterval(() => { if (!res.destroyed && res.writableLength === 0) res.write(': keepalive\n\n'); }, STREAM_KEEPALIVE_MS);
     // A token revoked after the stream opened stops it within STREAM_TOKEN_RECHECK_MS.
     const recheck = principal ? setInterval(() => {
       tokenLive(d.db, principal.tokenId).then((live) => {

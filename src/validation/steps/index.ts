@@ -62,12 +62,6 @@ export async function validationResolve(
   return { steps, problems };
 }
 
-/** Why an agent may not attach this step (as written) to a subtask it spawns, or null. */
-export function stepAgentRefusal(s: ValidationStepFile): string | null {
-  if (s.kind === 'none') return null;
-  return stepKindOf(s as ValidationStep).agentRefusal(s as never);
-}
-
 /** The steps a stored output spec declares (none: the output completes the task as submitted). */
 export function validationStepsOf(outputSpec: unknown): ValidationStep[] {
   const v = (outputSpec as { validation?: unknown } | null | undefined)?.validation;

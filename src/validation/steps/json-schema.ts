@@ -19,7 +19,6 @@ export const jsonSchemaStep: InlineStepKind<'json-schema', typeof fileSchema, Js
   kind: 'json-schema',
   mode: 'inline',
   fileSchema,
-  agentRefusal: (s) => (s.schema_file !== undefined ? 'names a schema file: only a DAG file (or a template it declares) may read files' : null),
   async resolve(s, where) {
     if ((s.schema === undefined) === (s.schema_file === undefined)) {
       return [{ path: [], message: 'a json-schema step needs exactly one of schema or schema_file' }];

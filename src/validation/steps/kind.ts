@@ -28,11 +28,6 @@ interface StepKindCommon<Name extends string, File extends StepFileSchema, Store
    * location before anything runs, and settling an output never reads the DAG's files.
    */
   resolve(file: z.infer<File>, ctx: ResolveContext): Stored | StepProblem[] | Promise<Stored | StepProblem[]>;
-  /**
-   * Why an agent may not attach this step to a subtask it spawns, or null if it may: a step
-   * that runs code, reads a file or is judged by another agent comes only from a DAG's author.
-   */
-  agentRefusal(file: z.infer<File>): string | null;
 }
 
 /** Checked by the process that submits the output, inside the completion's transaction. */

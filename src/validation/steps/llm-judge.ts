@@ -16,7 +16,6 @@ export const llmJudgeStep: TaskStepKind<'llm-judge', typeof fileSchema, LlmJudge
   mode: 'task',
   capability: 'validate:judge',
   fileSchema,
-  agentRefusal: () => 'is judged by a validator agent: only a DAG file (or a template it declares) may choose validators',
   resolve: (s) => ({ kind: 'llm-judge', rubric: s.rubric, threshold: s.threshold, ...(s.model ? { model: s.model } : {}) }),
   task: (step) => ({ prompt: step.rubric, models: step.model ? [step.model] : [] }),
   verdictApply(step, verdict) {

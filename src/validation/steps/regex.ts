@@ -20,7 +20,6 @@ export const regexStep: InlineStepKind<'regex', typeof fileSchema, RegexStep> = 
   kind: 'regex',
   mode: 'inline',
   fileSchema,
-  agentRefusal: () => null,
   resolve(s) {
     const compiled = regexCompile(s.pattern, s.flags);
     if ('error' in compiled) return [{ path: ['pattern'], message: `not a regular expression dagent can run: ${compiled.error}` }];

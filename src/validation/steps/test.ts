@@ -26,7 +26,6 @@ export const testStep: TaskStepKind<'test', typeof fileSchema, TestStep> = {
   mode: 'task',
   capability: 'validate:test',
   fileSchema,
-  agentRefusal: () => 'runs a command: only a DAG file (or a template it declares) may say what runs',
   resolve(s, { baseDir, roots }) {
     const cwd = path.resolve(baseDir, s.cwd ?? '.');
     // Inside the project, as every path in a DAG (the command itself is the DAG author's to write).

@@ -8,17 +8,29 @@ export type ProxyMode =
   /** Close every connection at once (a reset), and refuse new ones the same way. */
   | 'drop'
   /** Keep connections open but forward nothing and answer nothing: a half-open network (no reset ever arrives). */
-  | 'blackhole';
+  | 'blackhole'
+  /**
+   * Forward what the client sends, swallow what the server answers: a statement commits but its reply is
+   * lost. Connections that LISTEN are left alone, so notifications still arrive and wake the client.
+   */
+  | 'mute';
 
 export interface FaultProxy {
   /** `postgres://…` through the proxy: the same database and credentials as `targetUrl`, another port. */
   url: string;
   /** Change what happens to traffic from now on; 'drop' also cuts the connections already open. */
   set(mode: ProxyMode): void;
+  /**
+   * Black-hole the connections that LISTEN now, both ways, for good: a half-open LISTEN connection
+   * (no reset ever arrives). Every other connection, and every new one, passes.
+   */
+  freezeListening(): void;
   /** Delay every chunk by this many milliseconds, both ways (0: none). */
   delay(ms: number): void;
   /** Connections accepted so far. */
   readonly accepted: number;
+  /** The client ports PostgreSQL sees (pg_stat_activity.client_port) for the open connections that do not LISTEN. */
+  backendPorts(): number[];
   close(): Promise<void>;
 }
 
@@ -34,11 +46,13 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
   let mode: ProxyMode = 'pass';
   let delayMs = 0;
   let accepted = 0;
-  const pairs = new Set<{ client: Socket; upstream: Socket }>();
+  const pairs = new Set<{ client: Socket; upstream: Socket; listens: boolean; frozen: boolean }>();
 
-  const forward = (from: Socket, to: Socket) => {
+  const forward = (from: Socket, to: Socket, toClient: boolean, pair: { listens: boolean; frozen: boolean }) => {
     from.on('data', (chunk) => {
-      if (mode === 'blackhole') return; // swallowed: the peer waits for ever
+      if (mode === 'blackhole' || pair.frozen) return; // swallowed: the peer waits for ever
+      if (!toClient && /\bLISTEN\s/i.test(chunk.toString('latin1'))) pair.listens = true;
+      if (mode === 'mute' && toClient && !pair.listens) return; // the server's answers are lost
       if (delayMs > 0) setTimeout(() => to.writable && to.write(chunk), delayMs);
       else if (to.writable) to.write(chunk);
     });
@@ -52,10 +66,10 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
     }
     const upstream = new (client.constructor as typeof Socket)();
     upstream.connect(targetPort, targetHost);
-    const pair = { client, upstream };
+    const pair = { client, upstream, listens: false, frozen: false };
     pairs.add(pair);
-    forward(client, upstream);
-    forward(upstream, client);
+    forward(client, upstream, false, pair);
+    forward(upstream, client, true, pair);
     const end = () => {
       pairs.delete(pair);
       client.destroy();
@@ -78,11 +92,17 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
       mode = next;
       if (next === 'drop') for (const p of [...pairs]) { p.client.resetAndDestroy(); p.upstream.destroy(); }
     },
+    freezeListening() {
+      for (const p of pairs) if (p.listens) p.frozen = true;
+    },
     delay(ms) {
       delayMs = ms;
     },
     get accepted() {
       return accepted;
+    },
+    backendPorts() {
+      return [...pairs].filter((p) => !p.listens && p.upstream.localPort !== undefined).map((p) => p.upstream.localPort!);
     },
     async close() {
       for (const p of [...pairs]) { p.client.destroy(); p.upstream.destroy(); }

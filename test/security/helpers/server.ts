@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { leash } from '../../helpers/child-leash.js';
 import { afterAll, expect } from 'vitest';
 import type { Database } from '../../../src/db/connection.js';
 import { tokenCreate } from '../../../src/engine/tokens.js';
@@ -11,6 +12,8 @@ export interface ServerProcess {
   url: string;
   adminToken: string;
   call: Call;
+  /** Submit a DAG as YAML with the admin token; it must be accepted (201). Returns its id. */
+  submit(yaml: string): Promise<string>;
   /** What the server printed on stdout and stderr so far. */
   output(): string;
   /** Whether the server process is still alive. */
@@ -24,9 +27,9 @@ export interface ServerProcess {
  * runner with it. Stopped after the file.
  */
 export async function serverStart(database: Database, o: { args?: string[]; env?: Record<string, string> } = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['bin/dagent.js', 'up', '--port', '0', ...(o.args ?? [])], {
+  const child = leash(spawn(process.execPath, ['bin/dagent.js', 'up', '--port', '0', ...(o.args ?? [])], {
     env: { ...process.env, DATABASE_URL: database.url, DAGENT_LOG_LEVEL: 'warn', ...o.env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  }));
   let out = '';
   child.stdout.on('data', (b) => (out += b));
   child.stderr.on('data', (b) => (out += b));
@@ -64,7 +67,12 @@ export async function serverStart(database: Database, o: { args?: string[]; env?
     clearTimeout(killer);
   };
   afterAll(stop);
-  return { url, adminToken, call, output: () => out, alive: () => child.exitCode === null && child.signalCode === null, stop };
+  const submit = async (yaml: string) => {
+    const r = await call('POST', '/api/dags', { raw: yaml, contentType: 'application/yaml' });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    return r.body.results[0].dagId as string;
+  };
+  return { url, adminToken, call, submit, output: () => out, alive: () => child.exitCode === null && child.signalCode === null, stop };
 }
 
 /** The request is refused with `status` (and `code`), and the body says why. */

@@ -1,0 +1,1 @@
+ALTER TABLE "tasks" ADD COLUMN "claim_lapses" integer DEFAULT 0 NOT NULL;

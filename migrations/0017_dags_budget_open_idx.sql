@@ -1,0 +1,1 @@
+CREATE INDEX "dags_budget_open_idx" ON "dags" USING btree ("id") WHERE "dags"."budget_usd" is not null and "dags"."status" in ('running', 'blocked');

@@ -1,0 +1,32 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { rowsOf } from './run.js';
+
+/**
+ * What the attempt under `fence` already reported, for telling a report made again
+ * (its reply was lost, so the agent sent it once more) from a different one.
+ * `sameOutput` compares as jsonb (key order and number spelling do not matter).
+ */
+export interface SettledAttempt {
+  status: string;
+  fence: number;
+  /** The attempt row of that fence: its outcome and failure, if it ended. */
+  outcome: string | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+  sameOutput: boolean | null;
+  runAt: Date | null;
+  /** The task's newest dead letter, when it is dead-lettered. */
+  deadLetter: { id: string; reason: string; poisonPill: boolean } | null;
+}
+
+export async function taskAttemptSettled(db: Db, taskId: string, fence: number, output?: unknown): Promise<SettledAttempt | null> {
+  const [r] = await rowsOf<SettledAttempt>(db, sql`
+    select t.status, t.fence, a.outcome, a.error_class as "errorClass", a.error_message as "errorMessage", t.run_at as "runAt",
+      ${output === undefined ? sql`null::boolean` : sql`t.output = ${JSON.stringify(output ?? null)}::jsonb`} as "sameOutput",
+      (select jsonb_build_object('id', l.id, 'reason', l.reason, 'poisonPill', l.poison_pill) from dead_letters l
+        where l.task_id = t.id and t.status = 'dead_lettered' order by l.created_at desc limit 1) as "deadLetter"
+    from tasks t left join attempts a on a.task_id = t.id and a.fence = ${fence}
+    where t.id = ${taskId}`);
+  return r ?? null;
+}

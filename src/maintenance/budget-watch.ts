@@ -1,0 +1,41 @@
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../db/connection.js';
+import { dagBudgetedOpenIds } from '../db/queries/dags.js';
+import { blockedKind, dagStatusSync } from '../engine/dag-status.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
+
+export const BUDGET_WATCH_INTERVAL_MS_DEFAULT = 5_000;
+const BATCH = 500;
+
+export interface BudgetWatchOptions { db: Db; log?: Logger; intervalMs?: number }
+
+/**
+ * Marks a DAG `blocked` (reason `budget: …`, event `dag.blocked` {reason: budget})
+ * once what is left of its budget cannot pay for a READY task and nothing it runs
+ * holds a reservation that could come back, and `running` again (`dag.resumed`)
+ * when it can (a budget raised, a task cancelled). The claim already passes such
+ * tasks over; this makes the state visible. Spend changes in many statements, so
+ * one loop re-derives every budgeted open DAG rather than each of them.
+ */
+export function budgetWatchCreate(o: BudgetWatchOptions): MaintenanceService {
+  return serviceCreate({
+    name: 'budget-watch',
+    db: o.db,
+    log: o.log,
+    intervalMs: o.intervalMs ?? BUDGET_WATCH_INTERVAL_MS_DEFAULT,
+    async work() {
+      let changed = 0;
+      for (let after = ''; ;) {
+        const ids = await dagBudgetedOpenIds(o.db, after, BATCH);
+        if (ids.length === 0) return changed;
+        const rows = await withTx(o.db, (tx) => dagStatusSync(tx, ids));
+        for (const d of rows) {
+          if (d.status === 'blocked') o.log?.warn({ dagId: d.id, reason: blockedKind(d.reason), message: d.reason }, 'dag blocked');
+          else o.log?.info({ dagId: d.id, status: d.status }, 'dag status changed');
+        }
+        changed += rows.length;
+        after = ids[ids.length - 1]!;
+      }
+    },
+  });
+}

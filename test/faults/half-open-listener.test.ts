@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import pino from 'pino';
+import { testDatabase } from '../helpers/db.js';
+import { agentProcesses } from '../helpers/agent-process.js';
+import { dagCreate, rowsOf } from '../helpers/factories.js';
+import { eventually } from '../helpers/wait.js';
+import { ReadyListener, listenerReconnectsTotal } from '../../src/db/ready-listener.js';
+import { MetricsCollector } from '../../src/observability/metrics.js';
+import { faultProxy } from './helpers/proxy.js';
+
+// A half-open LISTEN connection (the network drops without a reset) was never noticed: agents
+// fell back to polling for good. Now the listener pings itself; an unanswered ping drops the
+// connection and it is made again within seconds, waking everyone.
+const database = await testDatabase();
+const { db } = database;
+const proxy = await faultProxy(database.url);
+const agentProcess = agentProcesses(proxy.url);
+
+describe('a half-open LISTEN connection', () => {
+  it('is found by the health check and made again; subscribers are woken and the reconnect is counted', async () => {
+    const listener = new ReadyListener({ url: proxy.url, log: pino({ level: 'silent' }) });
+    const metrics = new MetricsCollector(db);
+    let wakes = 0;
+    listener.subscribe(() => { wakes++; });
+    await listener.start();
+    try {
+      const before = listenerReconnectsTotal();
+      const wakesBefore = wakes;
+      proxy.freezeListening();
+      await eventually('reconnected', async () => listenerReconnectsTotal() > before, 15_000);
+      expect(wakes).toBeGreaterThan(wakesBefore);
+      expect(listener.listening).toBe(true);
+      expect(await metrics.metrics()).toMatch(/^dagent_listener_reconnects_total [1-9]/m);
+    } finally {
+      metrics.close();
+      await listener.stop();
+    }
+  });
+
+  it('an idle agent process (no polling) whose LISTEN connection goes half-open still claims new work within seconds', async () => {
+    const agent = await agentProcess('test/fixtures/agents/alpha.ts', 'half-open', ['--poll-ms', '600000']);
+    await eventually('the agent listens', async () => (await rowsOf<{ n: number }>(db, sql`
+      select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'dagent-listener'`))[0]!.n >= 1);
+    proxy.freezeListening();
+    const dagId = await dagCreate(db, 'name: half-open\ntasks:\n  a: { type: t, spec: { constraints: { capabilities: [alpha] } } }\n');
+    await eventually('completed', async () => (await rowsOf<{ status: string }>(db, sql`select status from tasks where dag_id = ${dagId}`))[0]!.status === 'completed', 15_000)
+      .catch((e: Error) => { throw new Error(`${e.message}\n${agent.output()}`); });
+    expect(agent.output()).toMatch(/no answer to its health-check ping/);
+  });
+});
