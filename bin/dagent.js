@@ -1,14 +1,10 @@
 #!/usr/bin/env node
-// The CLI runs the TypeScript sources through tsx (a loader), so `npx dagent` never runs a stale build.
-import { register } from 'tsx/esm/api';
+// Runs the compiled CLI. `npm install` in a checkout builds it (the prepare script); the package ships it built.
+import { existsSync } from 'node:fs';
 
-// `dagent … | head` closes stdout early: that is not an error.
-process.stdout.on('error', (e) => {
-  if (e.code === 'EPIPE') process.exit(0);
-  throw e;
-});
-register();
-const { main } = await import('../src/cli/main.ts');
-const code = await main(process.argv.slice(2));
-// Exit explicitly with the command's code: a finished command must not linger on an open handle.
-process.exit(code);
+const entry = new URL('../dist/cli/dagent.js', import.meta.url);
+if (!existsSync(entry)) {
+  process.stderr.write('error: dagent is not built (dist/ is missing); run `npm run build` in its folder\n');
+  process.exit(1);
+}
+await import(entry.href);

@@ -1,24 +1,43 @@
 import type { Logger } from 'pino';
-import { CONFIG_DEFAULTS, LOG_LEVELS, configFromEnv } from '../config/index.js';
-import { databaseOpen, errorMessage, isConnectionLost, type Database } from '../db/connection.js';
-import { loggerCreate } from '../observability/logger.js';
+import { CONFIG_DEFAULTS, LOG_LEVELS } from '../config/defaults.js';
+import type { Database } from '../db/connection.js';
 import type { Io } from './output.js';
 import { InvalidInputError, UnavailableError } from '../errors.js';
 
+// The heavy modules (the database, the logger, the configuration's schema) load when a command
+// runs, not when the CLI starts: `dagent --help` loads none of them (docs/benchmarks.md).
+
 export interface CommandContext {
   io: Io;
-  log: Logger;
+  /** Available once the command runs (after `ready`). */
+  readonly log: Logger;
+}
+
+/** A command's context; `ready()` creates its logger, before the action runs. */
+export interface CommandContextLazy extends CommandContext {
+  ready(): Promise<void>;
 }
 
 /** One-shot commands log warnings only unless DAGENT_LOG_LEVEL says otherwise. */
-export function commandContext(io: Io, defaultLevel: string = CONFIG_DEFAULTS.commandLogLevel): CommandContext {
+export function commandContext(io: Io, defaultLevel: string = CONFIG_DEFAULTS.commandLogLevel): CommandContextLazy {
   const level = io.env.DAGENT_LOG_LEVEL ?? defaultLevel;
   if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new InvalidInputError(`DAGENT_LOG_LEVEL=${level}: expected one of ${LOG_LEVELS.join(', ')}`);
-  return { io, log: loggerCreate(level) };
+  let log: Logger | undefined;
+  return {
+    io,
+    get log(): Logger {
+      if (!log) throw new Error('the command logger is created when a command runs (ready)');
+      return log;
+    },
+    async ready() {
+      log ??= (await import('../observability/logger.js')).loggerCreate(level);
+    },
+  };
 }
 
 /** What a failed open becomes: one line that says what could not be reached and what to do. */
-export function databaseOpenError(e: unknown, url: string | undefined, dataDir: string): Error {
+async function databaseOpenError(e: unknown, url: string | undefined, dataDir: string): Promise<Error> {
+  const { errorMessage, isConnectionLost } = await import('../db/connection.js');
   const code = (e as NodeJS.ErrnoException)?.code;
   if (url && isConnectionLost(e)) {
     const where = (() => { try { const u = new URL(url); return `${u.hostname}:${u.port || 5432}`; } catch { return 'DATABASE_URL'; } })();
@@ -32,9 +51,10 @@ export function databaseOpenError(e: unknown, url: string | undefined, dataDir: 
 
 /** Open the database (DATABASE_URL, else the embedded server in DAGENT_DATA_DIR or .dagent), run, close. */
 export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => Promise<T>): Promise<T> {
+  const [{ configFromEnv }, { databaseOpen }] = await Promise.all([import('../config/index.js'), import('../db/connection.js')]);
   const cfg = configFromEnv(ctx.io.env);
-  const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, log: ctx.log }).catch((e: unknown) => {
-    throw databaseOpenError(e, cfg.databaseUrl, cfg.dataDir);
+  const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, log: ctx.log }).catch(async (e: unknown) => {
+    throw await databaseOpenError(e, cfg.databaseUrl, cfg.dataDir);
   });
   try {
     return await fn(d);

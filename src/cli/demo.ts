@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Database } from '../db/connection.js';
 import { dagFileLoad } from '../dag/load.js';
 import { DagNotCompletedError } from '../errors.js';
+import { packageRoot, RUNNING_FROM_SOURCES } from '../package-root.js';
 import type { DagSpec } from '../dag/spec.js';
 import { attemptCountsForDag } from '../engine/inspect.js';
 import { dagSubmit } from '../engine/submit.js';
@@ -15,10 +15,10 @@ import { usd } from './output.js';
 import { DagProgress, dagProgressFollow, type DagSnapshot } from './progress.js';
 import { paramCollect } from './submit.js';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const DEFAULT_DAG = path.join(REPO, 'dags/repo-audit.yaml');
-/** The example agents the main job runs in-process. */
-const DEMO_AGENTS = ['agents/repo-audit.ts', 'agents/shell.ts', 'agents/synthesize.ts', 'agents/validate-test.ts'];
+const DEFAULT_DAG = path.join(packageRoot(), 'dags/repo-audit.yaml');
+/** The example agents the main job runs in-process: their sources, or their compiled JavaScript when dagent runs compiled. */
+const DEMO_AGENTS = ['repo-audit', 'shell', 'synthesize', 'validate-test']
+  .map((name) => path.join(packageRoot(), RUNNING_FROM_SOURCES ? `agents/${name}.ts` : `dist/agents/${name}.js`));
 const POLL_MS = 100;
 
 /**
@@ -35,7 +35,7 @@ export function demoCommand(program: Command, ctx: CommandContext): void {
     .option('--json', 'no progress lines; print the summary as JSON')
     .action(async (file: string, opts: { param: Record<string, string>; json?: boolean }) => {
       const spec = await dagFileLoad(file, { params: opts.param });
-      const defs = await Promise.all(DEMO_AGENTS.map((a) => agentModuleLoad(path.join(REPO, a))));
+      const defs = await Promise.all(DEMO_AGENTS.map((a) => agentModuleLoad(a)));
       await withDatabase(ctx, (d) => demoRun(d, ctx, spec, defs, !!opts.json));
     });
 }

@@ -1,7 +1,8 @@
 import type { StepVerdict } from '../validation/verdict.js';
 import type { Command } from 'commander';
 import { InvalidInputError } from '../errors.js';
-import { dlqBulk, dlqCancel, dlqList, dlqRetry, dlqShow } from '../engine/dlq.js';
+import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, type TaskEditInput } from '../engine/dlq.js';
+import { editFromEditor, editFromPatchFile } from './dlq-edit.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 
@@ -14,6 +15,7 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
   const dlq = program.command('dlq').description('review and resolve dead-lettered tasks');
   dlq
     .command('list')
+    .description('open dead letters (with --all, resolved ones too): task, reason, error class, attempts, cost')
     .option('--all', 'include resolved entries')
     .option('--dag <id>', 'only entries of this DAG')
     .option('--json', 'machine-readable output')
@@ -25,6 +27,7 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
     });
   dlq
     .command('show')
+    .description('one dead letter: why, and every attempt with its error and its validators\' verdicts')
     .argument('<id>')
     .option('--json', 'machine-readable output')
     .action(async (id: string, opts: { json?: boolean }) => {
@@ -66,10 +69,23 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
     .argument('[id]'))
     .option('--reset-attempts', 'give the task its full attempt budget again')
     .option('--note <text>', 'why')
+    .option('--edit', 'first change the task (prompt, input, models, requires, priority, attempts, cost cap) in $VISUAL or $EDITOR')
+    .option('--patch <file>', 'first change the task: a YAML or JSON file of the fields to change, as --edit shows them')
     .option('--json', 'machine-readable output')
-    .action(async (id: string | undefined, opts: Bulk & { resetAttempts?: boolean; note?: string; json?: boolean }) => {
+    .action(async (id: string | undefined, opts: Bulk & { resetAttempts?: boolean; note?: string; edit?: boolean; patch?: string; json?: boolean }) => {
       const out = new Output(ctx.io, !!opts.json);
       const selector = selectorOf(id, opts);
+      if ((opts.edit || opts.patch) && (selector || (opts.edit && opts.patch))) throw new InvalidInputError('--edit and --patch change one dead letter\'s task: give its id, and one of them');
+      if (opts.edit || opts.patch) {
+        const resolution = { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) };
+        const patch = opts.patch ? editFromPatchFile(opts.patch) : undefined;
+        const { entry, taskStatus } = await withDatabase(ctx, async (d) => {
+          const edit: TaskEditInput = patch ?? editFromEditor((await dlqShow(d.db, id!)).task, ctx.io, id!);
+          const entry = await dlqEditRetry(d.db, id!, edit, resolution);
+          return { entry, taskStatus: (await dlqShow(d.db, id!)).task.status };
+        });
+        return out.result({ ...entry, taskStatus }, () => out.line(`${entry.id}: edited and retried; task ${entry.taskId} is ${taskStatus} again`));
+      }
       if (selector) {
         const r = await withDatabase(ctx, (d) => dlqBulk(d.db, selector, 'retry', { resetAttempts: opts.resetAttempts, note: opts.note, by: resolver(ctx) }));
         return out.result(r, () => out.line(`retried ${r.ids.length} dead letter(s)${r.ids.length ? `: ${r.ids.join(', ')}` : ''}`));

@@ -39,6 +39,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     });
   tokens
     .command('list')
+    .description('the tokens: id, role, agent, grant, name, created, last used, revoked (never the secret)')
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(ctx, (d) => tokenList(d.db));
@@ -48,6 +49,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     });
   tokens
     .command('revoke')
+    .description('revoke a token: its next request is a 401')
     .argument('<id>')
     .action(async (id: string) => {
       await withDatabase(ctx, (d) => tokenRevoke(d.db, id));
@@ -62,6 +64,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
   const hooks = program.command('webhooks').description('POST a JSON event to URLs on dead letters (and DAG blocked/completed/cancelled if subscribed)');
   hooks
     .command('add')
+    .description('add a webhook (loopback, link-local and metadata addresses are refused unless DAGENT_WEBHOOK_ALLOW_HOSTS allows the host)')
     .argument('<url>')
     .option('--events <types>', 'comma-separated: task.dead_lettered, dag.blocked, dag.completed, dag.cancelled (default task.dead_lettered)')
     .option('--secret <secret>', 'sign each body: Dagent-Signature: sha256=<HMAC>')
@@ -75,6 +78,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     });
   hooks
     .command('list')
+    .description('the webhooks: id, URL, the events each receives, signed, enabled')
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(ctx, (d) => webhookList(d.db));
@@ -84,6 +88,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     });
   hooks
     .command('remove')
+    .description('remove a webhook')
     .argument('<id>')
     .action(async (id: string) => {
       await withDatabase(ctx, (d) => webhookRemove(d.db, id));
@@ -91,6 +96,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     });
   hooks
     .command('deliveries')
+    .description('webhook deliveries (the latest 100): event, status, attempts, the last answer or error, the next try')
     .option('--webhook <id>', 'only this webhook\'s')
     .option('--json', 'machine-readable output')
     .action(async (opts: { webhook?: string; json?: boolean }) => {

@@ -49,6 +49,7 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
   const task = program.command('task').description('inspect one task');
   task
     .command('show')
+    .description('a task: its spec, inputs, output, attempts and events')
     .argument('<task-id>')
     .option('--json', 'machine-readable output')
     .action(async (taskId: string, opts: { json?: boolean }) => {

@@ -1,50 +1,31 @@
-import { schedulingCommands } from './scheduling.js';
 import { Command, CommanderError } from 'commander';
 import { DagValidationError, DagentError } from '../errors.js';
-import { agentCommands } from './agent.js';
-import { cancelCommands } from './cancel.js';
-import { cronCommands } from './cron.js';
-import { commandContext, withDatabase, type CommandContext } from './context.js';
-import { CONFIG_DEFAULTS } from '../config/index.js';
-import { demoCommand } from './demo.js';
-import { dlqCommands } from './dlq.js';
+import { CONFIG_DEFAULTS } from '../config/defaults.js';
+import { COMMAND_MODULES } from './commands.js';
+import { commandContext, type CommandContextLazy } from './context.js';
 import { exitCodeFor } from './exit-codes.js';
-import { inspectCommands } from './inspect.js';
-import { Output, processIo, type Io } from './output.js';
-import { submitCommands } from './submit.js';
-import { upCommand } from './up.js';
-import { httpAdminCommands } from './http-admin.js';
-import { watchCommand } from './watch.js';
-import { dbCommands } from './db.js';
+import { processIo, type Io } from './output.js';
 
-export function programBuild(ctx: CommandContext): Command {
+/**
+ * The program, with the commands `argv` runs defined in full: only their module is loaded. Without
+ * a known command (`dagent`, `--help`, a typo), every command is listed by its one line, loading none;
+ * `all` defines every command in full (the help audit).
+ */
+export async function programBuild(ctx: CommandContextLazy, argv: string[], o: { all?: boolean } = {}): Promise<Command> {
   const program = new Command('dagent')
     .description('DAG-aware work orchestrator for fleets of AI agents, on PostgreSQL')
     .version('0.1.0')
     .showSuggestionAfterError(true)
     .exitOverride()
-    .configureOutput({ writeOut: ctx.io.stdout, writeErr: ctx.io.stderr });
-  submitCommands(program, ctx);
-  inspectCommands(program, ctx);
-  cancelCommands(program, ctx);
-  dlqCommands(program, ctx);
-  schedulingCommands(program, ctx);
-  cronCommands(program, ctx);
-  watchCommand(program, ctx);
-  agentCommands(program, ctx);
-  demoCommand(program, ctx);
-  upCommand(program, ctx);
-  httpAdminCommands(program, ctx);
-  dbCommands(program, ctx);
-  program
-    .command('migrate')
-    .description('apply pending database migrations (every command also does this on start)')
-    .option('--json', 'machine-readable output')
-    .action(async (opts: { json?: boolean }) => {
-      await withDatabase(ctx, async () => {});
-      const out = new Output(ctx.io, !!opts.json);
-      out.result({ migrated: true }, () => out.line('migrations applied'));
-    });
+    .configureOutput({ writeOut: ctx.io.stdout, writeErr: ctx.io.stderr })
+    .hook('preAction', () => ctx.ready());
+  const words = argv.filter((a) => !a.startsWith('-'));
+  const wanted = words[0] === 'help' ? words[1] : words[0];
+  const chosen = COMMAND_MODULES.filter((m) => o.all || (wanted !== undefined && wanted in m.commands));
+  for (const m of chosen) (await m.load())(program, ctx);
+  if (chosen.length === 0) {
+    for (const m of COMMAND_MODULES) for (const [name, line] of Object.entries(m.commands)) program.command(name).description(line);
+  }
   // Every command, nested ones (`agent run`, `dag budget`, `db stop`) included: errors become exit codes, never process.exit.
   const override = (c: Command) => {
     c.exitOverride().configureOutput({ writeOut: ctx.io.stdout, writeErr: ctx.io.stderr });
@@ -60,7 +41,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   try {
     // Long-running processes log at info (an agent's ctx.log.info shows); one-shot commands warnings only.
     const longRunning = argv[0] === 'up' || (argv[0] === 'agent' && argv[1] === 'run');
-    await programBuild(commandContext(io, longRunning ? CONFIG_DEFAULTS.logLevel : CONFIG_DEFAULTS.commandLogLevel)).parseAsync(argv, { from: 'user' });
+    const ctx = commandContext(io, longRunning ? CONFIG_DEFAULTS.logLevel : CONFIG_DEFAULTS.commandLogLevel);
+    await (await programBuild(ctx, argv)).parseAsync(argv, { from: 'user' });
     return 0;
   } catch (err) {
     const code = exitCodeFor(err);

@@ -1,4 +1,8 @@
-import Table from 'cli-table3';
+import { createRequire } from 'node:module';
+import type TableType from 'cli-table3';
+
+// Loaded on the first table, not at start-up (cli-table3 is CommonJS, so a synchronous require does).
+const tableClass = (): typeof TableType => createRequire(import.meta.url)('cli-table3') as typeof TableType;
 
 export interface Io {
   stdout: (s: string) => void;
@@ -27,6 +31,7 @@ export class Output {
   }
 
   table(head: string[], rows: Array<Array<string | number | null | undefined>>): void {
+    const Table = tableClass();
     const t = new Table({
       head,
       style: { head: [], border: [], compact: true },

@@ -1,23 +1,16 @@
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { drizzle, type NodePgDatabase, type NodePgQueryResultHKT } from 'drizzle-orm/node-postgres';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
-import type { PgDatabase } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import * as schema from './schema/index.js';
 import { embeddedServerStart, type EmbeddedServer } from './embedded.js';
 import { embeddedWatch } from './embedded-watch.js';
+import { packageRoot } from '../package-root.js';
 
-/** Anything queries run on: the database handle or a transaction. */
-export type Db = PgDatabase<NodePgQueryResultHKT, typeof schema>;
+import type { Database, Db } from './handle.js';
 
-export interface Database {
-  db: NodePgDatabase<typeof schema>;
-  pool: pg.Pool;
-  url: string;
-  close(): Promise<void>;
-}
+export type { Database, Db } from './handle.js';
 
 export interface DatabaseOptions {
   /** Postgres URL; without it the embedded server in `dataDir` is started or joined. */
@@ -29,7 +22,7 @@ export interface DatabaseOptions {
   log?: Logger;
 }
 
-export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+export const MIGRATIONS_DIR = path.join(packageRoot(), 'migrations');
 // Arbitrary but fixed: every dagent process serializes migrations on this advisory lock key.
 const MIGRATION_LOCK_KEY = 0x64616731;
 
@@ -76,7 +69,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
 }
 
 /** Apply pending migrations; concurrent callers wait on one advisory lock, so this is safe from many processes. */
-export async function migrationsApply(pool: pg.Pool): Promise<void> {
+export async function migrationsApply(pool: Database['pool']): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);

@@ -1,8 +1,9 @@
 import type { Db } from '../db/connection.js';
-import { agentGet, agentHeartbeat, agentList, agentStatusSet, agentUpsert, type AgentRegistration, type AgentRow } from '../db/queries/agents.js';
+import { agentGet, agentHeartbeat, agentList as agentRows, agentStatusSet, agentUpsert } from '../db/queries/agents.js';
 import { taskHolderGet } from '../db/queries/tasks-read.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { ForbiddenError, LeaseLostError, NotFoundError } from '../errors.js';
+import type { AgentRegistration, AgentRow } from '../db/rows.js';
 
 export type { AgentRegistration, AgentRow };
 
@@ -34,7 +35,10 @@ export async function agentRequire(db: Db, id: string): Promise<AgentRow> {
   return row;
 }
 
-export { agentList };
+/** Every registered agent, by id. */
+export function agentList(db: Db): Promise<AgentRow[]> {
+  return agentRows(db);
+}
 
 /**
  * Check that `agentId` holds the task under `fence` (for callers that act for one

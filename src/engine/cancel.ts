@@ -2,10 +2,11 @@ import { withTx, type Db } from '../db/connection.js';
 import { dagGet, dagLockGraph, dagMarkCancelled, dagStatusRefresh, dagTasksClosed } from '../db/queries/dags.js';
 import { deadLetterResolveForTasks } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskCancelCascade, taskNonTerminalIdsForDag, type CancelledRow } from '../db/queries/tasks-cancel.js';
+import { taskCancelCascade, taskNonTerminalIdsForDag } from '../db/queries/tasks-cancel.js';
 import { taskGet } from '../db/queries/tasks-read.js';
 import { DagStateError, IllegalTransitionError, NotFoundError } from '../errors.js';
 import { TRANSITIONS } from '../model/state-machine.js';
+import type { CancelledRow } from '../db/rows.js';
 
 /** Cancel one task and everything downstream that can no longer run. Returns the cancelled tasks. */
 export async function taskCancel(db: Db, taskId: string, by = 'human', note?: string): Promise<CancelledRow[]> {

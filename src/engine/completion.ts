@@ -1,10 +1,11 @@
 import type { Db } from '../db/connection.js';
-import { taskCompleteMark, type CompletionInput, type CompletionMode, type CompletionResult } from '../db/queries/tasks-complete.js';
+import { taskCompleteMark } from '../db/queries/tasks-complete.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { jsonPathFormat, jsonProblem, jsonSizeExceeds } from '../json-guard.js';
 import { engineEvents } from '../observability/engine-events.js';
 import type { TaskRef } from './guard.js';
+import type { CompletionInput, CompletionMode, CompletionResult } from '../db/rows.js';
 
 /** An output (and what producing it cost) reported for a held task. */
 export interface Completion extends TaskRef {

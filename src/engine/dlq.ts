@@ -2,15 +2,16 @@ import { z } from 'zod';
 import { withTx, type Db } from '../db/connection.js';
 import { dagLockGraph, dagStatusRefresh } from '../db/queries/dags.js';
 import {
-  deadLetterGet, deadLetterIdsMatching, deadLetterList, deadLetterResolve, type DeadLetterRow, type DeadLetterSelector,
+  deadLetterGet, deadLetterIdsMatching, deadLetterList, deadLetterResolve,
 } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskCancelCascade } from '../db/queries/tasks-cancel.js';
 import { taskDeadLetterEdit, taskDeadLetterRetry, type TaskEdit } from '../db/queries/tasks-dead-letter.js';
-import { taskGet, type TaskRow } from '../db/queries/tasks-read.js';
+import { taskGet } from '../db/queries/tasks-read.js';
 import { capabilitySchema } from '../dag/file-schema.js';
 import { DeadLetterResolvedError, InvalidInputError, NotFoundError } from '../errors.js';
 import { cancelledSettle } from './cancel.js';
+import type { DeadLetterRow, DeadLetterSelector, TaskRow } from '../db/rows.js';
 
 export interface DlqFilter { all?: boolean; dagId?: string; limit?: number }
 

@@ -6,13 +6,14 @@ import { deadLetterInsert } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { dateOf } from '../db/queries/run.js';
 import { taskAttemptSettled } from '../db/queries/tasks-replay.js';
-import { taskDeadLetterMark, taskFailMark, taskRetrySchedule, type FailureInput } from '../db/queries/tasks-lifecycle.js';
+import { taskDeadLetterMark, taskFailMark, taskRetrySchedule } from '../db/queries/tasks-lifecycle.js';
 import type { RetryPolicy } from '../dag/spec.js';
 import { ConflictError } from '../errors.js';
 import { newDeadLetterId } from '../ids.js';
 import { engineEvents } from '../observability/engine-events.js';
 import { guardExplain, type TaskRef } from './guard.js';
 import { retryDecide } from './retry-policy.js';
+import type { FailureInput } from '../db/rows.js';
 
 /**
  * The one way an attempt fails: an agent's report, the reaper, a validation

@@ -1,11 +1,12 @@
 import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
-import { attemptListForTask } from '../db/queries/attempts.js';
-import { dagGet } from '../db/queries/dags.js';
+import { attemptCountsForDag as attemptCountsOfDag, attemptListForTask } from '../db/queries/attempts.js';
+import { dagGet, dagList as dagRowsWithCounts } from '../db/queries/dags.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
 import { eventListForTask } from '../db/queries/events.js';
 import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
+import type { DagRow } from '../db/rows.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { TaskBody } from '../dag/spec.js';
 import { didYouMean } from '../dag/suggest.js';
@@ -63,10 +64,14 @@ export async function statsGet(db: Db) {
 }
 
 /** DAGs, newest first, with their task counts by status. */
-export { dagList } from '../db/queries/dags.js';
+export function dagList(db: Db, filter: { status?: string; limit?: number } = {}): Promise<Array<DagRow & { taskCounts: Record<string, number> }>> {
+  return dagRowsWithCounts(db, filter);
+}
 
 /** Attempts of a DAG by outcome, and how many failures were retried: the run summary's figures. */
-export { attemptCountsForDag } from '../db/queries/attempts.js';
+export function attemptCountsForDag(db: Db, dagId: string): Promise<{ completed: number; failed: number; retried: number }> {
+  return attemptCountsOfDag(db, dagId);
+}
 
 /**
  * A DAG as a drawable graph: each task with its status and depth (longest path

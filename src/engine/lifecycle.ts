@@ -1,6 +1,6 @@
 import { withTx, type Db } from '../db/connection.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import type { CompletionResult } from '../db/queries/tasks-complete.js';
+
 import { taskLeaseExtend, taskReleaseMark, taskStartMark } from '../db/queries/tasks-lifecycle.js';
 import { taskIdsNeedingValidation } from '../db/queries/tasks-validate.js';
 import { ConflictError, IllegalTransitionError, LeaseLostError } from '../errors.js';
@@ -8,6 +8,7 @@ import { completionReplayed } from './report-replay.js';
 import { completionInput, completionWrite, type Completion } from './completion.js';
 import { guardExplain, type TaskRef } from './guard.js';
 import { taskOutputSettle, type OutputOutcome } from './output-settle.js';
+import type { CompletionResult } from '../db/rows.js';
 
 /**
  * What an agent does with a task it holds: start it, keep it, complete it or

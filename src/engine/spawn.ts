@@ -16,7 +16,7 @@ import { newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
 import { guardExplain } from './guard.js';
 import type { TaskRef } from './guard.js';
-import { taskRow } from './submit.js';
+import { taskRow } from './task-row.js';
 import { dagRanksRefresh, estimatesResolve } from './critical-path.js';
 
 export interface SpawnOptions {

@@ -3,16 +3,14 @@ import { withTx, type Db } from '../db/connection.js';
 import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../db/queries/dags.js';
 import { edgeInsertMany } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock, type TaskInsert } from '../db/queries/tasks-intake.js';
-import { instantSql } from '../db/queries/tasks-fragments.js';
-import type { DagSpec, TaskSpec } from '../dag/spec.js';
+import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock } from '../db/queries/tasks-intake.js';
+import type { DagSpec } from '../dag/spec.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { BackpressureError, ConflictError, InvalidInputError } from '../errors.js';
 import { newDagId, newTaskId } from '../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
-import { dagPlan, type TaskPlan } from './critical-path.js';
-import { priorityConstants } from '../model/priority.js';
-import { capKeyOf } from '../db/queries/capability-groups.js';
+import { dagPlan } from './critical-path.js';
+import { taskRow } from './task-row.js';
 
 export interface SubmitOptions {
   /** Who created the DAGs: `cli`, `api`, `cron:<name>`, `agent:<id>`. Default `api`. */
@@ -104,44 +102,6 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
   await taskActivateCreated(tx, dagId);
   await eventInsertMany(tx, [{ type: 'dag.submitted', dagId, data: { name: spec.name, tasks: spec.tasks.length, createdBy, sourceFile: spec.sourceFile } }]);
   return { dagId, name: spec.name, tasks: spec.tasks.length, created: true };
-}
-
-/**
- * The row of a new task, in state `created`; `parentId` is set for tasks spawned at runtime.
- * `plan` is its estimate and upward rank (default: the default estimate, as a DAG of one).
- */
-export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: string, plan?: TaskPlan): TaskInsert {
-  const estimateSec = plan?.estimateSec ?? t.estimateSec ?? priorityConstants().defaultEstimateSec;
-  return {
-    id,
-    dagId,
-    key: t.key,
-    parentId,
-    type: t.type,
-    title: t.title,
-    status: 'created',
-    spec: t.body,
-    contextKeys: [...new Set(t.body.context.map((ref) => ref.split('.')[0]!))],
-    requiredCapabilities: t.requiredCapabilities,
-    capKey: capKeyOf(t.requiredCapabilities),
-    maxCostUsd: t.maxCostUsd,
-    maxDurationSec: t.maxDurationSec,
-    heartbeatSec: t.heartbeatSec,
-    priority: t.priority,
-    boostPerMinute: t.boostPerMinute,
-    effectivePriority: t.priority,
-    estimateSec,
-    cpRankSec: plan?.cpRankSec ?? estimateSec,
-    deadline: instantSql(t.deadline),
-    runAt: instantSql(t.notBefore),
-    depsRemaining: t.dependsOn.length,
-    maxAttempts: t.maxAttempts,
-    retryPolicy: t.retry,
-    idempotencyKey: t.idempotencyKey,
-    outputSpec: t.output,
-    tags: t.tags,
-    origin: t.origin ?? 'dag',
-  };
 }
 
 function uniqueViolationExplain(e: unknown): unknown {

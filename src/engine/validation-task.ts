@@ -5,7 +5,7 @@ import type { OutputTaskRow } from '../db/queries/tasks-validate.js';
 import type { RetryPolicy, TaskBody, TaskSpec } from '../dag/spec.js';
 import { newTaskId } from '../ids.js';
 import type { AnyTaskStepKind, ValidationStep } from '../validation/steps/index.js';
-import { taskRow } from './submit.js';
+import { taskRow } from './task-row.js';
 
 /**
  * Validation tasks retry soon: what failed is the validator (a crash, an answer

@@ -25,7 +25,7 @@ function linear(source: string, flags: string): (s: string) => boolean {
 const IPV4_PRIVATE_HOST = String.raw`(?:(?:10|127)(?:\.\d{1,3}){3}|(?:169\.254|192\.168)(?:\.\d{1,3}){2}|172\.(?:1[6-9]|2\d|3[0-1])(?:\.\d{1,3}){2})`;
 
 /** The three lookaround regexes, each as its lookaround-free regex and the check the lookaround made. */
-const REWRITTEN: Record<string, (s: string) => boolean> = (() => {
+const rewritten = (): Record<string, (s: string) => boolean> => {
   const url = linear(String.raw`^(?:https?|ftp):\/\/(?:\S+(?::\S*)?@)?(?:(?:[1-9]\d?|1\d\d|2[01]\d|22[0-3])(?:\.(?:1?\d{1,2}|2[0-4]\d|25[0-5])){2}(?:\.(?:[1-9]\d?|1\d\d|2[0-4]\d|25[0-4]))|(?:(?:[a-z0-9\u{00a1}-\u{ffff}]+-)*[a-z0-9\u{00a1}-\u{ffff}]+)(?:\.(?:[a-z0-9\u{00a1}-\u{ffff}]+-)*[a-z0-9\u{00a1}-\u{ffff}]+)*(?:\.(?:[a-z\u{00a1}-\u{ffff}]{2,})))(?::\d{2,5})?(?:\/[^\s]*)?$`, 'iu');
   // ajv-formats refuses a private IPv4 host (its negative lookaheads before the address).
   const urlPrivate = linear(String.raw`^(?:https?|ftp):\/\/(?:\S+(?::\S*)?@)?${IPV4_PRIVATE_HOST}`, 'iu');
@@ -38,15 +38,25 @@ const REWRITTEN: Record<string, (s: string) => boolean> = (() => {
     // (?!$) after P: not "P" alone; T(?=\d): a T is followed by a digit, so it does not end the text.
     duration: (s) => s !== 'P' && !s.endsWith('T') && duration(s),
   };
-})();
+};
 
-/** Every ajv-formats format, each check linear in the length of what it checks. */
-export const FORMATS_LINEAR: Record<string, Format> = Object.fromEntries(Object.entries(full).map(([name, format]) => {
-  const rewritten = REWRITTEN[name];
-  if (rewritten) return [name, rewritten];
-  if (format instanceof RegExp) return [name, linear(format.source, format.flags)];
-  if (typeof format === 'object' && format.validate instanceof RegExp) {
-    return [name, { ...format, validate: linear(format.validate.source, format.validate.flags) }];
-  }
-  return [name, format];
-}));
+let formats: Record<string, Format> | undefined;
+
+/** Every ajv-formats format, each check linear in the length of what it checks; compiled on first use. */
+export function formatsLinear(): Record<string, Format> {
+  formats ??= formatsBuild();
+  return formats;
+}
+
+function formatsBuild(): Record<string, Format> {
+  const REWRITTEN = rewritten();
+  return Object.fromEntries(Object.entries(full).map(([name, format]) => {
+    const replaced = REWRITTEN[name];
+    if (replaced) return [name, replaced];
+    if (format instanceof RegExp) return [name, linear(format.source, format.flags)];
+    if (typeof format === 'object' && format.validate instanceof RegExp) {
+      return [name, { ...format, validate: linear(format.validate.source, format.validate.flags) }];
+    }
+    return [name, format];
+  }));
+}

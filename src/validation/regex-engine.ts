@@ -1,5 +1,11 @@
-import { RE2JS } from 're2js';
+import { createRequire } from 'node:module';
+import type { RE2JS as RE2JSClass } from 're2js';
 import { LIMITS } from '../config/index.js';
+
+// Loaded on the first pattern, not with the module: it takes ~70 ms to load, and most commands
+// compile none (re2js is also CommonJS, so a synchronous require does).
+let re2: typeof RE2JSClass | undefined;
+const engine = (): typeof RE2JSClass => (re2 ??= (createRequire(import.meta.url)('re2js') as { RE2JS: typeof RE2JSClass }).RE2JS);
 
 /**
  * Every regular expression a DAG author writes (a regex step's pattern, a JSON
@@ -15,16 +21,18 @@ export interface LinearRegex {
   toString(): string;
 }
 
-const FLAG_BITS: Record<string, number> = { i: RE2JS.CASE_INSENSITIVE, m: RE2JS.MULTILINE, s: RE2JS.DOTALL, u: 0 };
+const FLAG_NAMES = { i: 'CASE_INSENSITIVE', m: 'MULTILINE', s: 'DOTALL', u: null } as const;
 
 /** Compile `pattern` (JavaScript syntax, within what RE2 supports) with flags from i, m, s and u. */
 export function regexCompile(pattern: string, flags = ''): LinearRegex | { error: string } {
+  const RE2JS = engine();
   let bits = 0;
   for (const f of flags) {
-    if (!(f in FLAG_BITS)) return { error: `unsupported flag ${f}: use i, m, s or u` };
-    bits |= FLAG_BITS[f]!;
+    if (!(f in FLAG_NAMES)) return { error: `unsupported flag ${f}: use i, m, s or u` };
+    const name = FLAG_NAMES[f as keyof typeof FLAG_NAMES];
+    if (name) bits |= RE2JS[name];
   }
-  let compiled: RE2JS;
+  let compiled: RE2JSClass;
   try {
     compiled = RE2JS.compile(fromJavaScriptSyntax(pattern), bits);
   } catch (e) {

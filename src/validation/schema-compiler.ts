@@ -4,7 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import formatsPlugin from 'ajv-formats';
 import type { RegExpEngine } from 'ajv/dist/types/index.js';
 import { LIMITS } from '../config/index.js';
-import { FORMATS_LINEAR } from './formats.js';
+import { formatsLinear } from './formats.js';
 import { regexCompile } from './regex-engine.js';
 import { UNIQUE_ITEMS_LINEAR } from './unique-items.js';
 
@@ -42,7 +42,7 @@ function engineFor(d: Dialect): Ajv {
     ajv.removeKeyword('uniqueItems');
     ajv.addKeyword(UNIQUE_ITEMS_LINEAR);
     addFormats(ajv);
-    for (const [name, format] of Object.entries(FORMATS_LINEAR)) ajv.addFormat(name, format);
+    for (const [name, format] of Object.entries(formatsLinear())) ajv.addFormat(name, format);
     engines.set(d, ajv);
   }
   return ajv;

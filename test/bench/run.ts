@@ -4,7 +4,7 @@
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
  * and one SVG bar chart per figure in docs/bench/.
  *
- * Also: flat throughput behind a 100,000-task backlog, claim latency at 100,000
+ * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
  * READY tasks with 90 % capability skew, and scheduling quality (makespan against
  * its lower bound, dagent's effective priority beside FIFO; makespan.ts).
  *
@@ -27,6 +27,7 @@ import { dagSubmit } from '../../src/engine/submit.js';
 import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { agentLatency } from './agent-latency.js';
+import { cliStartup } from './startup.js';
 import { makespanBench } from './makespan.js';
 import { graphileBench, pgBossBench } from './peers.js';
 import { barChartSvg, plotWrite } from './plot.js';
@@ -287,6 +288,10 @@ async function main() {
       mine[`fifo-${family}`] = fifo.meanRatio;
       lines.push(`makespan / lower bound, ${family}, ${MAKESPAN_INSTANCES} instances, 8 agents: dagent ${ours.meanRatio.toFixed(3)} (worst ${ours.maxRatio.toFixed(2)}), FIFO ${fifo.meanRatio.toFixed(3)} (worst ${fifo.maxRatio.toFixed(2)})`);
       console.log(lines.at(-1));
+    }
+    for (const line of cliStartup(server.url, quick ? 5 : 15)) {
+      lines.push(line);
+      console.log(line);
     }
     if (PEERS) await peersCompare(server.url, mine);
   } finally {

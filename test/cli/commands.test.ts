@@ -158,3 +158,54 @@ describe('dlq retry and cancel in bulk', () => {
     expect(statuses).toEqual([{ key: 'a', status: 'ready' }, { key: 'b', status: 'ready' }, { key: 'c', status: 'cancelled' }]);
   });
 });
+
+describe('dlq retry --edit and --patch', () => {
+  async function deadLetter(name: string): Promise<{ dagId: string; entryId: string; taskId: string }> {
+    const dagId = await dagCreate(db, `name: ${name}\ntasks:\n  a: { type: t, max_attempts: 1, priority: 50, spec: { prompt: "summarise the report", input: { pages: 3 } } }\n`);
+    await agentCreate(db, `${name}-agent`);
+    const [held] = await taskClaim(db, `${name}-agent`, { dagId, limit: 1 });
+    await taskFail(db, { taskId: held!.id, fence: held!.fence, errorClass: 'invalid_output', message: 'too long' });
+    const [entry] = await rowsOf<{ id: string }>(db, sql`select id from dead_letters where dag_id = ${dagId}`);
+    return { dagId, entryId: entry!.id, taskId: held!.id };
+  }
+  const taskOf = async (taskId: string) => (await rowsOf<{ status: string; priority: number; spec: { prompt: string; input: unknown } }>(db, sql`
+    select status, priority, spec from tasks where id = ${taskId}`))[0]!;
+
+  it('--edit opens $EDITOR on the task\'s fields; what the person changed is applied, and the task is READY again', async () => {
+    const other = await deadLetter('edit-in-editor-other');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-editor-'));
+    // An "editor" that shortens the prompt and raises the priority, as a person would in vi.
+    const editor = path.join(dir, 'editor.mjs');
+    writeFileSync(editor, "import { readFileSync, writeFileSync } from 'node:fs';\nconst f = process.argv[2];\n"
+      + "writeFileSync(f, readFileSync(f, 'utf8').replace('summarise the report', 'summarise the report in 100 words').replace('priority: 50', 'priority: 10'));\n");
+    const second = await deadLetter('edit-in-editor');
+    const ok = await cliWith({ ...env, EDITOR: `${process.execPath} ${editor}` })('dlq', 'retry', second.entryId, '--edit', '--note', 'shorter');
+    expect([ok.code, ok.stderr]).toEqual([0, '']);
+    expect(ok.stdout).toMatch(/edited and retried; task .* is ready again/);
+    expect(await taskOf(second.taskId)).toMatchObject({ status: 'ready', priority: 10, spec: { prompt: 'summarise the report in 100 words', input: { pages: 3 } } });
+    // Only the dead letter named changed.
+    expect(await taskOf(other.taskId)).toMatchObject({ status: 'dead_lettered', priority: 50 });
+  });
+
+  it('an editor that changes nothing, or fails, retries nothing; --patch applies a file of fields; a bad field is exit 2 naming it', async () => {
+    const { entryId, taskId } = await deadLetter('edit-patch');
+    const before = await databaseSnapshot(db);
+    const unchanged = await cliWith({ ...env, EDITOR: 'true' })('dlq', 'retry', entryId, '--edit');
+    expect([unchanged.code, unchanged.stderr]).toEqual([2, expect.stringMatching(/the edit changed nothing; nothing was retried/)]);
+    const failing = await cliWith({ ...env, EDITOR: 'false' })('dlq', 'retry', entryId, '--edit');
+    expect([failing.code, failing.stderr]).toEqual([2, expect.stringMatching(/the editor \(false\) exited 1; nothing was retried/)]);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-patch-'));
+    writeFileSync(path.join(dir, 'bad.yaml'), 'priority: 500\n');
+    const bad = await cli('dlq', 'retry', entryId, '--patch', path.join(dir, 'bad.yaml'));
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/edit\.priority: .*100/)]);
+    const both = await cli('dlq', 'retry', entryId, '--edit', '--patch', path.join(dir, 'bad.yaml'));
+    expect(both.code).toBe(2);
+    expect(await databaseSnapshot(db)).toBe(before);
+
+    writeFileSync(path.join(dir, 'good.json'), JSON.stringify({ input: { pages: 1 }, max_attempts: 2 }));
+    const good = await cli('dlq', 'retry', entryId, '--patch', path.join(dir, 'good.json'), '--json');
+    expect(good.code, good.stderr).toBe(0);
+    expect(good.json()).toMatchObject({ id: entryId, taskStatus: 'ready' });
+    expect(await taskOf(taskId)).toMatchObject({ status: 'ready', priority: 50, spec: { prompt: 'summarise the report', input: { pages: 1 } } });
+  });
+});

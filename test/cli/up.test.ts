@@ -5,6 +5,7 @@ import { taskClaim } from '../../src/engine/claim.js';
 import { taskFail } from '../../src/engine/failure.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js';
+import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -17,7 +18,7 @@ describe('dagent up (real process)', () => {
     await taskFail(db, { taskId: x!.id, fence: x!.fence, errorClass: 'crash', message: 'boom' });
     expect((await taskStatusByKey(db, dagId)).x).toBe('retrying');
 
-    const child = spawn(process.execPath, ['bin/dagent.js', 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     child.stdout.on('data', (b) => (stdout += b));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -40,7 +41,7 @@ tasks:
   a: { type: t, spec: { constraints: { capabilities: [alpha] } } }
   b: { type: t, depends_on: [a], spec: { constraints: { capabilities: [beta] } } }
 `);
-    const child = spawn(process.execPath, ['bin/dagent.js', 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
+    const child = spawn(process.execPath, [...CLI_FROM_SOURCES, 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
       env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_AGENTS: 'test/fixtures/agents/beta.ts' }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

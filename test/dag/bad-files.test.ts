@@ -8,6 +8,7 @@ import { dagFileLoad } from '../../src/dag/load.js';
 import { DagValidationError } from '../../src/errors.js';
 import { testDatabase } from '../helpers/db.js';
 import { databaseSnapshot } from '../helpers/factories.js';
+import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 
 /**
  * Every file in test/fixtures/bad/ is a plausible DAG with one mistake. Its first
@@ -52,10 +53,10 @@ async function cli(argv: string[]): Promise<Run> {
   return { code, stdout, stderr };
 }
 
-/** `node bin/dagent.js …` in a child process; resolves with the exit code instead of rejecting. */
+/** `dagent …` (from the sources) in a child process; resolves with the exit code instead of rejecting. */
 function childCli(argv: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['bin/dagent.js', ...argv], { cwd: ROOT, env, timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [...CLI_FROM_SOURCES, ...argv], { cwd: ROOT, env, timeout: 60_000 }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
       resolve({ code, stdout: String(stdout), stderr: String(stderr) });
     });
@@ -129,7 +130,7 @@ describe('bad DAG files', () => {
 
 describe('bad DAG files through a real child process', () => {
   it.each(['09-unknown-task-field-typo.yaml', '22-two-cycle.yaml', '46-unknown-param-placeholder.yaml'])(
-    'node bin/dagent.js submit %s exits 2 with the located message',
+    'dagent submit %s exits 2 with the located message',
     async (name) => {
       const file = path.join(BAD_DIR, name);
       const e = expectationOf(file);

@@ -9,3 +9,10 @@ export function cliWith(env: NodeJS.ProcessEnv) {
     return { code, stdout, stderr, json: () => JSON.parse(stdout) };
   };
 }
+
+/**
+ * `node …CLI_FROM_SOURCES, 'submit', …`: the dagent command run from the TypeScript sources in a
+ * child process, so a test never runs a stale build and shares one copy of dagent with the agent
+ * fixtures it loads. test/package/tarball.test.ts runs the compiled, packed one.
+ */
+export const CLI_FROM_SOURCES = ['--import', 'tsx', 'src/cli/bin.ts'];

@@ -5,6 +5,7 @@ import { testDatabase } from '../helpers/db.js';
 import { leash } from '../helpers/child-leash.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
+import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -16,7 +17,7 @@ describe('logs a person can read', () => {
   it('dagent agent run shows an agent\'s ctx.log.info by default, with the task\'s ids as fields and no key twice', async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: database.url };
     delete env.DAGENT_LOG_LEVEL;
-    const child = leash(spawn(process.execPath, ['bin/dagent.js', 'agent', 'run', 'test/fixtures/agents/chatty.ts', '--id', 'chatty-1', '--no-maintenance', '--poll-ms', '200'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'agent', 'run', 'test/fixtures/agents/chatty.ts', '--id', 'chatty-1', '--no-maintenance', '--poll-ms', '200'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     child.stdout.on('data', (b) => (out += b));
     child.stderr.on('data', (b) => (out += b));

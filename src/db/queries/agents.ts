@@ -2,18 +2,9 @@ import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { textArray } from './run.js';
 import { agents } from '../schema/index.js';
+import type { AgentRegistration, AgentRow } from '../rows.js';
 
-export type AgentRow = typeof agents.$inferSelect;
-
-export interface AgentRegistration {
-  id: string;
-  type: string;
-  capabilities: string[];
-  models?: string[];
-  maxConcurrent?: number;
-  budgetUsd?: number | null;
-  metadata?: Record<string, unknown>;
-}
+export type { AgentRegistration, AgentRow } from '../rows.js';
 
 /** Register, or re-register after a restart: capabilities and limits are replaced, spend is kept. */
 export async function agentUpsert(db: Db, a: AgentRegistration): Promise<AgentRow> {
@@ -40,7 +31,7 @@ export async function agentGet(db: Db, id: string): Promise<AgentRow | undefined
   return row;
 }
 
-export function agentList(db: Db) {
+export async function agentList(db: Db): Promise<AgentRow[]> {
   return db.select().from(agents).orderBy(asc(agents.id));
 }
 

@@ -2,8 +2,9 @@ import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { attempts } from '../schema/index.js';
 import { rowsOf } from './run.js';
+import type { AttemptRow } from '../rows.js';
 
-export type AttemptRow = typeof attempts.$inferSelect;
+export type { AttemptRow } from '../rows.js';
 
 export function attemptListForTask(db: Db, taskId: string) {
   return db.select().from(attempts).where(eq(attempts.taskId, taskId)).orderBy(asc(attempts.fence));

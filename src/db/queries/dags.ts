@@ -2,8 +2,10 @@ import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from './run.js';
+import type { DagRow } from '../rows.js';
 
-export type DagRow = typeof dags.$inferSelect;
+export type { DagRow } from '../rows.js';
+
 export type DagInsert = typeof dags.$inferInsert;
 
 export async function dagInsert(db: Db, row: DagInsert): Promise<void> {

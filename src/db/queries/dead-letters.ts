@@ -1,8 +1,9 @@
 import { and, desc, eq, getTableColumns, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { attempts, deadLetters, tasks } from '../schema/index.js';
+import type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
 
-export type DeadLetterRow = typeof deadLetters.$inferSelect;
+export type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
 
 /** Open a dead-letter entry that snapshots the task's whole attempt history and total cost. */
 export async function deadLetterInsert(
@@ -57,9 +58,6 @@ export async function deadLetterResolveForTasks(db: Db, taskIds: string[], by: s
     .set({ resolution: 'cancelled', resolvedAt: sql`now()`, resolvedBy: by, resolvedNote: note })
     .where(and(isNull(deadLetters.resolution), sql`${deadLetters.taskId} = any(${sql.param(taskIds)}::text[])`));
 }
-
-/** Which open entries a bulk action selects: every given field must match; `agentId` matches any attempt in the history. */
-export interface DeadLetterSelector { dagId?: string; type?: string; errorClass?: string; agentId?: string }
 
 export async function deadLetterIdsMatching(db: Db, f: DeadLetterSelector, limit: number): Promise<string[]> {
   const rows = await db.select({ id: deadLetters.id }).from(deadLetters)

@@ -4,10 +4,11 @@ import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
 import { rowsOf, textArray } from './run.js';
 import { AFTER_AGENT_LOCK, agentLockCte } from './tasks-fragments.js';
+import type { CancelledRow } from '../rows.js';
+
+export type { CancelledRow } from '../rows.js';
 
 /** Cancelling: a task with everything downstream of it, and a DAG's unfinished tasks. */
-
-export interface CancelledRow { id: string; dagId: string; key: string; previous: TaskState }
 
 /**
  * Cancel the given tasks and everything downstream of them that has not finished:

@@ -4,29 +4,9 @@ import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
 import { READY_CHANNEL, rowsOfPrepared, textArray } from './run.js';
 import { AFTER_AGENT_LOCK, agentLockCte } from './tasks-fragments.js';
+import type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
-export interface CompletionInput {
-  id: string;
-  fence: number;
-  output: unknown;
-  costUsd?: number;
-  tokensIn?: number;
-  tokensOut?: number;
-  model?: string | null;
-  /** Recorded on the attempt (checked completions: the validation verdicts). */
-  details?: Record<string, unknown>;
-}
-
-export interface CompletionResult {
-  /** Ids that were completed; the others were refused (stale token or wrong state). */
-  completed: string[];
-  /** How many dependents became READY. */
-  unblocked: number;
-  /** DAGs whose last open task this batch completed. */
-  dagsCompleted: string[];
-  /** How many completed, by task type. */
-  completedByType: Record<string, number>;
-}
+export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
 /**
  * Complete a batch of tasks in one statement: store outputs, record the attempts,
@@ -48,16 +28,6 @@ export async function taskCompleteMark(db: Db, items: CompletionInput[], opts: C
 export function validationRequiredSql(alias: string): SQL {
   const t = sql.raw(alias);
   return sql`(${t}.validates_id is not null or ${t}.output_spec -> 'validation' is not null)`;
-}
-
-export interface CompletionMode {
-  /**
-   * False (the default): refuse tasks that declare output validation or are
-   * validation tasks, so no caller can complete those without their check.
-   * True: the validation engine, which has checked them; also completes VALIDATING
-   * tasks, whose attempt row already exists and is finished here.
-   */
-  checked?: boolean;
 }
 
 /** The completion statement itself, exposed so it can be EXPLAINed as it runs. */

@@ -6,6 +6,9 @@ import { fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { dateOf, rowsOf, textArray } from './run.js';
 import { leaseSql, notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
+import type { FailureInput } from '../rows.js';
+
+export type { FailureInput } from '../rows.js';
 
 /**
  * The guarded transitions of an attempt, each one statement that checks id, fence
@@ -33,23 +36,6 @@ export async function taskLeaseExtend(
     where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('heartbeat'))})
     returning lease_expires_at as lease`);
   return dateOf(r?.lease);
-}
-
-export interface FailureInput {
-  id: string;
-  fence: number;
-  errorClass: string;
-  message: string;
-  costUsd?: number;
-  tokensIn?: number;
-  tokensOut?: number;
-  model?: string | null;
-  details?: Record<string, unknown>;
-  /**
-   * Reaper only: re-check inside the UPDATE that the lease is still expired (or the
-   * run still over its max duration), so a heartbeat or completion that just landed wins.
-   */
-  reapCondition?: 'lease_expired' | 'over_max_duration';
 }
 
 export interface FailedRow {

@@ -2,10 +2,11 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
 import { rowsOf } from './run.js';
+import type { StatusCount, TaskRow } from '../rows.js';
+
+export type { StatusCount, TaskRow } from '../rows.js';
 
 /** Reads of tasks: one task, a DAG's tasks, filtered lists, queue counts for metrics, the holder check, the live stream's states. */
-
-export type TaskRow = typeof tasks.$inferSelect;
 
 export async function taskGet(db: Db, id: string): Promise<TaskRow | undefined> {
   const [row] = await db.select().from(tasks).where(eq(tasks.id, id));
@@ -25,8 +26,6 @@ export function taskList(db: Db, filter: { dagId?: string; status?: string; limi
 export function taskOutputsByKeys(db: Db, dagId: string, keys: string[]) {
   return db.select({ key: tasks.key, output: tasks.output }).from(tasks).where(and(eq(tasks.dagId, dagId), inArray(tasks.key, keys)));
 }
-
-export interface StatusCount { status: string; tier: string; n: number }
 
 /** Counts by status and priority tier (urgent < 25 ≤ high < 50 ≤ normal < 75 ≤ background). */
 export function taskCountsByStatusTier(db: Db): Promise<StatusCount[]> {

@@ -1,11 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { NotFoundError } from '../../errors.js';
+import { packageRoot } from '../../package-root.js';
 import { route } from '../route.js';
 
-export const DASHBOARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dashboard');
+// Plain files served as they are (no build step), so they ship as sources beside dist/.
+export const DASHBOARD_DIR = path.join(packageRoot(), 'src/http/dashboard');
 
 /** The dashboard's files, plain HTML, CSS and JS modules (no build step); any other name under /assets/ is a 404. */
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };

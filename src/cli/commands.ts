@@ -1,0 +1,62 @@
+import type { Command } from 'commander';
+import type { CommandContext } from './context.js';
+
+type Register = (program: Command, ctx: CommandContext) => void;
+
+/**
+ * Every top-level command: the module that defines it, loaded only when the command runs, and the
+ * line `dagent --help` shows without loading any of them (the start-up time; docs/benchmarks.md).
+ * Each line is the command's own description (test/cli/help.test.ts holds them equal).
+ * A new command module is one entry here.
+ */
+export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, string>>; load: () => Promise<Register> }> = [
+  {
+    commands: {
+      submit: 'create DAGs from YAML files, all in one transaction (all or none)',
+      validate: 'check DAG files without writing anything',
+      schema: 'print the JSON Schema of the DAG file format (for editor validation and completion)',
+    },
+    load: async () => (await import('./submit.js')).submitCommands,
+  },
+  {
+    commands: {
+      status: 'a DAG and its tasks',
+      task: 'inspect one task',
+      tasks: 'list tasks',
+      stats: 'counts by status and priority tier, oldest READY age, agents',
+      graph: 'draw a DAG (from the database, with statuses, or from a file)',
+    },
+    load: async () => (await import('./inspect.js')).inspectCommands,
+  },
+  { commands: { cancel: 'cancel a DAG, or a task and everything downstream of it' }, load: async () => (await import('./cancel.js')).cancelCommands },
+  { commands: { dlq: 'review and resolve dead-lettered tasks' }, load: async () => (await import('./dlq.js')).dlqCommands },
+  {
+    commands: {
+      priority: 'set the base priority (0–100, lower is more urgent) of a task, or of every unfinished task of a DAG',
+      dag: 'change a DAG',
+      costs: 'spend per day, per agent (budget, reserved, left) and per DAG',
+    },
+    load: async () => (await import('./scheduling.js')).schedulingCommands,
+  },
+  { commands: { cron: 'cron schedules: DAGs created on a schedule' }, load: async () => (await import('./cron.js')).cronCommands },
+  {
+    commands: { watch: 'show a DAG\'s progress live, a line per task transition, until it completes, blocks or is cancelled' },
+    load: async () => (await import('./watch.js')).watchCommand,
+  },
+  { commands: { agent: 'run agents' }, load: async () => (await import('./agent.js')).agentCommands },
+  { commands: { demo: 'audit this repository with the example agents, live: the main job behind npm start' }, load: async () => (await import('./demo.js')).demoCommand },
+  {
+    commands: { up: 'run the maintenance loops (reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner) and any configured agents until SIGINT/SIGTERM' },
+    load: async () => (await import('./up.js')).upCommand,
+  },
+  {
+    commands: {
+      tokens: 'bearer tokens for the HTTP API (stored hashed; the secret is shown once)',
+      openapi: 'print the HTTP API\'s OpenAPI 3.1 document (generated from the routes\' zod schemas; also served at /openapi.json)',
+      webhooks: 'POST a JSON event to URLs on dead letters (and DAG blocked/completed/cancelled if subscribed)',
+    },
+    load: async () => (await import('./http-admin.js')).httpAdminCommands,
+  },
+  { commands: { db: 'the embedded PostgreSQL server (when DATABASE_URL is not set)' }, load: async () => (await import('./db.js')).dbCommands },
+  { commands: { migrate: 'apply pending database migrations (every command also does this on start)' }, load: async () => (await import('./migrate.js')).migrateCommand },
+];

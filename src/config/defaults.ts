@@ -1,0 +1,19 @@
+// Without zod, so the CLI can read them before it loads anything else (its start-up time).
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** What a process uses when the environment says nothing. Each default is defined here once. */
+export const CONFIG_DEFAULTS = {
+  /** Where the embedded server keeps its data (DAGENT_DATA_DIR), relative to the working directory. */
+  dataDir: '.dagent',
+  /** Log level (DAGENT_LOG_LEVEL) of long-running processes and of loggers an embedding program does not pass in. */
+  logLevel: 'info',
+  /** Log level of one-shot CLI commands: warnings only, so their output stays readable. */
+  commandLogLevel: 'warn',
+  /** The HTTP API's port for `dagent up` (DAGENT_HTTP_PORT). */
+  httpPort: 7070,
+  /** The HTTP API's bind address (DAGENT_HTTP_HOST): this machine only. */
+  httpHost: '127.0.0.1',
+  /** Where paths in a DAG may reach besides the DAG file's directory (DAGENT_FILE_ROOTS): the working directory. */
+  fileRoots: ['.'],
+} as const satisfies { logLevel: LogLevel; commandLogLevel: LogLevel } & Record<string, unknown>;

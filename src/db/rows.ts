@@ -1,0 +1,207 @@
+// The rows dagent's functions return, as plain types. They are drizzle's inferred row types spelt
+// out, so the published declarations never load drizzle's (schema/rows-match.ts fails to compile
+// when a column changes and these do not), with the other shapes the engine's functions take and give.
+import type { TaskState } from '../model/state-machine.js';
+
+/** A row of `tasks`. */
+export interface TaskRow {
+  id: string;
+  title: string | null;
+  status: string;
+  spec: unknown;
+  reservedUsd: number;
+  idempotencyKey: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  completedAt: Date | null;
+  dagId: string;
+  key: string;
+  parentId: string | null;
+  hasChildren: boolean;
+  validatesId: string | null;
+  validatesFence: number | null;
+  validationStep: number | null;
+  validatesAgent: string | null;
+  origin: string;
+  type: string;
+  contextKeys: string[];
+  requiredCapabilities: string[];
+  capKey: string;
+  estimateSec: number;
+  cpRankSec: number;
+  deadlineMissed: boolean;
+  maxCostUsd: number | null;
+  maxDurationSec: number | null;
+  heartbeatSec: number | null;
+  priority: number;
+  boostPerMinute: number;
+  effectivePriority: number;
+  deadline: Date | null;
+  runAt: Date | null;
+  depsRemaining: number;
+  attempts: number;
+  maxAttempts: number;
+  attemptsResetFence: number;
+  claimLapses: number;
+  retryPolicy: unknown;
+  outputSpec: unknown;
+  output: unknown;
+  tags: string[];
+  claimedBy: string | null;
+  fence: number;
+  claimedAt: Date | null;
+  startedAt: Date | null;
+  leaseExpiresAt: Date | null;
+  heartbeatAt: Date | null;
+  progress: number | null;
+  progressMessage: string | null;
+  costUsd: number;
+  tokensIn: number;
+  tokensOut: number;
+  lastError: string | null;
+  readyAt: Date | null;
+}
+
+/** A row of `agents`. */
+export interface AgentRow {
+  id: string;
+  status: string;
+  budgetUsd: number | null;
+  spentUsd: number;
+  reservedUsd: number;
+  type: string;
+  heartbeatAt: Date;
+  capabilities: string[];
+  models: string[];
+  maxConcurrent: number;
+  metadata: unknown;
+  registeredAt: Date;
+}
+
+/** A row of `dead_letters`. */
+export interface DeadLetterRow {
+  id: string;
+  createdAt: Date;
+  dagId: string;
+  attempts: number;
+  taskId: string;
+  reason: string;
+  errorClass: string | null;
+  poisonPill: boolean;
+  history: unknown;
+  totalCostUsd: number;
+  resolution: string | null;
+  resolvedAt: Date | null;
+  resolvedBy: string | null;
+  resolvedNote: string | null;
+}
+
+/** A row of `dags`. */
+export interface DagRow {
+  id: string;
+  name: string;
+  title: string | null;
+  status: string;
+  blockedReason: string | null;
+  params: unknown;
+  spec: unknown;
+  sourceFile: string | null;
+  budgetUsd: number | null;
+  spentUsd: number;
+  reservedUsd: number;
+  tasksTotal: number;
+  tasksOpen: number;
+  idempotencyKey: string | null;
+  createdBy: string;
+  spawnPolicy: unknown;
+  scheduledAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+  completedAt: Date | null;
+}
+
+/** A row of `attempts`: one attempt of a task. */
+export interface AttemptRow {
+  dagId: string;
+  fence: number;
+  startedAt: Date;
+  costUsd: number;
+  tokensIn: number;
+  tokensOut: number;
+  taskId: string;
+  errorClass: string | null;
+  attempt: number;
+  agentId: string | null;
+  outcome: string;
+  errorMessage: string | null;
+  endedAt: Date;
+  durationMs: number;
+  model: string | null;
+  details: unknown;
+}
+
+export interface CompletionResult {
+  /** Ids that were completed; the others were refused (stale token or wrong state). */
+  completed: string[];
+  /** How many dependents became READY. */
+  unblocked: number;
+  /** DAGs whose last open task this batch completed. */
+  dagsCompleted: string[];
+  /** How many completed, by task type. */
+  completedByType: Record<string, number>;
+}
+
+export interface FailureInput {
+  id: string;
+  fence: number;
+  errorClass: string;
+  message: string;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  model?: string | null;
+  details?: Record<string, unknown>;
+  /**
+   * Reaper only: re-check inside the UPDATE that the lease is still expired (or the
+   * run still over its max duration), so a heartbeat or completion that just landed wins.
+   */
+  reapCondition?: 'lease_expired' | 'over_max_duration';
+}
+
+export interface StatusCount { status: string; tier: string; n: number }
+
+export interface CancelledRow { id: string; dagId: string; key: string; previous: TaskState }
+
+/** Which open entries a bulk action selects: every given field must match; `agentId` matches any attempt in the history. */
+export interface DeadLetterSelector { dagId?: string; type?: string; errorClass?: string; agentId?: string }
+export interface AgentRegistration {
+  id: string;
+  type: string;
+  capabilities: string[];
+  models?: string[];
+  maxConcurrent?: number;
+  budgetUsd?: number | null;
+  metadata?: Record<string, unknown>;
+}
+
+export interface CompletionInput {
+  id: string;
+  fence: number;
+  output: unknown;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  model?: string | null;
+  /** Recorded on the attempt (checked completions: the validation verdicts). */
+  details?: Record<string, unknown>;
+}
+
+export interface CompletionMode {
+  /**
+   * False (the default): refuse tasks that declare output validation or are
+   * validation tasks, so no caller can complete those without their check.
+   * True: the validation engine, which has checked them; also completes VALIDATING
+   * tasks, whose attempt row already exists and is finished here.
+   */
+  checked?: boolean;
+}

@@ -1,0 +1,44 @@
+import type { TaskSpec } from '../dag/spec.js';
+import { capKeyOf } from '../db/queries/capability-groups.js';
+import type { TaskInsert } from '../db/queries/tasks-intake.js';
+import { instantSql } from '../db/queries/tasks-fragments.js';
+import { priorityConstants } from '../model/priority.js';
+import type { TaskPlan } from './critical-path.js';
+
+/**
+ * The row of a new task, in state `created`; `parentId` is set for tasks spawned at runtime.
+ * `plan` is its estimate and upward rank (default: the default estimate, as a DAG of one).
+ */
+export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: string, plan?: TaskPlan): TaskInsert {
+  const estimateSec = plan?.estimateSec ?? t.estimateSec ?? priorityConstants().defaultEstimateSec;
+  return {
+    id,
+    dagId,
+    key: t.key,
+    parentId,
+    type: t.type,
+    title: t.title,
+    status: 'created',
+    spec: t.body,
+    contextKeys: [...new Set(t.body.context.map((ref) => ref.split('.')[0]!))],
+    requiredCapabilities: t.requiredCapabilities,
+    capKey: capKeyOf(t.requiredCapabilities),
+    maxCostUsd: t.maxCostUsd,
+    maxDurationSec: t.maxDurationSec,
+    heartbeatSec: t.heartbeatSec,
+    priority: t.priority,
+    boostPerMinute: t.boostPerMinute,
+    effectivePriority: t.priority,
+    estimateSec,
+    cpRankSec: plan?.cpRankSec ?? estimateSec,
+    deadline: instantSql(t.deadline),
+    runAt: instantSql(t.notBefore),
+    depsRemaining: t.dependsOn.length,
+    maxAttempts: t.maxAttempts,
+    retryPolicy: t.retry,
+    idempotencyKey: t.idempotencyKey,
+    outputSpec: t.output,
+    tags: t.tags,
+    origin: t.origin ?? 'dag',
+  };
+}
