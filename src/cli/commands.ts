@@ -40,7 +40,7 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
   },
   { commands: { cron: 'cron schedules: DAGs created on a schedule' }, load: async () => (await import('./cron.js')).cronCommands },
   {
-    commands: { watch: 'show a DAG\'s progress live, a line per task transition, until it completes, blocks or is cancelled' },
+    commands: { watch: 'show a DAG\'s progress live, a line per task transition and a status line, until it completes, blocks or is cancelled' },
     load: async () => (await import('./watch.js')).watchCommand,
   },
   { commands: { agent: 'run agents' }, load: async () => (await import('./agent.js')).agentCommands },

@@ -12,7 +12,7 @@ import { agentModuleLoad } from '../runtime/agent-load.js';
 import { AgentFleet } from '../runtime/fleet.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { usd } from './output.js';
-import { DagProgress, dagProgressFollow, type DagSnapshot } from './progress.js';
+import { DagProgress, dagProgressFollow, dagWatch, type DagSnapshot } from './progress.js';
 import { paramCollect } from './submit.js';
 
 const DEFAULT_DAG = path.join(packageRoot(), 'dags/repo-audit.yaml');
@@ -55,7 +55,9 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
     const [submitted] = await dagSubmit(d.db, [spec], { createdBy: 'demo', log: ctx.log });
     const dagId = submitted!.dagId;
     out(`submitted ${spec.name} as ${dagId} from ${path.relative(process.cwd(), spec.sourceFile ?? '') || spec.sourceFile}`);
-    final = await dagProgressFollow(new DagProgress(d.db, dagId, out), POLL_MS);
+    final = json
+      ? await dagProgressFollow(new DagProgress(d.db, dagId, { transition: () => {}, status: () => {} }), POLL_MS)
+      : await dagWatch(d.db, dagId, ctx.io, POLL_MS);
   } finally {
     await fleet.stop(5_000);
     await Promise.all(services.map((s) => s.stop()));

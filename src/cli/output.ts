@@ -8,12 +8,15 @@ export interface Io {
   stdout: (s: string) => void;
   stderr: (s: string) => void;
   env: NodeJS.ProcessEnv;
+  /** Stdout when it is a terminal (live progress redraws a line there); otherwise unset. */
+  terminal?: NodeJS.WritableStream & { columns?: number; rows?: number };
 }
 
 export const processIo: Io = {
   stdout: (s) => process.stdout.write(s),
   stderr: (s) => process.stderr.write(s),
   env: process.env,
+  terminal: process.stdout.isTTY ? process.stdout : undefined,
 };
 
 /** Prints either JSON (`--json`) or human tables and lines. */

@@ -1,5 +1,8 @@
 import type { Db } from '../db/connection.js';
 import { dagStatus } from '../engine/inspect.js';
+import { usd } from './output.js';
+import type { Io } from './output.js';
+import { progressDisplay, type ProgressDisplay } from './progress-display.js';
 
 const MARK: Record<string, string> = {
   pending: '⏸', ready: '·', claimed: '…', running: '▶', validating: '?', completed: '✔',
@@ -9,13 +12,14 @@ const MARK: Record<string, string> = {
 export type DagSnapshot = Awaited<ReturnType<typeof dagStatus>>;
 
 /**
- * Live progress of one DAG as lines: each poll prints the tasks whose status
- * changed since the last one (and tasks spawned meanwhile), with a done/total count.
+ * Live progress of one DAG: each poll shows the tasks whose status changed since the last one
+ * (and tasks spawned meanwhile) as lines with a done/total count, then the status line.
  */
 export class DagProgress {
   private readonly seen = new Map<string, string>();
+  private readonly startedAt = Date.now();
 
-  constructor(private readonly db: Db, readonly dagId: string, private readonly line: (s: string) => void) {}
+  constructor(private readonly db: Db, readonly dagId: string, private readonly display: Pick<ProgressDisplay, 'transition' | 'status'>) {}
 
   /** Read the DAG once, print what changed, and return the snapshot. */
   async poll(): Promise<DagSnapshot> {
@@ -33,9 +37,32 @@ export class DagProgress {
         : ['retrying', 'dead_lettered', 'failed'].includes(t.status) && t.lastError ? `: ${t.lastError.split('\n')[0]}` : '';
       const spawned = before === undefined && t.parentId ? ' (spawned)' : '';
       const attempt = t.status === 'running' && t.attempts > 1 ? ` attempt ${t.attempts}` : '';
-      this.line(`${clock()} [${String(done).padStart(String(total).length)}/${total}] ${MARK[t.status] ?? ' '} ${t.key.padEnd(width)} ${t.status}${who}${attempt}${spawned}${why}`);
+      this.display.transition(`${clock()} [${String(done).padStart(String(total).length)}/${total}] ${MARK[t.status] ?? ' '} ${t.key.padEnd(width)} ${t.status}${who}${attempt}${spawned}${why}`);
     }
+    this.display.status(statusLine(s, Date.now() - this.startedAt));
     return s;
+  }
+}
+
+/** `3/10 done · 2 running · 1 retrying · 0 dead-lettered · $0.42 · 1m05s`: the DAG at a glance. */
+export function statusLine(s: DagSnapshot, elapsedMs: number): string {
+  const count = (...states: string[]) => s.tasks.filter((t) => states.includes(t.status)).length;
+  const cancelled = count('cancelled');
+  const sec = Math.floor(elapsedMs / 1000);
+  const elapsed = sec >= 60 ? `${Math.floor(sec / 60)}m${String(sec % 60).padStart(2, '0')}s` : `${sec}s`;
+  return [
+    `${count('completed')}/${s.tasks.length} done`, `${count('claimed', 'running', 'validating')} running`, `${count('failed', 'retrying')} retrying`,
+    `${count('dead_lettered')} dead-lettered`, ...(cancelled ? [`${cancelled} cancelled`] : []), usd(s.dag.spentUsd), elapsed,
+  ].join(' · ');
+}
+
+/** Follow a DAG on `io` until it is no longer running: transitions and a live status line (progress-display.ts). */
+export async function dagWatch(db: Db, dagId: string, io: Io, intervalMs: number): Promise<DagSnapshot> {
+  const display = await progressDisplay(io);
+  try {
+    return await dagProgressFollow(new DagProgress(db, dagId, display), intervalMs);
+  } finally {
+    display.end();
   }
 }
 

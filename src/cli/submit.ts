@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { dagFileSchema } from '../dag/file-schema.js';
 import { dagFileLoad } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
-import { DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
+import { DagNotCompletedError, DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
 import { dagSubmitOrSchedule } from '../engine/intake.js';
 import { configFromEnv } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
@@ -47,24 +47,49 @@ export function dagFileJsonSchema(): Record<string, unknown> {
   };
 }
 
+/** How often `submit --wait` looks at the DAG, as `dagent watch` does by default. */
+const WAIT_INTERVAL_MS = 250;
+
 export function submitCommands(program: Command, ctx: CommandContext): void {
   program
     .command('submit')
     .description('create DAGs from YAML files, all in one transaction (all or none)')
     .argument('<files...>', 'DAG YAML files')
     .option('-p, --param <name=value>', 'set a DAG param (repeatable)', paramCollect, {})
-    .option('--json', 'machine-readable output')
-    .action(async (files: string[], opts: { param: Record<string, string>; json?: boolean }) => {
+    .option('--wait', 'then follow each DAG live until it ends, as `dagent watch` does; exit 1 unless all complete')
+    .option('--json', 'machine-readable output (with --wait: printed at the end, with each DAG\'s final status)')
+    .action(async (files: string[], opts: { param: Record<string, string>; wait?: boolean; json?: boolean }) => {
       const specs = await dagFilesLoad(files, opts.param, configFromEnv(ctx.io.env).fileRoots);
       scheduledParamsRefuse(specs, opts.param);
       const cfg = configFromEnv(ctx.io.env);
-      const results = await withDatabase(ctx, (d) => dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued, replaceAnySchedule: true }));
       const out = new Output(ctx.io, !!opts.json);
-      out.result(results, () => {
+      await withDatabase(ctx, async (d) => {
+        const results = await dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued, replaceAnySchedule: true });
+        const line = (r: (typeof results)[number]) => 'schedule' in r
+          ? `scheduled ${r.schedule}: next fire ${r.nextFireAt.toISOString()}`
+          : r.created ? r.dagId : `${r.dagId} (already exists: same idempotency key)`;
+        if (!opts.wait) return out.result(results, () => results.forEach((r) => out.line(line(r))));
+        const { dagWatch, dagProgressFollow, DagProgress } = await import('./progress.js');
+        const ended: Array<{ dagId: string; status: string; blockedReason: string | null }> = [];
         for (const r of results) {
-          if ('schedule' in r) out.line(`scheduled ${r.schedule}: next fire ${r.nextFireAt.toISOString()}`);
-          else out.line(r.created ? r.dagId : `${r.dagId} (already exists: same idempotency key)`);
+          if ('schedule' in r) {
+            if (!opts.json) out.line(line(r));
+            continue;
+          }
+          if (!opts.json) out.line(`${line(r)}: following it until it ends (Ctrl-C stops watching, not the DAG)`);
+          const s = opts.json
+            ? await dagProgressFollow(new DagProgress(d.db, r.dagId, { transition: () => {}, status: () => {} }), WAIT_INTERVAL_MS)
+            : await dagWatch(d.db, r.dagId, ctx.io, WAIT_INTERVAL_MS);
+          ended.push({ dagId: r.dagId, status: s.dag.status, blockedReason: s.dag.blockedReason });
         }
+        const final = results.map((r) => ({ ...r, ...('dagId' in r ? { status: ended.find((e) => e.dagId === r.dagId)?.status } : {}) }));
+        const notCompleted = ended.find((e) => e.status !== 'completed');
+        if (notCompleted) {
+          const failed = new DagNotCompletedError(notCompleted.dagId, notCompleted.status, notCompleted.blockedReason);
+          // With --json, one document on stdout: the error, carrying the results.
+          throw opts.json ? Object.assign(failed, { details: { ...failed.details, results: final } }) : failed;
+        }
+        out.result(final, () => out.line(`${ended.length} DAG(s) completed`));
       });
     });
 

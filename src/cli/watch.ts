@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { DagNotCompletedError } from '../errors.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
-import { DagProgress, dagProgressFollow } from './progress.js';
+import { dagWatch } from './progress.js';
 
 const WATCH_INTERVAL_MS = 250;
 
@@ -10,12 +10,12 @@ const WATCH_INTERVAL_MS = 250;
 export function watchCommand(program: Command, ctx: CommandContext): void {
   program
     .command('watch')
-    .description('show a DAG\'s progress live, a line per task transition, until it completes, blocks or is cancelled')
+    .description('show a DAG\'s progress live, a line per task transition and a status line, until it completes, blocks or is cancelled')
     .argument('<dag-id>')
     .option('--interval-ms <ms>', `how often to look (default ${WATCH_INTERVAL_MS})`, positiveInt('--interval-ms'), WATCH_INTERVAL_MS)
     .action(async (dagId: string, opts: { intervalMs: number }) => {
       await withDatabase(ctx, async (d) => {
-        const s = await dagProgressFollow(new DagProgress(d.db, dagId, (line) => ctx.io.stdout(`${line}\n`)), opts.intervalMs);
+        const s = await dagWatch(d.db, dagId, ctx.io, opts.intervalMs);
         if (s.dag.status !== 'completed') {
           throw new DagNotCompletedError(dagId, s.dag.status, s.dag.blockedReason);
         }

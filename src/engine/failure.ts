@@ -81,7 +81,8 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
     return replay ?? guardExplain(db, f.taskId, f.fence, 'fail');
   }
   engineEvents.emit('failed', { type, errorClass: f.errorClass, outcome: outcome.status, reason: outcome.status === 'dead_lettered' ? outcome.reason : undefined });
-  opts.log?.info({ taskId: f.taskId, errorClass: f.errorClass, ...outcome }, 'task failed');
+  // One line per failure, wherever it was reported (an agent process's logger already carries the task's id).
+  if (opts.log) opts.log.warn({ ...('taskId' in opts.log.bindings() ? {} : { taskId: f.taskId }), errorClass: f.errorClass, message: f.message, ...outcome }, 'task failed');
   return outcome;
 }
 

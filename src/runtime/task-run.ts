@@ -146,8 +146,8 @@ export class TaskRun {
         : errorClassify(outcome.err);
       const details = 'details' in failure && failure.details ? jsonStorable(failure.details) : undefined;
       const record = { ...this.ref, ...failure, details: details && 'value' in details ? (details.value as Record<string, unknown>) : undefined, ...spent };
-      const r = await deliver('fail', () => taskFail(db, record, { log: this.log }), this.log);
-      this.log.warn({ errorClass: failure.errorClass, message: failure.message, next: r.status }, 'task failed');
+      // taskFail logs the failure, once, with its outcome.
+      await deliver('fail', () => taskFail(db, record, { log: this.log }), this.log);
     } catch (err) {
       if (err instanceof LeaseLostError) return this.log.warn({ err: err.message }, 'lease lost before the outcome was recorded');
       throw err;

@@ -4,6 +4,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { cliWith } from '../helpers/cli.js';
+import { eventually } from '../helpers/wait.js';
+import { main } from '../../src/cli/main.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/claim.js';
@@ -81,9 +83,12 @@ describe('dagent watch', () => {
   it('prints each transition until the DAG completes, exit 0', async () => {
     const dagId = await dagCreate(db, 'name: watched\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n');
     await agentCreate(db, 'watch-agent');
-    const watching = cli('watch', dagId, '--interval-ms', '20');
-    for (const key of ['a', 'b']) {
-      await new Promise((r) => setTimeout(r, 100));
+    // The output as it comes, so each task moves only once the watch has shown the one before.
+    let stdout = '';
+    const watching = main(['watch', dagId, '--interval-ms', '20'], { stdout: (s) => { stdout += s; }, stderr: () => {}, env })
+      .then((code) => ({ code, stdout }));
+    for (const [key, shown] of [['a', /a\s+ready/], ['b', /b\s+ready/]] as const) {
+      await eventually(`the watch shows ${key} ready`, async () => shown.test(stdout));
       const [t] = await taskClaim(db, 'watch-agent', { dagId });
       expect(t!.key).toBe(key);
       await taskComplete(db, { taskId: t!.id, fence: t!.fence, output: key });
@@ -93,6 +98,10 @@ describe('dagent watch', () => {
     expect(r.stdout).toMatch(/\[0\/2\] · a\s+ready/);
     expect(r.stdout).toMatch(/✔ b\s+completed on watch-agent/);
     expect(r.stdout).toContain(`DAG ${dagId} completed`);
+    // Not a terminal: the status line is a plain line, the first at once and the last at the end.
+    const statuses = r.stdout.split('\n').filter((l) => / done · /.test(l));
+    expect(statuses[0]).toMatch(/^0\/2 done · 0 running · 0 retrying · 0 dead-lettered · \$0\.0000 · \d+s$/);
+    expect(statuses.at(-1)).toMatch(/^2\/2 done · 0 running · 0 retrying · 0 dead-lettered · \$0\.0000 · \d+s$/);
   });
 
   it('exits 1 with the reason when the DAG blocks on a dead letter', async () => {
@@ -104,6 +113,35 @@ describe('dagent watch', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/☠ a\s+dead_lettered: gone/);
     expect(r.stderr).toMatch(/DAG .* is blocked: task a dead-lettered: attempts exhausted/);
+  });
+});
+
+describe('dagent submit --wait', () => {
+  it('follows each DAG it created until it ends: exit 0 when all complete, 1 with the reason when one blocks', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-wait-'));
+    writeFileSync(path.join(dir, 'ok.yaml'), 'name: waited\ntasks:\n  a: { type: wait-ok }\n');
+    writeFileSync(path.join(dir, 'doomed.yaml'), 'name: waited-doomed\ntasks:\n  a: { type: wait-doomed, max_attempts: 1 }\n');
+    await agentCreate(db, 'wait-agent');
+    // A stand-in agent: completes the first DAG's task, fails the second's.
+    const work = (async () => {
+      for (let done = 0; done < 2;) {
+        const [t] = await taskClaim(db, 'wait-agent', { limit: 1 });
+        if (!t) { await new Promise((r) => setTimeout(r, 30)); continue; }
+        if (t.type === 'wait-ok') await taskComplete(db, { taskId: t.id, fence: t.fence, output: 'fine' });
+        else await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'crash', message: 'gone' });
+        done++;
+      }
+    })();
+    const ok = await cli('submit', path.join(dir, 'ok.yaml'), '--wait');
+    expect([ok.code, ok.stderr]).toEqual([0, '']);
+    expect(ok.stdout).toMatch(/^dag_\w+: following it until it ends/m);
+    expect(ok.stdout).toMatch(/✔ a\s+completed on wait-agent/);
+    expect(ok.stdout).toMatch(/^1\/1 done · 0 running · 0 retrying · 0 dead-lettered/m);
+    expect(ok.stdout).toContain('1 DAG(s) completed');
+    const doomed = await cli('submit', path.join(dir, 'doomed.yaml'), '--wait', '--json');
+    await work;
+    expect(doomed.code).toBe(1);
+    expect(JSON.parse(doomed.stdout)).toMatchObject({ error: { code: 'DAG_NOT_COMPLETED', status: 'blocked', results: [{ created: true, status: 'blocked' }] } });
   });
 });
 

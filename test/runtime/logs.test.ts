@@ -37,4 +37,26 @@ describe('logs a person can read', () => {
       child.kill('SIGTERM');
     }
   });
+
+  it('a failed attempt is logged once, with its message and its outcome, and no key twice', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: database.url };
+    delete env.DAGENT_LOG_LEVEL;
+    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'agent', 'run', 'test/fixtures/agents/flaky.ts', '--id', 'flaky-1', '--no-maintenance', '--poll-ms', '200'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    let out = '';
+    child.stdout.on('data', (b) => (out += b));
+    child.stderr.on('data', (b) => (out += b));
+    try {
+      await eventually('running', async () => out.includes('running with capabilities'), 30_000);
+      const dagId = await dagCreate(db, 'name: flaky-log\ntasks:\n  a: { type: t, spec: { constraints: { capabilities: [flaky] } } }\n');
+      await eventually('the failure recorded', async () => (await rowsOf<{ status: string }>(db, sql`select status from tasks where dag_id = ${dagId}`))[0]!.status === 'retrying');
+      await eventually('the failure logged', async () => out.includes('first attempt of a fails'));
+      await new Promise((r) => setTimeout(r, 300)); // a second line, if any, would be written by now
+      const lines = out.split('\n').filter((l) => l.includes(dagId) && /fail/i.test(l));
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, msg: 'task failed', agentId: 'flaky-1', dagId, errorClass: 'flaky', message: 'first attempt of a fails', status: 'retrying' });
+      expect(keysOf(lines[0]!).filter((k, i, all) => all.indexOf(k) !== i)).toEqual([]);
+    } finally {
+      child.kill('SIGTERM');
+    }
+  });
 });
