@@ -32,7 +32,7 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
         const r = fleet.runners[0]!;
         const loops = services.length ? ` and the maintenance loops (${services.map((s) => s.name).join(', ')})` : '';
         ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]${loops}; stop with Ctrl-C or SIGTERM\n`);
-        const signal = await shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`));
+        const signal = await shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
         ctx.io.stdout(`agent ${r.id}: ${signal}, draining ${r.running} running task(s)\n`);
         await fleet.stop(opts.graceSec === undefined ? undefined : opts.graceSec * 1000);
         await Promise.all(services.map((s) => s.stop()));

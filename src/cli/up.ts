@@ -50,7 +50,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
           const agents = fleet.runners.length ? `; agents ${fleet.runners.map((r) => r.id).join(', ')}` : '';
           ctx.io.stdout(`dagent up: ${services.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
           if (url) ctx.io.stdout(`dagent up: HTTP API and dashboard on ${url}/ (token: dagent tokens create --role admin)\n`);
-          const signal = await shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`));
+          const signal = await shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
           ctx.log.info({ signal }, 'stopping');
         } finally {
           // Also when starting failed (a port in use): nothing this process started is left running.

@@ -124,4 +124,20 @@ export const name: string = dagent.defineAgent({ name: 'required', capabilities:
     expect(await Promise.all(agents.map((a) => a.exited))).toEqual([0, 0]);
     expect(existsSync(installed('src/cli'))).toBe(false);
   }, 120_000);
+
+  it('under npx, a SIGTERM to npm (which npm does not pass on) still stops the agent cleanly', async () => {
+    const env = { ...process.env, DATABASE_URL: database.url, DAGENT_LOG_LEVEL: 'warn' };
+    const npx = leash(spawn('npx', ['--no-install', 'dagent', 'agent', 'run', 'js-agent.mjs', '--no-maintenance'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    let out = '';
+    npx.stdout.on('data', (b) => (out += b));
+    npx.stderr.on('data', (b) => (out += b));
+    // The pipe closes when the last process holding it, dagent, has exited.
+    const closed = new Promise<void>((r) => npx.stdout.on('close', () => r()));
+    await eventually('the agent runs', async () => out.includes('running with capabilities'), 30_000);
+    npx.kill('SIGTERM');
+    await eventually('the agent stopped', async () => /: stopped/.test(out), 15_000).catch((e: Error) => { throw new Error(`${e.message}\n${out}`); });
+    expect(out).toMatch(/npm exited, draining 0 running task\(s\)/);
+    await closed;
+  }, 60_000);
 });
+
