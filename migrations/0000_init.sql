@@ -139,10 +139,10 @@ CREATE TABLE "maintenance_gates" (
 	"ran_at" timestamp with time zone NOT NULL
 );
 --> statement-breakpoint
-ALTER TABLE "tasks" ADD CONSTRAINT "tasks_dag_id_dags_id_fk" FOREIGN KEY ("dag_id") REFERENCES "public"."dags"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
-ALTER TABLE "edges" ADD CONSTRAINT "edges_dag_id_dags_id_fk" FOREIGN KEY ("dag_id") REFERENCES "public"."dags"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
-ALTER TABLE "edges" ADD CONSTRAINT "edges_upstream_id_tasks_id_fk" FOREIGN KEY ("upstream_id") REFERENCES "public"."tasks"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
-ALTER TABLE "edges" ADD CONSTRAINT "edges_downstream_id_tasks_id_fk" FOREIGN KEY ("downstream_id") REFERENCES "public"."tasks"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "tasks" ADD CONSTRAINT "tasks_dag_id_dags_id_fk" FOREIGN KEY ("dag_id") REFERENCES "dags"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "edges" ADD CONSTRAINT "edges_dag_id_dags_id_fk" FOREIGN KEY ("dag_id") REFERENCES "dags"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "edges" ADD CONSTRAINT "edges_upstream_id_tasks_id_fk" FOREIGN KEY ("upstream_id") REFERENCES "tasks"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "edges" ADD CONSTRAINT "edges_downstream_id_tasks_id_fk" FOREIGN KEY ("downstream_id") REFERENCES "tasks"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "dags_idempotency_key_uq" ON "dags" USING btree ("idempotency_key") WHERE "dags"."idempotency_key" is not null;--> statement-breakpoint
 CREATE INDEX "dags_status_idx" ON "dags" USING btree ("status","created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "tasks_dag_key_uq" ON "tasks" USING btree ("dag_id","key");--> statement-breakpoint

@@ -4,6 +4,8 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** What a process uses when the environment says nothing. Each default is defined here once. */
 export const CONFIG_DEFAULTS = {
+  /** The PostgreSQL schema dagent's tables live in (DAGENT_DB_SCHEMA), so it can share a database with an application. */
+  dbSchema: 'dagent',
   /** Where the embedded server keeps its data (DAGENT_DATA_DIR), relative to the working directory. */
   dataDir: '.dagent',
   /** Log level (DAGENT_LOG_LEVEL) of long-running processes and of loggers an embedding program does not pass in. */

@@ -29,6 +29,8 @@ export const configSchema = z.object({
    * addresses (DAGENT_WEBHOOK_ALLOW_HOSTS, comma-separated names or addresses). Default none.
    */
   webhookAllowHosts: z.array(z.string().min(1)).default([]),
+  /** The PostgreSQL schema of dagent's tables (DAGENT_DB_SCHEMA): a plain lower-case identifier. */
+  dbSchema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'expected a plain lower-case identifier (letters, digits, _), at most 63 characters' }).default(CONFIG_DEFAULTS.dbSchema),
 });
 export type Config = z.infer<typeof configSchema>;
 
@@ -44,9 +46,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     httpHost: env.DAGENT_HTTP_HOST || undefined,
     fileRoots: env.DAGENT_FILE_ROOTS ? env.DAGENT_FILE_ROOTS.split(',').map((r) => r.trim()).filter(Boolean) : undefined,
     webhookAllowHosts: env.DAGENT_WEBHOOK_ALLOW_HOSTS ? env.DAGENT_WEBHOOK_ALLOW_HOSTS.split(',').map((h) => h.trim()).filter(Boolean) : undefined,
+    dbSchema: env.DAGENT_DB_SCHEMA || undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }

@@ -7,6 +7,8 @@ import * as schema from './schema/index.js';
 import { embeddedServerStart, type EmbeddedServer } from './embedded.js';
 import { embeddedWatch } from './embedded-watch.js';
 import { packageRoot } from '../package-root.js';
+import { CONFIG_DEFAULTS } from '../config/defaults.js';
+import { identifierQuote, legacyLayoutMove, MIGRATIONS_TABLE } from './schema-layout.js';
 
 import type { Database, Db } from './handle.js';
 
@@ -18,6 +20,8 @@ export interface DatabaseOptions {
   dataDir?: string;
   /** Apply pending migrations on open. Default true. */
   migrate?: boolean;
+  /** The PostgreSQL schema dagent's tables live in (DAGENT_DB_SCHEMA). Default `dagent`. */
+  schema?: string;
   poolSize?: number;
   log?: Logger;
 }
@@ -42,7 +46,10 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     unwatch();
     for (const s of owned.splice(0)) await s.stop();
   };
-  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+  const dbSchema = opts.schema ?? CONFIG_DEFAULTS.dbSchema;
+  // Every connection resolves dagent's unqualified table names in its own schema, and only there:
+  // an application's tables of the same names in the database are never touched.
+  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, options: `-c search_path=${identifierQuote(dbSchema)}` });
   let closing = false;
   // An idle client losing its server (restart, network) must not crash the process; during close it is expected.
   pool.on('error', (err) => {
@@ -50,7 +57,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
   });
   const db = drizzle(pool, { schema });
   try {
-    if (opts.migrate !== false) await migrationsApply(pool);
+    if (opts.migrate !== false) await migrationsApply(pool, dbSchema, opts.log);
   } catch (e) {
     await pool.end();
     await stopOwned();
@@ -68,13 +75,25 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
   };
 }
 
-/** Apply pending migrations; concurrent callers wait on one advisory lock, so this is safe from many processes. */
-export async function migrationsApply(pool: Database['pool']): Promise<void> {
+/**
+ * Apply pending migrations in `dbSchema` (created if missing; a database from before dagent had its
+ * own schema is moved into it first, schema-layout.ts); concurrent callers wait on one advisory lock,
+ * so this is safe from many processes.
+ */
+export async function migrationsApply(pool: Database['pool'], dbSchema: string = CONFIG_DEFAULTS.dbSchema, log?: Logger): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
-      await migrate(drizzle(client, { schema }), { migrationsFolder: MIGRATIONS_DIR });
+      await client.query(`create schema if not exists ${identifierQuote(dbSchema)}`);
+      await legacyLayoutMove(client, dbSchema, MIGRATIONS_DIR, log);
+      // The migrations name no schema: they create and alter in this one, whatever pool this is.
+      await client.query(`set search_path to ${identifierQuote(dbSchema)}`);
+      try {
+        await migrate(drizzle(client, { schema }), { migrationsFolder: MIGRATIONS_DIR, migrationsSchema: dbSchema, migrationsTable: MIGRATIONS_TABLE });
+      } finally {
+        await client.query('reset search_path');
+      }
     } finally {
       await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     }

@@ -20,11 +20,12 @@ describe('migrations', () => {
       // The force-drop below terminates any connection still closing: expected, not a test failure.
       for (const p of pools) p.on('error', () => {});
       await Promise.all(pools.map((p) => migrationsApply(p)));
-      const { rows } = await pools[0]!.query(`select count(*)::int as n from drizzle.__drizzle_migrations`);
-      const tables = await pools[0]!.query(`select count(*)::int as n from information_schema.tables where table_schema = 'public'`);
+      const { rows } = await pools[0]!.query(`select count(*)::int as n from dagent.__drizzle_migrations`);
+      const tables = await pools[0]!.query(`select table_schema, count(*)::int as n from information_schema.tables where table_schema in ('public', 'dagent', 'drizzle') group by 1`);
       await Promise.all(pools.map((p) => p.end()));
       expect(rows[0].n).toBeGreaterThan(0);
-      expect(tables.rows[0].n).toBe(14);
+      // Every table in dagent's own schema (the journal too), none in public, no drizzle schema.
+      expect(tables.rows).toEqual([{ table_schema: 'dagent', n: 15 }]);
     } finally {
       await admin.query(`drop database ${name} with (force)`);
       await admin.end();

@@ -46,7 +46,9 @@ describe('the embedded server outlives the process that started it', () => {
     up.child.kill('SIGTERM');
     expect(await up.exited).toBe(0);
     await eventually('the agent started the server again', async () => /embedded PostgreSQL server had stopped .*started it again/.test(agent.output()), 20_000);
-    const after = (await cli('db', 'status', '--json')).json();
+    // Under load the restarted server may still be coming up when the agent's line is written.
+    let after: { running: boolean; port: number; pid: number } = { running: false, port: 0, pid: 0 };
+    await eventually('db status sees the server again', async () => (after = (await cli('db', 'status', '--json')).json()).running, 15_000);
     expect(after).toMatchObject({ running: true, port: owner.json().port });
     expect(after.pid).not.toBe(owner.json().pid);
 
