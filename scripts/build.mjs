@@ -46,8 +46,21 @@ for (const file of declarations(path.join(dist, 'src'))) {
 // The `dagent` command as one ESM bundle (dist/cli/): loading ~350 small files (drizzle's, zod's,
 // dagent's own) cost more than anything a command does, so everything but the embedded server's
 // binaries and the optional TypeScript loader is bundled; each command is a chunk loaded when it runs.
+/**
+ * zod re-exports its ~40 locales (over half of its size in the bundle) as `z.locales`, which dagent never
+ * uses: its messages are English, the default zod sets from locales/en.js directly. The CLI bundle gets
+ * an index with English only.
+ */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: "export { default as en } from './en.js';", resolveDir: path.join(root, 'node_modules/zod/v4/locales') }));
+  },
+};
+
 await build({
   entryPoints: { dagent: path.join(root, 'src/cli/bin.ts') },
+  plugins: [zodEnglishOnly],
   outdir: path.join(dist, 'cli'),
   bundle: true, splitting: true, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning',
   // Less source to read and compile at every start; identifiers keep their names for stack traces.

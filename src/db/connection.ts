@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
@@ -83,6 +84,9 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
 export async function migrationsApply(pool: Database['pool'], dbSchema: string = CONFIG_DEFAULTS.dbSchema, log?: Logger): Promise<void> {
   const client = await pool.connect();
   try {
+    // Every command opens the database: when the journal already holds the newest migration, one
+    // statement says so, without the lock, the DDL checks and reading every migration file.
+    if (await migrationsCurrent(client, dbSchema)) return;
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
       await client.query(`create schema if not exists ${identifierQuote(dbSchema)}`);
@@ -100,6 +104,17 @@ export async function migrationsApply(pool: Database['pool'], dbSchema: string =
   } finally {
     client.release();
   }
+}
+
+/** True when `dbSchema`'s journal holds the newest migration this build ships (migrations/meta/_journal.json). */
+async function migrationsCurrent(client: pg.PoolClient, dbSchema: string): Promise<boolean> {
+  const journal = JSON.parse(readFileSync(path.join(MIGRATIONS_DIR, 'meta/_journal.json'), 'utf8')) as { entries: Array<{ when: number }> };
+  const newest = Math.max(...journal.entries.map((e) => e.when));
+  const table = `${identifierQuote(dbSchema)}.${MIGRATIONS_TABLE}`;
+  const { rows: [exists] } = await client.query<{ t: string | null }>('select to_regclass($1)::text as t', [table]);
+  if (!exists?.t) return false;
+  const { rows: [r] } = await client.query<{ applied: boolean }>(`select coalesce(max(created_at), 0) >= $1 as applied from ${table}`, [newest]);
+  return r?.applied === true;
 }
 
 /** Run `fn` in one transaction. */

@@ -1,6 +1,13 @@
+import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
+import type prettyFactory from 'pino-pretty';
 import { CONFIG_DEFAULTS } from '../config/index.js';
-import pretty from 'pino-pretty';
+
+// Only a terminal gets pretty lines: pino-pretty (CommonJS, so a synchronous require does) loads then.
+const pretty = (): typeof prettyFactory => {
+  const mod = createRequire(import.meta.url)('pino-pretty') as typeof prettyFactory & { default?: typeof prettyFactory };
+  return mod.default ?? mod;
+};
 
 /**
  * One root logger per process. Human-readable on a terminal, JSON lines otherwise;
@@ -8,7 +15,7 @@ import pretty from 'pino-pretty';
  */
 export function loggerCreate(level: string = process.env.DAGENT_LOG_LEVEL ?? CONFIG_DEFAULTS.logLevel): Logger {
   const usePretty = process.stderr.isTTY && process.env.DAGENT_LOG_FORMAT !== 'json';
-  const stream = usePretty ? pretty({ destination: 2, sync: true, ignore: 'pid,hostname' }) : pino.destination(2);
+  const stream = usePretty ? pretty()({ destination: 2, sync: true, ignore: 'pid,hostname' }) : pino.destination(2);
   return pino({ level, base: undefined }, stream);
 }
 

@@ -1,4 +1,4 @@
-import formatsModule from 'ajv-formats/dist/formats.js';
+import { createRequire } from 'node:module';
 import type { Format } from 'ajv';
 import { regexCompile } from './regex-engine.js';
 
@@ -14,7 +14,6 @@ import { regexCompile } from './regex-engine.js';
  * functions (dates, times, `uri`, `regex`, the number ranges) stay: they were measured
  * linear on 80,000-character inputs built to make their regexes backtrack.
  */
-const full = ((formatsModule as unknown as { default?: typeof formatsModule }).default ?? formatsModule).fullFormats as Record<string, Format>;
 
 function linear(source: string, flags: string): (s: string) => boolean {
   const compiled = regexCompile(source, flags);
@@ -49,6 +48,8 @@ export function formatsLinear(): Record<string, Format> {
 }
 
 function formatsBuild(): Record<string, Format> {
+  // Loaded with the first schema compiled, as ajv is (schema-compiler.ts).
+  const full = (createRequire(import.meta.url)('ajv-formats/dist/formats.js') as { fullFormats: Record<string, Format> }).fullFormats;
   const REWRITTEN = rewritten();
   return Object.fromEntries(Object.entries(full).map(([name, format]) => {
     const replaced = REWRITTEN[name];

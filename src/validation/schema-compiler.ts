@@ -1,12 +1,27 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { Ajv2019 } from 'ajv/dist/2019.js';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import formatsPlugin from 'ajv-formats';
+import { createRequire } from 'node:module';
+import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
 import type { RegExpEngine } from 'ajv/dist/types/index.js';
 import { LIMITS } from '../config/index.js';
 import { formatsLinear } from './formats.js';
 import { regexCompile } from './regex-engine.js';
 import { UNIQUE_ITEMS_LINEAR } from './unique-items.js';
+
+type AjvClass = new (opts: object) => Ajv;
+/**
+ * ajv loads with the first schema compiled, not with this module: most commands (a DAG without
+ * schemas, `--help`) compile none, and loading it is a tenth of the CLI's start-up (docs/benchmarks.md).
+ * It is CommonJS, so a synchronous require does.
+ */
+function ajvLoad(): { draft07: AjvClass; draft2019: AjvClass; draft2020: AjvClass; addFormats: (a: Ajv) => void } {
+  const require = createRequire(import.meta.url);
+  const plugin = require('ajv-formats') as { default?: (a: Ajv) => void } & ((a: Ajv) => void);
+  return {
+    draft07: (require('ajv') as { Ajv: AjvClass }).Ajv,
+    draft2019: (require('ajv/dist/2019.js') as { Ajv2019: AjvClass }).Ajv2019,
+    draft2020: (require('ajv/dist/2020.js') as { Ajv2020: AjvClass }).Ajv2020,
+    addFormats: plugin.default ?? plugin,
+  };
+}
 
 /** The JSON Schema dialects dagent compiles, by their `$schema` URI; a schema without `$schema` is 2020-12. */
 const DIALECTS = {
@@ -15,9 +30,6 @@ const DIALECTS = {
   'http://json-schema.org/draft-07/schema': 'draft07',
 } as const;
 type Dialect = (typeof DIALECTS)[keyof typeof DIALECTS];
-
-// ajv-formats is CommonJS with `exports.default`: under NodeNext the default import is the module object.
-const addFormats = ((formatsPlugin as unknown as { default?: typeof formatsPlugin }).default ?? formatsPlugin) as unknown as (a: Ajv) => void;
 
 /** `pattern` and `patternProperties` run in the linear-time engine: a schema's regex cannot backtrack. */
 const linearRegExp: RegExpEngine = Object.assign((pattern: string, flags: string) => {
@@ -36,12 +48,13 @@ function engineFor(d: Dialect): Ajv {
       allErrors: true, strictSchema: true, strictTypes: false, strictTuples: false, strictRequired: false, allowUnionTypes: true,
       code: { regExp: linearRegExp },
     };
-    ajv = d === 'draft2020' ? new Ajv2020(opts) : d === 'draft2019' ? new Ajv2019(opts) : new Ajv(opts);
+    const lib = ajvLoad();
+    ajv = new lib[d](opts);
     // What an agent sends is checked in time linear in its size: the formats' regexes run in the
     // linear engine, and uniqueItems hashes instead of comparing every pair (see each file).
     ajv.removeKeyword('uniqueItems');
     ajv.addKeyword(UNIQUE_ITEMS_LINEAR);
-    addFormats(ajv);
+    lib.addFormats(ajv);
     for (const [name, format] of Object.entries(formatsLinear())) ajv.addFormat(name, format);
     engines.set(d, ajv);
   }
