@@ -38,10 +38,22 @@ export function commandContext(io: Io, defaultLevel: string = CONFIG_DEFAULTS.co
 /** What a failed open becomes: one line that says what could not be reached and what to do. */
 async function databaseOpenError(e: unknown, url: string | undefined, dataDir: string): Promise<Error> {
   const { errorMessage, isConnectionLost } = await import('../db/connection.js');
-  const code = (e as NodeJS.ErrnoException)?.code;
+  const code = (e as NodeJS.ErrnoException)?.code ?? ((e as { cause?: NodeJS.ErrnoException })?.cause)?.code;
   if (url && isConnectionLost(e)) {
     const where = (() => { try { const u = new URL(url); return `${u.hostname}:${u.port || 5432}`; } catch { return 'DATABASE_URL'; } })();
     return new UnavailableError(2, `cannot reach PostgreSQL at ${where} (${errorMessage(e)}): is it running? Unset DATABASE_URL to use the embedded server in ${dataDir}`);
+  }
+  // The server answered but refused: say what it said, where, and what to change. 3D000 no such
+  // database, 28xxx credentials, 53300 too many connections, 42501 not allowed to create the schema.
+  if (url && typeof code === 'string' && /^(3D000|28...|53300|42501)$/.test(code)) {
+    const u = (() => { try { return new URL(url); } catch { return undefined; } })();
+    const where = u ? `${u.hostname}:${u.port || 5432}${u.pathname}` : 'DATABASE_URL';
+    const hint = code === '3D000' ? `create it (createdb ${u?.pathname.slice(1) ?? ''}) or point DATABASE_URL at one that exists`
+      : code.startsWith('28') ? 'check the user and password in DATABASE_URL'
+      : code === '53300' ? 'the server has no free connections; retry, or lower other clients\' pools'
+      : `grant the user CREATE on the database, or set DAGENT_DB_SCHEMA to a schema it owns`;
+    const message = `PostgreSQL at ${where} refused: ${errorMessage(e)}; ${hint}`;
+    return code === '53300' ? new UnavailableError(2, message) : new InvalidInputError(message);
   }
   if (!url && (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')) {
     return new InvalidInputError(`cannot use the data folder ${dataDir} (${code}): make it writable, or set DAGENT_DATA_DIR to another folder (or DATABASE_URL to a server)`);

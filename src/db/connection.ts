@@ -111,10 +111,13 @@ async function migrationsCurrent(client: pg.PoolClient, dbSchema: string): Promi
   const journal = JSON.parse(readFileSync(path.join(MIGRATIONS_DIR, 'meta/_journal.json'), 'utf8')) as { entries: Array<{ when: number }> };
   const newest = Math.max(...journal.entries.map((e) => e.when));
   const table = `${identifierQuote(dbSchema)}.${MIGRATIONS_TABLE}`;
-  const { rows: [exists] } = await client.query<{ t: string | null }>('select to_regclass($1)::text as t', [table]);
-  if (!exists?.t) return false;
-  const { rows: [r] } = await client.query<{ applied: boolean }>(`select coalesce(max(created_at), 0) >= $1 as applied from ${table}`, [newest]);
-  return r?.applied === true;
+  try {
+    const { rows: [r] } = await client.query<{ applied: boolean }>(`select coalesce(max(created_at), 0) >= $1 as applied from ${table}`, [newest]);
+    return r?.applied === true;
+  } catch (e) {
+    if ((e as { code?: string }).code === '42P01' || (e as { code?: string }).code === '3F000') return false; // no journal (or schema) yet
+    throw e;
+  }
 }
 
 /** Run `fn` in one transaction. */

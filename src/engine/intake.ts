@@ -19,6 +19,8 @@ export async function dagSubmitOrSchedule(
 ): Promise<IntakeResult[]> {
   const author = { createdBy: opts.createdBy ?? 'api', replaceAny: opts.replaceAnySchedule ?? false };
   const sourceOf = opts.sourceOf ?? ((spec: DagSpec) => readFileSync(spec.sourceFile!, 'utf8'));
+  // Nothing scheduled: dagSubmit's own transaction is the one (no savepoint inside an outer one).
+  if (!specs.some((sp) => sp.schedule)) return dagSubmit(db, specs, opts);
   return withTx(db, async (tx) => {
     const now = specs.filter((sp) => !sp.schedule);
     const created = now.length ? await dagSubmit(tx, now, opts) : [];

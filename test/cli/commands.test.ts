@@ -117,12 +117,17 @@ describe('dagent CLI', () => {
 });
 
 describe('exit codes scripts can rely on', () => {
-  it('not found is 4, an unreachable database 5 with one line naming it, a port in use 2 with a hint', async () => {
+  it('not found is 4, an unreachable database 5 and a missing one 2, each one line naming it, a port in use 2 with a hint', async () => {
     const notFound = await cli('status', 'dag_00000000000000');
     expect([notFound.code, notFound.stderr]).toEqual([4, 'error: DAG dag_00000000000000 not found\n']);
     const down = await cliWith({ ...process.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' })('tasks');
     expect(down.code).toBe(5);
     expect(down.stderr).toMatch(/^error: cannot reach PostgreSQL at 127\.0\.0\.1:1 \(.*ECONNREFUSED.*\): is it running\? Unset DATABASE_URL to use the embedded server in \.dagent\n$/);
+    const missing = new URL(database.url);
+    missing.pathname = '/dagent_no_such_database';
+    const noDb = await cliWith({ ...process.env, DATABASE_URL: missing.toString() })('tasks');
+    expect(noDb.code).toBe(2);
+    expect(noDb.stderr).toMatch(/^error: PostgreSQL at [^ ]+\/dagent_no_such_database refused: database "dagent_no_such_database" does not exist; create it \(createdb dagent_no_such_database\) or point DATABASE_URL at one that exists\n$/);
     const holder = net.createServer();
     await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
     const port = (holder.address() as net.AddressInfo).port;
