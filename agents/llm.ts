@@ -7,7 +7,8 @@ import {
  * Ollama, LiteLLM, …). Configured from the environment when a task runs, so a
  * process can load it before the variables are final:
  *   DAGENT_LLM_BASE_URL (or OPENAI_BASE_URL), DAGENT_LLM_API_KEY (or OPENAI_API_KEY),
- *   DAGENT_LLM_MODEL (when the task names none), DAGENT_LLM_PRICES (JSON price overrides).
+ *   DAGENT_LLM_MODEL (when the task names none), DAGENT_LLM_PRICES (JSON price overrides),
+ *   DAGENT_LLM_MODELS (the models it claims tasks for, comma-separated; default any).
  */
 
 /** USD per 1M tokens. */
@@ -95,12 +96,23 @@ interface Completion {
 // Module-wide so a fleet of tasks on one unpriced model logs it once, not per call.
 const warnedUnpriced = new Set<string>();
 
+/**
+ * The models an agent serves, from a comma-separated variable (`gpt-4o,gpt-4o-mini`); unset: `*`, any
+ * model the task names (an OpenAI-compatible endpoint is often a gateway to many; it refuses one it lacks).
+ */
+export function modelsFromEnv(value: string | undefined): string[] {
+  const names = (value ?? '').split(',').map((m) => m.trim()).filter(Boolean);
+  return names.length ? names : ['*'];
+}
+
 export default defineAgent({
   name: 'llm',
   capabilities: ['llm'],
+  // Read when the module loads: set DAGENT_LLM_MODELS before the agent process starts.
+  models: modelsFromEnv(process.env.DAGENT_LLM_MODELS),
   maxConcurrent: 4,
   async run(task, ctx) {
-    const model = task.models[0] ?? process.env.DAGENT_LLM_MODEL;
+    const model = task.model ?? process.env.DAGENT_LLM_MODEL;
     if (!model) throw new NonRetryableError('no model: the task names none and DAGENT_LLM_MODEL is not set', { errorClass: 'config' });
     const { text, usage } = await llmChat(model, llmMessages(task), ctx);
     return { type: 'text', model, text, usage };

@@ -1,7 +1,7 @@
 import {
   defineAgent, judgeAnswerSchema, NonRetryableError, TaskError, type ValidationStep, type Verdict,
 } from '../src/index.js';
-import { llmChat, type ChatMessage } from './llm.js';
+import { llmChat, modelsFromEnv, type ChatMessage } from './llm.js';
 
 type JudgeStep = Extract<ValidationStep, { kind: 'llm-judge' }>;
 interface JudgeInput { step: JudgeStep; output: unknown; subject: { key: string; title: string | null; prompt: string | null } }
@@ -19,13 +19,15 @@ const MAX_OUTPUT_CHARS = 60_000;
 export default defineAgent({
   name: 'validate-judge',
   capabilities: ['validate:judge'],
+  // The models it judges with (comma-separated, read at load); default any the step or its task names.
+  models: modelsFromEnv(process.env.DAGENT_JUDGE_MODELS),
   maxConcurrent: 4,
   async run(task, ctx): Promise<Verdict> {
     // Only the engine's validation tasks: a rubric an agent wrote is no judgement of the DAG author's.
     if (task.origin !== 'validation') throw new NonRetryableError(`task ${task.key} is not a validation task (origin ${task.origin})`, { errorClass: 'untrusted_spec' });
     const { step, output, subject } = task.spec.input as unknown as JudgeInput;
     if (step?.kind !== 'llm-judge') throw new TaskError('bad_input', 'spec.input.step must be an llm-judge step', { retryable: false });
-    const model = task.models[0] ?? process.env.DAGENT_JUDGE_MODEL ?? process.env.DAGENT_LLM_MODEL;
+    const model = task.model ?? process.env.DAGENT_JUDGE_MODEL ?? process.env.DAGENT_LLM_MODEL;
     if (!model) throw new NonRetryableError('no judge model: the step names none and neither DAGENT_JUDGE_MODEL nor DAGENT_LLM_MODEL is set', { errorClass: 'config' });
     const { text } = await llmChat(model, judgeMessages(step, output, subject), ctx);
     const answer = judgeAnswerParse(text);

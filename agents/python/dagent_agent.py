@@ -118,12 +118,15 @@ class Task:
     children: dict[str, Any]
     heartbeat_sec: int
     max_duration_sec: Optional[int]
+    # The model to run this attempt on (one the agent registered), or None when the task names none.
+    model: Optional[str] = None
+    models: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, t: dict[str, Any]) -> "Task":
         return cls(t["id"], t["dagId"], t["key"], t["type"], t.get("title"), t["fence"], t["attempt"],
                    t["maxAttempts"], t.get("spec") or {}, t.get("inputs") or {}, t.get("children") or {},
-                   t.get("heartbeatSec") or 20, t.get("maxDurationSec"))
+                   t.get("heartbeatSec") or 20, t.get("maxDurationSec"), t.get("model"), t.get("models") or [])
 
 
 @dataclass
@@ -175,6 +178,8 @@ class Agent:
     grace_sec: float = 10.0
     max_tasks: Optional[int] = None
     exit_when_idle: Optional[float] = None
+    # Models it can use ("*": any): it is offered only tasks that name none or one of these.
+    models: list[str] = field(default_factory=list)
     stopping: bool = False
 
     @classmethod
@@ -188,13 +193,16 @@ class Agent:
         p.add_argument("--grace-sec", type=float, default=10.0, help="on SIGTERM, time to finish before release")
         p.add_argument("--max-tasks", type=int, help="exit after handling this many tasks")
         p.add_argument("--exit-when-idle", type=float, metavar="SECONDS", help="exit after this long without a task")
+        p.add_argument("--models", default=env("DAGENT_MODELS", ""),
+                       help="comma-separated models it can use, or * for any (env DAGENT_MODELS); default none")
         a = p.parse_args()
         if not a.token:
             p.error("a token is needed: --token or DAGENT_TOKEN")
         logging.basicConfig(level=env("DAGENT_LOG_LEVEL", "INFO").upper(),
                             format="%(asctime)s %(levelname)s %(message)s")
+        models = [m.strip() for m in a.models.split(",") if m.strip()]
         return cls(Client(a.url, a.token), a.id, agent_type, capabilities, handler,
-                   a.poll_sec, a.grace_sec, a.max_tasks, a.exit_when_idle)
+                   a.poll_sec, a.grace_sec, a.max_tasks, a.exit_when_idle, models)
 
     def _stop(self, signum: int, _frame: Any) -> None:
         log.info("%s: stopping (signal %d)", self.id, signum)
@@ -211,7 +219,7 @@ class Agent:
         signal.signal(signal.SIGINT, self._stop)
         try:
             self.client.call("/api/agents", {"id": self.id, "type": self.type, "capabilities": self.capabilities,
-                                             "metadata": {"runtime": "python"}})
+                                             "models": self.models, "metadata": {"runtime": "python"}})
         except (ApiError, urllib.error.URLError) as e:
             log.error("%s: cannot register at %s: %s", self.id, self.client.url, e)
             return 1

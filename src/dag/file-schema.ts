@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { durationSchema } from '../durations.js';
 import { RESERVED_NAMES } from '../json-guard.js';
+import { modelNameSchema } from '../model-names.js';
 import { STEP_FILE_FIELDS, validationStepFileSchema } from '../validation/steps/index.js';
 
 /**
@@ -65,8 +66,8 @@ export const taskBodySchema = z.strictObject({
   prompt: z.string().max(MAX_TEXT).optional(),
   context: z.array(contextRefSchema).max(64).optional().describe('upstream outputs handed to the task at claim'),
   constraints: constraintsSchema.optional(),
-  models: z.array(z.string().max(200)).max(16).optional(),
-  fallback_models: z.array(z.string().max(200)).max(16).optional().describe('used instead of models from retry 2 on'),
+  models: z.array(modelNameSchema).max(16).optional().describe('models the task accepts, in order of preference: only an agent with one of them claims it'),
+  fallback_models: z.array(modelNameSchema).max(16).optional().describe('used instead of models from retry 2 on'),
   input: z.record(z.string(), z.unknown()).optional().describe('free-form input for the agent'),
 });
 
@@ -120,8 +121,8 @@ export const spawnSchema = z.strictObject({
 export const defaultsSchema = z.strictObject({
   ...taskCommon,
   constraints: constraintsSchema.optional(),
-  models: z.array(z.string().max(200)).max(16).optional(),
-  fallback_models: z.array(z.string().max(200)).max(16).optional(),
+  models: z.array(modelNameSchema).max(16).optional(),
+  fallback_models: z.array(modelNameSchema).max(16).optional(),
 });
 
 export const paramSchema = z.union([

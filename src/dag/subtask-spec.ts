@@ -3,6 +3,7 @@ import { LIMITS } from '../config/index.js';
 import { durationSchema } from '../durations.js';
 import { ForbiddenError, InvalidInputError } from '../errors.js';
 import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
+import { modelNameSchema } from '../model-names.js';
 import { dagFileNormalize } from './normalize.js';
 import type { SpawnPolicy, SpawnTemplate, TaskSpec } from './spec.js';
 import { didYouMean } from './suggest.js';
@@ -25,8 +26,8 @@ export const subtaskSpecSchema = z.strictObject({
     prompt: z.string().max(100_000).optional(),
     context: z.array(contextRefSchema).max(64).optional(),
     constraints: constraintsSchema.optional(),
-    models: z.array(z.string().max(200)).max(16).optional(),
-    fallback_models: z.array(z.string().max(200)).max(16).optional(),
+    models: z.array(modelNameSchema).max(16).optional(),
+    fallback_models: z.array(modelNameSchema).max(16).optional(),
     input: z.record(z.string(), z.unknown()).optional(),
   }).optional(),
   /** Sibling keys from the same spawn call, or keys of tasks already in the DAG. */

@@ -26,6 +26,7 @@ export interface TaskRow {
   type: string;
   contextKeys: string[];
   requiredCapabilities: string[];
+  models: string[];
   capKey: string;
   estimateSec: number;
   cpRankSec: number;

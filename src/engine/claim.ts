@@ -20,7 +20,12 @@ export interface ClaimedTask {
   maxAttempts: number;
   leaseExpiresAt: Date;
   spec: TaskBody;
-  /** Models to use on this attempt: the fallback models from retry 2 on, when given. */
+  /**
+   * The model to run this attempt on: the first of the attempt's models the agent has (see modelsForAgent).
+   * Null when the task names no model.
+   */
+  model: string | null;
+  /** The models this attempt may use that the agent has, in the task's order of preference (`model` first). */
   models: string[];
   /** Upstream outputs named by the task's context refs, keyed by the ref (`plan`, `plan.outline`). */
   inputs: Record<string, unknown>;
@@ -53,11 +58,6 @@ export interface ClaimOptions {
   capabilities?: readonly string[];
   /** Only claim tasks of this DAG. Default: any DAG. */
   dagId?: string;
-  /**
-   * Whether the agent has a budget, when the caller knows (with `capabilities`).
-   * False skips locking the agent row; wrong would let reservations race. Default: read from the agent.
-   */
-  budgeted?: boolean;
   /** Claim straight into RUNNING under the heartbeat lease (no separate start): for claimers that start what they claim at once. */
   start?: boolean;
   /** The claiming token's grant: at most this many tasks held at once, and this much spent, whatever the agent row says. */
@@ -69,18 +69,17 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
   const limit = opts.limit ?? 1;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new InvalidInputError(`claim limit must be 1..1000, got ${limit}`);
   let capabilities = opts.capabilities;
-  let budgeted = opts.budgeted ?? true;
   if (!capabilities) {
     const agent = await agentGet(db, agentId);
     if (!agent) throw new NotFoundError('agent', agentId);
     capabilities = agent.capabilities;
-    budgeted = agent.budgetUsd !== null;
   }
-  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, budgeted, start: opts.start, grant: opts.grant });
+  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, start: opts.start, grant: opts.grant });
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;
+    const models = modelsForAgent(spec, r.attempt, r.agentModels);
     return {
       id: r.id,
       dagId: r.dagId,
@@ -92,7 +91,8 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
       maxAttempts: r.maxAttempts,
       leaseExpiresAt: r.leaseExpiresAt,
       spec,
-      models: modelsForAttempt(spec, r.attempt),
+      model: models[0] ?? null,
+      models,
       inputs: contextResolve(spec.context, r.upstreamOutputs),
       children: r.childOutputs,
       maxDurationSec: r.maxDurationSec,
@@ -103,6 +103,17 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
       outputSpec: r.outputSpec,
     };
   });
+}
+
+/**
+ * The models an attempt may use on this agent, best first: the attempt's own list (modelsForAttempt:
+ * the fallback models from retry 2 on), then the task's other accepted models, keeping those the agent
+ * has (`*`: all). The claim took the task only if one is left, unless the task names none.
+ */
+export function modelsForAgent(body: Pick<TaskBody, 'models' | 'fallbackModels'>, attempt: number, agentModels: readonly string[]): string[] {
+  const preferred = modelsForAttempt(body, attempt);
+  const all = [...new Set([...preferred, ...body.models, ...body.fallbackModels])];
+  return agentModels.includes('*') ? all : all.filter((m) => agentModels.includes(m));
 }
 
 /** `plan` → plan's whole output; `plan.outline.title` → that path inside it (undefined if absent). */

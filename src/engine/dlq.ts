@@ -9,6 +9,7 @@ import { taskCancelCascade } from '../db/queries/tasks-cancel.js';
 import { taskDeadLetterEdit, taskDeadLetterRetry, type TaskEdit } from '../db/queries/tasks-dead-letter.js';
 import { taskGet } from '../db/queries/tasks-read.js';
 import { capabilitySchema } from '../dag/file-schema.js';
+import { modelNameSchema } from '../model-names.js';
 import { DeadLetterResolvedError, InvalidInputError, NotFoundError } from '../errors.js';
 import { cancelledSettle } from './cancel.js';
 import type { DeadLetterRow, DeadLetterSelector, TaskRow } from '../db/rows.js';
@@ -47,8 +48,8 @@ export const taskEditSchema = z.strictObject({
   title: z.string().max(200).optional(),
   prompt: z.string().max(100_000).optional(),
   input: z.record(z.string(), z.unknown()).optional(),
-  models: z.array(z.string().min(1).max(200)).max(16).optional(),
-  fallback_models: z.array(z.string().min(1).max(200)).max(16).optional(),
+  models: z.array(modelNameSchema).max(16).optional(),
+  fallback_models: z.array(modelNameSchema).max(16).optional(),
   requires: z.array(capabilitySchema).max(32).optional(),
   priority: z.number().int().min(0).max(100).optional(),
   max_attempts: z.number().int().min(1).max(100).optional(),
@@ -72,7 +73,9 @@ export async function dlqEditRetry(db: Db, id: string, edit: TaskEditInput, opts
   return withTx(db, async (tx) => {
     const entry = await openEntry(tx, id);
     const before = (await taskGet(tx, entry.taskId))!;
-    if (!(await taskDeadLetterEdit(tx, entry.taskId, change))) throw new DeadLetterResolvedError(entry.id, entry.resolution, entry.resolvedAt);
+    const body = before.spec as { models?: string[]; fallbackModels?: string[] };
+    const current = { requiredCapabilities: before.requiredCapabilities, models: body.models ?? [], fallbackModels: body.fallbackModels ?? [] };
+    if (!(await taskDeadLetterEdit(tx, entry.taskId, change, current))) throw new DeadLetterResolvedError(entry.id, entry.resolution, entry.resolvedAt);
     const previous = {
       title: before.title, spec: before.spec, requires: before.requiredCapabilities, priority: before.priority,
       max_attempts: before.maxAttempts, max_cost_usd: before.maxCostUsd,

@@ -1,5 +1,5 @@
 import type { TaskSpec } from '../dag/spec.js';
-import { capKeyOf } from '../db/queries/capability-groups.js';
+import { claimGroupKey, modelsAccepted } from '../db/queries/capability-groups.js';
 import type { TaskInsert } from '../db/queries/tasks-intake.js';
 import { instantSql } from '../db/queries/tasks-fragments.js';
 import { priorityConstants } from '../model/priority.js';
@@ -11,6 +11,7 @@ import type { TaskPlan } from './critical-path.js';
  */
 export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: string, plan?: TaskPlan): TaskInsert {
   const estimateSec = plan?.estimateSec ?? t.estimateSec ?? priorityConstants().defaultEstimateSec;
+  const models = modelsAccepted(t.body);
   return {
     id,
     dagId,
@@ -22,7 +23,8 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     spec: t.body,
     contextKeys: [...new Set(t.body.context.map((ref) => ref.split('.')[0]!))],
     requiredCapabilities: t.requiredCapabilities,
-    capKey: capKeyOf(t.requiredCapabilities),
+    models,
+    capKey: claimGroupKey({ capabilities: t.requiredCapabilities, models }),
     maxCostUsd: t.maxCostUsd,
     maxDurationSec: t.maxDurationSec,
     heartbeatSec: t.heartbeatSec,

@@ -30,6 +30,12 @@ export const LEASED_STATES: readonly TaskState[] = ['claimed', 'running', 'valid
  */
 export const EXPIRING_LEASE_STATES = ['claimed', 'running'] as const satisfies readonly TaskState[];
 
+/**
+ * States in which a task counts against its agent's max_concurrent: leased, or its output under
+ * validation (the agent's work is not done until the verdict). The partial index `tasks_held_idx` covers these.
+ */
+export const HELD_STATES = ['claimed', 'running', 'validating'] as const satisfies readonly TaskState[];
+
 interface TransitionDef {
   from: readonly TaskState[];
   to: readonly TaskState[];

@@ -139,7 +139,7 @@ export class AgentRunner {
       if (free > 0) {
         try {
           const claimed = await taskClaim(this.o.database.db, this.id, {
-            limit: free, capabilities: this.def.capabilities, budgeted: this.def.budgetUsd !== undefined, claimTtlSec: this.o.claimTtlSec, start: true,
+            limit: free, capabilities: this.def.capabilities, claimTtlSec: this.o.claimTtlSec, start: true,
           });
           this.claimFailures = 0;
           for (const t of claimed) this.launch(t);

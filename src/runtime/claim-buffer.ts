@@ -19,8 +19,6 @@ export interface ClaimBufferOptions {
   claimTtlSec?: number;
   /** The agent's capabilities, so each claim skips reading the agent row. Default: read on every claim. */
   capabilities?: readonly string[];
-  /** With `capabilities`: whether the agent has a budget (false: its row is not locked per claim). Default true. */
-  budgeted?: boolean;
 }
 
 /**
@@ -85,7 +83,7 @@ export class ClaimBuffer {
   private async claimMore(): Promise<number> {
     const room = Math.min(this.batch, this.maxHeld - this.held);
     if (room <= 0) return 0;
-    const claimed = await taskClaim(this.o.db, this.o.agentId, { limit: room, claimTtlSec: this.o.claimTtlSec, capabilities: this.o.capabilities, budgeted: this.o.budgeted });
+    const claimed = await taskClaim(this.o.db, this.o.agentId, { limit: room, claimTtlSec: this.o.claimTtlSec, capabilities: this.o.capabilities });
     this.held += claimed.length;
     this.buffer.push(...claimed);
     return claimed.length;

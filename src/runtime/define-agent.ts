@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { capabilitySchema, KEY_PATTERN } from '../dag/file-schema.js';
+import { agentModelSchema } from '../model-names.js';
 import type { SubtaskSpec } from '../dag/subtask-spec.js';
 import type { ClaimedTask } from '../engine/claim.js';
 import type { SpawnedChild } from '../engine/spawn.js';
@@ -34,7 +35,10 @@ export interface AgentDefinition {
   name: string;
   /** The agent claims only tasks whose required capabilities are all in this list. */
   capabilities: string[];
-  /** Models it can use; recorded on its registration. Default none. */
+  /**
+   * Models it can use: it claims only tasks that name none or one of these, and receives the model to use
+   * (`task.model`). `*` takes any model. Default none: only tasks that name no model.
+   */
   models?: string[];
   /** Total spend allowed across its lifetime, in USD. Default unlimited. */
   budgetUsd?: number;
@@ -47,7 +51,7 @@ export interface AgentDefinition {
 const definitionSchema = z.object({
   name: z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }),
   capabilities: z.array(capabilitySchema).max(64),
-  models: z.array(z.string().min(1).max(200)).max(32).optional(),
+  models: z.array(agentModelSchema).max(32).optional(),
   budgetUsd: z.number().nonnegative().optional(),
   maxConcurrent: z.number().int().min(1).max(1000).optional(),
   run: z.custom<AgentDefinition['run']>((v) => typeof v === 'function', { error: 'must be a function (task, ctx) => output' }),

@@ -30,7 +30,7 @@ describe('dagent CLI', () => {
     const human = await cli('status', dagId);
     expect(human.stdout).toMatch(/design\s+ready\s+0\/4/);
 
-    const agentId = await agentCreate(db, 'cli-agent', ['llm']);
+    const agentId = await agentCreate(db, 'cli-agent', ['llm'], undefined, { models: ['*'] });
     const [design] = await taskClaim(db, agentId);
     const failed = await taskFail(db, { taskId: design!.id, fence: design!.fence, errorClass: 'auth_failure', message: 'bad key', retryable: false });
     expect(failed.status).toBe('dead_lettered');

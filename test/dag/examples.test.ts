@@ -24,7 +24,8 @@ describe('example DAGs', () => {
     const [submitted] = await dagSubmit(db, [spec]);
     const dagId = submitted!.dagId;
     const capabilities = [...new Set(spec.tasks.flatMap((t) => t.requiredCapabilities))];
-    const agentId = await agentCreate(db, `all-${file}`, capabilities);
+    const models = [...new Set(spec.tasks.flatMap((t) => [...t.body.models, ...t.body.fallbackModels]))];
+    const agentId = await agentCreate(db, `all-${file}`, capabilities, undefined, { models });
     // Not-before delays are part of some examples: wait for them by draining until the DAG is done.
     const order: string[] = [];
     for (let i = 0; i < 100 && (await dagGet(db, dagId))?.status === 'running'; i++) {

@@ -28,8 +28,11 @@ export function chainYaml(name: string, length: number, extra = ''): string {
   return lines.join('\n');
 }
 
-export async function agentCreate(db: Db, id: string, capabilities: string[] = [], budgetUsd?: number): Promise<string> {
-  await agentRegister(db, { id, type: 'test', capabilities, budgetUsd });
+export async function agentCreate(
+  db: Db, id: string, capabilities: string[] = [], budgetUsd?: number, more: { models?: string[]; maxConcurrent?: number } = {},
+): Promise<string> {
+  // A test agent holds up to 100 tasks unless the test is about that limit (the registration default is 1).
+  await agentRegister(db, { id, type: 'test', capabilities, budgetUsd, maxConcurrent: more.maxConcurrent ?? 100, models: more.models });
   return id;
 }
 

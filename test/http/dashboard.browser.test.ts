@@ -96,7 +96,7 @@ describe('dashboard in a browser', () => {
   it('follows a DAG live through a dead letter, a retry from the DLQ page and completion', async () => {
     // Not a skip: the browser is a dev dependency, so one that does not start is a broken setup.
     expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
-    await agentRegister(db, { id: 'a1', type: 'worker', capabilities: [] });
+    await agentRegister(db, { id: 'a1', type: 'worker', capabilities: [], models: ['model-small'], maxConcurrent: 10 });
     const submitted = await http.call('POST', '/api/dags', { raw: DAG_YAML, contentType: 'application/yaml' });
     expect(submitted.status).toBe(201);
     const dagId: string = submitted.body.results[0].dagId;

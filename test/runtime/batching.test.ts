@@ -54,7 +54,7 @@ describe('ClaimBuffer', () => {
 describe('CompletionBatcher', () => {
   it('writes many completions in batches, reports refusals per task, and drains', async () => {
     await dagCreate(db, flat(250));
-    const agentId = await agentCreate(db, 'batcher-a');
+    const agentId = await agentCreate(db, 'batcher-a', [], undefined, { maxConcurrent: 250 });
     const buffer = new ClaimBuffer({ db, agentId, batch: 250, maxHeld: 250 });
     const tasks = [];
     for (let t = await buffer.take(); t; t = await buffer.take()) tasks.push(t);

@@ -90,7 +90,7 @@ describe('the live event stream', () => {
       const watcher = await stream(small, small.adminToken);
       const dropped = async () => Number(/^dagent_event_streams_dropped_total (\d+)/m.exec((await small.call('GET', '/metrics')).body)?.[1] ?? 0);
       // Events pile up behind the silent reader until it is cut off: each failure's event carries a 9 kB message.
-      await small.call('POST', '/api/agents', { body: { id: 'lagger', type: 'w', capabilities: ['lag'] } });
+      await small.call('POST', '/api/agents', { body: { id: 'lagger', type: 'w', capabilities: ['lag'], max_concurrent: 100 } });
       const message = 'm'.repeat(9_000);
       for (let round = 0; round < 30 && (await dropped()) === 0; round++) {
         const c = await small.call('POST', '/api/agents/lagger/claim', { body: { dag_id: dagId, limit: 100, start: true } });

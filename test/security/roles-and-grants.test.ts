@@ -81,7 +81,7 @@ describe('a grant\'s ceilings hold at every claim', () => {
   });
 
   it('budget: an agent whose row has no budget spends at most its grant\'s', async () => {
-    await server.call('POST', '/api/agents', { body: { id: 'unbounded', type: 'w', capabilities: ['paid'] } });
+    await server.call('POST', '/api/agents', { body: { id: 'unbounded', type: 'w', capabilities: ['paid'], max_concurrent: 10 } });
     const tasks = Array.from({ length: 5 }, (_, i) => `  p${i}: { type: t, spec: { constraints: { capabilities: [paid], max_cost_usd: 2 } } }`).join('\n');
     const dagId = (await server.call('POST', '/api/dags', { raw: `name: paid\ntasks:\n${tasks}\n`, contentType: 'application/yaml' })).body.results[0].dagId;
     const { token } = await tokenCreate(db, { role: 'agent', agentId: 'unbounded', capabilities: ['paid'], budgetUsd: 5 });

@@ -1,15 +1,27 @@
 import type { Db } from '../connection.js';
 import { capabilityGroups } from '../schema/index.js';
 
-/** The group key of a set of required capabilities (already deduplicated and sorted at submission). */
-export function capKeyOf(capabilities: readonly string[]): string {
-  return [...capabilities].sort().join(',');
+/**
+ * A task's claim group: its required capabilities and the models it accepts. The key is the
+ * capabilities (sorted, comma-joined; '' for none), then ` models=` and the models (sorted, comma-joined)
+ * when it names any. Neither a capability nor a model name holds a space or a comma, so keys never collide.
+ */
+export interface ClaimGroup { capabilities: readonly string[]; models: readonly string[] }
+
+export function claimGroupKey(g: ClaimGroup): string {
+  const caps = [...new Set(g.capabilities)].sort().join(',');
+  return g.models.length === 0 ? caps : `${caps} models=${[...new Set(g.models)].sort().join(',')}`;
 }
 
-/** Record the capability groups of tasks about to be inserted (new groups only; existing ones are left alone). */
-export async function capabilityGroupsEnsure(db: Db, sets: ReadonlyArray<readonly string[]>): Promise<void> {
-  const byKey = new Map(sets.map((c) => [capKeyOf(c), [...c].sort()]));
+/** The models a task accepts: its preferred and its fallback models, sorted and distinct (what tasks.models holds). */
+export function modelsAccepted(body: { models: readonly string[]; fallbackModels: readonly string[] }): string[] {
+  return [...new Set([...body.models, ...body.fallbackModels])].sort();
+}
+
+/** Record the claim groups of tasks about to be inserted (new groups only; existing ones are left alone). */
+export async function capabilityGroupsEnsure(db: Db, groups: ReadonlyArray<ClaimGroup>): Promise<void> {
+  const byKey = new Map(groups.map((g) => [claimGroupKey(g), { capabilities: [...new Set(g.capabilities)].sort(), models: [...new Set(g.models)].sort() }]));
   if (byKey.size === 0) return;
-  await db.insert(capabilityGroups).values([...byKey].map(([capKey, capabilities]) => ({ capKey, capabilities })))
+  await db.insert(capabilityGroups).values([...byKey].map(([capKey, g]) => ({ capKey, ...g })))
     .onConflictDoNothing();
 }

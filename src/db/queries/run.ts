@@ -35,8 +35,46 @@ export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
   if (!(pool instanceof pg.Pool)) return rowsOf<T>(db, query);
   const { sql: text, params } = dialect.sqlToQuery(query);
-  const name = `dagent_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
-  return (await pool.query({ name, text, values: params as unknown[] })).rows as T[];
+  return (await pool.query({ name: preparedName(text), text, values: params as unknown[] })).rows as T[];
+}
+
+/**
+ * `lock`, then `query` (as rowsOfPrepared), in one transaction: `query` takes its snapshot once the
+ * lock is held, so it sees everything the lock's previous holders committed. (A lock taken inside the
+ * statement itself would not: a statement's snapshot is taken before it waits.) Inside a caller's
+ * transaction both run there.
+ */
+export async function rowsOfPreparedAfterLock<T>(db: Db, lock: SQL, query: SQL): Promise<T[]> {
+  const pool = (db as unknown as { $client?: unknown }).$client;
+  if (!(pool instanceof pg.Pool)) {
+    await db.execute(lock);
+    return rowsOf<T>(db, query);
+  }
+  const l = dialect.sqlToQuery(lock);
+  const q = dialect.sqlToQuery(query);
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  // Checked out, the client has no pool listener: a connection lost between two of these statements
+  // (a database restart) must fail this claim, not crash the process.
+  const onError = (e: Error) => { broken = e; };
+  client.on('error', onError);
+  try {
+    await client.query('begin');
+    await client.query({ name: preparedName(l.sql), text: l.sql, values: l.params as unknown[] });
+    const rows = (await client.query({ name: preparedName(q.sql), text: q.sql, values: q.params as unknown[] })).rows as T[];
+    await client.query('commit');
+    return rows;
+  } catch (e) {
+    await client.query('rollback').catch((re: Error) => { broken = re; });
+    throw e;
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
+}
+
+function preparedName(text: string): string {
+  return `dagent_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
 }
 
 /**

@@ -1,8 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import type { TaskOrigin } from '../../dag/spec.js';
-import { EXPIRING_LEASE_STATES, fromStates } from '../../model/state-machine.js';
-import { dateOf, rowsOfPrepared, sqlStateList, textArray } from './run.js';
+import { fromStates, HELD_STATES } from '../../model/state-machine.js';
+import { dateOf, rowsOfPreparedAfterLock, sqlStateList, textArray } from './run.js';
 import { leaseSql } from './tasks-fragments.js';
 
 export interface ClaimedRow {
@@ -27,15 +27,18 @@ export interface ClaimedRow {
   upstreamOutputs: Record<string, unknown>;
   /** Outputs of completed subtasks this task spawned, by their key under the parent. */
   childOutputs: Record<string, unknown>;
+  /** The claiming agent's registered models (`*`: any), to choose the one the task runs on. */
+  agentModels: string[];
 }
 
 /**
  * Claim up to `limit` READY tasks for one agent, in one statement.
  *
- * Capability groups: every task belongs to the group of its required capability
- * set (`cap_key`), and tasks_ready_group_idx is ordered (cap_key, effective_priority,
- * ready_at, id). The claim reads the groups the agent covers from the small
- * capability_groups table, walks each group's index range in priority order
+ * Claim groups: every task belongs to the group of its required capability set and
+ * the models it accepts (`cap_key`), and tasks_ready_group_idx is ordered (cap_key,
+ * effective_priority, ready_at, id). The claim reads the groups the agent covers
+ * (its capabilities hold the group's; it has one of the group's models, or the group
+ * names none) from the small capability_groups table, walks each group's index range in priority order
  * (a LATERAL subquery, FOR UPDATE SKIP LOCKED, at most `limit` rows), and merges
  * the heads. Tasks the agent cannot take are never visited, however many there
  * are and however urgent: a claim costs O(groups covered × limit), not O(READY).
@@ -43,11 +46,15 @@ export interface ClaimedRow {
  * LIMIT n FOR UPDATE SKIP LOCKED)`: Postgres may re-run such a subquery and claim
  * more than `limit` rows.
  *
+ * Concurrency: the agent holds at most max_concurrent tasks (claimed, running or
+ * validating; a token's grant may lower it), counted under the agent row's lock
+ * (taskClaimReady), so concurrent claims of one agent queue on it and never over-commit.
+ *
  * Budgets never over-commit. Each claimed task reserves its max_cost_usd against
  * the agent's budget and its DAG's ceiling (spent + reserved ≤ budget); the
  * attempt's end settles the real cost and releases the reservation.
- * - The agent: when `budgeted`, its row is locked first (FOR UPDATE), so its
- *   remaining budget is exact for this statement; candidates are kept while their
+ * - The agent: its row is locked first (taskClaimReady), so its remaining budget is
+ *   exact for this statement; candidates are kept while their
  *   running sum of max costs fits.
  * - The DAG: the reservation is an UPDATE of the dags row guarded by
  *   spent + reserved + amount ≤ budget, which Postgres re-checks on the latest row
@@ -60,8 +67,11 @@ export async function taskClaimReady(
   db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {},
 ): Promise<ClaimedRow[]> {
   // Prepared: the statement is long, and planning it afresh cost more than running it (~1.4 ms of ~2.4 ms).
-  const rows = await rowsOfPrepared<Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date }>(
-    db, taskClaimReadySql(agentId, capabilities, limit, claimTtlSec, opts),
+  // After the agent row's lock, in its own statement: the claim then counts the agent's held tasks and its
+  // budget from a snapshot that holds every earlier claim of the agent (one lock taken inside the claim would
+  // not; its snapshot predates the wait). Costs a BEGIN, the lock and a COMMIT per claim: ~0.1 ms here.
+  const rows = await rowsOfPreparedAfterLock<Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date }>(
+    db, sql`select 1 from agents where id = ${agentId} for update`, taskClaimReadySql(agentId, capabilities, limit, claimTtlSec, opts),
   );
   return rows.map((r) => ({ ...r, leaseExpiresAt: dateOf(r.leaseExpiresAt)! }));
 }
@@ -69,8 +79,6 @@ export async function taskClaimReady(
 export interface ClaimSqlOptions {
   /** Only tasks of this DAG. */
   dagId?: string;
-  /** False when the agent has no budget: its row is then not locked (concurrent claims of one agent do not queue). Default true. */
-  budgeted?: boolean;
   /**
    * Claim straight into RUNNING, under the heartbeat lease (three of the task's heartbeat_sec): for a claimer that
    * starts everything it claims at once, which saves the start statement. Default false: CLAIMED, under the claim TTL.
@@ -78,8 +86,7 @@ export interface ClaimSqlOptions {
   start?: boolean;
   /**
    * Ceilings from the caller's token grant, over what the agent row says (a registration made before
-   * the grant, an operator's): the agent holds at most `maxHeld` tasks at once (claimed or running),
-   * and spends at most `budgetUsd`. Either locks the agent row, so concurrent claims count exactly.
+   * the grant, an operator's): the agent holds at most `maxHeld` tasks at once, and spends at most `budgetUsd`.
    */
   grant?: { maxHeld: number | null; budgetUsd: number | null };
 }
@@ -89,26 +96,22 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
   const caps = textArray(capabilities);
   const inOrder = (a: string) => sql.raw(`${a}.effective_priority, ${a}.ready_at, ${a}.id`);
   const g = opts.grant;
-  // Without a grant the statement is the one measured above; with one, two more columns and the row lock.
   const budget = g?.budgetUsd != null ? sql`least(budget_usd, ${g.budgetUsd}::numeric)` : sql`budget_usd`;
-  const slots = g?.maxHeld != null
-    ? sql`${g.maxHeld}::int - (select count(*)::int from tasks h where h.claimed_by = ${agentId} and h.status in (${sqlStateList(EXPIRING_LEASE_STATES)}))`
-    : sql`null::int`;
-  const locked = opts.budgeted !== false || g?.maxHeld != null || g?.budgetUsd != null;
+  const maxHeld = g?.maxHeld != null ? sql`least(max_concurrent, ${g.maxHeld}::int)` : sql`max_concurrent`;
   return sql`
     with agent as materialized (
-      select capabilities, case when ${budget} is null then null else ${budget} - spent_usd - reserved_usd end as remaining,
-        ${slots} as slots
+      select capabilities, models, case when ${budget} is null then null else ${budget} - spent_usd - reserved_usd end as remaining,
+        ${maxHeld} - (select count(*)::int from tasks h where h.claimed_by = ${agentId} and h.status in (${sqlStateList(HELD_STATES)})) as slots
       from agents where id = ${agentId} and status = 'active'
-      ${locked ? sql`for update` : sql``}
     ),
     broke as materialized (
       select id from dags where budget_usd is not null and status in ('running', 'blocked') and budget_usd - spent_usd - reserved_usd <= 0
     ),
     groups as materialized (
-      select cap_key from capability_groups
-      where capabilities <@ ${caps} and ${caps} <@ (select capabilities from agent)
-        and coalesce((select remaining from agent), 1) > 0 and coalesce((select slots from agent), 1) > 0
+      select g.cap_key from capability_groups g
+      where g.capabilities <@ ${caps} and ${caps} <@ (select capabilities from agent)
+        and (cardinality(g.models) = 0 or (select a.models && g.models or '*' = any(a.models) from agent a))
+        and coalesce((select remaining from agent), 1) > 0 and (select slots from agent) > 0
     ),
     picked as (
       select c.* from groups g cross join lateral (
@@ -132,7 +135,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         for update of t skip locked
       ) c
       order by ${inOrder('c')}
-      limit ${g?.maxHeld != null ? sql`least(${limit}::int, greatest(0, (select slots from agent)))` : sql`${limit}`}
+      limit least(${limit}::int, greatest(0, (select slots from agent)))
     ),
     costed as (
       select p.id, p.dag_id, p.max_cost_usd,
@@ -161,26 +164,27 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       from (select sum(reserve) as amount from claimable) s
       where a.id = ${agentId} and s.amount > 0
     )
+    -- statement_timestamp(), not now(): the transaction began before the agent lock's wait, and a claim's time is when it took the task.
     update tasks t set
       status = ${opts.start ? 'running' : 'claimed'},
       claimed_by = ${agentId},
-      claimed_at = now(),
-      started_at = ${opts.start ? sql`now()` : sql`null`},
-      heartbeat_at = ${opts.start ? sql`now()` : sql`null`},
+      claimed_at = statement_timestamp(),
+      started_at = ${opts.start ? sql`statement_timestamp()` : sql`null`},
+      heartbeat_at = ${opts.start ? sql`statement_timestamp()` : sql`null`},
       progress = null,
       progress_message = null,
       fence = t.fence + 1,
       attempts = t.attempts + 1,
       reserved_usd = c.reserve,
-      lease_expires_at = now() + ${opts.start ? leaseSql(undefined) : sql`make_interval(secs => ${claimTtlSec})`},
-      updated_at = now()
+      lease_expires_at = statement_timestamp() + ${opts.start ? leaseSql(undefined) : sql`make_interval(secs => ${claimTtlSec})`},
+      updated_at = statement_timestamp()
     from claimable c
     where t.id = c.id
     returning
       t.id, t.dag_id as "dagId", t.key, t.type, t.title, t.spec, t.fence, t.attempts as "attempt",
       t.max_attempts as "maxAttempts", t.max_duration_sec as "maxDurationSec", t.heartbeat_sec as "heartbeatSec", t.max_cost_usd::float8 as "maxCostUsd",
       t.output_spec as "outputSpec", t.lease_expires_at as "leaseExpiresAt", t.origin,
-      extract(epoch from now() - coalesce(t.ready_at, t.created_at))::float8 as "waitSec",
+      extract(epoch from statement_timestamp() - coalesce(t.ready_at, t.created_at))::float8 as "waitSec",
       case when cardinality(t.context_keys) = 0 then '{}'::jsonb else (
         select coalesce(jsonb_object_agg(u.key, u.output), '{}'::jsonb)
         from tasks u where u.dag_id = t.dag_id and u.key = any(t.context_keys)
@@ -189,5 +193,6 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       case when not t.has_children then '{}'::jsonb else (
         select coalesce(jsonb_object_agg(substr(c.key, length(t.key) + 2), c.output), '{}'::jsonb)
         from tasks c where c.parent_id = t.id and c.status = 'completed'
-      ) end as "childOutputs"`;
+      ) end as "childOutputs",
+      (select models from agent) as "agentModels"`;
 }

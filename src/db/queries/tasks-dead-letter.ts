@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
-import { capabilityGroupsEnsure, capKeyOf } from './capability-groups.js';
+import { capabilityGroupsEnsure, claimGroupKey, modelsAccepted } from './capability-groups.js';
 import { rowsOf, textArray } from './run.js';
 import { notifyIfReady } from './tasks-fragments.js';
 
@@ -38,18 +38,26 @@ export interface TaskEdit {
   maxCostUsd?: number | null;
 }
 
-/** Apply an edit to a DEAD_LETTERED task; false if it is not (any more) dead-lettered. */
-export async function taskDeadLetterEdit(db: Db, id: string, e: TaskEdit): Promise<boolean> {
+/**
+ * Apply an edit to a DEAD_LETTERED task; false if it is not (any more) dead-lettered. `current` is the
+ * task as read before the edit (its capabilities and models), for the claim group of the edited task.
+ */
+export async function taskDeadLetterEdit(
+  db: Db, id: string, e: TaskEdit, current: { requiredCapabilities: string[]; models: string[]; fallbackModels: string[] },
+): Promise<boolean> {
   const body: Record<string, unknown> = {};
   if (e.prompt !== undefined) body.prompt = e.prompt;
   if (e.input !== undefined) body.input = e.input;
   if (e.models !== undefined) body.models = e.models;
   if (e.fallbackModels !== undefined) body.fallbackModels = e.fallbackModels;
-  if (e.requiredCapabilities) await capabilityGroupsEnsure(db, [e.requiredCapabilities]);
+  const capabilities = e.requiredCapabilities ?? current.requiredCapabilities;
+  const models = modelsAccepted({ models: e.models ?? current.models, fallbackModels: e.fallbackModels ?? current.fallbackModels });
+  const regroup = e.requiredCapabilities !== undefined || e.models !== undefined || e.fallbackModels !== undefined;
+  if (regroup) await capabilityGroupsEnsure(db, [{ capabilities, models }]);
   const r = await db.update(tasks).set({
     spec: sql`${tasks.spec} || ${JSON.stringify(body)}::jsonb`,
     ...(e.title !== undefined ? { title: e.title } : {}),
-    ...(e.requiredCapabilities ? { requiredCapabilities: e.requiredCapabilities, capKey: capKeyOf(e.requiredCapabilities) } : {}),
+    ...(regroup ? { requiredCapabilities: capabilities, models, capKey: claimGroupKey({ capabilities, models }) } : {}),
     ...(e.priority !== undefined ? { priority: e.priority } : {}),
     ...(e.maxAttempts !== undefined ? { maxAttempts: e.maxAttempts } : {}),
     ...(e.maxCostUsd !== undefined ? { maxCostUsd: e.maxCostUsd } : {}),

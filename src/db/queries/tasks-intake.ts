@@ -15,9 +15,11 @@ export type TaskInsert = PgInsertValue<typeof tasks>;
 
 const CHUNK = 500;
 
-/** Insert tasks (and record any capability group not seen before, so claims can find them). */
+/** Insert tasks (and record any claim group not seen before, so claims can find them). */
 export async function taskInsertMany(db: Db, rows: TaskInsert[]): Promise<void> {
-  await capabilityGroupsEnsure(db, rows.map((r) => (r.requiredCapabilities as string[] | undefined) ?? []));
+  await capabilityGroupsEnsure(db, rows.map((r) => ({
+    capabilities: (r.requiredCapabilities as string[] | undefined) ?? [], models: (r.models as string[] | undefined) ?? [],
+  })));
   for (let i = 0; i < rows.length; i += CHUNK) await db.insert(tasks).values(rows.slice(i, i + CHUNK));
 }
 

@@ -97,22 +97,26 @@ export async function taskPrioritySet(db: Db, where: { taskId: string } | { dagI
 
 export interface UnclaimableTask {
   id: string; dagId: string; key: string; capabilities: string[]; maxCostUsd: number | null; readySec: number;
-  reason: 'no_capable_agent' | 'no_agent_can_afford' | 'dag_budget';
+  reason: 'no_capable_agent' | 'no_agent_with_model' | 'no_agent_can_afford' | 'dag_budget';
   detail: string;
 }
 
 /**
  * READY tasks no agent can take now, and why: no active agent has their
- * capabilities; capable agents exist but none has budget left for their max cost;
+ * capabilities; capable agents exist but none has one of the models they accept;
+ * capable agents exist but none has budget left for their max cost;
  * or their DAG's ceiling (less what it spent and reserved) is below their max cost.
  */
 export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableTask[]> {
+  // The claim's rule (tasks-claim.ts groups): a task that names models needs an agent with one of them, or `*`.
+  const modelServes = sql`(cardinality(t.models) = 0 or a.models && t.models or '*' = any(a.models))`;
   return rowsOf<UnclaimableTask>(db, sql`
     with ready as (
-      select t.id, t.dag_id, t.key, t.required_capabilities, t.max_cost_usd, t.ready_at,
+      select t.id, t.dag_id, t.key, t.required_capabilities, t.models, t.max_cost_usd, t.ready_at,
         (select count(*) from agents a where a.status = 'active' and t.required_capabilities <@ a.capabilities) as capable,
+        (select count(*) from agents a where a.status = 'active' and t.required_capabilities <@ a.capabilities and ${modelServes}) as serving,
         (select max(coalesce(a.budget_usd - a.spent_usd - a.reserved_usd, 'Infinity'::numeric)) from agents a
-          where a.status = 'active' and t.required_capabilities <@ a.capabilities) as best_left,
+          where a.status = 'active' and t.required_capabilities <@ a.capabilities and ${modelServes}) as best_left,
         d.budget_usd - d.spent_usd - d.reserved_usd as dag_left
       from tasks t join dags d on d.id = t.dag_id
       where t.status = 'ready'
@@ -120,14 +124,16 @@ export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableT
     select id, dag_id as "dagId", key, required_capabilities as capabilities, max_cost_usd::float8 as "maxCostUsd",
       extract(epoch from now() - ready_at)::float8 as "readySec",
       case when capable = 0 then 'no_capable_agent'
+           when serving = 0 then 'no_agent_with_model'
            when dag_left is not null and coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0 then 'dag_budget'
            else 'no_agent_can_afford' end as reason,
       case when capable = 0 then 'no active agent has ' || case when cardinality(required_capabilities) = 0 then 'registered' else 'capabilities ' || array_to_string(required_capabilities, ', ') end
+           when serving = 0 then 'no active agent that can take it has model ' || array_to_string(models, ', ')
            when dag_left is not null and coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0
              then 'DAG budget: $' || round(greatest(dag_left, 0), 4) || ' left, the task may cost $' || round(coalesce(max_cost_usd, 0), 4)
            else 'no capable agent can afford $' || round(coalesce(max_cost_usd, 0), 4) || ' (most left: $' || round(greatest(best_left, 0), 4) || ')' end as detail
     from ready
-    where capable = 0
+    where capable = 0 or serving = 0
        or (dag_left is not null and (coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0))
        or best_left <= 0 or coalesce(max_cost_usd, 0) > best_left
     order by ready_at

@@ -1,13 +1,16 @@
+import { sql } from 'drizzle-orm';
 import { doublePrecision, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 
 /**
- * Every distinct set of required capabilities tasks have had (inserted with the
- * tasks). A claim reads the groups the agent covers, then walks each group's
- * range of tasks_ready_group_idx: tasks it cannot take are never visited.
+ * Every distinct claim group tasks have had (inserted with the tasks): a set of required
+ * capabilities and a set of accepted models. A claim reads the groups the agent covers (its
+ * capabilities hold the group's, and it has one of the group's models, or the group names none),
+ * then walks each group's range of tasks_ready_group_idx: tasks it cannot take are never visited.
  */
 export const capabilityGroups = pgTable('capability_groups', {
   capKey: text('cap_key').primaryKey(),
   capabilities: text('capabilities').array().notNull(),
+  models: text('models').array().notNull().default(sql`'{}'::text[]`),
 });
 
 /** Learned run time per task type: the median of recent completed attempts, refreshed by the priority refresher. */

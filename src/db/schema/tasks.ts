@@ -3,7 +3,7 @@ import {
   bigint, boolean, check, doublePrecision, index, integer, jsonb, numeric, pgTable, real, smallint, text, timestamp, uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import { dags } from './dags.js';
-import { EXPIRING_LEASE_STATES, TASK_STATES } from '../../model/state-machine.js';
+import { EXPIRING_LEASE_STATES, HELD_STATES, TASK_STATES } from '../../model/state-machine.js';
 import { TASK_ORIGINS } from '../../dag/spec.js';
 
 /**
@@ -35,7 +35,9 @@ export const tasks = pgTable(
     spec: jsonb('spec').notNull(),
     contextKeys: text('context_keys').array().notNull().default(sql`'{}'::text[]`),
     requiredCapabilities: text('required_capabilities').array().notNull().default(sql`'{}'::text[]`),
-    /** The required capabilities as one key (sorted, comma-joined; '' for none): the claim walks one index range per group. */
+    /** The models the task accepts (its models and fallback models, sorted; empty: any agent): only an agent with one of them claims it. */
+    models: text('models').array().notNull().default(sql`'{}'::text[]`),
+    /** The task's claim group: its required capabilities and accepted models as one key (capability-groups.ts claimGroupKey); the claim walks one index range per group. */
     capKey: text('cap_key').notNull().default(''),
     /** What the current claim reserved against the agent's and the DAG's budgets (its max_cost_usd); released when the attempt ends. */
     reservedUsd: numeric('reserved_usd', { mode: 'number' }).notNull().default(0),
@@ -101,5 +103,7 @@ export const tasks = pgTable(
     index('tasks_parent_idx').on(t.parentId).where(sql`${t.parentId} is not null`),
     index('tasks_deadline_watch_idx').on(t.deadline).where(sql`${t.deadline} is not null and not ${t.deadlineMissed}`),
     index('tasks_validates_idx').on(t.validatesId).where(sql`${t.validatesId} is not null`),
+    // What an agent holds (claimed, running, or its output under validation): the claim counts these against max_concurrent.
+    index('tasks_held_idx').on(t.claimedBy).where(sql`${t.status} in (${sql.raw(HELD_STATES.map((s) => `'${s}'`).join(', '))})`),
   ],
 );

@@ -7,6 +7,7 @@ import { taskFail } from '../../engine/failure.js';
 import { taskSpawn } from '../../engine/spawn.js';
 import { grantApply, grantCovers, type Principal } from '../../engine/tokens.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
+import { agentModelSchema } from '../../model-names.js';
 import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
 import { route } from '../route.js';
@@ -41,7 +42,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, { error: 'letters, digits, _ . : - (max 128)' }),
       type: z.string().min(1).max(64),
       capabilities: z.array(capabilitySchema).max(64),
-      models: z.array(z.string().max(200)).max(32).optional(),
+      models: z.array(agentModelSchema).max(32).optional(),
       max_concurrent: z.number().int().min(1).max(1000).optional(),
       budget_usd: z.number().positive().nullable().optional(),
       metadata: z.record(z.string(), z.unknown()).optional(),

@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { modelNameSchema } from '../../model-names.js';
 import type { TaskStepKind } from './kind.js';
 
 const fileSchema = z.strictObject({
   kind: z.literal('llm-judge'),
   rubric: z.string().max(100_000),
   threshold: z.number().min(0).max(1).describe('lowest passing score, 0–1'),
-  model: z.string().max(200).optional().describe('default: the judge agent\'s DAGENT_JUDGE_MODEL'),
+  model: modelNameSchema.optional().describe('default: the judge agent\'s DAGENT_JUDGE_MODEL'),
 }).describe('an LLM scores the output against a rubric; passes at or above the threshold');
 
 export interface LlmJudgeStep { kind: 'llm-judge'; rubric: string; threshold: number; model?: string }

@@ -6,11 +6,14 @@ import type { ServerProcess } from './server.js';
 export interface Held { id: string; fence: number; key: string }
 
 /** An agent over HTTP with its own agent token and grant, registered with everything the grant allows. */
-export async function httpAgent(s: ServerProcess, db: Db, id: string, grant: { capabilities?: string[]; validators?: string[] }) {
+export async function httpAgent(
+  s: ServerProcess, db: Db, id: string, grant: { capabilities?: string[]; validators?: string[] }, reg: { models?: string[]; max_concurrent?: number } = {},
+) {
   const { token } = await tokenCreate(db, { role: 'agent', agentId: id, ...grant });
   const capabilities = [...(grant.capabilities ?? []), ...(grant.validators ?? []).map((v) => `validate:${v}`)];
-  const reg = await s.call('POST', '/api/agents', { token, body: { id, type: 'test-agent', capabilities } });
-  expect(reg.status, JSON.stringify(reg.body)).toBe(201);
+  // A test agent holds up to 50 tasks unless a test says otherwise (the registration default is 1).
+  const registered = await s.call('POST', '/api/agents', { token, body: { id, type: 'test-agent', capabilities, max_concurrent: 50, ...reg } });
+  expect(registered.status, JSON.stringify(registered.body)).toBe(201);
   return {
     token,
     /** Claim (straight into RUNNING) what this agent may take of one DAG. */
