@@ -53,13 +53,35 @@ export function llmCostUsd(model: string, tokens: { input: number; output: numbe
 
 export type ChatMessage = { role: 'system' | 'user'; content: string };
 
-export function llmMessages(task: Pick<ClaimedTask, 'key' | 'spec' | 'inputs'>): ChatMessage[] {
+/** Most characters of a rejected earlier answer quoted back to the model. */
+const REJECTED_ANSWER_CHARS = 4000;
+
+/** What went wrong before, for the model to correct: each failed attempt's error, verdicts and (shortened) answer. */
+export function previousAttemptsText(previous: ClaimedTask['previousAttempts'] | undefined): string | undefined {
+  if (!previous?.length) return undefined;
+  const lines = ['Earlier attempts at this task failed. Avoid their mistakes:'];
+  for (const p of previous) {
+    lines.push(`- attempt ${p.attempt}: ${p.errorClass ?? 'failed'}: ${p.errorMessage ?? ''}`.trimEnd());
+    for (const v of (p.verdicts ?? []) as Array<{ kind?: string; pass?: boolean; reasons?: string[] }>) {
+      if (v.pass === false) lines.push(`  - ${v.kind ?? 'validation'} said: ${(v.reasons ?? []).join('; ')}`);
+    }
+    if (p.rejectedOutput !== undefined) {
+      const text = typeof p.rejectedOutput === 'string' ? p.rejectedOutput : JSON.stringify(p.rejectedOutput);
+      lines.push(`  - that answer was: ${text.length > REJECTED_ANSWER_CHARS ? `${text.slice(0, REJECTED_ANSWER_CHARS)}…` : text}`);
+    }
+  }
+  return lines.join('\n');
+}
+
+export function llmMessages(task: Pick<ClaimedTask, 'key' | 'spec' | 'inputs'> & Partial<Pick<ClaimedTask, 'previousAttempts'>>): ChatMessage[] {
   const extra = task.spec.input?.prompt;
   const parts = [task.spec.prompt, typeof extra === 'string' ? extra : undefined].filter((s): s is string => !!s);
   if (Object.keys(task.inputs).length > 0) {
     parts.push(`Outputs of the upstream tasks this one depends on, as JSON:\n${JSON.stringify(task.inputs, null, 2)}`);
   }
   if (parts.length === 0) throw new NonRetryableError(`task ${task.key} has no prompt and no inputs`, { errorClass: 'bad_request' });
+  const previous = previousAttemptsText(task.previousAttempts);
+  if (previous) parts.push(previous);
   return [
     {
       role: 'system',

@@ -6,7 +6,7 @@ export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/d
 export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
 export { AgentFleet, type FleetMember } from './runtime/fleet.js';
 export { RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';
-export type { ClaimedTask } from './engine/claim.js';
+export type { ClaimedTask, PreviousAttempt } from './engine/claim.js';
 export type { SubtaskSpec } from './dag/subtask-spec.js';
 export type { SpawnedChild } from './engine/spawn.js';
 

@@ -121,12 +121,15 @@ class Task:
     # The model to run this attempt on (one the agent registered), or None when the task names none.
     model: Optional[str] = None
     models: list[str] = field(default_factory=list)
+    # On a retry, the latest failed attempts (oldest first): errorClass, errorMessage, rejectedOutput, verdicts.
+    previous_attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, t: dict[str, Any]) -> "Task":
         return cls(t["id"], t["dagId"], t["key"], t["type"], t.get("title"), t["fence"], t["attempt"],
                    t["maxAttempts"], t.get("spec") or {}, t.get("inputs") or {}, t.get("children") or {},
-                   t.get("heartbeatSec") or 20, t.get("maxDurationSec"), t.get("model"), t.get("models") or [])
+                   t.get("heartbeatSec") or 20, t.get("maxDurationSec"), t.get("model"), t.get("models") or [],
+                   t.get("previousAttempts") or [])
 
 
 @dataclass

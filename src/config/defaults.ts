@@ -6,6 +6,17 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const CONFIG_DEFAULTS = {
   /** The PostgreSQL schema dagent's tables live in (DAGENT_DB_SCHEMA), so it can share a database with an application. */
   dbSchema: 'dagent',
+  /**
+   * Seconds to wait for a new database connection: a server that accepts TCP but never answers
+   * (a half-open path, a hung host) is "unavailable" after this, not a request that never returns.
+   */
+  dbConnectTimeoutSec: 10,
+  /**
+   * Seconds a statement may wait for the server's answer before the client gives it up and drops the
+   * connection (not the server's statement_timeout: this catches a connection whose server went silent).
+   * Migrations run without it.
+   */
+  dbQueryTimeoutSec: 60,
   /** Where the embedded server keeps its data (DAGENT_DATA_DIR), relative to the working directory. */
   dataDir: '.dagent',
   /** Log level (DAGENT_LOG_LEVEL) of long-running processes and of loggers an embedding program does not pass in. */

@@ -30,7 +30,10 @@ export const configSchema = z.object({
    */
   webhookAllowHosts: z.array(z.string().min(1)).default([]),
   /** The PostgreSQL schema of dagent's tables (DAGENT_DB_SCHEMA): a plain lower-case identifier. */
-  dbSchema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'expected a plain lower-case identifier (letters, digits, _), at most 63 characters' }).default(CONFIG_DEFAULTS.dbSchema),
+  dbSchema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'expected a plain lower-case identifier (letters, digits, _), at most 63 characters' })
+    // pg_ names are PostgreSQL's own; public and information_schema are where an application's tables and the catalog live.
+    .refine((s) => !s.startsWith('pg_') && s !== 'public' && s !== 'information_schema', { error: 'a schema of dagent\'s own: not public, information_schema or a pg_ name' })
+    .default(CONFIG_DEFAULTS.dbSchema),
 });
 export type Config = z.infer<typeof configSchema>;
 

@@ -42,6 +42,15 @@ export const constraintsSchema = z.strictObject({
   capabilities: z.array(capabilitySchema).max(32).optional().describe('capabilities an agent must have to claim the task'),
 });
 
+/**
+ * At most `limit` tasks with this key are claimed or running at once, across DAGs (`repo:${params.repo}`):
+ * the others wait READY while the claim passes over them to other work.
+ */
+export const concurrencySchema = z.strictObject({
+  key: z.string().min(1).max(200).describe('tasks that share this key share its limit, across DAGs; ${params…} is filled in'),
+  limit: z.number().int().min(1).max(10_000).describe('most tasks with the key claimed or running at once'),
+});
+
 export const retrySchema = z.strictObject({
   strategy: z.enum(['exponential', 'fixed', 'immediate']).optional(),
   initial_delay: duration.optional(),
@@ -79,6 +88,7 @@ const taskCommon = {
   max_attempts: z.number().int().min(1).max(100).optional(),
   retry: retrySchema.optional(),
   tags: z.array(z.string().max(64)).max(32).optional(),
+  concurrency: concurrencySchema.optional(),
 };
 
 export const taskSchema = z.strictObject({
@@ -159,6 +169,7 @@ export const dagFileSchema = z.strictObject({
   budget_usd: money.optional().describe('ceiling on the DAG’s total spend'),
   idempotency_key: z.string().min(1).max(200).optional(),
   defaults: defaultsSchema.optional(),
+  concurrency: concurrencySchema.optional().describe('a concurrency key every task of the DAG shares unless it (or defaults) names its own; across runs and DAGs'),
   tasks: z.record(key, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
   schedule: scheduleSchema.optional().describe('run this DAG on a cron schedule: submitting the file registers the schedule'),
   spawn: spawnSchema.optional(),

@@ -1,7 +1,7 @@
 import type { DagFile, RetryFile, ScheduleFile, SpawnFile, TaskFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import {
-  SCHEDULE_DEFAULTS, TASK_DEFAULTS, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
+  SCHEDULE_DEFAULTS, TASK_DEFAULTS, type ConcurrencySpec, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
 } from './spec.js';
 import type { ParamValue } from './params.js';
 import type { ValidationStep } from '../validation/steps/index.js';
@@ -29,6 +29,7 @@ export function dagFileNormalize(
       retry: retryNormalize({ ...d.retry, ...t.retry }),
       output: outputNormalize(t.output, validation[key] ?? []),
       tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
+      ...concurrencyOf(t.concurrency ?? d.concurrency ?? file.concurrency),
     };
   });
   return {
@@ -62,6 +63,7 @@ function spawnNormalize(s: SpawnFile, d: NonNullable<DagFile['defaults']>, valid
       output: outputNormalize(t.output, validation[name] ?? []),
       tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
       accepts: [...new Set(t.accepts ?? [])],
+      ...concurrencyOf(t.concurrency ?? d.concurrency),
     };
   }
   return { templates, freeForm: s.free_form ?? true, ...(s.max_tasks !== undefined ? { maxTasks: s.max_tasks } : {}) };
@@ -83,6 +85,10 @@ function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defa
     maxDurationSec: constraints.max_duration_sec,
     heartbeatSec: constraints.heartbeat_sec,
   };
+}
+
+function concurrencyOf(c: { key: string; limit: number } | undefined): { concurrency?: ConcurrencySpec } {
+  return c ? { concurrency: { key: c.key, limit: c.limit } } : {};
 }
 
 function retryNormalize(r: RetryFile): RetryPolicy {

@@ -85,7 +85,11 @@ export interface TaskSpec {
   tags: string[];
   /** Who wrote the spec. Default `dag`. */
   origin?: TaskOrigin;
+  /** At most `limit` tasks with this key claimed or running at once, across DAGs. */
+  concurrency?: ConcurrencySpec;
 }
+
+export interface ConcurrencySpec { key: string; limit: number }
 
 /** What an agent receives as the task's spec. */
 export interface TaskBody {

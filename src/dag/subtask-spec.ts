@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { LIMITS } from '../config/index.js';
+import { LEASE_DEFAULTS, LIMITS } from '../config/index.js';
 import { durationSchema } from '../durations.js';
 import { ForbiddenError, InvalidInputError } from '../errors.js';
 import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
 import { modelNameSchema } from '../model-names.js';
 import { dagFileNormalize } from './normalize.js';
-import type { SpawnPolicy, SpawnTemplate, TaskSpec } from './spec.js';
+import type { ConcurrencySpec, SpawnPolicy, SpawnTemplate, TaskSpec } from './spec.js';
 import { didYouMean } from './suggest.js';
 
 const keySchema = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
@@ -46,7 +46,12 @@ type Subtask = z.infer<typeof subtaskSpecSchema>;
 export interface SpawnContext {
   priority: number;
   policy: SpawnPolicy;
-  parent: { requiredCapabilities: string[]; models: string[]; fallbackModels: string[] };
+  parent: {
+    requiredCapabilities: string[]; models: string[]; fallbackModels: string[];
+    maxCostUsd: number | null; maxDurationSec: number | null; heartbeatSec: number | null;
+    /** Its concurrency key: subtasks work on what the parent works on, so they share it (unless a template names its own). */
+    concurrency: ConcurrencySpec | null;
+  };
 }
 
 /** What a DAG without a spawn block allows: subtasks of the agents' own making, data only. */
@@ -122,7 +127,8 @@ function fromTemplate(s: Subtask, where: string, o: SpawnContext): TaskSpec {
     maxCostUsd: t.maxCostUsd,
     maxDurationSec: t.maxDurationSec,
     heartbeatSec: t.heartbeatSec,
-    priority: s.priority ?? t.priority ?? o.priority,
+    // The agent's priority is no more urgent than its parent's: its subtasks never jump other work's queue.
+    priority: s.priority !== undefined ? Math.max(s.priority, o.priority) : t.priority ?? o.priority,
     boostPerMinute: t.boostPerMinute ?? 0,
     ...(t.estimateSec !== undefined ? { estimateSec: t.estimateSec } : {}),
     dependsOn: s.depends_on ?? [],
@@ -131,12 +137,14 @@ function fromTemplate(s: Subtask, where: string, o: SpawnContext): TaskSpec {
     output: t.output,
     tags: [...new Set([...t.tags, ...(s.tags ?? [])])],
     origin: 'template',
+    ...(t.concurrency ?? o.parent.concurrency ? { concurrency: t.concurrency ?? o.parent.concurrency! } : {}),
   };
 }
 
 /**
  * A subtask of the agent's own making: data only. It inherits the parent's capabilities and
  * models (so only agents that could run the parent claim it, on the models its author chose),
+ * its ceilings (max cost, duration, heartbeat: lower ones only) and at best its priority,
  * and carries no validation: how an output is checked is the DAG author's to say, and an
  * agent's own schema would be code of its making running in the server.
  */
@@ -159,10 +167,18 @@ function freeForm(s: Subtask, where: string, o: SpawnContext): TaskSpec {
   const { key, requires: _requires, template: _template, ...rest } = s;
   const task = { ...rest, type: s.type, spec: { ...s.spec, constraints: { ...s.spec?.constraints } } };
   const [spec] = dagFileNormalize({ name: 'subtasks', tasks: { [key]: task }, defaults: { priority: o.priority } }, {}, undefined, { [key]: [] }).tasks;
+  const atMost = (mine: number | undefined, parents: number | null) => (parents === null ? mine : Math.min(mine ?? parents, parents));
   return {
     ...spec!,
+    // Ceilings come from the parent (its DAG's defaults included): the agent may only tighten them.
+    maxCostUsd: atMost(spec!.maxCostUsd, o.parent.maxCostUsd),
+    maxDurationSec: atMost(spec!.maxDurationSec, o.parent.maxDurationSec),
+    // A parent without one beats at the default interval: a longer beat (a longer lease) is not the agent's to take.
+    heartbeatSec: atMost(spec!.heartbeatSec, o.parent.heartbeatSec ?? (spec!.heartbeatSec !== undefined ? LEASE_DEFAULTS.heartbeatSec : null)),
+    priority: Math.max(spec!.priority, o.priority),
     requiredCapabilities: [...o.parent.requiredCapabilities],
     body: { ...spec!.body, models: [...o.parent.models], fallbackModels: [...o.parent.fallbackModels] },
     origin: 'agent',
+    ...(o.parent.concurrency ? { concurrency: o.parent.concurrency } : {}),
   };
 }

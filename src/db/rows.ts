@@ -27,6 +27,8 @@ export interface TaskRow {
   contextKeys: string[];
   requiredCapabilities: string[];
   models: string[];
+  concKey: string | null;
+  concLimit: number | null;
   capKey: string;
   estimateSec: number;
   cpRankSec: number;
@@ -75,6 +77,7 @@ export interface AgentRow {
   capabilities: string[];
   models: string[];
   maxConcurrent: number;
+  claimWriter: string | null;
   metadata: unknown;
   registeredAt: Date;
 }
@@ -205,4 +208,21 @@ export interface CompletionMode {
    * tasks, whose attempt row already exists and is finished here.
    */
   checked?: boolean;
+}
+
+/**
+ * A failed attempt as the next one sees it, so an agent can correct itself: what went wrong,
+ * what it returned when validation rejected it, and each validator's verdict with its reasons.
+ */
+export interface PreviousAttempt {
+  attempt: number;
+  agentId: string | null;
+  model: string | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+  /** The output validation rejected (absent for a failure the agent reported). */
+  rejectedOutput?: unknown;
+  /** Each validation step's verdict on that output: step, kind, pass, score, reasons. */
+  verdicts?: unknown[];
+  endedAt: string;
 }

@@ -23,7 +23,7 @@ export function identifierQuote(name: string): string {
  * functions go to `target`, and dagent's journal rows (recognised by their timestamps) go with them.
  * A database that never held dagent, or was moved already, is left alone. Returns whether it moved.
  */
-export async function legacyLayoutMove(client: pg.PoolClient, target: string, migrationsFolder: string, log?: Logger): Promise<boolean> {
+export async function legacyLayoutMove(client: pg.ClientBase, target: string, migrationsFolder: string, log?: Logger): Promise<boolean> {
   if (target === 'public') return false;
   const q = identifierQuote(target);
   const { rows: [found] } = await client.query<{ journal: string | null; tasks: string | null; moved: string | null }>(

@@ -1,6 +1,9 @@
 import type { Db } from '../db/connection.js';
 import { agentGet } from '../db/queries/agents.js';
 import { taskClaimReady } from '../db/queries/tasks-claim.js';
+import type { PreviousAttempt } from '../db/rows.js';
+
+export type { PreviousAttempt } from '../db/rows.js';
 import { LEASE_DEFAULTS } from '../config/index.js';
 import type { TaskBody, TaskOrigin } from '../dag/spec.js';
 import { NotFoundError, InvalidInputError } from '../errors.js';
@@ -44,6 +47,11 @@ export interface ClaimedTask {
    */
   origin: TaskOrigin;
   outputSpec: Record<string, unknown> | null;
+  /**
+   * On a retry, the latest failed attempts (up to PREVIOUS_ATTEMPTS_MAX, oldest first): error class and
+   * message, the output validation rejected and each validator's verdict, so the agent can do better.
+   */
+  previousAttempts: PreviousAttempt[];
 }
 
 export interface ClaimOptions {
@@ -101,6 +109,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
       started: opts.start === true,
       origin: r.origin,
       outputSpec: r.outputSpec,
+      previousAttempts: r.previousAttempts,
     };
   });
 }

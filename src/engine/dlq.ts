@@ -98,9 +98,12 @@ export async function dlqBulk(
     throw new InvalidInputError('a bulk action needs a filter: dag, type, error class or agent');
   }
   return withTx(db, async (tx) => {
-    const ids = await deadLetterIdsMatching(tx, selector, DLQ_BULK_MAX);
-    for (const id of ids) await (action === 'retry' ? retryInTx(tx, id, opts) : cancelInTx(tx, id, opts));
-    return { action, ids };
+    // The oldest entries first for the limit, then DAG by DAG in id order: the lock order every
+    // transaction that touches several DAGs keeps (agents, then DAGs by id, then tasks).
+    const entries = (await deadLetterIdsMatching(tx, selector, DLQ_BULK_MAX)).sort((a, b) => (a.dagId < b.dagId ? -1 : a.dagId > b.dagId ? 1 : 0));
+    for (const dagId of new Set(entries.map((e) => e.dagId))) await dagLockGraph(tx, dagId);
+    for (const { id } of entries) await (action === 'retry' ? retryInTx(tx, id, opts) : cancelInTx(tx, id, opts));
+    return { action, ids: entries.map((e) => e.id) };
   });
 }
 

@@ -3,7 +3,7 @@ import { dagGet, dagLockGraph } from '../db/queries/dags.js';
 import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskDepsAdd } from '../db/queries/tasks-intake.js';
-import { taskListForDag } from '../db/queries/tasks-read.js';
+import { taskGraphRows } from '../db/queries/tasks-read.js';
 import { taskDepsRecount } from '../db/queries/tasks-spawn.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import { graphCheckAcyclic } from './graph-check.js';
@@ -21,7 +21,7 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
   const waiting = await withTx(db, async (tx) => {
     if (!(await dagGet(tx, dagId))) throw new NotFoundError('DAG', dagId);
     await dagLockGraph(tx, dagId);
-    const taskRows = await taskListForDag(tx, dagId);
+    const taskRows = await taskGraphRows(tx, dagId);
     const byKey = new Map(taskRows.map((t) => [t.key, t]));
     for (const e of add) {
       for (const k of [e.upstream, e.downstream]) if (!byKey.has(k)) throw new NotFoundError(`task in DAG ${dagId}`, k);
@@ -35,7 +35,8 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
       [...byKey.keys()],
       [...existing.map((e) => [e.upstreamKey, e.downstreamKey] as const), ...add.map((e) => [e.upstream, e.downstream] as const)],
     );
-    const fresh = add.filter((e) => !existing.some((x) => x.upstreamKey === e.upstream && x.downstreamKey === e.downstream));
+    const had = new Set(existing.map((x) => `${x.upstreamKey}\n${x.downstreamKey}`));
+    const fresh = add.filter((e) => !had.has(`${e.upstream}\n${e.downstream}`));
     await edgeInsertMany(tx, fresh.map((e) => ({ dagId, upstreamId: byKey.get(e.upstream)!.id, downstreamId: byKey.get(e.downstream)!.id })));
     const waits = new Map<string, number>();
     for (const e of fresh) {

@@ -43,7 +43,8 @@ export async function taskComplete(db: Db, c: Completion): Promise<CompletionRes
     try {
       return { ...r, settled: await taskOutputSettle(db, c) };
     } catch (e) {
-      if (!(e instanceof LeaseLostError) || !(await completionReplayed(db, c))) throw e;
+      // A replay finds the task moved on: taken back (lease lost) or waiting for its verdict (VALIDATING, no second submission).
+      if (!(e instanceof LeaseLostError || e instanceof IllegalTransitionError) || !(await completionReplayed(db, c))) throw e;
       return { ...r, replayed: true };
     }
   }

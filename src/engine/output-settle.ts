@@ -92,7 +92,8 @@ async function outputReject(tx: Db, t: OutputTaskRow, verdict: StepVerdict, w: W
   if (!w.fresh) await attemptVerdictsAppend(tx, t.id, t.fence, w.verdicts);
   const failure = await taskFail(tx, {
     taskId: t.id, fence: t.fence, errorClass: verdict.error_class ?? 'invalid_output', message: verdictSummary(verdict),
-    details: { ...(w.fresh ? { verdicts: w.verdicts } : {}), failed_step: verdict.step }, ...(w.fresh ? spentOf(w.fresh) : {}),
+    // The rejected output goes on the attempt: the retry's agent sees what was wrong with it (claim: previousAttempts).
+    details: { ...(w.fresh ? { verdicts: w.verdicts } : {}), failed_step: verdict.step, rejected_output: w.output ?? null }, ...(w.fresh ? spentOf(w.fresh) : {}),
   });
   return { status: 'rejected', verdict, failure };
 }
@@ -110,9 +111,14 @@ async function stepDelegate(tx: Db, t: OutputTaskRow, kind: AnyTaskStepKind, ste
 /** A validation task finished: check its verdict, complete it, and settle the task it judged. */
 async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<OutputOutcome> {
   const parsed = verdictParse(c.output);
-  if ('error' in parsed) {
+  // A verdict that is well-formed but lacks what its step needs (a judge's score) is no verdict either.
+  // The step is the one the validation task was made for (its input, written by the engine).
+  const ownStep = (vt.spec.input as { step?: ValidationStep } | undefined)?.step;
+  const ownKind = ownStep ? stepKindOf(ownStep) : undefined;
+  const problem = 'error' in parsed ? parsed.error : ownKind?.mode === 'task' ? ownKind.verdictProblem?.(ownStep, parsed.verdict) : undefined;
+  if (problem !== undefined || 'error' in parsed) {
     // The validator crashed in all but name: retry it; the validated task keeps its attempts.
-    const error = `not a verdict: ${parsed.error}`;
+    const error = `not a verdict: ${problem}`;
     const failure = await taskFail(tx, { taskId: vt.id, fence: vt.fence, errorClass: 'invalid_output', message: error, ...spentOf(c) });
     return { status: 'verdict_invalid', error, failure };
   }
@@ -121,11 +127,12 @@ async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<
   await agentsLock(tx, [vt.claimedBy, target?.claimedBy ?? null]);
   const stepIndex = vt.validationStep ?? 0;
   const step = target ? validationStepsOf(target.outputSpec)[stepIndex] : undefined;
-  const returned: StepVerdict = { ...parsed.verdict, step: stepIndex, kind: step?.kind ?? vt.type, validation_task_id: vt.id };
   const kind = step ? stepKindOf(step) : undefined;
+  const returned: StepVerdict = { ...parsed.verdict, step: stepIndex, kind: step?.kind ?? vt.type, validation_task_id: vt.id };
   const verdict = kind?.mode === 'task' && kind.verdictApply ? kind.verdictApply(step, returned) : returned;
   // The validation task itself completes with the verdict as its output.
-  const done = await completionWrite(tx, [completionInput({ ...c, output: verdict })], { checked: true });
+  // What the validator sent is kept on its attempt, so the same report made again is known as such (report-replay.ts).
+  const done = await completionWrite(tx, [completionInput({ ...c, output: verdict }, { reported: c.output ?? null })], { checked: true });
   // The judged task moved on without this verdict (cancelled, or a human settled it): nothing left to decide.
   if (!target || target.validationStep !== stepIndex) return { status: 'completed', unblocked: done.unblocked, dagsCompleted: done.dagsCompleted };
   await eventInsertMany(tx, [{

@@ -5,8 +5,8 @@ import { dagGet, dagLockGraph, dagTasksAdded } from '../db/queries/dags.js';
 import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks-intake.js';
-import { taskListForDag } from '../db/queries/tasks-read.js';
-import { taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
+import { taskGraphRows } from '../db/queries/tasks-read.js';
+import { taskChildOutputs, taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
 import { ancestors, dagGraphBuild } from '../dag/graph.js';
 import { SPAWN_POLICY_DEFAULT, subtaskSpecsParse } from '../dag/subtask-spec.js';
 import type { SpawnPolicy, TaskSpec } from '../dag/spec.js';
@@ -68,7 +68,8 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
       throw new BudgetExceededError(`DAG ${dag.id} has spent ${dag.spentUsd} of its ${dag.budgetUsd} USD budget: no more subtasks`, { dagId: dag.id });
     }
     await dagLockGraph(tx, p.dagId);
-    const rows = await taskListForDag(tx, p.dagId);
+    // Keys, ids and states only: a DAG of many large outputs must not be read whole on every spawn.
+    const rows = await taskGraphRows(tx, p.dagId);
     const byKey = new Map(rows.map((r) => [r.key, r]));
     const fullKey = (local: string) => `${p.key}/${local}`;
     const siblings = new Set(subtasks.map((s) => s.key));
@@ -77,12 +78,13 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
 
     const existing: SpawnedChild[] = [];
     const fresh: Array<TaskSpec & { id: string }> = [];
+    const doneOutputs = await taskChildOutputs(tx, p.id, subtasks.map((s) => byKey.get(fullKey(s.key))?.id).filter((id): id is string => !!id));
     for (const s of subtasks) {
       const prior = byKey.get(fullKey(s.key));
       if (prior && prior.parentId !== p.id) throw new ConflictError(`task key ${fullKey(s.key)} is already used in DAG ${p.dagId}`);
       if (prior?.status === 'cancelled' && opts.wait) throw new InvalidInputError(`subtask ${s.key} was cancelled and will never complete: cannot wait for it`);
       if (prior) {
-        existing.push({ key: s.key, id: prior.id, status: prior.status, created: false, ...(prior.status === 'completed' ? { output: prior.output } : {}) });
+        existing.push({ key: s.key, id: prior.id, status: prior.status, created: false, ...(prior.status === 'completed' ? { output: doneOutputs.get(prior.id) ?? null } : {}) });
         continue;
       }
       const dependsOn = s.dependsOn.map(resolve);

@@ -42,5 +42,7 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     outputSpec: t.output,
     tags: t.tags,
     origin: t.origin ?? 'dag',
+    concKey: t.concurrency?.key ?? null,
+    concLimit: t.concurrency?.limit ?? null,
   };
 }

@@ -117,12 +117,22 @@ describe('dagent CLI', () => {
 });
 
 describe('exit codes scripts can rely on', () => {
-  it('not found is 4, an unreachable database 5 and a missing one 2, each one line naming it, a port in use 2 with a hint', async () => {
+  it('not found is 4, an unreachable or silent database 5 and a missing one 2, each one line naming it, a port in use 2 with a hint', async () => {
     const notFound = await cli('status', 'dag_00000000000000');
     expect([notFound.code, notFound.stderr]).toEqual([4, 'error: DAG dag_00000000000000 not found\n']);
     const down = await cliWith({ ...process.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' })('tasks');
     expect(down.code).toBe(5);
     expect(down.stderr).toMatch(/^error: cannot reach PostgreSQL at 127\.0\.0\.1:1 \(.*ECONNREFUSED.*\): is it running\? Unset DATABASE_URL to use the embedded server in \.dagent\n$/);
+    // A server that accepts the connection and never answers (a hung host, a half-open path): exit 5 too, in bounded time.
+    const silent = net.createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    try {
+      const hung = await cliWith({ ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${(silent.address() as net.AddressInfo).port}/x` })('tasks');
+      expect(hung.code).toBe(5);
+      expect(hung.stderr).toMatch(/^error: cannot reach PostgreSQL at 127\.0\.0\.1:\d+ \((Connection terminated|timeout).*\): is it running\?/);
+    } finally {
+      silent.close();
+    }
     const missing = new URL(database.url);
     missing.pathname = '/dagent_no_such_database';
     const noDb = await cliWith({ ...process.env, DATABASE_URL: missing.toString() })('tasks');

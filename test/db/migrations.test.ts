@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -25,7 +25,7 @@ describe('migrations', () => {
       await Promise.all(pools.map((p) => p.end()));
       expect(rows[0].n).toBeGreaterThan(0);
       // Every table in dagent's own schema (the journal too), none in public, no drizzle schema.
-      expect(tables.rows).toEqual([{ table_schema: 'dagent', n: 15 }]);
+      expect(tables.rows).toEqual([{ table_schema: 'dagent', n: 17 }]);
     } finally {
       await admin.query(`drop database ${name} with (force)`);
       await admin.end();
@@ -52,6 +52,50 @@ describe('embedded PostgreSQL', () => {
       await c.end();
     } finally {
       await first.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the embedded superuser\'s password', () => {
+  it('is random per data folder, kept there readable by its owner only; a cluster with the old fixed one gets a random one at its next start', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-embedded-'));
+    chmodSync(dataDir, 0o755);
+    const login = async (port: number, password: string) => {
+      const c = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
+      try {
+        await c.connect();
+        return 'ok';
+      } catch (e) {
+        return (e as { code?: string }).code;
+      } finally {
+        await c.end().catch(() => {});
+      }
+    };
+    let server = await embeddedServerStart({ dataDir, ephemeral: true });
+    try {
+      const file = path.join(dataDir, 'password');
+      const password = readFileSync(file, 'utf8').trim();
+      expect(password).toMatch(/^[A-Za-z0-9_-]{32}$/);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(new URL(server.url).password).toBe(password);
+      expect(await login(server.port, 'dagent')).toBe('28P01'); // the fixed password of earlier versions opens nothing
+      expect(await login(server.port, password)).toBe('ok');
+
+      // As an earlier version left it: the fixed password, no file.
+      const c = new pg.Client({ connectionString: server.url });
+      await c.connect();
+      await c.query(`alter user postgres password 'dagent'`);
+      await c.end();
+      rmSync(file);
+      await server.stop();
+      server = await embeddedServerStart({ dataDir, ephemeral: true });
+      const rotated = readFileSync(file, 'utf8').trim();
+      expect(rotated).not.toBe(password);
+      expect(await login(server.port, 'dagent')).toBe('28P01');
+      expect(await login(server.port, rotated)).toBe('ok');
+    } finally {
+      await server.stop();
       rmSync(dataDir, { recursive: true, force: true });
     }
   });

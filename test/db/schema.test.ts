@@ -56,19 +56,24 @@ describe('dagent\'s own schema', () => {
     } finally {
       await d.close();
     }
-    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'dagent', n: 15 }, { table_schema: 'drizzle', n: 1 }, { table_schema: 'public', n: 2 }]);
+    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'dagent', n: 17 }, { table_schema: 'drizzle', n: 1 }, { table_schema: 'public', n: 2 }]);
     expect(await query(url, 'select * from public.tasks')).toEqual([{ id: 1, title: 'the application\'s' }]);
     expect(await query(url, 'select hash, created_at::int from drizzle.__drizzle_migrations')).toEqual([{ hash: 'app', created_at: 42 }]);
   });
 
-  it('DAGENT_DB_SCHEMA names another schema; a name that is not a plain identifier is exit 2 naming the variable, and nothing is created', async () => {
+  it('DAGENT_DB_SCHEMA names another schema; a name that is not a plain identifier, or is public or a pg_ name, is exit 2 naming the variable, and nothing is created', async () => {
     const url = await freshDatabase();
     const bad = await cliWith({ ...process.env, DATABASE_URL: url, DAGENT_DB_SCHEMA: 'Robert"; drop table x' })('migrate');
     expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/environment DAGENT_DB_SCHEMA: expected a plain lower-case identifier/)]);
     expect(await tablesBySchema(url)).toEqual([]);
+    for (const name of ['pg_x', 'public']) {
+      const reserved = await cliWith({ ...process.env, DATABASE_URL: url, DAGENT_DB_SCHEMA: name })('migrate');
+      expect([reserved.code, reserved.stderr]).toEqual([2, expect.stringMatching(/^error: environment DAGENT_DB_SCHEMA: a schema of dagent's own: not public, information_schema or a pg_ name/)]);
+    }
+    expect(await tablesBySchema(url)).toEqual([]);
     const ok = await cliWith({ ...process.env, DATABASE_URL: url, DAGENT_DB_SCHEMA: 'work_queue' })('migrate');
     expect([ok.code, ok.stderr]).toEqual([0, '']);
-    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'work_queue', n: 15 }]);
+    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'work_queue', n: 17 }]);
   });
 
   it('a database of the earlier layout (tables in public, journal in drizzle) is moved once, with its rows, and works on', async () => {
@@ -84,7 +89,7 @@ describe('dagent\'s own schema', () => {
       await old.end();
     }
     const migrations = (await query<{ n: number }>(url, 'select count(*)::int as n from drizzle.__drizzle_migrations'))[0]!.n;
-    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'drizzle', n: 1 }, { table_schema: 'public', n: 14 }]);
+    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'drizzle', n: 1 }, { table_schema: 'public', n: 16 }]);
 
     for (let open = 1; open <= 2; open++) {
       const d = await databaseOpen({ url });
@@ -97,7 +102,7 @@ describe('dagent\'s own schema', () => {
         await d.close();
       }
     }
-    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'dagent', n: 15 }, { table_schema: 'drizzle', n: 1 }]);
+    expect(await tablesBySchema(url)).toEqual([{ table_schema: 'dagent', n: 17 }, { table_schema: 'drizzle', n: 1 }]);
     expect(await query(url, 'select count(*)::int as n from dagent.__drizzle_migrations')).toEqual([{ n: migrations }]);
     expect(await query(url, 'select count(*)::int as n from drizzle.__drizzle_migrations')).toEqual([{ n: 0 }]);
     expect(await query(url, "select to_regprocedure('dagent.dagent_events_notify()') is not null as moved, to_regprocedure('public.dagent_events_notify()') is null as gone"))

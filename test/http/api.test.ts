@@ -284,6 +284,9 @@ describe('the agent protocol', () => {
     await refusedUnchanged(400, 'INVALID_INPUT', () => call('POST', '/api/tasks/tsk_x/fail', { token: a1, body: { fence: 1, error_class: 'Bad Class', message: '' } }));
     await refusedUnchanged(404, 'NOT_FOUND', () => call('POST', '/api/tasks/tsk_x/complete', { token: a1, body: { fence: 1, output: 1 } }));
     await refusedUnchanged(404, 'NOT_FOUND', () => call('POST', '/api/agents/ghost/claim', { body: {} }));
+    // A fence past PostgreSQL's integer, from an admin (who skips the holder check): a 400 naming it, not a 500.
+    const big = await refusedUnchanged(400, 'INVALID_INPUT', () => call('POST', '/api/tasks/tsk_x/heartbeat', { body: { fence: 2 ** 31 } }));
+    expect(big.body.error.message).toMatch(/^body\.fence: /);
   });
 
   it('a failure follows the retry policy; a non-retryable one dead-letters', async () => {

@@ -145,3 +145,36 @@ tasks:
     await refused(403, 'FORBIDDEN', hostile.spawn(host!, [data('c')]), /2 exist and 1 more were asked for/);
   });
 });
+
+describe('agents spawn within what the DAG allows them to spend', () => {
+  it('a subtask of its own making keeps its parent\'s cost, duration and heartbeat ceilings (lower only) and is never more urgent than it', async () => {
+    const dagId = await submit(`name: spawn-budget
+budget_usd: 1
+defaults: { priority: 40, constraints: { capabilities: [paid], max_cost_usd: 0.5, max_duration_sec: 600 } }
+tasks:
+  root: { type: w }
+`);
+    const spender = await httpAgent(server, db, 'spender', { capabilities: ['paid'] });
+    const [root] = await spender.claim(dagId, 1);
+    const r = await spender.spawn(root!, [
+      ...Array.from({ length: 4 }, (_, i) => ({ key: `s${i}`, type: 'w' })),
+      { key: 'dear', type: 'w', priority: 0, spec: { constraints: { max_cost_usd: 50, max_duration_sec: 604800, heartbeat_sec: 3600 } } },
+      { key: 'cheap', type: 'w', priority: 90, spec: { constraints: { max_cost_usd: 0.1 } } },
+    ]);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const rows = await rowsOf<{ key: string; max_cost_usd: number; max_duration_sec: number; heartbeat_sec: number | null; priority: number }>(db, sql`
+      select key, max_cost_usd::float8 as max_cost_usd, max_duration_sec, heartbeat_sec, priority from tasks where dag_id = ${dagId} and parent_id is not null order by key`);
+    expect(rows).toEqual([
+      { key: 'root/cheap', max_cost_usd: 0.1, max_duration_sec: 600, heartbeat_sec: null, priority: 90 },
+      { key: 'root/dear', max_cost_usd: 0.5, max_duration_sec: 600, heartbeat_sec: 20, priority: 40 },
+      ...Array.from({ length: 4 }, (_, i) => ({ key: `root/s${i}`, max_cost_usd: 0.5, max_duration_sec: 600, heartbeat_sec: null, priority: 40 })),
+    ]);
+    // Each subtask reserves its ceiling against the DAG's budget: with the root's 0.5 held, only 0.5 is left.
+    const other = await httpAgent(server, db, 'other-payer', { capabilities: ['paid'] });
+    const got = await other.claim(dagId, 20);
+    const reserved = got.reduce((sum, t) => sum + ((t as { maxCostUsd?: number }).maxCostUsd ?? 0), 0);
+    expect(reserved).toBeLessThanOrEqual(0.5);
+    const [dag] = await rowsOf<{ reserved: number; budget: number }>(db, sql`select reserved_usd::float8 as reserved, budget_usd::float8 as budget from dags where id = ${dagId}`);
+    expect(dag!.reserved).toBeLessThanOrEqual(dag!.budget);
+  });
+});

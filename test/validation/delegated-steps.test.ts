@@ -6,6 +6,8 @@ import { agentCreate, dagCreate, databaseReset, leaseExpire, retryDue, rowsOf, t
 import { taskClaim, type ClaimedTask } from '../../src/engine/claim.js';
 import { taskComplete } from '../../src/engine/lifecycle.js';
 import { dagCancel } from '../../src/engine/cancel.js';
+import { dlqCancel } from '../../src/engine/dlq.js';
+import { taskFail } from '../../src/engine/failure.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
@@ -123,9 +125,9 @@ describe('delegated validation steps (test, llm-judge) as validation tasks', () 
     expect((await taskStatusByKey(db, dagId)).essay).toBe('validating'); // on to the judge step
   });
 
-  it('refuses a second submission of the same attempt\'s output', async () => {
+  it('refuses a second, different submission of the same attempt\'s output (409: an attempt has one result)', async () => {
     const { essay } = await submitEssay();
-    await expect(taskComplete(db, { taskId: essay.id, fence: essay.fence, output: { title: 'again' } })).rejects.toBeInstanceOf(IllegalTransitionError);
+    await expect(taskComplete(db, { taskId: essay.id, fence: essay.fence, output: { title: 'again' } })).rejects.toThrow(/already reported a different output/);
   });
 
   it('a malformed verdict fails the validation task, not the validated one', async () => {
@@ -137,6 +139,48 @@ describe('delegated validation steps (test, llm-judge) as validation tasks', () 
     expect(await taskStatusByKey(db, dagId)).toMatchObject({ essay: 'validating', 'essay/validate-1@1': 'retrying' });
     const [t] = await rowsOf<{ attempts: number }>(db, sql`select attempts from tasks where id = ${essay.id}`);
     expect(t!.attempts).toBe(1);
+  });
+
+  it('a judge\'s verdict without a score is no verdict: the judge is retried, the judged task keeps its attempts', async () => {
+    const dagId = await dagCreate(db, `
+name: judged-only
+tasks:
+  essay: { type: llm, spec: { constraints: { capabilities: [write] } }, output: { validation: { kind: llm-judge, rubric: "Good?", threshold: 0.7 } } }
+`);
+    const essay = await claim('writer', ['write']);
+    expect((await taskComplete(db, { taskId: essay.id, fence: essay.fence, output: { title: 'x' } })).settled).toMatchObject({ status: 'validating' });
+    const judge = await claim('judge', ['validate:judge']);
+    const r = await taskComplete(db, { taskId: judge.id, fence: judge.fence, output: { pass: true, reasons: ['trust me'] } });
+    expect(r.settled).toMatchObject({ status: 'verdict_invalid', error: expect.stringContaining('score: required, the step\'s threshold 0.7') });
+    expect(await taskStatusByKey(db, dagId)).toMatchObject({ essay: 'validating' });
+    const [t] = await rowsOf<{ attempts: number }>(db, sql`select attempts from tasks where id = ${essay.id}`);
+    expect(t!.attempts).toBe(1);
+  });
+
+  it('the same verdict sent again (its reply was lost) is a replay, not a conflict; a different one is a 409', async () => {
+    const { essay } = await submitEssay();
+    const test = await claim('tester', ['validate:test']);
+    const verdict = { pass: true, reasons: ['exit 0'] };
+    expect((await taskComplete(db, { taskId: test.id, fence: test.fence, output: verdict })).replayed).toBeUndefined();
+    expect((await taskComplete(db, { taskId: test.id, fence: test.fence, output: verdict })).replayed).toBe(true);
+    await expect(taskComplete(db, { taskId: test.id, fence: test.fence, output: { pass: false, reasons: ['no'] } })).rejects.toThrow(/different output/);
+    // The writer's own completion made again while its output is under validation: a replay too.
+    expect((await taskComplete(db, { taskId: essay.id, fence: essay.fence, output: { title: 'On queues' } })).replayed).toBe(true);
+  });
+
+  it('dlq cancel of a dead-lettered validation task gives up on the task it judged: cancelled, its agent\'s slot free, the DAG settled', async () => {
+    const { dagId, essay } = await submitEssay();
+    const test = await claim('tester', ['validate:test']);
+    const failed = await taskFail(db, { taskId: test.id, fence: test.fence, errorClass: 'crash', message: 'validator broke', retryable: false });
+    expect(failed.status).toBe('dead_lettered');
+    const [entry] = await rowsOf<{ id: string }>(db, sql`select id from dead_letters where task_id = ${test.id}`);
+    await dlqCancel(db, entry!.id, { note: 'give up' });
+    expect(await taskStatusByKey(db, dagId)).toEqual({ essay: 'cancelled', 'essay/validate-1@1': 'cancelled' });
+    expect((await dagGet(db, dagId))!.status).not.toBe('running');
+    const [attempt] = await rowsOf<{ outcome: string }>(db, sql`select outcome from attempts where task_id = ${essay.id}`);
+    expect(attempt).toEqual({ outcome: 'cancelled' });
+    const [held] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tasks where claimed_by = 'writer' and status in ('claimed', 'running', 'validating')`);
+    expect(held!.n).toBe(0);
   });
 
   it('cancelling the DAG while a task is VALIDATING cancels its validation task too, and records the attempt as cancelled', async () => {

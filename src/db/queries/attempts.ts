@@ -1,8 +1,10 @@
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { attempts } from '../schema/index.js';
-import { rowsOf } from './run.js';
-import type { AttemptRow } from '../rows.js';
+import { rowsOf, textArray } from './run.js';
+import type { AttemptRow, PreviousAttempt } from '../rows.js';
+
+export type { PreviousAttempt } from '../rows.js';
 
 export type { AttemptRow } from '../rows.js';
 
@@ -39,4 +41,27 @@ export async function attemptCountsForDag(db: Db, dagId: string): Promise<{ comp
              select 1 from attempts later where later.task_id = a.task_id and later.fence > a.fence))::int as retried
     from attempts a where dag_id = ${dagId}`);
   return r ?? { completed: 0, failed: 0, retried: 0 };
+}
+
+
+/** How many failed attempts a claim hands back (the latest), so a retry's context stays bounded. */
+export const PREVIOUS_ATTEMPTS_MAX = 3;
+
+/** The latest `max` failed attempts of each task, oldest first: what a retry's agent sees of them. */
+export async function attemptsFailedLatest(db: Db, taskIds: string[], max: number): Promise<Map<string, PreviousAttempt[]>> {
+  const rows = await rowsOf<PreviousAttempt & { taskId: string }>(db, sql`
+    select p.task_id as "taskId", p.attempt, p.agent_id as "agentId", p.model, p.error_class as "errorClass", p.error_message as "errorMessage",
+      p.details->'rejected_output' as "rejectedOutput", p.details->'verdicts' as verdicts, p.ended_at as "endedAt"
+    from unnest(${textArray(taskIds)}) as t(id) cross join lateral (
+      select * from attempts a where a.task_id = t.id and a.outcome = 'failed' order by a.fence desc limit ${max}
+    ) p
+    order by p.task_id, p.fence`);
+  const out = new Map<string, PreviousAttempt[]>();
+  for (const { taskId, ...a } of rows) {
+    const attempt: PreviousAttempt = { attempt: a.attempt, agentId: a.agentId, model: a.model, errorClass: a.errorClass, errorMessage: a.errorMessage, endedAt: a.endedAt };
+    if (a.rejectedOutput !== null && a.rejectedOutput !== undefined) attempt.rejectedOutput = a.rejectedOutput;
+    if (Array.isArray(a.verdicts)) attempt.verdicts = a.verdicts;
+    out.set(taskId, [...(out.get(taskId) ?? []), attempt]);
+  }
+  return out;
 }

@@ -59,8 +59,8 @@ export async function deadLetterResolveForTasks(db: Db, taskIds: string[], by: s
     .where(and(isNull(deadLetters.resolution), sql`${deadLetters.taskId} = any(${sql.param(taskIds)}::text[])`));
 }
 
-export async function deadLetterIdsMatching(db: Db, f: DeadLetterSelector, limit: number): Promise<string[]> {
-  const rows = await db.select({ id: deadLetters.id }).from(deadLetters)
+export async function deadLetterIdsMatching(db: Db, f: DeadLetterSelector, limit: number): Promise<Array<{ id: string; dagId: string }>> {
+  return db.select({ id: deadLetters.id, dagId: deadLetters.dagId }).from(deadLetters)
     .innerJoin(tasks, eq(tasks.id, deadLetters.taskId))
     .where(and(
       isNull(deadLetters.resolution),
@@ -70,5 +70,4 @@ export async function deadLetterIdsMatching(db: Db, f: DeadLetterSelector, limit
       f.agentId ? sql`${deadLetters.history} @> ${JSON.stringify([{ agent: f.agentId }])}::jsonb` : undefined,
     ))
     .orderBy(deadLetters.createdAt).limit(limit);
-  return rows.map((r) => r.id);
 }

@@ -39,10 +39,12 @@ export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
 }
 
 /**
- * `lock`, then `query` (as rowsOfPrepared), in one transaction: `query` takes its snapshot once the
- * lock is held, so it sees everything the lock's previous holders committed. (A lock taken inside the
- * statement itself would not: a statement's snapshot is taken before it waits.) Inside a caller's
- * transaction both run there.
+ * `lock`, then `query`, as two statements of one implicit transaction sent in one round trip:
+ * `query` takes its snapshot once the lock is held, so it sees everything the lock's previous
+ * holders committed. (A lock taken inside the statement itself would not: a statement's snapshot
+ * is taken before it waits.) `query` runs as a server-side prepared statement (PREPAREd once per
+ * connection, EXECUTEd with its parameters as literals), so it is planned once, like rowsOfPrepared.
+ * Inside a caller's transaction both run there, as two statements.
  */
 export async function rowsOfPreparedAfterLock<T>(db: Db, lock: SQL, query: SQL): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
@@ -52,25 +54,48 @@ export async function rowsOfPreparedAfterLock<T>(db: Db, lock: SQL, query: SQL):
   }
   const l = dialect.sqlToQuery(lock);
   const q = dialect.sqlToQuery(query);
+  const name = `dagent_x_${createHash('sha1').update(q.sql).digest('hex').slice(0, 16)}`;
   const client = await pool.connect();
   let broken: Error | undefined;
-  // Checked out, the client has no pool listener: a connection lost between two of these statements
-  // (a database restart) must fail this claim, not crash the process.
+  // Checked out, the client has no pool listener: a connection lost meanwhile (a database restart)
+  // must fail this call, not crash the process.
   const onError = (e: Error) => { broken = e; };
   client.on('error', onError);
   try {
-    await client.query('begin');
-    await client.query({ name: preparedName(l.sql), text: l.sql, values: l.params as unknown[] });
-    const rows = (await client.query({ name: preparedName(q.sql), text: q.sql, values: q.params as unknown[] })).rows as T[];
-    await client.query('commit');
-    return rows;
-  } catch (e) {
-    await client.query('rollback').catch((re: Error) => { broken = re; });
-    throw e;
+    const prepared = preparedOn.get(client) ?? new Set<string>();
+    preparedOn.set(client, prepared);
+    if (!prepared.has(name)) {
+      await client.query(`prepare ${name} as ${q.sql}`).catch((e: { code?: string }) => {
+        if (e.code !== '42P05') throw e; // prepared already (an earlier call failed after preparing)
+      });
+      prepared.add(name);
+    }
+    const text = `${inlineParams(l.sql, l.params)};\nexecute ${name}(${q.params.map(sqlLiteral).join(', ')})`;
+    const results = (await client.query(text)) as unknown as pg.QueryResult[];
+    return results[results.length - 1]!.rows as T[];
   } finally {
     client.off('error', onError);
     client.release(broken);
   }
+}
+
+/** Which server-side prepared statements each pooled connection holds. */
+const preparedOn = new WeakMap<object, Set<string>>();
+
+/** A parameter as an SQL literal: drizzle's parameters here are strings, numbers, booleans, null and text arrays. */
+function sqlLiteral(v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'number' || typeof v === 'bigint') return String(v);
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  if (Array.isArray(v)) {
+    const items = v.map((i) => (i === null || i === undefined ? 'NULL' : `"${String(i).replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`));
+    return pg.escapeLiteral(`{${items.join(',')}}`);
+  }
+  return pg.escapeLiteral(typeof v === 'string' ? v : JSON.stringify(v));
+}
+
+function inlineParams(text: string, params: unknown[]): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => sqlLiteral(params[Number(n) - 1]));
 }
 
 function preparedName(text: string): string {

@@ -12,12 +12,19 @@ export type { CancelledRow } from '../rows.js';
 
 /**
  * Cancel the given tasks and everything downstream of them that has not finished:
- * those can never run once an upstream is cancelled.
+ * those can never run once an upstream is cancelled. Cancelling a validation task gives
+ * up on the output it judges, and so on the task waiting VALIDATING for its verdict.
  */
 export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]> {
   return rowsOf<CancelledRow>(db, sql`
-    with recursive downstream(id) as (
+    with recursive seeds(id) as (
       select unnest(${textArray(ids)})
+      union
+      select j.id from tasks v join tasks j on j.id = v.validates_id
+      where v.id = any(${textArray(ids)}) and j.status = 'validating' and j.fence = v.validates_fence
+    ),
+    downstream(id) as (
+      select id from seeds
       union
       select e.downstream_id from edges e join downstream d on e.upstream_id = d.id
     ),

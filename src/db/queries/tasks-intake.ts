@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { PgInsertValue } from 'drizzle-orm/pg-core';
 import type { Db } from '../connection.js';
-import { tasks } from '../schema/index.js';
+import { concurrencyKeys, tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { capabilityGroupsEnsure } from './capability-groups.js';
@@ -20,7 +20,21 @@ export async function taskInsertMany(db: Db, rows: TaskInsert[]): Promise<void> 
   await capabilityGroupsEnsure(db, rows.map((r) => ({
     capabilities: (r.requiredCapabilities as string[] | undefined) ?? [], models: (r.models as string[] | undefined) ?? [],
   })));
+  await concurrencyKeysDeclare(db, rows);
   for (let i = 0; i < rows.length; i += CHUNK) await db.insert(tasks).values(rows.slice(i, i + CHUNK));
+}
+
+/**
+ * Record the concurrency keys of tasks about to be inserted, each with the limit its task declares
+ * (the latest submitted wins). Keys in id order, so two submits never wait on each other's rows crosswise.
+ */
+async function concurrencyKeysDeclare(db: Db, rows: TaskInsert[]): Promise<void> {
+  const limits = new Map<string, number>();
+  for (const r of rows) if (typeof r.concKey === 'string' && typeof r.concLimit === 'number') limits.set(r.concKey, r.concLimit);
+  if (limits.size === 0) return;
+  const keys = [...limits.keys()].sort();
+  await db.insert(concurrencyKeys).values(keys.map((key) => ({ key, lim: limits.get(key)! })))
+    .onConflictDoUpdate({ target: concurrencyKeys.key, set: { lim: sql`excluded.lim` } });
 }
 
 /** created → pending | ready for every created task of a DAG (the activate transition). */

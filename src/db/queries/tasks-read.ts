@@ -13,6 +13,13 @@ export async function taskGet(db: Db, id: string): Promise<TaskRow | undefined> 
   return row;
 }
 
+/** What changing a DAG's graph needs of each of its tasks: keys, ids, parents and states, never specs or outputs. */
+export interface TaskGraphRow { id: string; key: string; parentId: string | null; status: string }
+
+export function taskGraphRows(db: Db, dagId: string): Promise<TaskGraphRow[]> {
+  return db.select({ id: tasks.id, key: tasks.key, parentId: tasks.parentId, status: tasks.status }).from(tasks).where(eq(tasks.dagId, dagId));
+}
+
 export function taskListForDag(db: Db, dagId: string) {
   return db.select().from(tasks).where(eq(tasks.dagId, dagId)).orderBy(asc(tasks.createdAt), asc(tasks.key));
 }

@@ -9,6 +9,18 @@ export interface LeasedTaskRow {
   id: string; dagId: string; key: string; priority: number; status: string; claimedBy: string | null;
   /** What its free-form subtasks inherit: who may run them, on which models. */
   requiredCapabilities: string[]; models: string[]; fallbackModels: string[];
+  /** Ceilings its free-form subtasks inherit: an agent may lower them, never lift or drop them. */
+  maxCostUsd: number | null; maxDurationSec: number | null; heartbeatSec: number | null;
+  /** Its concurrency key, which its subtasks share. */
+  concurrency: { key: string; limit: number } | null;
+}
+
+/** Outputs of this parent's completed subtasks among `ids` (a spawn that names them again returns them). */
+export async function taskChildOutputs(db: Db, parentId: string, ids: string[]): Promise<Map<string, unknown>> {
+  if (ids.length === 0) return new Map();
+  const rows = await rowsOf<{ id: string; output: unknown }>(db, sql`
+    select id, output from tasks where parent_id = ${parentId} and status = 'completed' and id = any(${textArray(ids)})`);
+  return new Map(rows.map((r) => [r.id, r.output]));
 }
 
 /** Lock a task its caller still holds (state and fencing token) and mark it a parent, for a spawn; null if the lease is gone. */
@@ -17,7 +29,9 @@ export async function taskLockLeased(db: Db, id: string, fence: number): Promise
     update tasks set has_children = true
     where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('waitForChildren'))})
     returning id, dag_id as "dagId", key, priority, status, claimed_by as "claimedBy", required_capabilities as "requiredCapabilities",
-      coalesce(spec->'models', '[]'::jsonb) as models, coalesce(spec->'fallbackModels', '[]'::jsonb) as "fallbackModels"`);
+      coalesce(spec->'models', '[]'::jsonb) as models, coalesce(spec->'fallbackModels', '[]'::jsonb) as "fallbackModels",
+      max_cost_usd::float8 as "maxCostUsd", max_duration_sec as "maxDurationSec", heartbeat_sec as "heartbeatSec",
+      case when conc_key is null then null else jsonb_build_object('key', conc_key, 'limit', conc_limit) end as concurrency`);
   return r ?? null;
 }
 

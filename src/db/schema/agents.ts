@@ -1,4 +1,5 @@
 import { integer, jsonb, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { xid8 } from './column-types.js';
 import { sql } from 'drizzle-orm';
 
 /** A registered agent. The claim reads its capabilities and budget from here. */
@@ -12,6 +13,11 @@ export const agents = pgTable('agents', {
   spentUsd: numeric('spent_usd', { mode: 'number' }).notNull().default(0),
   /** Sum of the max costs its claimed and running tasks reserved: spent + reserved never exceeds the budget. */
   reservedUsd: numeric('reserved_usd', { mode: 'number' }).notNull().default(0),
+  /**
+   * The transaction of the last claim that took tasks for this agent (pg_current_xact_id()): a claim whose
+   * snapshot does not see it counted the agent's held tasks too early, and claims again after the row's lock.
+   */
+  claimWriter: xid8('claim_writer'),
   /** active | draining | offline */
   status: text('status').notNull().default('active'),
   metadata: jsonb('metadata').notNull().default({}),

@@ -10,3 +10,4 @@ export * from './schedules.js';
 export * from './capability-groups.js';
 export * from './api-tokens.js';
 export * from './webhooks.js';
+export * from './concurrency-keys.js';

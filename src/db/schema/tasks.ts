@@ -37,6 +37,9 @@ export const tasks = pgTable(
     requiredCapabilities: text('required_capabilities').array().notNull().default(sql`'{}'::text[]`),
     /** The models the task accepts (its models and fallback models, sorted; empty: any agent): only an agent with one of them claims it. */
     models: text('models').array().notNull().default(sql`'{}'::text[]`),
+    /** Its concurrency key (concurrency_keys) and the limit it declared: at most that many tasks with the key are claimed or running at once. */
+    concKey: text('conc_key'),
+    concLimit: integer('conc_limit'),
     /** The task's claim group: its required capabilities and accepted models as one key (capability-groups.ts claimGroupKey); the claim walks one index range per group. */
     capKey: text('cap_key').notNull().default(''),
     /** What the current claim reserved against the agent's and the DAG's budgets (its max_cost_usd); released when the attempt ends. */
@@ -103,6 +106,8 @@ export const tasks = pgTable(
     index('tasks_parent_idx').on(t.parentId).where(sql`${t.parentId} is not null`),
     index('tasks_deadline_watch_idx').on(t.deadline).where(sql`${t.deadline} is not null and not ${t.deadlineMissed}`),
     index('tasks_validates_idx').on(t.validatesId).where(sql`${t.validatesId} is not null`),
+    // Whether any keyed task is READY (the claim then takes the concurrency keys' steps); empty without keys.
+    index('tasks_ready_keyed_idx').on(t.concKey).where(sql`${t.status} = 'ready' and ${t.concKey} is not null`),
     // What an agent holds (claimed, running, or its output under validation): the claim counts these against max_concurrent.
     index('tasks_held_idx').on(t.claimedBy).where(sql`${t.status} in (${sql.raw(HELD_STATES.map((s) => `'${s}'`).join(', '))})`),
   ],

@@ -13,7 +13,8 @@ import { ForbiddenError } from '../../errors.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
-const fence = z.number().int().min(0).describe('the fencing token the claim returned');
+// A fence is a PostgreSQL integer: a larger number is no fence any claim returned (and must not reach the database as one).
+const fence = z.number().int().min(0).max(2_147_483_647).describe('the fencing token the claim returned');
 const spend = {
   cost_usd: z.number().min(0).max(LIMITS.reportCostUsd).optional(),
   tokens_in: z.number().int().min(0).max(LIMITS.reportTokens).optional(),

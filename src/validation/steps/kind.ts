@@ -56,6 +56,11 @@ export interface TaskStepKind<Name extends string, File extends StepFileSchema, 
   task(step: Stored): ValidationTaskPlan;
   /** The engine's last word on a verdict the validator returned (a judge's score against the DAG's threshold). */
   verdictApply?<V extends Verdict>(step: Stored, verdict: V): V;
+  /**
+   * What a verdict lacks for this kind (a judge's score), or undefined: such a verdict is the
+   * validator's failure, retried like a malformed one, never the judged output's.
+   */
+  verdictProblem?(step: Stored, verdict: Verdict): string | undefined;
 }
 
 // `any`: the registry erases each kind's own types once, at lookup by `kind`.

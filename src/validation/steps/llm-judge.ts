@@ -19,8 +19,9 @@ export const llmJudgeStep: TaskStepKind<'llm-judge', typeof fileSchema, LlmJudge
   fileSchema,
   resolve: (s) => ({ kind: 'llm-judge', rubric: s.rubric, threshold: s.threshold, ...(s.model ? { model: s.model } : {}) }),
   task: (step) => ({ prompt: step.rubric, models: step.model ? [step.model] : [] }),
+  verdictProblem: (step, verdict) => (verdict.score === undefined ? `score: required, the step's threshold ${step.threshold} is applied to it` : undefined),
   verdictApply(step, verdict) {
-    if (verdict.score === undefined) return verdict;
+    if (verdict.score === undefined) return verdict; // refused before (verdictProblem)
     // The threshold is the DAG's, so the engine applies it, whatever the judge said about passing.
     const pass = verdict.score >= step.threshold;
     return { ...verdict, pass, reasons: [`score ${verdict.score} ${pass ? '≥' : '<'} threshold ${step.threshold}`, ...verdict.reasons] };
