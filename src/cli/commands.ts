@@ -21,7 +21,7 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
   {
     commands: {
       status: 'a DAG and its tasks',
-      task: 'inspect one task',
+      task: 'inspect one task, or run it again',
       tasks: 'list tasks',
       stats: 'counts by status and priority tier, oldest READY age, agents',
       graph: 'draw a DAG (from the database, with statuses, or from a file)',

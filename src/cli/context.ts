@@ -74,3 +74,8 @@ export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => 
     await d.close();
   }
 }
+
+/** Who a human action is recorded as: `cli:$USER`. */
+export function resolver(ctx: CommandContext): string {
+  return `cli:${ctx.io.env.USER ?? ctx.io.env.LOGNAME ?? 'unknown'}`;
+}

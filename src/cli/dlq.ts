@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { InvalidInputError } from '../errors.js';
 import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, type TaskEditInput } from '../engine/dlq.js';
 import { editFromEditor, editFromPatchFile } from './dlq-edit.js';
-import { withDatabase, type CommandContext } from './context.js';
+import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 
 interface HistoryItem {
@@ -112,9 +112,4 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
       const r = await withDatabase(ctx, (d) => dlqCancel(d.db, id!, { note: opts.note, by: resolver(ctx) }));
       out.result(r, () => out.line(`${r.id}: cancelled task ${r.taskId} and what depended on it`));
     });
-}
-
-/** Who a human action is recorded as: `cli:$USER`. */
-export function resolver(ctx: CommandContext): string {
-  return `cli:${ctx.io.env.USER ?? ctx.io.env.LOGNAME ?? 'unknown'}`;
 }

@@ -6,7 +6,7 @@ import { graphRender, type GraphFormat } from '../dag/render.js';
 import { InvalidInputError } from '../errors.js';
 import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/inspect.js';
 import { unclaimableList } from '../engine/scheduling.js';
-import { withDatabase, type CommandContext } from './context.js';
+import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 import { paramCollect } from './submit.js';
 
@@ -46,7 +46,7 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
       });
     });
 
-  const task = program.command('task').description('inspect one task');
+  const task = program.command('task').description('inspect one task, or run it again');
   task
     .command('show')
     .description('a task: its spec, inputs, output, attempts and events')
@@ -69,6 +69,20 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
         out.line('\nevents:');
         out.table(['at', 'type', 'agent', 'data'], s.events.map((e) => [e.at.toISOString(), e.type, e.agentId, JSON.stringify(e.data)]));
       });
+    });
+
+  task
+    .command('rerun')
+    .description('run a completed, dead-lettered or cancelled task again: a fresh attempt budget, its history kept')
+    .argument('<task-id>')
+    .option('--downstream', 'everything downstream of it too (refused while an agent holds one of them)')
+    .option('--note <text>', 'why, recorded with the event')
+    .option('--json', 'machine-readable output')
+    .action(async (taskId: string, opts: { downstream?: boolean; note?: string; json?: boolean }) => {
+      const { taskRerun } = await import('../engine/rerun.js');
+      const r = await withDatabase(ctx, (d) => taskRerun(d.db, taskId, { downstream: opts.downstream, note: opts.note, by: resolver(ctx) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => out.line(`${r.dagId}: ${r.reopened.length} task(s) to run again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`));
     });
 
   program

@@ -2,9 +2,8 @@ import type { Command } from 'commander';
 import { InvalidInputError } from '../errors.js';
 import { costsReport, priorityOverride } from '../engine/scheduling.js';
 import { dagBudgetSet } from '../engine/dag-status.js';
-import { withDatabase, type CommandContext } from './context.js';
+import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, usd } from './output.js';
-import { resolver } from './dlq.js';
 import { positiveInt } from './inspect.js';
 
 /** `dagent priority` (a human's override), `dagent dag budget` and `dagent costs` (spend and reservations). */
@@ -23,9 +22,21 @@ export function schedulingCommands(program: Command, ctx: CommandContext): void 
       out.result({ id, priority, ...r }, () => out.line(`${id}: priority ${priority} on ${r.tasks} unfinished task(s)`));
     });
 
-  program
-    .command('dag')
-    .description('change a DAG')
+  const dag = program.command('dag').description('change a DAG');
+  dag
+    .command('rerun')
+    .description('run a DAG\'s dead-lettered and cancelled tasks again (a cancelled or blocked DAG runs on)')
+    .argument('<dag-id>')
+    .requiredOption('--from-failed', 'the dead-lettered and cancelled tasks (the only re-run of a whole DAG there is)')
+    .option('--note <text>', 'why, recorded with the events')
+    .option('--json', 'machine-readable output')
+    .action(async (dagId: string, opts: { note?: string; json?: boolean }) => {
+      const { dagRerunFailed } = await import('../engine/rerun.js');
+      const r = await withDatabase(ctx, (d) => dagRerunFailed(d.db, dagId, { note: opts.note, by: resolver(ctx) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => out.line(`${dagId}: ${r.reopened.length} task(s) to run again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`));
+    });
+  dag
     .command('budget')
     .description('set a running or blocked DAG\'s budget in USD; a DAG blocked on its budget resumes once it can pay for its next task')
     .argument('<dag-id>')

@@ -59,6 +59,7 @@ export const TRANSITIONS = {
   deadLetter: { from: ['failed'], to: ['dead_lettered'], by: 'retry policy, same transaction as fail' },
   promote: { from: ['retrying', 'pending'], to: ['ready'], by: 'promoter (run_at reached)' },
   dlqRetry: { from: ['dead_lettered'], to: ['ready', 'pending'], by: 'human (dlq retry)' },
+  rerun: { from: ['completed', 'dead_lettered', 'cancelled'], to: ['pending'], by: 'human (task rerun, dag rerun): then ready once its upstream tasks are done' },
   cancel: {
     from: ['created', 'pending', 'ready', 'claimed', 'running', 'validating', 'failed', 'retrying', 'dead_lettered'],
     to: ['cancelled'],

@@ -39,6 +39,17 @@ export async function dagTasksClosed(db: Db, counts: Map<string, number>): Promi
   }
 }
 
+/** Count re-run tasks back into a DAG's open tasks. */
+export async function dagTasksReopened(db: Db, dagId: string, n: number): Promise<void> {
+  if (n > 0) await db.update(dags).set({ tasksOpen: sql`${dags.tasksOpen} + ${n}`, updatedAt: sql`now()` }).where(eq(dags.id, dagId));
+}
+
+/** A completed or cancelled DAG whose tasks run again is running again (dagStatusRefresh then says blocked, if so). */
+export async function dagReopen(db: Db, dagId: string): Promise<void> {
+  await db.update(dags).set({ status: 'running', completedAt: null, updatedAt: sql`now()` })
+    .where(and(eq(dags.id, dagId), sql`${dags.status} in ('completed', 'cancelled')`));
+}
+
 export async function dagMarkCancelled(db: Db, dagId: string): Promise<boolean> {
   const r = await db.update(dags).set({ status: 'cancelled', completedAt: sql`now()`, updatedAt: sql`now()`, blockedReason: null })
     .where(and(eq(dags.id, dagId), sql`${dags.status} in ('running', 'blocked')`)).returning({ id: dags.id });

@@ -52,10 +52,12 @@ export async function deadLetterResolve(
 }
 
 /** Close the open entries of tasks that were cancelled some other way (task or DAG cancel). */
-export async function deadLetterResolveForTasks(db: Db, taskIds: string[], by: string, note: string): Promise<void> {
+export async function deadLetterResolveForTasks(
+  db: Db, taskIds: string[], by: string, note: string, resolution: 'cancelled' | 'retried' = 'cancelled',
+): Promise<void> {
   if (taskIds.length === 0) return;
   await db.update(deadLetters)
-    .set({ resolution: 'cancelled', resolvedAt: sql`now()`, resolvedBy: by, resolvedNote: note })
+    .set({ resolution, resolvedAt: sql`now()`, resolvedBy: by, resolvedNote: note })
     .where(and(isNull(deadLetters.resolution), sql`${deadLetters.taskId} = any(${sql.param(taskIds)}::text[])`));
 }
 

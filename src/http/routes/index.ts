@@ -5,6 +5,7 @@ import { dashboardRoutes } from './dashboard.js';
 import { humanRoutes } from './humans.js';
 import { metricsRoutes } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
+import { rerunRoutes } from './rerun.js';
 import { streamRoutes } from './stream.js';
 
 /**
@@ -14,6 +15,7 @@ import { streamRoutes } from './stream.js';
  */
 const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   humanRoutes,
+  rerunRoutes,
   agentRoutes,
   streamRoutes,
   metricsRoutes,

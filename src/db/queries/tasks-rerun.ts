@@ -1,0 +1,90 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { fromStates, type TaskState } from '../../model/state-machine.js';
+import { effectivePriorityOnReadySql } from '../../model/priority.js';
+import { rowsOf, textArray } from './run.js';
+import { notifyIfReady } from './tasks-fragments.js';
+
+/** Re-running finished work: which tasks, reopening them, and their dependents waiting again. */
+
+/** `ids` and every task downstream of them, with their states (the DAG's graph lock held). */
+export function taskDownstreamStates(db: Db, ids: string[]): Promise<Array<{ id: string; key: string; status: TaskState }>> {
+  return rowsOf(db, sql`
+    with recursive downstream(id) as (
+      select unnest(${textArray(ids)})
+      union
+      select e.downstream_id from edges e join downstream d on e.upstream_id = d.id
+    )
+    select t.id, t.key, t.status from tasks t join downstream d on d.id = t.id`);
+}
+
+/** Tasks of a DAG that failed for good: dead-lettered or cancelled. */
+export function taskFailedIds(db: Db, dagId: string): Promise<Array<{ id: string }>> {
+  return rowsOf(db, sql`select id from tasks where dag_id = ${dagId} and status in ('dead_lettered', 'cancelled') and validates_id is null`);
+}
+
+export interface ReopenedRow { id: string; dagId: string; key: string; previous: TaskState }
+
+/**
+ * completed | dead_lettered | cancelled → pending, as new work: a fresh attempt budget (attempts_reset_fence;
+ * the attempts so far stay in `attempts`), no output, lease or error. A completed task's output moves onto
+ * its last attempt (`details.output`), so the history keeps what each run produced.
+ */
+export function taskReopen(db: Db, ids: string[]): Promise<ReopenedRow[]> {
+  return rowsOf<ReopenedRow>(db, sql`
+    with targets as materialized (
+      select t.id, t.status as previous, t.fence, t.output from tasks t
+      where t.id = any(${textArray(ids)}) and t.status = any(${textArray(fromStates('rerun'))})
+      order by t.id for update
+    ),
+    kept as (
+      update attempts a set details = coalesce(a.details, '{}'::jsonb) || jsonb_build_object('output', x.output)
+      from targets x where x.previous = 'completed' and a.task_id = x.id and a.fence = x.fence
+    )
+    update tasks t set status = 'pending', output = null, completed_at = null, ready_at = null,
+      claimed_by = null, claimed_at = null, started_at = null, heartbeat_at = null, lease_expires_at = null,
+      progress = null, progress_message = null, last_error = null, reserved_usd = 0,
+      attempts = 0, attempts_reset_fence = t.fence, claim_lapses = 0, deadline_missed = false, updated_at = now()
+    from targets x where t.id = x.id
+    returning t.id, t.dag_id as "dagId", t.key, x.previous`);
+}
+
+/**
+ * Recount what `ids` wait for after a re-run (the reopened tasks, and their direct dependents that had not
+ * started): READY with nothing left to wait for, else PENDING (a READY dependent of a reopened task waits again).
+ */
+export async function taskWaitRecount(db: Db, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  // As taskDepsRecount: wait out completions of their upstream tasks in flight first, then count in a new snapshot.
+  await db.execute(sql`
+    select u.id from edges e join tasks u on u.id = e.upstream_id
+    where e.downstream_id = any(${textArray(ids)}) and u.status <> 'completed'
+    order by u.id for share of u`);
+  await db.execute(sql`select id from tasks where id = any(${textArray(ids)}) and status in ('pending', 'ready') order by id for update`);
+  await rowsOf(db, sql`
+    with counted as (
+      select t.id, (
+        select count(*) from edges e join tasks u on u.id = e.upstream_id
+        where e.downstream_id = t.id and u.status <> 'completed'
+      )::int as open
+      from tasks t where t.id = any(${textArray(ids)}) and t.status in ('pending', 'ready')
+    ),
+    fixed as (
+      update tasks t set deps_remaining = c.open,
+        status = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then 'ready' else 'pending' end,
+        ready_at = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then coalesce(t.ready_at, now()) end,
+        ${effectivePriorityOnReadySql()},
+        updated_at = now()
+      from counted c where t.id = c.id
+      returning t.status
+    )
+    select ${notifyIfReady(sql`fixed`)} as notified`);
+}
+
+/** Direct dependents of `ids` that have not started (pending or ready): they wait for the reopened tasks again. */
+export async function taskWaitingDependents(db: Db, ids: string[]): Promise<string[]> {
+  const rows = await rowsOf<{ id: string }>(db, sql`
+    select distinct e.downstream_id as id from edges e join tasks t on t.id = e.downstream_id
+    where e.upstream_id = any(${textArray(ids)}) and t.status in ('pending', 'ready')`);
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,67 @@
+import { withTx, type Db } from '../db/connection.js';
+import { dagGet, dagLockGraph, dagReopen, dagStatusRefresh, dagTasksReopened } from '../db/queries/dags.js';
+import { deadLetterResolveForTasks } from '../db/queries/dead-letters.js';
+import { eventInsertMany } from '../db/queries/events.js';
+import { taskGet } from '../db/queries/tasks-read.js';
+import {
+  taskDownstreamStates, taskFailedIds, taskReopen, taskWaitingDependents, taskWaitRecount, type ReopenedRow,
+} from '../db/queries/tasks-rerun.js';
+import { ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError } from '../errors.js';
+import { HELD_STATES, TRANSITIONS } from '../model/state-machine.js';
+
+export interface RerunOptions { by?: string; note?: string }
+export interface RerunResult { dagId: string; reopened: Array<{ id: string; key: string; previous: string }> }
+
+/**
+ * Run a finished task again (completed, dead-lettered or cancelled), with `downstream` everything after it
+ * too: each reopened task gets a fresh attempt budget and waits for its upstream tasks as on the first run;
+ * its attempts and outputs so far stay in the history. Dependents that had not started wait for it again.
+ * A task downstream that an agent holds right now is a 409: wait for it, or cancel it, first.
+ */
+export async function taskRerun(db: Db, taskId: string, opts: RerunOptions & { downstream?: boolean } = {}): Promise<RerunResult> {
+  return withTx(db, async (tx) => {
+    const task = await taskGet(tx, taskId);
+    if (!task) throw new NotFoundError('task', taskId);
+    if (!(TRANSITIONS.rerun.from as readonly string[]).includes(task.status)) {
+      throw new IllegalTransitionError(taskId, 'rerun', task.status, TRANSITIONS.rerun.from);
+    }
+    await dagLockGraph(tx, task.dagId);
+    let ids = [taskId];
+    if (opts.downstream) {
+      const below = await taskDownstreamStates(tx, [taskId]);
+      const busy = below.filter((t) => (HELD_STATES as readonly string[]).includes(t.status));
+      if (busy.length) throw new ConflictError(`task ${busy[0]!.key} downstream of ${task.key} is ${busy[0]!.status} now: wait for it, or cancel it, before re-running with --downstream`, { taskId: busy[0]!.id });
+      ids = below.filter((t) => (TRANSITIONS.rerun.from as readonly string[]).includes(t.status)).map((t) => t.id);
+    }
+    return reopen(tx, task.dagId, ids, opts);
+  });
+}
+
+/** Run a DAG's failed tasks again (dead-lettered, and cancelled ones): a cancelled or blocked DAG runs on. */
+export async function dagRerunFailed(db: Db, dagId: string, opts: RerunOptions = {}): Promise<RerunResult> {
+  return withTx(db, async (tx) => {
+    const dag = await dagGet(tx, dagId);
+    if (!dag) throw new NotFoundError('DAG', dagId);
+    await dagLockGraph(tx, dagId);
+    const ids = (await taskFailedIds(tx, dagId)).map((r) => r.id);
+    if (ids.length === 0) throw new InvalidInputError(`DAG ${dagId} has no dead-lettered or cancelled task to run again`);
+    return reopen(tx, dagId, ids, opts);
+  });
+}
+
+async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions): Promise<RerunResult> {
+  const by = opts.by ?? 'human';
+  const reopened: ReopenedRow[] = await taskReopen(tx, ids);
+  const reopenedIds = reopened.map((r) => r.id);
+  // Closed tasks (completed, cancelled) count as open again; a dead-lettered one never stopped counting.
+  await dagTasksReopened(tx, dagId, reopened.filter((r) => r.previous !== 'dead_lettered').length);
+  await deadLetterResolveForTasks(tx, reopened.filter((r) => r.previous === 'dead_lettered').map((r) => r.id), by, opts.note ?? 'run again', 'retried');
+  await taskWaitRecount(tx, [...reopenedIds, ...(await taskWaitingDependents(tx, reopenedIds))]);
+  await dagReopen(tx, dagId);
+  await dagStatusRefresh(tx, [dagId]);
+  await eventInsertMany(tx, [
+    ...reopened.map((r) => ({ type: 'task.rerun', dagId, taskId: r.id, data: { previous: r.previous, by, note: opts.note ?? null } })),
+    { type: 'dag.rerun', dagId, data: { tasks: reopened.length, by, note: opts.note ?? null } },
+  ]);
+  return { dagId, reopened: reopened.map((r) => ({ id: r.id, key: r.key, previous: r.previous })) };
+}
