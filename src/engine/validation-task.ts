@@ -29,7 +29,7 @@ export async function validationTaskCreate(
   const body: TaskBody = {
     prompt: plan.prompt,
     context: [],
-    models: plan.models,
+    models: plan.modelsOfSubject ? [...(subject.models ?? []), ...(subject.fallbackModels ?? [])] : plan.models,
     fallbackModels: [],
     input: { step, output, subject: { id: t.id, key: t.key, type: t.type, title: t.title, prompt: subject.prompt ?? null, attempt: t.attempt } },
   };

@@ -141,6 +141,22 @@ describe('delegated validation steps (test, llm-judge) as validation tasks', () 
     expect(t!.attempts).toBe(1);
   });
 
+  it('a judge step that names no model judges with the task\'s models: only a judge agent with one of them takes it', async () => {
+    await dagCreate(db, `
+name: judged-on-models
+tasks:
+  essay: { type: llm, spec: { models: [model-a], fallback_models: [model-b], constraints: { capabilities: [write] } }, output: { validation: { kind: llm-judge, rubric: "Good?", threshold: 0.5 } } }
+`);
+    await agentCreate(db, 'writer', ['write'], undefined, { models: ['model-a'] });
+    const [essay] = await taskClaim(db, 'writer');
+    await taskComplete(db, { taskId: essay!.id, fence: essay!.fence, output: { title: 'x' } });
+    await agentCreate(db, 'other-judge', ['validate:judge'], undefined, { models: ['model-z'] });
+    expect(await taskClaim(db, 'other-judge')).toEqual([]);
+    await agentCreate(db, 'judge-b', ['validate:judge'], undefined, { models: ['model-b'] });
+    const [judge] = await taskClaim(db, 'judge-b');
+    expect([judge!.type, judge!.model]).toEqual(['validate:judge', 'model-b']);
+  });
+
   it('a judge\'s verdict without a score is no verdict: the judge is retried, the judged task keeps its attempts', async () => {
     const dagId = await dagCreate(db, `
 name: judged-only

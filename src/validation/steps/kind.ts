@@ -43,6 +43,8 @@ export interface ValidationTaskPlan {
   prompt?: string;
   /** Models the validator should use, in order of preference. */
   models: string[];
+  /** No models of its own: the validator uses the judged task's (its models, then its fallback models). */
+  modelsOfSubject?: boolean;
   /** Longest the validation task may run before the reaper takes it back. */
   maxDurationSec?: number;
 }

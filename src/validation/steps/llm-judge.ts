@@ -6,7 +6,7 @@ const fileSchema = z.strictObject({
   kind: z.literal('llm-judge'),
   rubric: z.string().max(100_000),
   threshold: z.number().min(0).max(1).describe('lowest passing score, 0–1'),
-  model: modelNameSchema.optional().describe('default: the judge agent\'s DAGENT_JUDGE_MODEL'),
+  model: modelNameSchema.optional().describe('default: the task\'s models (then the judge agent\'s DAGENT_JUDGE_MODEL)'),
 }).describe('an LLM scores the output against a rubric; passes at or above the threshold');
 
 export interface LlmJudgeStep { kind: 'llm-judge'; rubric: string; threshold: number; model?: string }
@@ -18,7 +18,8 @@ export const llmJudgeStep: TaskStepKind<'llm-judge', typeof fileSchema, LlmJudge
   capability: 'validate:judge',
   fileSchema,
   resolve: (s) => ({ kind: 'llm-judge', rubric: s.rubric, threshold: s.threshold, ...(s.model ? { model: s.model } : {}) }),
-  task: (step) => ({ prompt: step.rubric, models: step.model ? [step.model] : [] }),
+  // A step that names no model judges with the task's models: a judge agent that has one of them takes it.
+  task: (step) => ({ prompt: step.rubric, models: step.model ? [step.model] : [], modelsOfSubject: !step.model }),
   verdictProblem: (step, verdict) => (verdict.score === undefined ? `score: required, the step's threshold ${step.threshold} is applied to it` : undefined),
   verdictApply(step, verdict) {
     if (verdict.score === undefined) return verdict; // refused before (verdictProblem)
