@@ -95,3 +95,8 @@ declare module 'fastify' {
   interface FastifyRequest { principal?: Principal | null }
   interface FastifyContextConfig { access?: Access }
 }
+
+/** Who did it, for events and DLQ resolutions: the token that asked. */
+export function actor(p: Principal | null): string {
+  return p ? `${p.role}:${p.agentId ?? p.tokenId}` : 'anonymous';
+}

@@ -10,9 +10,8 @@ import { dagGraph, dagList, statsGet, taskListFiltered, taskShow } from '../../e
 import { dagSubmitOrSchedule } from '../../engine/intake.js';
 import { priorityOverride } from '../../engine/scheduling.js';
 import { InvalidInputError } from '../../errors.js';
-import { route } from '../route.js';
+import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
-import type { Principal } from '../../engine/tokens.js';
 import path from 'node:path';
 
 const note = z.string().max(2000).optional();
@@ -28,10 +27,6 @@ const dagSubmitBody = z.union([
   }).refine((b) => (b.yaml === undefined) !== (b.dag === undefined), { error: 'give exactly one of yaml or dag' }),
 ]);
 
-/** Who did it, for events and DLQ resolutions: the token that asked. */
-export function actor(p: Principal | null): string {
-  return p ? `${p.role}:${p.agentId ?? p.tokenId}` : 'anonymous';
-}
 
 /** The routes humans (admin tokens) use: DAGs, tasks, priorities, the dead-letter queue, agents. */
 export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {

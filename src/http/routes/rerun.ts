@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { dagRerunFailed, taskRerun } from '../../engine/rerun.js';
-import { route } from '../route.js';
+import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
-import { actor } from './humans.js';
 
 const note = z.string().max(2000).optional();
 
