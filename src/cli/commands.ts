@@ -29,6 +29,18 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
     load: async () => (await import('./inspect.js')).inspectCommands,
   },
   { commands: { cancel: 'cancel a DAG, or a task and everything downstream of it' }, load: async () => (await import('./cancel.js')).cancelCommands },
+  {
+    commands: {
+      approvals: 'list the approval steps waiting for a person, oldest first',
+      approve: 'approve the output waiting on a task\'s approval step (optionally replacing it first)',
+      reject: 'reject the output waiting on a task\'s approval step: the attempt fails with the comment, which its retry reads',
+    },
+    load: async () => (await import('./approvals.js')).approvalCommands,
+  },
+  {
+    commands: { signal: 'send a signal: tasks waiting on the key (wait_for) complete with the payload as their output' },
+    load: async () => (await import('./signal-send.js')).signalCommand,
+  },
   { commands: { dlq: 'review and resolve dead-lettered tasks' }, load: async () => (await import('./dlq.js')).dlqCommands },
   {
     commands: {

@@ -13,7 +13,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
   tokens
     .command('create')
     .description('create a token: admin (everything), submit (submit DAGs and read), read (read only) or agent (one agent, within a grant)')
-    .requiredOption('--role <role>', 'admin, submit, read or agent')
+    .requiredOption('--role <role>', 'admin, submit, read, signal or agent')
     .option('--agent <id>', 'agent tokens: the agent it acts as')
     .option('--capabilities <list>', 'agent tokens: comma-separated capabilities it may register (default none)', list)
     .option('--validators <list>', 'agent tokens: validator capabilities it may register, by name (test, judge: validate:test, validate:judge)', list)
@@ -66,7 +66,7 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
     .command('add')
     .description('add a webhook (loopback, link-local and metadata addresses are refused unless DAGENT_WEBHOOK_ALLOW_HOSTS allows the host)')
     .argument('<url>')
-    .option('--events <types>', 'comma-separated: task.dead_lettered, dag.blocked, dag.completed, dag.cancelled (default task.dead_lettered)')
+    .option('--events <types>', 'comma-separated: task.dead_lettered, task.waiting, dag.blocked, dag.completed, dag.cancelled (default task.dead_lettered)')
     .option('--secret <secret>', 'sign each body: Dagent-Signature: sha256=<HMAC>')
     .option('--json', 'machine-readable output')
     .action(async (url: string, opts: { events?: string; secret?: string; json?: boolean }) => {

@@ -5,7 +5,7 @@ import type { Io } from './output.js';
 import { progressDisplay, type ProgressDisplay } from './progress-display.js';
 
 const MARK: Record<string, string> = {
-  pending: '⏸', ready: '·', claimed: '…', running: '▶', validating: '?', completed: '✔',
+  pending: '⏸', ready: '·', claimed: '…', running: '▶', validating: '?', waiting: '⏳', completed: '✔',
   failed: '✖', retrying: '↻', dead_lettered: '☠', cancelled: '⊘',
 };
 
@@ -48,10 +48,12 @@ export class DagProgress {
 export function statusLine(s: DagSnapshot, elapsedMs: number): string {
   const count = (...states: string[]) => s.tasks.filter((t) => states.includes(t.status)).length;
   const cancelled = count('cancelled');
+  const waiting = count('waiting');
   const sec = Math.floor(elapsedMs / 1000);
   const elapsed = sec >= 60 ? `${Math.floor(sec / 60)}m${String(sec % 60).padStart(2, '0')}s` : `${sec}s`;
   return [
-    `${count('completed')}/${s.tasks.length} done`, `${count('claimed', 'running', 'validating')} running`, `${count('failed', 'retrying')} retrying`,
+    `${count('completed')}/${s.tasks.length} done`, `${count('claimed', 'running', 'validating')} running`, ...(waiting ? [`${waiting} waiting for a signal`] : []),
+    `${count('failed', 'retrying')} retrying`,
     `${count('dead_lettered')} dead-lettered`, ...(cancelled ? [`${cancelled} cancelled`] : []), usd(s.dag.spentUsd), elapsed,
   ].join(' · ');
 }

@@ -51,6 +51,22 @@ export const concurrencySchema = z.strictObject({
   limit: z.number().int().min(1).max(10_000).describe('most tasks with the key claimed or running at once'),
 });
 
+/** A signal's key: what `POST /api/signals/KEY` and `dagent signal KEY` name (no slash, so it fits a URL path segment). */
+export const SIGNAL_KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:@=+-]{0,199}$/;
+export const signalKeySchema = z.string().regex(SIGNAL_KEY_PATTERN, {
+  error: 'a signal key is 1–200 letters, digits and _ . : @ = + -, starting with a letter or digit (deploy:prod, ci:4f2a9c1)',
+});
+
+/**
+ * A task no agent runs: it waits until a signal is sent to its key, and the signal's payload becomes its output.
+ * A signal sent while the task still waited on its upstream tasks (after the task was created) counts.
+ */
+export const waitForSchema = z.strictObject({
+  signal: signalKeySchema.describe('the key the signal is sent to (POST /api/signals/KEY, dagent signal KEY); ${params…} is filled in'),
+  timeout: duration.optional()
+    .describe('how long each attempt waits; then it fails with class timeout and is dead-lettered unless max_attempts allows another wait. Default: no limit'),
+});
+
 export const retrySchema = z.strictObject({
   strategy: z.enum(['exponential', 'fixed', 'immediate']).optional(),
   initial_delay: duration.optional(),
@@ -101,6 +117,13 @@ export const taskSchema = z.strictObject({
   depends_on: z.array(key).max(1000).optional(),
   idempotency_key: z.string().min(1).max(200).optional(),
   output: outputSchema.optional(),
+  wait_for: waitForSchema.optional().describe('no agent runs this task: it completes when a signal is sent to the key, with the signal\'s payload as its output'),
+}).superRefine((t, ctx) => {
+  // A waiting task runs nothing: fields that tell an agent what to do, or check what it returns, would silently do nothing.
+  if (!t.wait_for) return;
+  for (const field of ['spec', 'output', 'concurrency'] as const) {
+    if (t[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a task with wait_for runs no agent: remove ${field} (the signal's payload is its output)` });
+  }
 });
 
 /** An input field name an agent may fill in (`accepts`), or a shell agent exports as DAGENT_INPUT_<NAME>. */
@@ -177,6 +200,7 @@ export const dagFileSchema = z.strictObject({
 
 export type DagFile = z.infer<typeof dagFileSchema>;
 export type TaskFile = z.infer<typeof taskSchema>;
+export type WaitForFile = z.infer<typeof waitForSchema>;
 export type RetryFile = z.infer<typeof retrySchema>;
 export type ScheduleFile = z.infer<typeof scheduleSchema>;
 export type SpawnFile = z.infer<typeof spawnSchema>;
@@ -198,6 +222,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'output': return Object.keys(outputSchema.shape);
     case 'schedule': return Object.keys(scheduleSchema.shape);
     case 'spawn': return Object.keys(spawnSchema.shape);
+    case 'wait_for': return Object.keys(waitForSchema.shape);
     case 'validation': return undefined;
   }
   if (parent === 'validation' || typeof last === 'number') return [...STEP_FILE_FIELDS];

@@ -13,11 +13,13 @@ export function dagFileNormalize(
 ): DagSpec {
   const d = file.defaults ?? {};
   const tasks: TaskSpec[] = Object.entries(file.tasks).map(([key, t]) => {
+    // A task that waits for a signal runs no agent: the defaults that say what an agent needs do not apply to it.
+    const wait = t.wait_for;
     return {
       key,
       type: t.type,
       title: t.title,
-      ...bodyAndConstraints(t.spec, d, t.spec?.context ?? []),
+      ...bodyAndConstraints(t.spec, wait ? {} : d, t.spec?.context ?? []),
       priority: t.priority ?? d.priority ?? TASK_DEFAULTS.priority,
       boostPerMinute: t.boost_per_minute ?? d.boost_per_minute ?? TASK_DEFAULTS.boostPerMinute,
       ...(t.estimate ?? d.estimate) !== undefined ? { estimateSec: durationSeconds((t.estimate ?? d.estimate)!) } : {},
@@ -25,11 +27,13 @@ export function dagFileNormalize(
       notBefore: t.not_before === undefined ? undefined : (instantParse(t.not_before) as Instant),
       dependsOn: t.depends_on ?? [],
       idempotencyKey: t.idempotency_key,
-      maxAttempts: t.max_attempts ?? d.max_attempts ?? TASK_DEFAULTS.maxAttempts,
+      maxAttempts: t.max_attempts ?? (wait ? TASK_DEFAULTS.waitMaxAttempts : d.max_attempts ?? TASK_DEFAULTS.maxAttempts),
       retry: retryNormalize({ ...d.retry, ...t.retry }),
       output: outputNormalize(t.output, validation[key] ?? []),
       tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
-      ...concurrencyOf(t.concurrency ?? d.concurrency ?? file.concurrency),
+      ...(wait
+        ? { waitFor: { signal: wait.signal, ...(wait.timeout !== undefined ? { timeoutSec: durationSeconds(wait.timeout) } : {}) } }
+        : concurrencyOf(t.concurrency ?? d.concurrency ?? file.concurrency)),
     };
   });
   return {

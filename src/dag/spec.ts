@@ -87,6 +87,14 @@ export interface TaskSpec {
   origin?: TaskOrigin;
   /** At most `limit` tasks with this key claimed or running at once, across DAGs. */
   concurrency?: ConcurrencySpec;
+  /** No agent runs it: it waits for a signal to this key, whose payload becomes its output. */
+  waitFor?: WaitForSpec;
+}
+
+export interface WaitForSpec {
+  signal: string;
+  /** How long each attempt waits; undefined: no limit. */
+  timeoutSec?: number;
 }
 
 export interface ConcurrencySpec { key: string; limit: number }
@@ -119,6 +127,8 @@ export const TASK_DEFAULTS = {
   /** Anti-starvation: a READY task gains 0.1 priority points a minute (a background 90 reaches 59 in about 5 hours). */
   boostPerMinute: 0.1,
   maxAttempts: 3,
+  /** A task that waits for a signal: its timeout dead-letters it, for a person to decide (the DAG's defaults do not apply). */
+  waitMaxAttempts: 1,
   retry: {
     strategy: 'exponential',
     initialDelaySec: 10,

@@ -29,6 +29,8 @@ export interface TaskRow {
   models: string[];
   concKey: string | null;
   concLimit: number | null;
+  waitKey: string | null;
+  waitTimeoutSec: number | null;
   capKey: string;
   estimateSec: number;
   cpRankSec: number;

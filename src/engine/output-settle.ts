@@ -52,6 +52,25 @@ export async function taskOutputSettle(db: Db, c: Completion, opts: { log?: Logg
 }
 
 /**
+ * Settle a person's verdict (an approval step's validation task, WAITING for it) as a validator's answer
+ * is settled: the validation task completes with it, and the task it judges moves on from that step.
+ * Null when the validation task no longer waits under `c.fence` (settled meanwhile, cancelled, timed out).
+ */
+export async function personVerdictSettle(
+  db: Db, c: Completion, opts: { log?: Logger; event?: { type: string; data: Record<string, unknown> } } = {},
+): Promise<OutputOutcome | null> {
+  const outcome = await withTx(db, async (tx) => {
+    const vt = await taskLockForOutput(tx, c.taskId, c.fence, ['waiting']);
+    if (!vt?.validatesId) return null;
+    // The decision, on the judged task, in the transaction that applies it.
+    if (opts.event) await eventInsertMany(tx, [{ ...opts.event, dagId: vt.dagId, taskId: vt.validatesId, data: { ...opts.event.data, approvalTaskId: vt.id } }]);
+    return verdictSettle(tx, vt, c);
+  });
+  if (outcome) opts.log?.info({ taskId: c.taskId, status: outcome.status }, 'verdict settled');
+  return outcome;
+}
+
+/**
  * Run the steps from `w.from` on: inline kinds here, until one rejects the output
  * or a kind must run as a validation task; past the last step, the task completes.
  */
@@ -139,7 +158,9 @@ async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<
     type: 'task.verdict', dagId: target.dagId, taskId: target.id,
     data: { step: stepIndex, kind: verdict.kind, pass: verdict.pass, score: verdict.score ?? null, validationTaskId: vt.id },
   }]);
-  const resumed: Walk = { output: target.output, from: stepIndex + 1, verdicts: [verdict] };
+  // An approver may have replaced the output (a kind whose verdict comes from a person): later steps check the new one.
+  const edited = kind?.mode === 'task' ? kind.outputEdit?.(step, verdict) : undefined;
+  const resumed: Walk = { output: edited ? edited.output : target.output, from: stepIndex + 1, verdicts: [verdict] };
   if (!verdict.pass) return outputReject(tx, target, verdict, resumed);
   return stepsWalk(tx, target, resumed);
 }

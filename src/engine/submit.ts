@@ -74,6 +74,9 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
     throw new InvalidInputError(`DAG ${spec.name}: ${edgeCount} dependencies; at most ${LIMITS.edgesPerDag} in a DAG (${limitEnvName('edgesPerDag')})`);
   }
   for (const t of spec.tasks) {
+    if (t.waitFor && (t.output?.validation !== undefined || t.concurrency)) {
+      throw new InvalidInputError(`DAG ${spec.name}: task ${t.key} waits for a signal and runs no agent: it takes no output validation or concurrency key`);
+    }
     for (const d of t.dependsOn) if (!keys.has(d)) throw new InvalidInputError(`DAG ${spec.name}: task ${t.key} depends on unknown task ${d}`);
   }
   const dagId = newDagId();

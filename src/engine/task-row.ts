@@ -44,5 +44,7 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     origin: t.origin ?? 'dag',
     concKey: t.concurrency?.key ?? null,
     concLimit: t.concurrency?.limit ?? null,
+    waitKey: t.waitFor?.signal ?? null,
+    waitTimeoutSec: t.waitFor?.timeoutSec === undefined ? null : Math.ceil(t.waitFor.timeoutSec),
   };
 }

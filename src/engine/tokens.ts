@@ -9,9 +9,10 @@ import { newTokenId } from '../ids.js';
 /**
  * What a token may call. admin: everything, and any agent's calls. submit: submit DAGs
  * and read. read: the read-only routes (DAGs, tasks, dead letters, agents, stats, the
- * event stream, metrics). agent: the agent protocol, as its one agent, within its grant.
+ * event stream, metrics). signal: send signals to waiting tasks, nothing else (a CI system's token).
+ * agent: the agent protocol, as its one agent, within its grant.
  */
-export const TOKEN_ROLES = ['admin', 'submit', 'read', 'agent'] as const;
+export const TOKEN_ROLES = ['admin', 'submit', 'read', 'signal', 'agent'] as const;
 export type TokenRole = (typeof TOKEN_ROLES)[number];
 
 /** The capability prefix of validation tasks: granted to agent tokens only through `validators`. */

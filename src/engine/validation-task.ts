@@ -1,6 +1,7 @@
 import type { Db } from '../db/connection.js';
 import { dagTasksAdded } from '../db/queries/dags.js';
 import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks-intake.js';
+import { APPROVAL_WAIT_PREFIX } from '../db/queries/signals.js';
 import type { OutputTaskRow } from '../db/queries/tasks-validate.js';
 import type { RetryPolicy, TaskBody, TaskSpec } from '../dag/spec.js';
 import { newTaskId } from '../ids.js';
@@ -43,10 +44,12 @@ export async function validationTaskCreate(
     priority: t.priority,
     boostPerMinute: 0,
     dependsOn: [],
-    maxAttempts: VALIDATION_TASK_DEFAULTS.maxAttempts,
+    // A person's verdict (an approval) is waited for, never claimed: its timeout dead-letters it unless the step says otherwise.
+    maxAttempts: plan.person ? 1 : VALIDATION_TASK_DEFAULTS.maxAttempts,
     retry: VALIDATION_TASK_DEFAULTS.retry,
     tags: ['validation'],
     origin: 'validation',
+    ...(plan.person ? { waitFor: { signal: `${APPROVAL_WAIT_PREFIX}${t.id}`, timeoutSec: plan.person.timeoutSec } } : {}),
   };
   const id = newTaskId();
   // validatesAgent: whoever produced the output may never claim the task that judges it.

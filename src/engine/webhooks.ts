@@ -13,8 +13,8 @@ import { didYouMean } from '../dag/suggest.js';
 import { retryDelaySec } from './retry-policy.js';
 import type { RetryPolicy } from '../dag/spec.js';
 
-/** Events a webhook may subscribe to. The trigger in migration 0010 lists the same types. */
-export const WEBHOOK_EVENT_TYPES = ['task.dead_lettered', 'dag.blocked', 'dag.completed', 'dag.cancelled'] as const;
+/** Events a webhook may subscribe to. The trigger events_webhook_enqueue (migration 0023) lists the same types. */
+export const WEBHOOK_EVENT_TYPES = ['task.dead_lettered', 'task.waiting', 'dag.blocked', 'dag.completed', 'dag.cancelled'] as const;
 
 export const WEBHOOK_DEFAULTS = {
   /** Default subscription: dead letters only. */

@@ -6,7 +6,7 @@ import { jsonPathFormat, jsonProblem } from '../json-guard.js';
 import type { Principal, TokenRole } from '../engine/tokens.js';
 
 /** Who may call a route: anyone (public), or the token roles ACCESS_ROLES lists for it. */
-export type Access = 'public' | 'read' | 'submit' | 'admin' | 'agent';
+export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent';
 
 /** The roles each access level admits: the one table of who may call what. */
 export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[]> = {
@@ -14,6 +14,8 @@ export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[
   read: ['admin', 'submit', 'read'],
   /** Submitting DAGs: a DAG author. */
   submit: ['admin', 'submit'],
+  /** Sending signals to waiting tasks: what a CI system or another service holds, and nothing else. */
+  signal: ['admin', 'signal'],
   /** Changing what runs: cancel, priorities, dead-letter retries and edits. */
   admin: ['admin'],
   /** The agent protocol: an agent token as its own agent, or an admin as any. */

@@ -8,6 +8,7 @@ import { promoterCreate } from './promoter.js';
 import { reaperCreate } from './reaper.js';
 import { schedulerCreate } from './scheduler.js';
 import type { MaintenanceService } from './service.js';
+import { waitsCreate } from './waits.js';
 import { webhookDispatcherCreate } from './webhook-dispatcher.js';
 
 export type { MaintenanceService };
@@ -22,6 +23,7 @@ const LOOPS: Array<(o: LoopContext) => MaintenanceService> = [
   durationLearnerCreate,
   webhookDispatcherCreate,
   budgetWatchCreate,
+  waitsCreate,
 ];
 
 /** What every loop is created with. */

@@ -12,6 +12,7 @@ export const TASK_STATES = [
   'claimed', // leased by an agent, not yet started
   'running', // started, kept alive by heartbeats
   'validating', // output submitted, validation in progress
+  'waiting', // no agent runs it: it waits for a signal (wait_for) until one comes or its timeout lapses
   'completed',
   'failed', // transient: the retry policy moves it on in the same transaction
   'retrying', // waiting for run_at, then promoted to ready
@@ -47,12 +48,16 @@ export const TRANSITIONS = {
   activate: { from: ['created'], to: ['pending', 'ready'], by: 'submit / spawn' },
   unblock: { from: ['pending'], to: ['ready'], by: 'completion of the last upstream task; promoter for not_before' },
   block: { from: ['created', 'pending', 'ready'], to: ['pending'], by: 'edge insertion: an unclaimed task gains an unfinished upstream' },
+  // A task that waits for a signal (wait_key) never sits in READY: in the statement that would make it READY,
+  // the trigger tasks_await (migration 0022) makes it WAITING instead, as if claimed by no agent: a new fence and
+  // attempt, its wait_for timeout as its lease. So every path to READY (unblock, promote, retry, dlq retry) waits again.
+  await: { from: ['created', 'pending', 'retrying', 'dead_lettered', 'failed'], to: ['waiting'], by: 'the tasks_await trigger, instead of becoming ready' },
   claim: { from: ['ready'], to: ['claimed', 'running'], by: 'agent claim (running at once when the claimer starts what it claims: the agent runtime)' },
   start: { from: ['claimed'], to: ['running'], by: 'agent' },
   heartbeat: { from: ['claimed', 'running'], to: ['claimed', 'running'], by: 'agent' },
   submitOutput: { from: ['claimed', 'running'], to: ['validating'], by: 'agent (when output validation is declared)' },
-  complete: { from: ['claimed', 'running', 'validating'], to: ['completed'], by: 'agent / validation' },
-  fail: { from: ['claimed', 'running', 'validating'], to: ['failed'], by: 'agent, reaper' },
+  complete: { from: ['claimed', 'running', 'validating', 'waiting'], to: ['completed'], by: 'agent / validation / a signal' },
+  fail: { from: ['claimed', 'running', 'validating', 'waiting'], to: ['failed'], by: 'agent, reaper, waits (timeout)' },
   release: { from: ['claimed', 'running'], to: ['ready'], by: 'agent shutdown (no attempt consumed)' },
   waitForChildren: { from: ['claimed', 'running'], to: ['pending'], by: 'agent spawning subtasks with wait (no attempt consumed)' },
   scheduleRetry: { from: ['failed'], to: ['retrying', 'ready'], by: 'retry policy, same transaction as fail' },
@@ -61,7 +66,7 @@ export const TRANSITIONS = {
   dlqRetry: { from: ['dead_lettered'], to: ['ready', 'pending'], by: 'human (dlq retry)' },
   rerun: { from: ['completed', 'dead_lettered', 'cancelled'], to: ['pending'], by: 'human (task rerun, dag rerun): then ready once its upstream tasks are done' },
   cancel: {
-    from: ['created', 'pending', 'ready', 'claimed', 'running', 'validating', 'failed', 'retrying', 'dead_lettered'],
+    from: ['created', 'pending', 'ready', 'claimed', 'running', 'validating', 'waiting', 'failed', 'retrying', 'dead_lettered'],
     to: ['cancelled'],
     by: 'human, or cascade from a cancelled upstream',
   },

@@ -67,14 +67,14 @@ tasks:
     const dagId = await dagCreate(db, `
 name: sh-timeout
 tasks:
-  slow: { type: t, max_attempts: 1, spec: { constraints: { capabilities: [shell] }, input: { command: 'sleep 30 | cat; echo ${marker}', timeoutSec: 0.3 } } }
+  slow: { type: t, max_attempts: 1, spec: { constraints: { capabilities: [shell] }, input: { command: 'sleep 37 | cat; echo ${marker}', timeoutSec: 0.3 } } }
 `);
     const started = Date.now();
     await eventually('timed out', async () => (await taskStatusByKey(db, dagId)).slow === 'dead_lettered');
     expect(Date.now() - started).toBeLessThan(10_000);
     const [a] = await rows<{ error_class: string }>(sql`select error_class from attempts where dag_id = ${dagId}`);
     expect(a!.error_class).toBe('timeout');
-    expect(execSync(`ps -eo args | grep -c "[s]leep 30" || true`).toString().trim()).toBe('0');
+    expect(execSync(`ps -eo args | grep -c "[s]leep 37" || true`).toString().trim()).toBe('0');
   });
 
   it('stores output with NUL characters (replaced: jsonb cannot hold them) instead of failing the batch', async () => {

@@ -6,6 +6,8 @@ import { dagSubmit } from '../../src/engine/submit.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { edgeListForDag } from '../../src/db/queries/edges.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
+import { signalSend } from '../../src/engine/signals.js';
+import { taskApprove } from '../../src/engine/approvals.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseReset, drain } from '../helpers/factories.js';
 
@@ -30,6 +32,18 @@ describe('example DAGs', () => {
     const order: string[] = [];
     for (let i = 0; i < 100 && (await dagGet(db, dagId))?.status === 'running'; i++) {
       order.push(...(await drain(db, agentId)));
+      // A task that waits for a signal: send it, as the outside system would, and count it done in order.
+      const waiting = await db.query.tasks.findMany({ where: (t, { and, eq }) => and(eq(t.dagId, dagId), eq(t.status, 'waiting')) });
+      for (const w of waiting) {
+        // An approval step's validation task waits for a person: approve what it judges.
+        if (w.validatesId) {
+          expect((await taskApprove(db, w.validatesId, { by: 'test' })).outcome.status).toBe('completed');
+          continue;
+        }
+        const sent = await signalSend(db, w.waitKey!, { passed: true });
+        expect(sent.completed.map((t) => t.id)).toEqual([w.id]);
+        order.push(w.key);
+      }
       if ((await dagGet(db, dagId))?.status === 'running') {
         await promoterCreate({ db }).runOnce();
         await new Promise((r) => setTimeout(r, 100));

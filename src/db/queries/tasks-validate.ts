@@ -31,10 +31,10 @@ const outputTaskColumns = sql`
   claimed_by as "claimedBy", reserved_usd::float8 as "reservedUsd", validates_id as "validatesId", validates_fence as "validatesFence", validation_step as "validationStep"`;
 
 /** Lock a task its agent holds (claimed or running) under this fence, to submit its output. Null if the guard fails. */
-export async function taskLockForOutput(db: Db, id: string, fence: number): Promise<OutputTaskRow | null> {
+export async function taskLockForOutput(db: Db, id: string, fence: number, states: readonly string[] = fromStates('submitOutput')): Promise<OutputTaskRow | null> {
   const [r] = await rowsOf<OutputTaskRow>(db, sql`
     select ${outputTaskColumns} from tasks
-    where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('submitOutput'))})
+    where id = ${id} and fence = ${fence} and status = any(${textArray(states)})
     for update`);
   return r ?? null;
 }

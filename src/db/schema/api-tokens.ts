@@ -4,7 +4,7 @@ import { check, integer, numeric, pgTable, text, timestamp, uniqueIndex } from '
 /**
  * A bearer token for the HTTP API. Only its SHA-256 is stored: tokens are 32 random
  * bytes, so a fast hash is enough and the lookup is one index probe.
- * Its role says what it may call (admin, submit, read, agent; engine/tokens.ts).
+ * Its role says what it may call (admin, submit, read, signal, agent; engine/tokens.ts).
  * An agent token acts as exactly one agent (`agent_id`), within its grant: the
  * capabilities it may register (null: any but validator ones, for tokens made before
  * grants existed), the validator capabilities, and ceilings on budget and concurrency.
@@ -13,7 +13,7 @@ export const apiTokens = pgTable(
   'api_tokens',
   {
     id: text('id').primaryKey(),
-    /** admin | submit | read | agent */
+    /** admin | submit | read | signal | agent */
     role: text('role').notNull(),
     agentId: text('agent_id'),
     grantCapabilities: text('grant_capabilities').array(),
@@ -28,6 +28,6 @@ export const apiTokens = pgTable(
   },
   (t) => [
     uniqueIndex('api_tokens_hash_uq').on(t.tokenHash),
-    check('api_tokens_role_ck', sql`${t.role} in ('admin', 'submit', 'read', 'agent') and ((${t.role} = 'agent') = (${t.agentId} is not null))`),
+    check('api_tokens_role_ck', sql`${t.role} in ('admin', 'submit', 'read', 'signal', 'agent') and ((${t.role} = 'agent') = (${t.agentId} is not null))`),
   ],
 );

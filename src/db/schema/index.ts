@@ -11,3 +11,4 @@ export * from './capability-groups.js';
 export * from './api-tokens.js';
 export * from './webhooks.js';
 export * from './concurrency-keys.js';
+export * from './signals.js';

@@ -40,6 +40,13 @@ export const tasks = pgTable(
     /** Its concurrency key (concurrency_keys) and the limit it declared: at most that many tasks with the key are claimed or running at once. */
     concKey: text('conc_key'),
     concLimit: integer('conc_limit'),
+    /**
+     * A task no agent runs: it waits for the signal with this key (wait_for), and its payload becomes its output.
+     * The trigger tasks_await (migration 0022) makes it WAITING where it would become READY.
+     */
+    waitKey: text('wait_key'),
+    /** How long it waits for its signal, each attempt (its lease while WAITING); null: no limit. */
+    waitTimeoutSec: integer('wait_timeout_sec'),
     /** The task's claim group: its required capabilities and accepted models as one key (capability-groups.ts claimGroupKey); the claim walks one index range per group. */
     capKey: text('cap_key').notNull().default(''),
     /** What the current claim reserved against the agent's and the DAG's budgets (its max_cost_usd); released when the attempt ends. */
@@ -109,6 +116,8 @@ export const tasks = pgTable(
     // Whether any keyed task is READY (the claim then takes the concurrency keys' steps); empty without keys.
     index('tasks_ready_keyed_idx').on(t.concKey).where(sql`${t.status} = 'ready' and ${t.concKey} is not null`),
     // What an agent holds (claimed, running, or its output under validation): the claim counts these against max_concurrent.
+    // The tasks a signal completes, and what the waits loop walks for signals that came early and timeouts.
+    index('tasks_waiting_idx').on(t.waitKey).where(sql`${t.status} = 'waiting'`),
     index('tasks_held_idx').on(t.claimedBy).where(sql`${t.status} in (${sql.raw(HELD_STATES.map((s) => `'${s}'`).join(', '))})`),
   ],
 );

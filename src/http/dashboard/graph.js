@@ -7,7 +7,7 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 export const GRAPH_SIZES = { nodeW: 168, nodeH: 44, colGap: 72, rowGap: 18, pad: 20 };
 
 /** Statuses in the legend, in the order a task usually goes through them. */
-export const STATUS_ORDER = ['pending', 'ready', 'claimed', 'running', 'validating', 'completed', 'retrying', 'failed', 'dead_lettered', 'cancelled'];
+export const STATUS_ORDER = ['pending', 'ready', 'claimed', 'running', 'validating', 'waiting', 'completed', 'retrying', 'failed', 'dead_lettered', 'cancelled'];
 
 /**
  * Where each node goes: one column per depth (longest path from a root, as the

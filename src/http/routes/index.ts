@@ -1,11 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { HttpDeps } from '../deps.js';
 import { agentRoutes } from './agents.js';
+import { approvalRoutes } from './approvals.js';
 import { dashboardRoutes } from './dashboard.js';
 import { humanRoutes } from './humans.js';
 import { metricsRoutes } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
 import { rerunRoutes } from './rerun.js';
+import { signalRoutes } from './signals.js';
 import { streamRoutes } from './stream.js';
 
 /**
@@ -16,6 +18,8 @@ import { streamRoutes } from './stream.js';
 const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   humanRoutes,
   rerunRoutes,
+  signalRoutes,
+  approvalRoutes,
   agentRoutes,
   streamRoutes,
   metricsRoutes,

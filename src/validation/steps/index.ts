@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { AnyStepKind, ResolveContext, StepPath, StepProblem, StoredStepOf } from './kind.js';
+import { approvalStep } from './approval.js';
 import { jsonSchemaStep } from './json-schema.js';
 import { llmJudgeStep } from './llm-judge.js';
 import { regexStep } from './regex.js';
@@ -9,7 +10,7 @@ import { testStep } from './test.js';
  * Every kind of output validation step, in the order the file format lists them.
  * A new kind is one module beside this file (see kind.ts) and one entry here.
  */
-export const STEP_KINDS = [jsonSchemaStep, regexStep, testStep, llmJudgeStep] as const;
+export const STEP_KINDS = [jsonSchemaStep, regexStep, testStep, llmJudgeStep, approvalStep] as const;
 
 type Kind = (typeof STEP_KINDS)[number];
 

@@ -47,6 +47,11 @@ export interface ValidationTaskPlan {
   modelsOfSubject?: boolean;
   /** Longest the validation task may run before the reaper takes it back. */
   maxDurationSec?: number;
+  /**
+   * A person gives the verdict, not an agent: the validation task waits (WAITING, never claimed) until
+   * it is approved or rejected, or `timeoutSec` lapses (then the step's own timeout action applies).
+   */
+  person?: { timeoutSec?: number };
 }
 
 /** Run elsewhere, as a validation task that agents holding `capability` claim; its verdict settles the step. */
@@ -63,6 +68,11 @@ export interface TaskStepKind<Name extends string, File extends StepFileSchema, 
    * validator's failure, retried like a malformed one, never the judged output's.
    */
   verdictProblem?(step: Stored, verdict: Verdict): string | undefined;
+  /**
+   * The output a verdict puts in place of the judged one (an approver's edit), or undefined to keep it.
+   * Only a kind whose verdict comes from a person declares it: an agent never rewrites another's output.
+   */
+  outputEdit?(step: Stored, verdict: Verdict): { output: unknown } | undefined;
 }
 
 // `any`: the registry erases each kind's own types once, at lookup by `kind`.

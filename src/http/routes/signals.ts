@@ -1,0 +1,15 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { signalSend } from '../../engine/signals.js';
+import { actor, route } from '../route.js';
+import type { HttpDeps } from '../deps.js';
+
+/** Signals to waiting tasks (signal or admin tokens): what a CI system or another service calls when its event happens. */
+export function signalRoutes(app: FastifyInstance, d: HttpDeps): void {
+  route(app, {
+    method: 'POST', url: '/api/signals/:key', access: 'signal', tag: 'signals',
+    body: z.strictObject({ payload: z.unknown().optional().describe('any JSON: the output of each task the signal completes (default null)') }).optional(),
+    summary: 'Send a signal: every task waiting on the key (wait_for) completes with the payload as its output; one created earlier that begins waiting later completes with it too',
+    responds: '{key, completed: [{id, dagId, key}], receivedAt}',
+  }, async ({ params, body, principal }) => signalSend(d.db, params.key!, body?.payload ?? null, { by: actor(principal), log: d.log }));
+}
