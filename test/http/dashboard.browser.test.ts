@@ -210,3 +210,63 @@ describe('dashboard in a browser', () => {
     expect(pageErrors).toEqual([]);
   });
 });
+
+describe('approvals and re-runs in the dashboard', () => {
+  it('an output waiting for a person shows live; a rejection needs a comment and sends it back, an edited approval completes the task, and Re-run runs it again', async () => {
+    expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
+    await agentRegister(db, { id: 'writer', type: 'worker', capabilities: [], maxConcurrent: 10 });
+    const submitted = await http.call('POST', '/api/dags', { raw: `
+name: reviewed-post
+tasks:
+  draft:
+    type: write
+    retry: { strategy: immediate }
+    output: { validation: { kind: approval, prompt: "Fit to publish?" } }
+`, contentType: 'application/yaml' });
+    const dagId: string = submitted.body.results[0].dagId;
+    const write = async (output: unknown) => {
+      const [t] = await taskClaim(db, 'writer', { start: true, dagId });
+      await taskComplete(db, { taskId: t!.id, fence: t!.fence, output });
+      return t!.id;
+    };
+    await page.goto(`${http.url}/#/approvals`);
+    await page.waitForSelector('text=No approval is waiting.', { timeout: LIVE_MS });
+    const draftId = await write({ text: HOSTILE });
+
+    // It arrives without a reload, its output as text.
+    const card = page.locator(`article.approval[data-task-id="${draftId}"]`).first();
+    await card.waitFor({ timeout: LIVE_MS });
+    expect(await card.locator('.approval-output').textContent()).toContain(HOSTILE);
+    expect(await card.textContent()).toContain('Fit to publish?');
+    expect(await card.textContent()).not.toContain('[object');
+    await card.locator('button[data-action="reject"]').click();
+    await card.locator('.action-msg.error:has-text("needs a comment")').waitFor({ timeout: LIVE_MS });
+    await card.locator('input.comment').fill('cite your sources');
+    await card.locator('button[data-action="reject"]').click();
+    await card.locator('.action-msg.ok:has-text("Rejected; the task is ready")').waitFor({ timeout: LIVE_MS });
+    expect(await taskStatus(dagId, 'draft')).toBe('ready');
+    await shot('07-approvals');
+
+    // The second draft waits again: approve it with an edited output.
+    await write({ text: 'v2 (sources: INC-7)' });
+    const pending = page.locator(`article.approval[data-task-id="${draftId}"]:not(.resolved)`);
+    await pending.waitFor({ timeout: LIVE_MS });
+    // Held by the approval's own id: the card stays the same element once it is decided.
+    const again = page.locator(`article.approval[data-approval-id="${await pending.getAttribute('data-approval-id')}"]`);
+    await again.locator('button[data-action="edit"]').click();
+    await again.locator('textarea.edit-output').fill('{"text": "v2, edited"}');
+    await again.locator('button[data-action="approve"]').click();
+    await again.locator('.action-msg.ok:has-text("Approved; the task is completed")').waitFor({ timeout: LIVE_MS });
+    const { rows } = await db.execute<{ status: string; output: unknown }>(sql`select status, output from tasks where id = ${draftId}`);
+    expect(rows[0]).toEqual({ status: 'completed', output: { text: 'v2, edited' } });
+
+    // The task page offers Re-run for a finished task.
+    await page.goto(`${http.url}/#/tasks/${draftId}`);
+    await page.waitForSelector('#task-status[data-status="completed"]', { timeout: LIVE_MS });
+    await page.click('button[data-action="task-rerun"]');
+    await page.waitForSelector('.action-msg.ok:has-text("Running again: draft (was completed)")', { timeout: LIVE_MS });
+    expect(await taskStatus(dagId, 'draft')).toBe('ready');
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(pageErrors).toEqual([]);
+  });
+});

@@ -11,6 +11,7 @@ import { pageDag } from './page-dag.js';
 import { pageTask } from './page-task.js';
 import { pageDlq } from './page-dlq.js';
 import { pageAgents } from './page-agents.js';
+import { pageApprovals } from './page-approvals.js';
 
 // ---------------------------------------------------------------- nav
 
@@ -52,6 +53,7 @@ function route() {
     tasks: ['', () => pageTask(ctx, id)],
     dlq: ['dlq', () => pageDlq(ctx, id)],
     agents: ['agents', () => pageAgents(ctx)],
+    approvals: ['approvals', () => pageApprovals(ctx)],
   };
   const found = Object.hasOwn(pages, page ?? '') ? pages[page ?? ''] : undefined;
   if (found && (page !== 'tasks' || id)) {

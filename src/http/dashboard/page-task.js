@@ -1,5 +1,5 @@
 // One task: spec, resolved inputs, output, validation verdicts, attempts and
-// events, with priority and cancel actions.
+// events, with priority, re-run and cancel actions.
 import { api, errorText } from './api.js';
 import { h, fill, main, link, hrefDag, badge, pre, chips, table, section, empty, usd, when, duration, confirmButton, pageError, verdictRows } from './dom.js';
 
@@ -40,9 +40,28 @@ export function pageTask(ctx, taskId) {
       actionMsg.textContent = errorText(err);
     }
   });
+  // A finished task (completed, dead-lettered, cancelled) runs again as new work, its history kept.
+  const downstream = h('input', { type: 'checkbox', id: 'rerun-downstream' });
+  const rerunLabel = h('label', null, downstream, ' and everything downstream');
+  const rerunBtn = h('button', { type: 'button', 'data-action': 'task-rerun' }, 'Re-run');
+  rerunBtn.addEventListener('click', async () => {
+    rerunBtn.disabled = true;
+    try {
+      const r = await api('POST', `/api/tasks/${encodeURIComponent(taskId)}/rerun`, downstream.checked ? { downstream: true } : {});
+      actionMsg.className = 'action-msg ok';
+      actionMsg.textContent = `Running again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`;
+      void load.now();
+    } catch (err) {
+      actionMsg.className = 'action-msg error';
+      actionMsg.textContent = errorText(err);
+    } finally {
+      rerunBtn.disabled = false;
+    }
+  });
   const actions = h('div', { class: 'card actions-bar' },
     h('label', null, 'Priority ', prio), setPriority,
     h('span', { class: 'spacer' }),
+    rerunBtn, rerunLabel,
     cancelNote, cancelBtn);
   fill(main, head, actions, actionMsg, content);
 
@@ -54,6 +73,9 @@ export function pageTask(ctx, taskId) {
     const finished = ['completed', 'cancelled'].includes(t.status);
     cancelBtn.hidden = finished;
     cancelNote.hidden = finished;
+    const rerunnable = ['completed', 'dead_lettered', 'cancelled'].includes(t.status);
+    rerunBtn.hidden = !rerunnable;
+    rerunLabel.hidden = !rerunnable;
     fill(head, 
       h('div', { class: 'crumbs small' }, link(hrefDag(t.dagId), t.dagId), ' / task'),
       h('div', { class: 'head-row' }, h('h1', null, t.key), badge(t.status, { id: 'task-status' }), h('span', { class: 'chip' }, t.type)),
