@@ -72,3 +72,10 @@ export async function agentsLock(db: Db, ids: ReadonlyArray<string | null>): Pro
   if (wanted.length === 0) return;
   await db.execute(sql`select id from agents where id = any(${textArray(wanted)}) order by id for no key update`);
 }
+
+/** The models of each active agent that judges (capability validate:judge): what a DAG's llm-judge steps can be served by. */
+export async function agentJudgeModels(db: Db): Promise<string[][]> {
+  const rows = await db.select({ models: agents.models }).from(agents)
+    .where(sql`${agents.status} = 'active' and 'validate:judge' = any(${agents.capabilities})`);
+  return rows.map((r) => r.models);
+}

@@ -33,9 +33,12 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
   const tag = 'humans';
   route(app, {
     method: 'POST', url: '/api/dags', access: 'submit', tag, body: dagSubmitBody, bodyTypes: ['application/yaml'],
-    query: z.object({ param: z.union([z.string(), z.array(z.string())]).optional().describe('NAME=VALUE, repeatable (with a YAML body)') }),
+    query: z.object({
+      param: z.union([z.string(), z.array(z.string())]).optional().describe('NAME=VALUE, repeatable (with a YAML body)'),
+      force: z.enum(['true', 'false']).optional().describe('true: accept a DAG whose llm-judge steps no active judge can serve now (each result then carries warnings)'),
+    }),
     summary: 'Submit a DAG (YAML or JSON) in one transaction; refused with 429 and Retry-After while the queue is full',
-    responds: '201 {results: [{dagId, name, tasks, created} | {schedule, nextFireAt}]}',
+    responds: '201 {results: [{dagId, name, tasks, created, warnings?} | {schedule, nextFireAt, warnings?}]}; 400 naming each llm-judge step no active judge can serve (unless force=true)',
   }, async ({ body, query, principal, reply }) => {
     const source = typeof body === 'string' ? body : body.yaml ?? JSON.stringify(body.dag, null, 2);
     const given: Array<[string, string]> = [];
@@ -52,6 +55,7 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
     const spec = await dagSourceLoad(source, file, { params, baseDir: path.resolve('.'), roots: d.fileRoots });
     const results = await dagSubmitOrSchedule(d.db, [spec], {
       createdBy: actor(principal), log: d.log, maxQueued: d.maxQueued, sourceOf: () => source, replaceAnySchedule: principal?.role === 'admin' || !principal,
+      force: query.force === 'true',
     });
     reply.status(results.some((r) => 'created' in r && r.created) ? 201 : 200);
     return { results };
