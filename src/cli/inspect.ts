@@ -119,6 +119,7 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
       out.result(s, () => {
         out.table(['status', 'tier', 'tasks'], s.counts.map((c) => [c.status, c.tier, c.n]));
         out.line(`oldest READY: ${s.oldestReadyAgeSec == null ? '-' : `${s.oldestReadyAgeSec.toFixed(1)}s`}`);
+        for (const p of s.pausedModels) out.line(`model ${p.model} paused for ${Math.ceil(p.remainingSec)}s (rate limit: ${p.reason ?? '-'})`);
         out.line('\nagents:');
         out.table(['id', 'type', 'status', 'capabilities', 'heartbeat', 'spent'],
           s.agents.map((a) => [a.id, a.type, a.status, a.capabilities.join(','), ago(a.heartbeatAt), `${usd(a.spentUsd)}${a.budgetUsd != null ? ` / ${usd(a.budgetUsd)}` : ''}`]));

@@ -76,3 +76,15 @@ export const LEASE_DEFAULTS = {
    */
   claimLapsesMax: 3,
 } as const;
+
+/**
+ * A provider's rate limit (an attempt that fails with class rate_limit, an HTTP 429): the task goes back
+ * to READY after the provider's Retry-After (else `baseDelaySec` · 2^n for its n-th in a row, up to
+ * `maxDelaySec`) without spending an attempt, and its model is paused for every agent until then.
+ * After `returnsMax` in a row, a rate limit counts as an attempt again (a limit that never lifts is a failure).
+ */
+export const RATE_LIMIT_DEFAULTS = {
+  baseDelaySec: 5,
+  maxDelaySec: 600,
+  returnsMax: 10,
+} as const;

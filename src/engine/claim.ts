@@ -87,7 +87,8 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
   engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;
-    const models = modelsForAgent(spec, r.attempt, r.agentModels);
+    // A paused model (a provider's rate limit) is never the one to use while another the task accepts is free.
+    const models = modelsForAgent(spec, r.attempt, r.agentModels).filter((m) => !r.pausedModels.includes(m));
     return {
       id: r.id,
       dagId: r.dagId,

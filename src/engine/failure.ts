@@ -6,8 +6,10 @@ import { deadLetterInsert } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { dateOf } from '../db/queries/run.js';
 import { taskAttemptSettled } from '../db/queries/tasks-replay.js';
-import { taskDeadLetterMark, taskFailMark, taskRetrySchedule } from '../db/queries/tasks-lifecycle.js';
+import { modelPause } from '../db/queries/model-pauses.js';
+import { taskDeadLetterMark, taskFailMark, taskRateLimitedInARow, taskRateLimitedMark, taskRetrySchedule } from '../db/queries/tasks-lifecycle.js';
 import type { RetryPolicy } from '../dag/spec.js';
+import { RATE_LIMIT_DEFAULTS } from '../config/index.js';
 import { ConflictError } from '../errors.js';
 import { newDeadLetterId } from '../ids.js';
 import { engineEvents } from '../observability/engine-events.js';
@@ -34,7 +36,8 @@ export interface Failure extends TaskRef {
 }
 
 export type FailureOutcome =
-  | { status: 'retrying' | 'ready'; retryAt: Date }
+  /** `rateLimited`: a provider's rate limit gave the attempt back (rate-limits.ts). */
+  | { status: 'retrying' | 'ready'; retryAt: Date; rateLimited?: boolean }
   | { status: 'dead_lettered'; deadLetterId: string; reason: string; poisonPill: boolean };
 
 /**
@@ -42,6 +45,10 @@ export type FailureOutcome =
  * leased → failed → retrying | ready | dead_lettered.
  */
 export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCondition?: FailureInput['reapCondition']; random?: () => number } = {}): Promise<FailureOutcome> {
+  if (f.errorClass === 'rate_limit' && !opts.reapCondition) {
+    const returned = await taskRateLimited(db, f, { log: opts.log });
+    if (returned) return returned;
+  }
   let type = '';
   const outcome = await withTx(db, async (tx) => {
     const failed = await taskFailMark(tx, {
@@ -90,6 +97,9 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
 async function failureReplayed(db: Db, f: TaskRef & { errorClass: string; message: string }): Promise<FailureOutcome | null> {
   const s = await taskAttemptSettled(db, f.taskId, f.fence);
   if (!s || s.fence !== f.fence || s.outcome === null) return null;
+  if (s.outcome === 'rate_limited' && f.errorClass === 'rate_limit') {
+    return { status: s.status === 'ready' ? 'ready' : 'retrying', retryAt: dateOf(s.runAt) ?? new Date(), rateLimited: true };
+  }
   if (s.outcome === 'failed' && s.errorClass === f.errorClass && s.errorMessage === f.message) {
     if (s.status === 'dead_lettered' && s.deadLetter) return { status: 'dead_lettered', deadLetterId: s.deadLetter.id, reason: s.deadLetter.reason, poisonPill: s.deadLetter.poisonPill };
     if (s.status === 'retrying' || s.status === 'ready') return { status: s.status, retryAt: dateOf(s.runAt) ?? new Date() };
@@ -99,4 +109,39 @@ async function failureReplayed(db: Db, f: TaskRef & { errorClass: string; messag
     throw new ConflictError(`task ${f.taskId}: the attempt under fence ${f.fence} already ${s.outcome === 'completed' ? 'completed' : `failed with ${s.errorClass}: ${s.errorMessage}`}; an attempt has one result`, { taskId: f.taskId, fence: f.fence });
   }
   return null;
+}
+
+/**
+ * A provider's rate limit is not the task's failure: the attempt is given back, the task is READY again
+ * after the provider's Retry-After, and the model it hit is paused for every agent until then (the claim
+ * hands out tasks on other models meanwhile). Null when this limit must count as an attempt after all
+ * (RATE_LIMIT_DEFAULTS.returnsMax in a row) or the guard did not match: taskFail then goes on as for any failure.
+ */
+async function taskRateLimited(db: Db, f: Failure, opts: { log?: Logger } = {}): Promise<FailureOutcome | null> {
+  const r = await withTx(db, async (tx) => {
+    const inARow = await taskRateLimitedInARow(tx, f.taskId);
+    if (inARow >= RATE_LIMIT_DEFAULTS.returnsMax) return null;
+    const delaySec = f.retryAfterSec ?? Math.min(RATE_LIMIT_DEFAULTS.maxDelaySec, RATE_LIMIT_DEFAULTS.baseDelaySec * 2 ** inARow);
+    const details = { ...f.details, retry_after_sec: delaySec, in_a_row: inARow + 1 };
+    const returned = await taskRateLimitedMark(tx, {
+      id: f.taskId, fence: f.fence, delaySec, message: f.message, details,
+      spent: { costUsd: f.costUsd, tokensIn: f.tokensIn, tokensOut: f.tokensOut, model: f.model },
+    });
+    if (!returned) return null;
+    // The fleet-wide pause: only on a model this attempt may have used (one the task accepts, else one the agent
+    // registered by name), and never longer than maxDelaySec, so no agent stops the fleet from using a model for long.
+    const model = f.model && (returned.taskModels.length ? returned.taskModels.includes(f.model) : returned.agentModels.includes(f.model)) ? f.model : null;
+    const pausedUntil = model
+      ? await modelPause(tx, { model, delaySec: Math.min(delaySec, RATE_LIMIT_DEFAULTS.maxDelaySec), reason: f.message.slice(0, 500), taskId: f.taskId })
+      : null;
+    await eventInsertMany(tx, [{
+      type: 'task.rate_limited', dagId: returned.dagId, taskId: f.taskId, agentId: returned.agentId,
+      data: { model: f.model ?? null, paused: model, delaySec, retryAt: returned.runAt, pausedUntil, message: f.message },
+    }]);
+    return { ...returned, delaySec };
+  });
+  if (!r) return null;
+  engineEvents.emit('failed', { type: r.type, errorClass: 'rate_limit', outcome: 'rate_limited' });
+  opts.log?.warn({ taskId: f.taskId, model: f.model ?? null, delaySec: r.delaySec }, 'rate limited: task back to READY later, no attempt spent');
+  return { status: 'retrying', retryAt: r.runAt, rateLimited: true };
 }

@@ -4,6 +4,7 @@ import { attemptCountsForDag as attemptCountsOfDag, attemptListForTask } from '.
 import { dagGet, dagList as dagRowsWithCounts } from '../db/queries/dags.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
+import { modelPauseList, type ModelPauseRow } from '../db/queries/model-pauses.js';
 import { eventListForTask } from '../db/queries/events.js';
 import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
 import type { DagRow } from '../db/rows.js';
@@ -55,10 +56,12 @@ export async function taskListFiltered(db: Db, filter: { dagId?: string; status?
 
 /** Queue health at a glance: counts by status and priority tier, oldest READY age, agents. */
 export async function statsGet(db: Db) {
-  const [counts, oldestReadyAgeSec, agents] = await Promise.all([taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db)]);
+  const [counts, oldestReadyAgeSec, agents, pauses] = await Promise.all([taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), modelPauseList(db)]);
   return {
     counts,
     oldestReadyAgeSec,
+    /** Models paused now after a provider's rate limit: no claim hands out a task on them until `until`. */
+    pausedModels: pauses.filter((p) => p.remainingSec > 0).map((p) => ({ model: p.model, until: p.until, remainingSec: p.remainingSec, reason: p.reason, hits: p.hits })),
     agents: agents.map((a) => ({ id: a.id, type: a.type, status: a.status, capabilities: a.capabilities, heartbeatAt: a.heartbeatAt, budgetUsd: a.budgetUsd, spentUsd: a.spentUsd })),
   };
 }
@@ -120,4 +123,9 @@ export async function dagGraph(db: Db, dagId: string) {
     criticalPath,
     deadLetters,
   };
+}
+
+/** The models paused after a provider's rate limit, and those whose pause has lifted (how many limits each took). */
+export function modelPausesList(db: Db): Promise<ModelPauseRow[]> {
+  return modelPauseList(db);
 }

@@ -59,6 +59,7 @@ export const TRANSITIONS = {
   complete: { from: ['claimed', 'running', 'validating', 'waiting'], to: ['completed'], by: 'agent / validation / a signal' },
   fail: { from: ['claimed', 'running', 'validating', 'waiting'], to: ['failed'], by: 'agent, reaper, waits (timeout)' },
   release: { from: ['claimed', 'running'], to: ['ready'], by: 'agent shutdown (no attempt consumed)' },
+  rateLimit: { from: ['claimed', 'running'], to: ['retrying'], by: 'agent reporting a provider rate limit (no attempt consumed; ready again after the Retry-After)' },
   waitForChildren: { from: ['claimed', 'running'], to: ['pending'], by: 'agent spawning subtasks with wait (no attempt consumed)' },
   scheduleRetry: { from: ['failed'], to: ['retrying', 'ready'], by: 'retry policy, same transaction as fail' },
   deadLetter: { from: ['failed'], to: ['dead_lettered'], by: 'retry policy, same transaction as fail' },

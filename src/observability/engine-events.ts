@@ -12,7 +12,7 @@ export interface EngineEventMap {
   /** Tasks completed (validated if they declare validation), counted by type. */
   completed: [{ byType: Record<string, number> }];
   /** An attempt failed and the retry policy decided: retrying, ready again, or dead-lettered (with the reason). */
-  failed: [{ type: string; errorClass: string; outcome: 'retrying' | 'ready' | 'dead_lettered'; reason?: string }];
+  failed: [{ type: string; errorClass: string; outcome: 'retrying' | 'ready' | 'dead_lettered' | 'rate_limited'; reason?: string }];
   /** The reaper took a lease back from a quiet agent. */
   reaped: [{ agentId: string | null; reason: 'claim_ttl' | 'heartbeat' | 'max_duration' }];
   /** An event stream was cut off because its reader fell too far behind. */

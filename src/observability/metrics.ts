@@ -3,6 +3,7 @@ import { listenerReconnectsTotal } from '../db/ready-listener.js';
 import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
 import { dagSpendReport } from '../db/queries/dags.js';
+import { modelPauseList } from '../db/queries/model-pauses.js';
 import { taskCountsByStatusTier, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
 import { webhookDeliveryCounts } from '../db/queries/webhooks.js';
 import { engineEvents, type EngineEventMap } from './engine-events.js';
@@ -35,10 +36,14 @@ export class MetricsCollector {
     let refreshing: Promise<void> | undefined;
     const refresh = () => {
       refreshing ??= (async () => {
-        const [counts, oldestAge, agents, spend, webhook] = await Promise.all([
-          taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db),
+        const [counts, oldestAge, agents, spend, webhook, pauses] = await Promise.all([
+          taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db), modelPauseList(db),
         ]);
-        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries]) g.reset();
+        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits]) g.reset();
+        for (const p of pauses) {
+          modelPaused.set({ model: p.model }, p.remainingSec);
+          modelLimits.set({ model: p.model }, p.hits);
+        }
         for (const c of counts) tasks.set({ status: c.status, tier: c.tier }, c.n);
         oldest.set(oldestAge ?? 0);
         const now = Date.now();
@@ -67,6 +72,8 @@ export class MetricsCollector {
     const dagSpent = new client.Gauge({ name: 'dagent_dag_spent_usd', help: 'Spend of each open DAG', labelNames: ['dag', 'name'], registers: r, collect: refresh });
     const spentTotal = new client.Gauge({ name: 'dagent_spent_usd', help: 'Spend of all DAGs, ever', registers: r, collect: refresh });
     const deliveries = new client.Gauge({ name: 'dagent_webhook_deliveries', help: 'Webhook deliveries by status', labelNames: ['status'], registers: r, collect: refresh });
+    const modelPaused = new client.Gauge({ name: 'dagent_model_paused_seconds', help: 'Seconds until a model paused after a provider\'s rate limit is handed out again (0: not paused)', labelNames: ['model'], registers: r, collect: refresh });
+    const modelLimits = new client.Gauge({ name: 'dagent_model_rate_limits', help: 'Rate limits each model has hit, ever (each paused it for the fleet)', labelNames: ['model'], registers: r, collect: refresh });
 
 
     const claims = new client.Counter({ name: 'dagent_claims_total', help: 'Claims by this process, by whether they got a task', labelNames: ['result'], registers: r });

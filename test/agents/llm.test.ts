@@ -125,7 +125,7 @@ tasks:
     expect((await tasksOf(dagId))[0]!.cost_usd).toBeCloseTo(0.15, 6);
   });
 
-  it('429: fails the attempt as rate_limit and schedules the retry no sooner than Retry-After', async () => {
+  it('429: gives the attempt back (rate_limited), READY again no sooner than Retry-After, and the model paused for the fleet', async () => {
     provider.reply = (r) => send(r.res, 429, { error: { message: 'slow down' } }, { 'retry-after': '7' });
     const dagId = await dagCreate(db, `
 name: limited
@@ -135,14 +135,17 @@ tasks:
     await start('llm-429');
     await eventually('retrying', async () => (await taskStatusByKey(db, dagId)).only === 'retrying');
     const [a] = await attempts(dagId);
-    expect(a).toMatchObject({ attempt: 1, outcome: 'failed', error_class: 'rate_limit', model: 'gpt-4o' });
+    expect(a).toMatchObject({ attempt: 1, outcome: 'rate_limited', error_class: 'rate_limit', model: 'gpt-4o' });
     expect(provider.seen).toHaveLength(1);
-    const [t] = await rows<{ delay: number; details: { retryAfterSec: number } }>(sql`
-      select extract(epoch from t.run_at - a.ended_at)::float8 as delay, a.details
+    const [t] = await rows<{ delay: number; attempts: number; details: { retryAfterSec: number; retry_after_sec: number } }>(sql`
+      select extract(epoch from t.run_at - a.ended_at)::float8 as delay, t.attempts, a.details
       from tasks t join attempts a on a.task_id = t.id where t.dag_id = ${dagId}`);
-    expect(t!.details.retryAfterSec).toBe(7);
+    expect([t!.details.retryAfterSec, t!.details.retry_after_sec, t!.attempts]).toEqual([7, 7, 0]);
     expect(t!.delay).toBeGreaterThan(6.5);
     expect(t!.delay).toBeLessThan(7.5);
+    const [pause] = await rows<{ model: string; left: number }>(sql`select model, extract(epoch from until - now())::float8 as left from model_pauses`);
+    expect(pause!.model).toBe('gpt-4o');
+    expect(pause!.left).toBeGreaterThan(5);
   });
 
   it('401: fails as auth_failure and dead-letters after one attempt', async () => {

@@ -95,7 +95,7 @@ tasks:
     const expected = [10, 30, 60, 60];
     for (const delay of expected) {
       const t = await claimOne(agentId);
-      const r = await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'rate_limit', message: 'slow down' });
+      const r = await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'provider_error', message: 'upstream 502' });
       expect(r.status).toBe('retrying');
       expect(await secondsUntilRunAt(t.id)).toBeCloseTo(delay, 0);
       expect(await promoter.runOnce()).toBe(0);

@@ -51,10 +51,10 @@ describe('retries that learn', () => {
     }]);
 
     // A failure the agent reports is there too, with its class and message, and no output.
-    await taskFail(db, { taskId: second.id, fence: second.fence, errorClass: 'rate_limit', message: 'provider said slow down', model: 'gpt-4o' });
+    await taskFail(db, { taskId: second.id, fence: second.fence, errorClass: 'provider_error', message: 'provider answered 502', model: 'gpt-4o' });
     const third = await claimAgain('writer');
     expect(third.previousAttempts.map((p) => [p.attempt, p.errorClass, p.model, 'rejectedOutput' in p])).toEqual([
-      [1, 'invalid_output', null, true], [2, 'rate_limit', 'gpt-4o', false],
+      [1, 'invalid_output', null, true], [2, 'provider_error', 'gpt-4o', false],
     ]);
 
     // The llm agent puts it in front of the model.
@@ -62,7 +62,7 @@ describe('retries that learn', () => {
     expect(user!.content).toContain('Earlier attempts at this task failed');
     expect(user!.content).toContain('attempt 1: invalid_output: json-schema step 1 rejected the output');
     expect(user!.content).toContain('that answer was: {"title":"Far too long a title"}');
-    expect(user!.content).toContain('attempt 2: rate_limit: provider said slow down');
+    expect(user!.content).toContain('attempt 2: provider_error: provider answered 502');
   });
 
   it('hands back at most the latest three failed attempts', async () => {

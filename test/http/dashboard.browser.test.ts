@@ -266,6 +266,15 @@ tasks:
     await page.click('button[data-action="task-rerun"]');
     await page.waitForSelector('.action-msg.ok:has-text("Running again: draft (was completed)")', { timeout: LIVE_MS });
     expect(await taskStatus(dagId, 'draft')).toBe('ready');
+
+    // A model a rate limit paused shows on the agents page, and goes once lifted.
+    await page.click('a[data-nav="agents"]');
+    await page.waitForSelector('tr[data-agent-id="writer"]', { timeout: LIVE_MS });
+    expect(await page.locator('#paused-models').isHidden()).toBe(true);
+    await db.execute(sql`insert into model_pauses (model, until, reason) values ('gpt-busy', now() + interval '5 minutes', '429 Too Many Requests')`);
+    await page.waitForSelector('#paused-models tr[data-model="gpt-busy"]:has-text("429 Too Many Requests")', { timeout: LIVE_MS });
+    await db.execute(sql`delete from model_pauses`);
+    await page.waitForSelector('#paused-models', { state: 'hidden', timeout: LIVE_MS });
     expect(await page.evaluate('window.__pwned')).toBeUndefined();
     expect(pageErrors).toEqual([]);
   });

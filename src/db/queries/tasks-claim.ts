@@ -30,6 +30,8 @@ export interface ClaimedRow {
   childOutputs: Record<string, unknown>;
   /** The claiming agent's registered models (`*`: any), to choose the one the task runs on. */
   agentModels: string[];
+  /** Models paused for the fleet now (a provider's rate limit): never the one chosen. */
+  pausedModels: string[];
 }
 
 export { PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
@@ -145,7 +147,9 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         claim_writer is not null and claim_writer is distinct from pg_current_xact_id_if_assigned()
           and not pg_visible_in_snapshot(claim_writer, pg_current_snapshot()) as stale,
         case when ${budget} is null then null else ${budget} - spent_usd - reserved_usd end as remaining,
-        ${maxHeld} - (select count(*)::int from tasks h where h.claimed_by = ${agentId} and h.status in (${sqlStateList(HELD_STATES)})) as slots
+        ${maxHeld} - (select count(*)::int from tasks h where h.claimed_by = ${agentId} and h.status in (${sqlStateList(HELD_STATES)})) as slots,
+        -- Models paused for the fleet after a provider's rate limit (model_pauses: a few rows, usually none).
+        (select coalesce(array_agg(p.model), '{}') from model_pauses p where p.until > clock_timestamp()) as paused
       from agents where id = ${agentId} and status = 'active'
       for update
     ),
@@ -162,7 +166,9 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
     groups as materialized (
       select g.cap_key from capability_groups g
       where g.capabilities <@ ${caps} and ${caps} <@ (select capabilities from agent)
-        and (cardinality(g.models) = 0 or (select a.models && g.models or '*' = any(a.models) from agent a))
+        -- A group that names models: the agent has one of them that is not paused.
+        and (cardinality(g.models) = 0 or (select case when cardinality(a.paused) = 0 then a.models && g.models or '*' = any(a.models)
+          else exists (select 1 from unnest(g.models) m where (m = any(a.models) or '*' = any(a.models)) and m <> all(a.paused)) end from agent a))
         and coalesce((select remaining from agent), 1) > 0 and (select slots from agent) > 0
         and not (select stale from agent)
     ),
@@ -278,7 +284,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         select coalesce(jsonb_object_agg(substr(c.key, length(t.key) + 2), c.output), '{}'::jsonb)
         from tasks c where c.parent_id = t.id and c.status = 'completed'
       ) end as "childOutputs",
-      (select models from agent) as "agentModels"
+      (select models from agent) as "agentModels", (select paused from agent) as "pausedModels"
     )
     -- One row when nothing was claimed (its id null), so \`stale\` reaches the caller either way.
     select c.*, (select stale from agent) as stale,

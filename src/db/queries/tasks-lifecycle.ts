@@ -146,3 +146,44 @@ export async function taskReleaseMark(
     select dag_id as "dagId", claimed_by as "agentId", ${notifyIfReady(sql`released`)} as notified from released`);
   return r ?? null;
 }
+
+/**
+ * leased → retrying after a provider's rate limit: back to READY at `delaySec` (the promoter), the attempt
+ * given back (`attempts − 1`, like a release), recorded with outcome `rate_limited`; the cost it reported is
+ * charged and its reservation returned. Null if the guard (id, fence, state) did not match.
+ */
+export async function taskRateLimitedMark(
+  db: Db, r: { id: string; fence: number; delaySec: number; message: string; spent: SpentSoFar; details: Record<string, unknown> },
+): Promise<{ dagId: string; agentId: string | null; type: string; runAt: Date; taskModels: string[]; agentModels: string[] } | null> {
+  const { cost, tokensIn, tokensOut } = spentSql(r.spent);
+  const [row] = await rowsOf<{ dagId: string; agentId: string | null; type: string; runAt: string; taskModels: string[]; agentModels: string[] | null }>(db, sql`
+    with returned as (
+      update tasks t set status = 'retrying', run_at = now() + make_interval(secs => ${r.delaySec}::float8), attempts = t.attempts - 1,
+        lease_expires_at = null, last_error = ${r.message}, updated_at = now(),
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
+      where t.id = ${r.id} and t.fence = ${r.fence} and t.status = any(${textArray(fromStates('rateLimit'))})
+      returning t.*
+    ),
+    recorded as (
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms,
+                            cost_usd, tokens_in, tokens_out, model, details)
+      select id, dag_id, attempts + 1, fence, claimed_by, 'rate_limited', 'rate_limit', ${r.message}, claimed_at, now(),
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${r.spent.model ?? null},
+             ${JSON.stringify(r.details)}::jsonb
+      from returned
+    ),
+    ${spendChargeCtes('returned', cost)}
+    select dag_id as "dagId", claimed_by as "agentId", type, run_at as "runAt", models as "taskModels",
+      (select a.models from agents a where a.id = returned.claimed_by) as "agentModels"
+    from returned`);
+  return row ? { ...row, runAt: dateOf(row.runAt)!, agentModels: row.agentModels ?? [] } : null;
+}
+
+/** How many of the task's latest attempts in a row ended in a rate limit. */
+export async function taskRateLimitedInARow(db: Db, id: string): Promise<number> {
+  const [r] = await rowsOf<{ n: number }>(db, sql`
+    select count(*)::int as n from attempts a
+    where a.task_id = ${id} and a.outcome = 'rate_limited'
+      and a.fence > coalesce((select max(b.fence) from attempts b where b.task_id = ${id} and b.outcome <> 'rate_limited'), 0)`);
+  return r?.n ?? 0;
+}

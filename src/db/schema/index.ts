@@ -12,3 +12,4 @@ export * from './api-tokens.js';
 export * from './webhooks.js';
 export * from './concurrency-keys.js';
 export * from './signals.js';
+export * from './model-pauses.js';

@@ -9,7 +9,9 @@ const AGENTS_REFRESH_MS = 5000;
 
 export function pageAgents(ctx) {
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
-  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'Agents')), h('div', { class: 'card flush' }, body));
+  // Models a provider's rate limit paused for the whole fleet: no claim hands out a task on them until then.
+  const paused = h('div', { class: 'card', id: 'paused-models', hidden: true });
+  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'Agents')), paused, h('div', { class: 'card flush' }, body));
   const heartbeats = [];
 
   const tick = () => {
@@ -21,8 +23,17 @@ export function pageAgents(ctx) {
   };
 
   const load = ctx.refetcher({
-    load: () => api('GET', '/api/agents'),
-    apply: ({ agents }) => {
+    load: async () => {
+      const [{ agents }, { pausedModels }] = await Promise.all([api('GET', '/api/agents'), api('GET', '/api/stats')]);
+      return { agents, pausedModels };
+    },
+    apply: ({ agents, pausedModels }) => {
+      paused.hidden = pausedModels.length === 0;
+      fill(paused, h('h2', null, 'Paused models'),
+        h('p', { class: 'muted' }, 'A provider answered with a rate limit: no agent is handed a task on these models until the pause lifts (a task that accepts another model runs on that one).'),
+        table(['Model', 'Lifts in', 'Limits hit', 'Last reason'], pausedModels.map((p) => h('tr', { 'data-model': p.model },
+          h('td', { class: 'mono' }, p.model), h('td', { class: 'num' }, `${Math.ceil(p.remainingSec)} s`),
+          h('td', { class: 'num' }, String(p.hits)), h('td', { class: 'small clip' }, p.reason ?? '')))));
       heartbeats.length = 0;
       if (agents.length === 0) {
         fill(body, empty('No agents registered.'));
@@ -47,5 +58,5 @@ export function pageAgents(ctx) {
   void load.now();
   ctx.every(1000, tick);
   ctx.every(AGENTS_REFRESH_MS, () => void load.now());
-  ctx.onGlobal((e) => { if (e.type.startsWith('agent.')) load.soon(); });
+  ctx.onGlobal((e) => { if (e.type.startsWith('agent.') || e.type === 'task.rate_limited') load.soon(); });
 }
