@@ -9,7 +9,8 @@ Handles tasks that require the capability `py-wordcount`:
   from the task's `spec.context`).
 
 For demonstration, `spec.input.raise` makes the handler raise with that message
-(the task fails as `error`) and `spec.input.sleep_sec` makes it work slowly,
+(the task fails as `error`), `spec.input.raise_once` raises on the first attempt only (the retry
+answers with the messages of the attempts before it, from `task.previous_attempts`) and `spec.input.sleep_sec` makes it work slowly,
 reporting progress.
 
     DAGENT_URL=http://127.0.0.1:7070 DAGENT_TOKEN=... python3 example_agent.py --id py-1
@@ -37,6 +38,11 @@ def handle(task: Task, ctx: TaskContext) -> dict[str, Any]:
     data = task.spec.get("input") or {}
     if "raise" in data:
         raise ValueError(data["raise"])
+    if "raise_once" in data:
+        # A retry sees why the attempts before it failed (task.previous_attempts): an LLM agent would put it in its prompt.
+        if not task.previous_attempts:
+            raise ValueError(data["raise_once"])
+        return {"recovered_from": [p.get("errorMessage") for p in task.previous_attempts], "attempt": task.attempt}
     if data.get("sleep_sec"):
         # Progress is optional: the agent heartbeats the lease in the background meanwhile.
         ctx.heartbeat(progress=0.0, message=f"sleeping {data['sleep_sec']} s")

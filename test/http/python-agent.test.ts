@@ -125,6 +125,23 @@ tasks:
     ]));
   });
 
+  it.skipIf(!hasPython)('a retry sees why the attempt before it failed (previous_attempts over HTTP)', async () => {
+    const dagId = await submit(`
+name: py-learns
+tasks:
+  flaky:
+    type: wordcount
+    max_attempts: 2
+    retry: { strategy: immediate }
+    spec: { input: { raise_once: "the first try always trips" }, constraints: { capabilities: [py-wordcount] } }
+`);
+    const output = await agentRunUntilIdle();
+    const t = await taskOf(dagId, 'flaky');
+    expect(t.task.status, output).toBe('completed');
+    expect(t.task.output).toEqual({ recovered_from: ['the first try always trips'], attempt: 2 });
+    expect(t.attempts.map((a) => a.outcome)).toEqual(['failed', 'completed']);
+  });
+
   it.skipIf(!hasPython)('fails a task whose handler raises as an error with its message, dead-lettered', async () => {
     const dagId = await submit(`
 name: py-crash
