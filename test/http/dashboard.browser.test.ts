@@ -267,6 +267,18 @@ tasks:
     await page.waitForSelector('.action-msg.ok:has-text("Running again: draft (was completed)")', { timeout: LIVE_MS });
     expect(await taskStatus(dagId, 'draft')).toBe('ready');
 
+    // A DAG with a dead-lettered task offers Re-run failed.
+    const failing = await http.call('POST', '/api/dags', { raw: 'name: fails-once\ntasks:\n  only: { type: write, max_attempts: 1 }\n', contentType: 'application/yaml' });
+    const failingId: string = failing.body.results[0].dagId;
+    const [only] = await taskClaim(db, 'writer', { start: true, dagId: failingId });
+    await taskFail(db, { taskId: only!.id, fence: only!.fence, errorClass: 'crash', message: 'boom' });
+    await page.goto(`${http.url}/#/dags/${failingId}`);
+    await dagStatus('blocked');
+    await page.click('button[data-action="dag-rerun-failed"]');
+    await dagStatus('running');
+    expect(await taskStatus(failingId, 'only')).toBe('ready');
+    await page.waitForSelector('button[data-action="dag-rerun-failed"]', { state: 'hidden', timeout: LIVE_MS });
+
     // A model a rate limit paused shows on the agents page, and goes once lifted.
     await page.click('a[data-nav="agents"]');
     await page.waitForSelector('tr[data-agent-id="writer"]', { timeout: LIVE_MS });

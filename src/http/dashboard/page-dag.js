@@ -38,9 +38,23 @@ export function pageDag(ctx, dagId) {
       msg.textContent = errorText(err);
     }
   });
+  // A DAG's dead-lettered and cancelled tasks run again (a blocked or cancelled DAG runs on).
+  const rerunBtn = h('button', { type: 'button', 'data-action': 'dag-rerun-failed', hidden: true }, 'Re-run failed');
+  rerunBtn.addEventListener('click', async () => {
+    rerunBtn.disabled = true;
+    try {
+      const r = await api('POST', `/api/dags/${encodeURIComponent(dagId)}/rerun`, { from_failed: true });
+      flash(`Running again: ${r.reopened.map((t) => t.key).join(', ')}.`);
+      void load.now();
+    } catch (err) {
+      msg.textContent = errorText(err);
+    } finally {
+      rerunBtn.disabled = false;
+    }
+  });
   const title = h('h1', null, 'DAG');
   const subtitle = h('div', { class: 'muted small' });
-  fill(head, h('div', { class: 'head-row' }, title, statusEl, h('span', { class: 'spacer' }), cancelBtn), subtitle, progressSlot, facts);
+  fill(head, h('div', { class: 'head-row' }, title, statusEl, h('span', { class: 'spacer' }), rerunBtn, cancelBtn), subtitle, progressSlot, facts);
 
   const nodeClick = (key) => {
     const n = graph?.nodes.find((x) => x.key === key);
@@ -61,6 +75,7 @@ export function pageDag(ctx, dagId) {
     showStatus(dag.status);
     const counts = {};
     for (const n of g.nodes) counts[n.status] = (counts[n.status] ?? 0) + 1;
+    rerunBtn.hidden = !(counts.dead_lettered || counts.cancelled);
     fill(progressSlot, progressBar(counts, dag.tasksTotal));
     fill(facts, 
       h('span', null, 'Spent ', usd(dag.spentUsd), dag.budgetUsd != null ? ` of ${usd(dag.budgetUsd)}` : ''),
