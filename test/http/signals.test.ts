@@ -60,6 +60,12 @@ describe('POST /api/signals/:key', () => {
     expect([badField.status, badField.body.error.message]).toEqual([400, expect.stringMatching(/^body/)]);
     const nul = await http.call('POST', '/api/signals/deploy:prod', { body: { payload: 'a\u0000b' } });
     expect(nul.status).toBe(400);
+    // The waiting task is nobody's: an agent that learns its fence still cannot complete, fail or heartbeat it.
+    const [gate] = await rowsOf<{ id: string; fence: number }>(db, sql`select id, fence from tasks where dag_id = ${dagId} and key = 'approved'`);
+    for (const [action, extra] of [['complete', { output: { approved: true } }], ['fail', { error_class: 'timeout', message: 'x' }], ['heartbeat', {}]] as const) {
+      const r = await http.call('POST', `/api/tasks/${gate!.id}/${action}`, { token: agent, body: { fence: gate!.fence, ...extra } });
+      expect(r.status, `${action}: ${JSON.stringify(r.body)}`).toBe(403);
+    }
     expect(await databaseSnapshot(db)).toBe(before);
     expect((await taskStatusByKey(db, dagId)).approved).toBe('waiting');
   });
