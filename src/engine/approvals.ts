@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../db/connection.js';
-import { approvalWaitingList, approvalWaitingLock, taskWaitingExpired, type ApprovalWaitingRow } from '../db/queries/signals.js';
+import type { Db } from '../db/connection.js';
+import { approvalWaitingList, approvalWaitingFind, taskWaitingExpired, type ApprovalWaitingRow } from '../db/queries/signals.js';
 import { taskGet } from '../db/queries/tasks-read.js';
 import { ConflictError, InvalidInputError, NotFoundError } from '../errors.js';
 import type { ApprovalStep } from '../validation/steps/approval.js';
@@ -52,7 +52,7 @@ export async function taskReject(db: Db, id: string, d: ApprovalDecision & { com
 async function decide(
   db: Db, id: string, decision: 'approved' | 'rejected', by: string, verdictOf: (step: ApprovalStep) => Verdict, opts: { log?: Logger },
 ): Promise<ApprovalResult> {
-  const waiting = await withTx(db, (tx) => approvalWaitingLock(tx, id));
+  const waiting = await approvalWaitingFind(db, id);
   if (!waiting) {
     if (!(await taskGet(db, id))) throw new NotFoundError('task', id);
     throw new ConflictError(`no approval is waiting on task ${id}: it was decided already, timed out, or the task has no approval step waiting now (dagent approvals lists those that are)`, { taskId: id });

@@ -72,11 +72,14 @@ export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: nu
     order by v.claimed_at, v.id limit ${o.limit}`);
 }
 
-/** The approval waiting on `id` (the approval's own task, or the task whose output it approves), locked. */
-export async function approvalWaitingLock(db: Db, id: string): Promise<{ id: string; fence: number; validatesId: string; spec: Record<string, unknown> } | null> {
+/**
+ * The approval waiting on `id` (the approval's own task, or the task whose output it approves): its fence, which
+ * the decision then presents (personVerdictSettle locks and re-checks it; a decision made meanwhile wins).
+ */
+export async function approvalWaitingFind(db: Db, id: string): Promise<{ id: string; fence: number; validatesId: string; spec: Record<string, unknown> } | null> {
   const [r] = await rowsOf<{ id: string; fence: number; validatesId: string; spec: Record<string, unknown> }>(db, sql`
     select id, fence, validates_id as "validatesId", spec from tasks
     where status = 'waiting' and starts_with(wait_key, ${APPROVAL_WAIT_PREFIX}) and (id = ${id} or validates_id = ${id})
-    order by id limit 1 for update`);
+    order by id limit 1`);
   return r ?? null;
 }
