@@ -41,6 +41,10 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
     commands: { signal: 'send a signal: tasks waiting on the key (wait_for) complete with the payload as their output' },
     load: async () => (await import('./signal-send.js')).signalCommand,
   },
+  {
+    commands: { limits: 'rate limits per model or provider, shared by the fleet: requests and tokens per window' },
+    load: async () => (await import('./limits.js')).limitsCommands,
+  },
   { commands: { dlq: 'review and resolve dead-lettered tasks' }, load: async () => (await import('./dlq.js')).dlqCommands },
   {
     commands: {

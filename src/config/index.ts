@@ -88,3 +88,19 @@ export const RATE_LIMIT_DEFAULTS = {
   maxDelaySec: 600,
   returnsMax: 10,
 } as const;
+
+/**
+ * Rate limits declared ahead of time (`dagent limits`, PUT /api/rate-limits/KEY): requests and tokens per
+ * window, per model or provider. `windowSec` when a limit names none (per minute, as providers publish them),
+ * between `windowMinSec` and `windowMaxSec`; `defaultTokens` is what a task without estimated_tokens reserves;
+ * the rate-usage loop prunes usage rows every `pruneIntervalMs`.
+ */
+export const DECLARED_RATE_LIMIT_DEFAULTS = {
+  windowSec: 60,
+  windowMinSec: 1,
+  windowMaxSec: 3600,
+  defaultTokens: 0,
+  pruneIntervalMs: 10_000,
+  /** At most this many limits declared: the claim reads them all. */
+  maxLimits: 1000,
+} as const;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { durationSchema } from '../durations.js';
 import { RESERVED_NAMES } from '../json-guard.js';
 import { modelNameSchema } from '../model-names.js';
+import { countSchema } from '../counts.js';
 import { STEP_FILE_FIELDS, validationStepFileSchema } from '../validation/steps/index.js';
 
 /**
@@ -40,6 +41,8 @@ export const constraintsSchema = z.strictObject({
   heartbeat_sec: z.number().int().positive().max(3600).optional()
     .describe('how often the agent heartbeats while running (default 20); the lease lasts three beats'),
   capabilities: z.array(capabilitySchema).max(32).optional().describe('capabilities an agent must have to claim the task'),
+  estimated_tokens: countSchema.optional()
+    .describe('tokens an attempt is expected to use (in + out): reserved against its model\'s declared tokens-per-minute limit at claim, corrected by the tokens it reports. Default: the limit\'s default_tokens'),
 });
 
 /**

@@ -1,5 +1,6 @@
 import type { DagFile, RetryFile, ScheduleFile, SpawnFile, TaskFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
+import { countValue } from '../counts.js';
 import {
   SCHEDULE_DEFAULTS, TASK_DEFAULTS, type ConcurrencySpec, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
 } from './spec.js';
@@ -88,6 +89,7 @@ function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defa
     maxCostUsd: constraints.max_cost_usd,
     maxDurationSec: constraints.max_duration_sec,
     heartbeatSec: constraints.heartbeat_sec,
+    estimatedTokens: constraints.estimated_tokens === undefined ? undefined : countValue(constraints.estimated_tokens),
   };
 }
 

@@ -68,6 +68,8 @@ export interface TaskSpec {
   body: TaskBody;
   requiredCapabilities: string[];
   maxCostUsd?: number;
+  /** Tokens an attempt is expected to use, reserved against its model's declared tokens limit. Default: the limit's. */
+  estimatedTokens?: number;
   maxDurationSec?: number;
   /** Heartbeat interval while running; the lease lasts three beats. Default LEASE_DEFAULTS.heartbeatSec. */
   heartbeatSec?: number;

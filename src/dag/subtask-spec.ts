@@ -49,6 +49,8 @@ export interface SpawnContext {
   parent: {
     requiredCapabilities: string[]; models: string[]; fallbackModels: string[];
     maxCostUsd: number | null; maxDurationSec: number | null; heartbeatSec: number | null;
+    /** Its token estimate (rate limits): a free-form subtask's is at least this, so an agent cannot reserve less than its author said. */
+    estimatedTokens?: number | null;
     /** Its concurrency key: subtasks work on what the parent works on, so they share it (unless a template names its own). */
     concurrency: ConcurrencySpec | null;
   };
@@ -125,6 +127,7 @@ function fromTemplate(s: Subtask, where: string, o: SpawnContext): TaskSpec {
     },
     requiredCapabilities: t.requiredCapabilities,
     maxCostUsd: t.maxCostUsd,
+    ...(t.estimatedTokens !== undefined ? { estimatedTokens: t.estimatedTokens } : {}),
     maxDurationSec: t.maxDurationSec,
     heartbeatSec: t.heartbeatSec,
     // The agent's priority is no more urgent than its parent's: its subtasks never jump other work's queue.
@@ -173,6 +176,9 @@ function freeForm(s: Subtask, where: string, o: SpawnContext): TaskSpec {
     // Ceilings come from the parent (its DAG's defaults included): the agent may only tighten them.
     maxCostUsd: atMost(spec!.maxCostUsd, o.parent.maxCostUsd),
     maxDurationSec: atMost(spec!.maxDurationSec, o.parent.maxDurationSec),
+    // A floor, not a ceiling: reserving fewer tokens than the author estimated would take others' share of a rate limit.
+    ...(spec!.estimatedTokens !== undefined || o.parent.estimatedTokens != null
+      ? { estimatedTokens: Math.max(spec!.estimatedTokens ?? 0, o.parent.estimatedTokens ?? 0) } : {}),
     // A parent without one beats at the default interval: a longer beat (a longer lease) is not the agent's to take.
     heartbeatSec: atMost(spec!.heartbeatSec, o.parent.heartbeatSec ?? (spec!.heartbeatSec !== undefined ? LEASE_DEFAULTS.heartbeatSec : null)),
     priority: Math.max(spec!.priority, o.priority),

@@ -36,6 +36,7 @@ export interface TaskRow {
   cpRankSec: number;
   deadlineMissed: boolean;
   maxCostUsd: number | null;
+  estimatedTokens: number | null;
   maxDurationSec: number | null;
   heartbeatSec: number | null;
   priority: number;

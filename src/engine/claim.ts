@@ -87,8 +87,10 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
   engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
   return rows.map((r) => {
     const spec = r.spec as unknown as TaskBody;
-    // A paused model (a provider's rate limit) is never the one to use while another the task accepts is free.
-    const models = modelsForAgent(spec, r.attempt, r.agentModels).filter((m) => !r.pausedModels.includes(m));
+    // A paused model (a provider's rate limit, a declared limit spent) is never the one to use while another the
+    // task accepts is free; the one a declared limit reserved for is handed out first.
+    const free = modelsForAgent(spec, r.attempt, r.agentModels).filter((m) => !modelPaused(m, r.pausedModels));
+    const models = r.rateModel ? [r.rateModel, ...free.filter((m) => m !== r.rateModel)] : free;
     return {
       id: r.id,
       dagId: r.dagId,
@@ -124,6 +126,11 @@ export function modelsForAgent(body: Pick<TaskBody, 'models' | 'fallbackModels'>
   const preferred = modelsForAttempt(body, attempt);
   const all = [...new Set([...preferred, ...body.models, ...body.fallbackModels])];
   return agentModels.includes('*') ? all : all.filter((m) => agentModels.includes(m));
+}
+
+/** A model is paused when it is, or its provider (`openai` for `openai/gpt-4o`) is. */
+export function modelPaused(model: string, paused: readonly string[]): boolean {
+  return paused.includes(model) || paused.includes(model.split('/')[0]!);
 }
 
 /** `plan` → plan's whole output; `plan.outline.title` → that path inside it (undefined if absent). */

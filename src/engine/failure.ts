@@ -6,6 +6,7 @@ import { deadLetterInsert } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { dateOf } from '../db/queries/run.js';
 import { taskAttemptSettled } from '../db/queries/tasks-replay.js';
+import { rateLimitPauseKey } from '../db/queries/rate-limits.js';
 import { modelPause } from '../db/queries/model-pauses.js';
 import { taskDeadLetterMark, taskFailMark, taskRateLimitedInARow, taskRateLimitedMark, taskRetrySchedule } from '../db/queries/tasks-lifecycle.js';
 import type { RetryPolicy } from '../dag/spec.js';
@@ -131,12 +132,14 @@ async function taskRateLimited(db: Db, f: Failure, opts: { log?: Logger } = {}):
     // The fleet-wide pause: only on a model this attempt may have used (one the task accepts, else one the agent
     // registered by name), and never longer than maxDelaySec, so no agent stops the fleet from using a model for long.
     const model = f.model && (returned.taskModels.length ? returned.taskModels.includes(f.model) : returned.agentModels.includes(f.model)) ? f.model : null;
-    const pausedUntil = model
-      ? await modelPause(tx, { model, delaySec: Math.min(delaySec, RATE_LIMIT_DEFAULTS.maxDelaySec), reason: f.message.slice(0, 500), taskId: f.taskId })
+    // A model whose only declared limit is its provider's pauses the provider (every model of it).
+    const pauseKey = model ? await rateLimitPauseKey(tx, model) : null;
+    const pausedUntil = pauseKey
+      ? await modelPause(tx, { model: pauseKey, delaySec: Math.min(delaySec, RATE_LIMIT_DEFAULTS.maxDelaySec), reason: f.message.slice(0, 500), taskId: f.taskId })
       : null;
     await eventInsertMany(tx, [{
       type: 'task.rate_limited', dagId: returned.dagId, taskId: f.taskId, agentId: returned.agentId,
-      data: { model: f.model ?? null, paused: model, delaySec, retryAt: returned.runAt, pausedUntil, message: f.message },
+      data: { model: f.model ?? null, paused: pauseKey, delaySec, retryAt: returned.runAt, pausedUntil, message: f.message },
     }]);
     return { ...returned, delaySec };
   });

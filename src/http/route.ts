@@ -23,7 +23,7 @@ export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[
 };
 
 export interface RouteSpec<B extends z.ZodType, Q extends z.ZodType> {
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   url: string;
   access: Access;
   summary: string;

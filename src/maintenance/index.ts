@@ -5,6 +5,7 @@ import { depsReconcilerCreate } from './deps-reconciler.js';
 import { durationLearnerCreate } from './duration-learner.js';
 import { priorityRefresherCreate } from './priority-refresher.js';
 import { promoterCreate } from './promoter.js';
+import { rateUsageCreate } from './rate-usage.js';
 import { reaperCreate } from './reaper.js';
 import { schedulerCreate } from './scheduler.js';
 import type { MaintenanceService } from './service.js';
@@ -24,6 +25,7 @@ const LOOPS: Array<(o: LoopContext) => MaintenanceService> = [
   webhookDispatcherCreate,
   budgetWatchCreate,
   waitsCreate,
+  rateUsageCreate,
 ];
 
 /** What every loop is created with. */

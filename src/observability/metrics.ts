@@ -4,6 +4,7 @@ import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
 import { dagSpendReport } from '../db/queries/dags.js';
 import { modelPauseList } from '../db/queries/model-pauses.js';
+import { rateLimitList } from '../db/queries/rate-limits.js';
 import { taskCountsByStatusTier, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
 import { webhookDeliveryCounts } from '../db/queries/webhooks.js';
 import { engineEvents, type EngineEventMap } from './engine-events.js';
@@ -36,10 +37,16 @@ export class MetricsCollector {
     let refreshing: Promise<void> | undefined;
     const refresh = () => {
       refreshing ??= (async () => {
-        const [counts, oldestAge, agents, spend, webhook, pauses] = await Promise.all([
-          taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db), modelPauseList(db),
+        const [counts, oldestAge, agents, spend, webhook, pauses, declared] = await Promise.all([
+          taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db), modelPauseList(db), rateLimitList(db),
         ]);
-        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits]) g.reset();
+        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit]) g.reset();
+        for (const l of declared) {
+          rateUsed.set({ key: l.key, unit: 'requests' }, l.requestsUsed);
+          rateUsed.set({ key: l.key, unit: 'tokens' }, l.tokensUsed);
+          if (l.requests !== null) rateLimit.set({ key: l.key, unit: 'requests' }, l.requests);
+          if (l.tokens !== null) rateLimit.set({ key: l.key, unit: 'tokens' }, l.tokens);
+        }
         for (const p of pauses) {
           modelPaused.set({ model: p.model }, p.remainingSec);
           modelLimits.set({ model: p.model }, p.hits);
@@ -73,6 +80,8 @@ export class MetricsCollector {
     const spentTotal = new client.Gauge({ name: 'dagent_spent_usd', help: 'Spend of all DAGs, ever', registers: r, collect: refresh });
     const deliveries = new client.Gauge({ name: 'dagent_webhook_deliveries', help: 'Webhook deliveries by status', labelNames: ['status'], registers: r, collect: refresh });
     const modelPaused = new client.Gauge({ name: 'dagent_model_paused_seconds', help: 'Seconds until a model paused after a provider\'s rate limit is handed out again (0: not paused)', labelNames: ['model'], registers: r, collect: refresh });
+    const rateUsed = new client.Gauge({ name: 'dagent_rate_limit_used', help: 'What a declared rate limit\'s current window holds: requests claimed, tokens reserved or used', labelNames: ['key', 'unit'], registers: r, collect: refresh });
+    const rateLimit = new client.Gauge({ name: 'dagent_rate_limit', help: 'A declared rate limit per window (dagent limits list shows the window)', labelNames: ['key', 'unit'], registers: r, collect: refresh });
     const modelLimits = new client.Gauge({ name: 'dagent_model_rate_limits', help: 'Rate limits each model has hit, ever (each paused it for the fleet)', labelNames: ['model'], registers: r, collect: refresh });
 
 

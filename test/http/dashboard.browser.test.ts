@@ -287,6 +287,12 @@ tasks:
     await page.waitForSelector('#paused-models tr[data-model="gpt-busy"]:has-text("429 Too Many Requests")', { timeout: LIVE_MS });
     await db.execute(sql`delete from model_pauses`);
     await page.waitForSelector('#paused-models', { state: 'hidden', timeout: LIVE_MS });
+    // A declared rate limit shows with what its window holds.
+    expect(await page.locator('#rate-limits').isHidden()).toBe(true);
+    const put = await http.call('PUT', `/api/rate-limits/${encodeURIComponent('acme/gpt')}`, { body: { requests: 500, tokens: '300k' } });
+    expect(put.status).toBe(200);
+    await page.waitForSelector('#rate-limits tr[data-limit="acme/gpt"]:has-text("0 / 500")', { timeout: LIVE_MS });
+    expect(await page.locator('#rate-limits tr[data-limit="acme/gpt"]').textContent()).toContain('0 / 300,000');
     expect(await page.evaluate('window.__pwned')).toBeUndefined();
     expect(pageErrors).toEqual([]);
   });

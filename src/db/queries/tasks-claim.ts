@@ -30,8 +30,10 @@ export interface ClaimedRow {
   childOutputs: Record<string, unknown>;
   /** The claiming agent's registered models (`*`: any), to choose the one the task runs on. */
   agentModels: string[];
-  /** Models paused for the fleet now (a provider's rate limit): never the one chosen. */
+  /** Models or providers paused for the fleet now (a provider's rate limit, a declared limit spent): never the one chosen. */
   pausedModels: string[];
+  /** The model a declared rate limit reserved this attempt under (the full statement), if any: the one to hand out. */
+  rateModel?: string | null;
 }
 
 export { PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
@@ -129,6 +131,21 @@ export interface ClaimSqlOptions {
   keyed?: boolean;
 }
 
+/**
+ * The model a candidate would run on, in SQL (the full statement): the first of the attempt's models the agent has
+ * that is not paused, itself or its provider, in the order modelsForAgent (engine/claim.ts) hands them out. Null
+ * for a task that names no model (declared limits do not apply to it).
+ */
+function rateModelSql(t: string): SQL {
+  const models = sql.raw(`coalesce(${t}.spec->'models', '[]')`);
+  const fallbacks = sql.raw(`coalesce(${t}.spec->'fallbackModels', '[]')`);
+  return sql`(select x.m from agent a, jsonb_array_elements_text(
+      case when ${sql.raw(t)}.attempts + 1 >= 3 and jsonb_array_length(${fallbacks}) > 0 then ${fallbacks} || ${models} else ${models} || ${fallbacks} end
+    ) with ordinality x(m, i)
+    where (x.m = any(a.models) or '*' = any(a.models)) and x.m <> all(a.paused) and split_part(x.m, '/', 1) <> all(a.paused)
+    order by x.i limit 1)`;
+}
+
 /** The claim statement itself, exposed so it can be EXPLAINed as it runs. */
 export function taskClaimReadySql(agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {}): SQL {
   const caps = textArray(capabilities);
@@ -137,10 +154,47 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
   const keyed = opts.keyed === true;
   const budget = g?.budgetUsd != null ? sql`least(budget_usd, ${g.budgetUsd}::numeric)` : sql`budget_usd`;
   const maxHeld = g?.maxHeld != null ? sql`least(max_concurrent, ${g.maxHeld}::int)` : sql`max_concurrent`;
+  // Declared rate limits (full statement only). Each candidate that names models runs on rate_model (the model
+  // the agent would be handed: rateModelSql); the limits on it and on its provider apply. Their rows are locked
+  // (SKIP LOCKED: a limit another claim holds waits for the next claim) unless a claim that committed after this
+  // snapshot wrote them (its reservations are not counted here). Within each limit, candidates in claim order are
+  // admitted while the window's requests and tokens last; one refused by any of its limits is not claimed. The
+  // first request into an empty window always fits, so a task estimated above a whole tokens limit still runs, alone.
+  const rateAdmissionCtes = sql`
+    rate_locked as materialized (
+      select l.key from rate_limits l
+      where l.key in (select r.key from rate_room r join picked p on r.key = p.rate_model or r.key = split_part(p.rate_model, '/', 1))
+        and (l.writer is null or l.writer = pg_current_xact_id_if_assigned() or pg_visible_in_snapshot(l.writer, pg_current_snapshot()))
+      for update skip locked
+    ),
+    rate_applies as (
+      -- A subtask an agent wrote reserves at least the limit's default, whatever estimate it gave itself.
+      select p.id, r.key, greatest(coalesce(p.estimated_tokens, r.default_tokens), case when p.origin = 'agent' then r.default_tokens else 0 end)::bigint as est, r.requests_left, r.tokens_left, r.tokens_used,
+        p.effective_priority, p.ready_at
+      from picked p join rate_room r on r.key = p.rate_model or r.key = split_part(p.rate_model, '/', 1)
+    ),
+    rate_refused as (
+      select x.id from (
+        select a.*, row_number() over w as n, sum(a.est) over w as tok from rate_applies a
+        window w as (partition by a.key order by ${inOrder('a')})
+      ) x
+      where x.key not in (select key from rate_locked)
+        or x.n > x.requests_left
+        or (x.tok > x.tokens_left and not (x.n = 1 and x.tokens_used = 0))
+    ),`;
   return sql`
     -- Times are clock_timestamp(): a claim took its tasks after the agent lock's wait, not when its transaction
     -- or its message began (now(), statement_timestamp()).
-    with agent as materialized (
+    with ${keyed ? sql`
+    -- Declared rate limits (rate_limits: a few rows) and what their windows hold now (as of this snapshot).
+    rate_room as materialized (
+      select l.key, l.default_tokens, l.requests - u.n as requests_left, l.tokens - u.tok as tokens_left, u.tok as tokens_used
+      from rate_limits l cross join lateral (
+        select count(*)::int as n, coalesce(sum(coalesce(r.tokens_used, r.tokens_reserved)), 0)::bigint as tok
+        from rate_usage r where r.key = l.key and r.at > clock_timestamp() - make_interval(secs => l.window_sec)
+      ) u
+    ),` : sql``}
+    agent as materialized (
       select capabilities, models,
         -- A claim of this agent that took tasks committed after this statement's snapshot: the count below missed
         -- them. (The row FOR UPDATE returns is the latest version, read again after the wait; a plain read would not be.)
@@ -148,8 +202,12 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
           and not pg_visible_in_snapshot(claim_writer, pg_current_snapshot()) as stale,
         case when ${budget} is null then null else ${budget} - spent_usd - reserved_usd end as remaining,
         ${maxHeld} - (select count(*)::int from tasks h where h.claimed_by = ${agentId} and h.status in (${sqlStateList(HELD_STATES)})) as slots,
-        -- Models paused for the fleet after a provider's rate limit (model_pauses: a few rows, usually none).
-        (select coalesce(array_agg(p.model), '{}') from model_pauses p where p.until > clock_timestamp()) as paused
+        -- Models (or providers) paused for the fleet after a provider's rate limit (model_pauses: a few rows, usually
+        -- none), and in the full statement the declared limits with nothing left in their window.
+        (select coalesce(array_agg(p.model), '{}') from model_pauses p where p.until > clock_timestamp())
+          ${keyed ? sql`|| array(select r.key from rate_room r where r.requests_left <= 0 or r.tokens_left <= 0)` : sql``} as paused,
+        -- Any declared rate limit: the short statement then leaves tasks that name models to the full one.
+        exists (select 1 from rate_limits) as limited
       from agents where id = ${agentId} and status = 'active'
       for update
     ),
@@ -166,15 +224,18 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
     groups as materialized (
       select g.cap_key from capability_groups g
       where g.capabilities <@ ${caps} and ${caps} <@ (select capabilities from agent)
-        -- A group that names models: the agent has one of them that is not paused.
+        -- A group that names models: the agent has one of them that is not paused (itself or its provider).
         and (cardinality(g.models) = 0 or (select case when cardinality(a.paused) = 0 then a.models && g.models or '*' = any(a.models)
-          else exists (select 1 from unnest(g.models) m where (m = any(a.models) or '*' = any(a.models)) and m <> all(a.paused)) end from agent a))
+          else exists (select 1 from unnest(g.models) m where (m = any(a.models) or '*' = any(a.models))
+            and m <> all(a.paused) and split_part(m, '/', 1) <> all(a.paused)) end from agent a))
+        ${keyed ? sql`` : sql`and (cardinality(g.models) = 0 or not (select limited from agent))`}
         and coalesce((select remaining from agent), 1) > 0 and (select slots from agent) > 0
         and not (select stale from agent)
     ),
     picked as (
       select c.* from groups g cross join lateral (
         select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at, t.conc_key
+          ${keyed ? sql`, ${rateModelSql('t')} as rate_model, t.estimated_tokens, t.origin` : sql``}
         from tasks t
         where t.status = ${fromStates('claim')[0]} and t.cap_key = g.cap_key
           and (t.max_cost_usd is null or t.max_cost_usd <= coalesce((select remaining from agent), t.max_cost_usd))
@@ -208,14 +269,16 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         and (k.writer is null or k.writer = pg_current_xact_id_if_assigned() or pg_visible_in_snapshot(k.writer, pg_current_snapshot()))
       for update skip locked
     ),
+    ${rateAdmissionCtes}
     admitted as (
       select r.* from (
         select p.*, row_number() over (partition by p.conc_key order by ${inOrder('p')}) as key_rank from picked p
       ) r left join keys_locked k on k.key = r.conc_key
-      where r.conc_key is null or r.key_rank <= k.room
+      where (r.conc_key is null or r.key_rank <= k.room)
+        and r.id not in (select id from rate_refused)
     ),` : sql``}
     costed as (
-      select p.id, p.dag_id, p.max_cost_usd, p.conc_key,
+      select p.id, p.dag_id, p.max_cost_usd, p.conc_key, ${keyed ? sql`p.rate_model,` : sql``}
         sum(coalesce(p.max_cost_usd, 0)) over (order by ${inOrder('p')}) as agent_sum,
         sum(coalesce(p.max_cost_usd, 0)) over (partition by p.dag_id order by ${inOrder('p')}) as dag_sum,
         d.budget_usd - d.spent_usd - d.reserved_usd as dag_remaining
@@ -233,7 +296,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       returning g.id
     ),
     claimable as (
-      select f.id, f.conc_key, coalesce(f.max_cost_usd, 0) as reserve from fitting f
+      select f.id, f.conc_key, coalesce(f.max_cost_usd, 0) as reserve ${keyed ? sql`, f.rate_model` : sql``} from fitting f
       where coalesce(f.max_cost_usd, 0) = 0 or f.dag_id in (select id from dag_reserved)
     ),
     ${keyed ? sql`
@@ -285,9 +348,21 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         from tasks c where c.parent_id = t.id and c.status = 'completed'
       ) end as "childOutputs",
       (select models from agent) as "agentModels", (select paused from agent) as "pausedModels"
-    )
+      ${keyed ? sql`, (select c.rate_model from claimable c where c.id = t.id) as "rateModel"` : sql``}
+    )${keyed ? sql`,
+    -- What the claimed attempts reserve under their limits, and the limits' stamp (writer): a claim whose
+    -- snapshot predates this one's commit passes these keys over rather than count without these rows.
+    rate_reserved as (
+      insert into rate_usage (key, task_id, fence, at, tokens_reserved)
+      select a.key, c.id, c.fence, clock_timestamp(), least(a.est, 2147483647) from claimed c join rate_applies a on a.id = c.id
+      returning key
+    ),
+    rate_stamped as (
+      update rate_limits l set writer = pg_current_xact_id() where l.key in (select key from rate_locked)
+        and exists (select 1 from claimed)
+    )` : sql``}
     -- One row when nothing was claimed (its id null), so \`stale\` reaches the caller either way.
     select c.*, (select stale from agent) as stale,
-      ${keyed ? sql`false` : sql`exists (select 1 from tasks k where k.status = 'ready' and k.conc_key is not null)`} as "keyedReady"
+      ${keyed ? sql`false` : sql`(select limited from agent) or exists (select 1 from tasks k where k.status = 'ready' and k.conc_key is not null)`} as "keyedReady"
     from (select 1) one left join claimed c on true`;
 }

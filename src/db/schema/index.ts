@@ -13,3 +13,4 @@ export * from './webhooks.js';
 export * from './concurrency-keys.js';
 export * from './signals.js';
 export * from './model-pauses.js';
+export * from './rate-limits.js';

@@ -58,6 +58,8 @@ export const tasks = pgTable(
     /** Set by the priority refresher once the deadline can no longer be met (now + estimate > deadline). */
     deadlineMissed: boolean('deadline_missed').notNull().default(false),
     maxCostUsd: numeric('max_cost_usd', { mode: 'number' }),
+    /** Tokens an attempt is expected to use: reserved against its model's declared tokens limit at claim (rate_limits). Null: the limit's default. */
+    estimatedTokens: integer('estimated_tokens'),
     maxDurationSec: integer('max_duration_sec'),
     /** How often the agent heartbeats a running task; the lease lasts three beats. Null: LEASE_DEFAULTS. */
     heartbeatSec: integer('heartbeat_sec'),

@@ -11,7 +11,9 @@ export function pageAgents(ctx) {
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   // Models a provider's rate limit paused for the whole fleet: no claim hands out a task on them until then.
   const paused = h('div', { class: 'card', id: 'paused-models', hidden: true });
-  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'Agents')), paused, h('div', { class: 'card flush' }, body));
+  // Limits declared ahead of time per model or provider, and what their window holds now.
+  const limits = h('div', { class: 'card', id: 'rate-limits', hidden: true });
+  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'Agents')), limits, paused, h('div', { class: 'card flush' }, body));
   const heartbeats = [];
 
   const tick = () => {
@@ -24,10 +26,17 @@ export function pageAgents(ctx) {
 
   const load = ctx.refetcher({
     load: async () => {
-      const [{ agents }, { pausedModels }] = await Promise.all([api('GET', '/api/agents'), api('GET', '/api/stats')]);
-      return { agents, pausedModels };
+      const [{ agents }, { rateLimits, paused: pausedModels }] = await Promise.all([api('GET', '/api/agents'), api('GET', '/api/rate-limits')]);
+      return { agents, pausedModels, rateLimits };
     },
-    apply: ({ agents, pausedModels }) => {
+    apply: ({ agents, pausedModels, rateLimits }) => {
+      limits.hidden = rateLimits.length === 0;
+      const of = (used, limit) => (limit == null ? '—' : `${used.toLocaleString()} / ${limit.toLocaleString()}`);
+      fill(limits, h('h2', null, 'Rate limits'),
+        h('p', { class: 'muted' }, 'Declared per model or provider, shared by the fleet: a claim takes a task only while its model\'s window has room.'),
+        table(['Model or provider', 'Requests in window', 'Tokens in window', 'Window'], rateLimits.map((l) => h('tr', { 'data-limit': l.key },
+          h('td', { class: 'mono' }, l.key), h('td', { class: 'num' }, of(l.requestsUsed, l.requests)),
+          h('td', { class: 'num' }, of(l.tokensUsed, l.tokens)), h('td', { class: 'num' }, `${l.windowSec} s`)))));
       paused.hidden = pausedModels.length === 0;
       fill(paused, h('h2', null, 'Paused models'),
         h('p', { class: 'muted' }, 'A provider answered with a rate limit: no agent is handed a task on these models until the pause lifts (a task that accepts another model runs on that one).'),

@@ -6,6 +6,7 @@ import { dashboardRoutes } from './dashboard.js';
 import { humanRoutes } from './humans.js';
 import { metricsRoutes } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
+import { rateLimitRoutes } from './rate-limits.js';
 import { rerunRoutes } from './rerun.js';
 import { signalRoutes } from './signals.js';
 import { streamRoutes } from './stream.js';
@@ -20,6 +21,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   rerunRoutes,
   signalRoutes,
   approvalRoutes,
+  rateLimitRoutes,
   agentRoutes,
   streamRoutes,
   metricsRoutes,

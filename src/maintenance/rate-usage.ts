@@ -1,0 +1,28 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { DECLARED_RATE_LIMIT_DEFAULTS } from '../config/index.js';
+import { rateUsagePrune } from '../db/queries/rate-limits.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
+
+export interface RateUsageOptions { db: Db; log?: Logger; intervalMs?: number }
+
+/**
+ * Prunes what declared rate limits no longer need: usage rows older than their limit's window (a removed
+ * limit's at once), so the claim's window sums read only the current window.
+ */
+export function rateUsageCreate(o: RateUsageOptions): MaintenanceService {
+  return serviceCreate({
+    name: 'rate-usage',
+    db: o.db,
+    log: o.log,
+    intervalMs: o.intervalMs ?? DECLARED_RATE_LIMIT_DEFAULTS.pruneIntervalMs,
+    async work() {
+      let total = 0;
+      for (;;) {
+        const n = await rateUsagePrune(o.db);
+        total += n;
+        if (n < 10_000) return total;
+      }
+    },
+  });
+}
