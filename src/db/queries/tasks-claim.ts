@@ -237,7 +237,11 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
         select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at, t.conc_key
           ${keyed ? sql`, ${rateModelSql('t')} as rate_model, t.estimated_tokens, t.origin` : sql``}
         from tasks t
-        where t.status = ${fromStates('claim')[0]} and t.cap_key = g.cap_key
+        -- 'ready' is a literal, not a parameter: with it, a generic plan walks tasks_ready_group_idx (a partial index) and
+        -- PostgreSQL keeps it after five executions, so the claim is planned once per connection, not on every call.
+        -- As a parameter, the generic plan seq-scanned tasks and every claim was planned afresh (custom plans):
+        -- claim of 1 at 2,000 READY, p50 1.66 ms as a parameter, 0.68 ms as a literal (pg_prepared_statements: 0 → 35 of 40 generic).
+        where t.status = ${sqlStateList(fromStates('claim'))} and t.cap_key = g.cap_key
           and (t.max_cost_usd is null or t.max_cost_usd <= coalesce((select remaining from agent), t.max_cost_usd))
           -- No self-approval: the agent that produced an output never claims the validation task that judges it.
           and (t.validates_agent is null or t.validates_agent <> ${agentId})
