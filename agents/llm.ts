@@ -122,6 +122,26 @@ const warnedUnpriced = new Set<string>();
  * The models an agent serves, from a comma-separated variable (`gpt-4o,gpt-4o-mini`); unset: `*`, any
  * model the task names (an OpenAI-compatible endpoint is often a gateway to many; it refuses one it lacks).
  */
+/**
+ * Why this process cannot call its endpoint, or undefined: a hosted endpoint (anything but this machine) needs an
+ * API key. Checked when an agent starts (preflight), so a judge or an llm agent without its key never registers
+ * and never spends a task's attempt finding out.
+ */
+export function llmConfigProblem(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const baseUrl = env.DAGENT_LLM_BASE_URL ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1';
+  let host: string;
+  try {
+    host = new URL(baseUrl).hostname;
+  } catch {
+    return `DAGENT_LLM_BASE_URL is not a URL: ${baseUrl}`;
+  }
+  const local = host === 'localhost' || host === '127.0.0.1' || host === '[::1]' || host === '::1';
+  if (!local && !(env.DAGENT_LLM_API_KEY ?? env.OPENAI_API_KEY)) {
+    return `no API key for ${baseUrl}: set DAGENT_LLM_API_KEY (or OPENAI_API_KEY), or DAGENT_LLM_BASE_URL to a local endpoint`;
+  }
+  return undefined;
+}
+
 export function modelsFromEnv(value: string | undefined): string[] {
   const names = (value ?? '').split(',').map((m) => m.trim()).filter(Boolean);
   return names.length ? names : ['*'];
@@ -133,6 +153,7 @@ export default defineAgent({
   // Read when the module loads: set DAGENT_LLM_MODELS before the agent process starts.
   models: modelsFromEnv(process.env.DAGENT_LLM_MODELS),
   maxConcurrent: 4,
+  preflight: () => llmConfigProblem(),
   async run(task, ctx) {
     const model = task.model ?? process.env.DAGENT_LLM_MODEL;
     if (!model) throw new NonRetryableError('no model: the task names none and DAGENT_LLM_MODEL is not set', { errorClass: 'config' });

@@ -1,7 +1,7 @@
 import {
   defineAgent, judgeAnswerSchema, NonRetryableError, TaskError, type ValidationStep, type Verdict,
 } from '../src/index.js';
-import { llmChat, modelsFromEnv, type ChatMessage } from './llm.js';
+import { llmChat, llmConfigProblem, modelsFromEnv, type ChatMessage } from './llm.js';
 
 type JudgeStep = Extract<ValidationStep, { kind: 'llm-judge' }>;
 interface JudgeInput { step: JudgeStep; output: unknown; subject: { key: string; title: string | null; prompt: string | null } }
@@ -22,6 +22,8 @@ export default defineAgent({
   // The models it judges with (comma-separated, read at load); default any the step or its task names.
   models: modelsFromEnv(process.env.DAGENT_JUDGE_MODELS),
   maxConcurrent: 4,
+  // A judge without its provider's key does not start: the DAGs that need it are then refused at submit.
+  preflight: () => llmConfigProblem(),
   async run(task, ctx): Promise<Verdict> {
     // Only the engine's validation tasks: a rubric an agent wrote is no judgement of the DAG author's.
     if (task.origin !== 'validation') throw new NonRetryableError(`task ${task.key} is not a validation task (origin ${task.origin})`, { errorClass: 'untrusted_spec' });

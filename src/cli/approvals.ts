@@ -18,8 +18,8 @@ export function approvalCommands(program: Command, ctx: CommandContext): void {
         if (rows.length === 0) return out.line('no approval is waiting');
         for (const a of rows) {
           const due = a.expiresAt ? `, decide by ${new Date(a.expiresAt).toISOString()}` : '';
-          out.line(`${a.taskId}  ${a.dagName}/${a.taskKey}  step ${a.step + 1}${due}${a.prompt ? `: ${a.prompt}` : ''}`);
-          out.line(`    output: ${preview(a.output)}`);
+          out.line(`${a.taskId}  ${a.dagName}/${a.taskKey}  ${a.step === null ? 'approval task' : `step ${a.step + 1}`}${due}${a.prompt ? `: ${a.prompt}` : ''}`);
+          out.line(`    ${a.step === null ? 'upstream outputs' : 'output'}: ${preview(a.output)}`);
         }
       });
     });

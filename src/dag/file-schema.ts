@@ -4,6 +4,7 @@ import { RESERVED_NAMES } from '../json-guard.js';
 import { modelNameSchema } from '../model-names.js';
 import { countSchema } from '../counts.js';
 import { STEP_FILE_FIELDS, validationStepFileSchema } from '../validation/steps/index.js';
+import { approvalTaskFileSchema } from '../validation/steps/approval.js';
 
 /**
  * The DAG file format, as written in `dags/*.yaml`. Kept free of transforms so
@@ -121,11 +122,15 @@ export const taskSchema = z.strictObject({
   idempotency_key: z.string().min(1).max(200).optional(),
   output: outputSchema.optional(),
   wait_for: waitForSchema.optional().describe('no agent runs this task: it completes when a signal is sent to the key, with the signal\'s payload as its output'),
+  approval: approvalTaskFileSchema.optional(),
 }).superRefine((t, ctx) => {
   // A waiting task runs nothing: fields that tell an agent what to do, or check what it returns, would silently do nothing.
-  if (!t.wait_for) return;
+  if (t.wait_for && t.approval) ctx.addIssue({ code: 'custom', path: ['approval'], message: 'a task waits either for a signal (wait_for) or for a person (approval), not both' });
+  const waits = t.wait_for ? 'wait_for' : t.approval ? 'approval' : undefined;
+  if (!waits) return;
+  const why = waits === 'wait_for' ? 'the signal\'s payload is its output' : 'the approver\'s decision is its output; to approve an agent\'s output, put an approval step in that task\'s output.validation';
   for (const field of ['spec', 'output', 'concurrency'] as const) {
-    if (t[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a task with wait_for runs no agent: remove ${field} (the signal's payload is its output)` });
+    if (t[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a task with ${waits} runs no agent: remove ${field} (${why})` });
   }
 });
 
@@ -226,6 +231,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'schedule': return Object.keys(scheduleSchema.shape);
     case 'spawn': return Object.keys(spawnSchema.shape);
     case 'wait_for': return Object.keys(waitForSchema.shape);
+    case 'approval': return Object.keys(approvalTaskFileSchema.shape);
     case 'validation': return undefined;
   }
   if (parent === 'validation' || typeof last === 'number') return [...STEP_FILE_FIELDS];

@@ -1,6 +1,7 @@
 import type { DagFile, RetryFile, ScheduleFile, SpawnFile, TaskFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import { countValue } from '../counts.js';
+import { approvalResolve } from '../validation/steps/approval.js';
 import {
   SCHEDULE_DEFAULTS, TASK_DEFAULTS, type ConcurrencySpec, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
 } from './spec.js';
@@ -14,13 +15,17 @@ export function dagFileNormalize(
 ): DagSpec {
   const d = file.defaults ?? {};
   const tasks: TaskSpec[] = Object.entries(file.tasks).map(([key, t]) => {
-    // A task that waits for a signal runs no agent: the defaults that say what an agent needs do not apply to it.
-    const wait = t.wait_for;
+    // A task that waits for a signal or a person runs no agent: the defaults that say what an agent needs do not apply to it.
+    const approval = t.approval ? approvalResolve(t.approval) : undefined;
+    const wait = t.wait_for ?? approval;
+    const body = bodyAndConstraints(t.spec, wait ? {} : d, t.spec?.context ?? []);
+    // An approval task shows the person its prompt and its upstream tasks' outputs (its context: what is being approved).
+    if (approval) body.body = { ...body.body, prompt: approval.prompt, context: t.depends_on ?? [], input: { step: approval } };
     return {
       key,
       type: t.type,
       title: t.title,
-      ...bodyAndConstraints(t.spec, wait ? {} : d, t.spec?.context ?? []),
+      ...body,
       priority: t.priority ?? d.priority ?? TASK_DEFAULTS.priority,
       boostPerMinute: t.boost_per_minute ?? d.boost_per_minute ?? TASK_DEFAULTS.boostPerMinute,
       ...(t.estimate ?? d.estimate) !== undefined ? { estimateSec: durationSeconds((t.estimate ?? d.estimate)!) } : {},
@@ -32,9 +37,9 @@ export function dagFileNormalize(
       retry: retryNormalize({ ...d.retry, ...t.retry }),
       output: outputNormalize(t.output, validation[key] ?? []),
       tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
-      ...(wait
-        ? { waitFor: { signal: wait.signal, ...(wait.timeout !== undefined ? { timeoutSec: durationSeconds(wait.timeout) } : {}) } }
-        : concurrencyOf(t.concurrency ?? d.concurrency ?? file.concurrency)),
+      ...(t.wait_for
+        ? { waitFor: { signal: t.wait_for.signal, ...(t.wait_for.timeout !== undefined ? { timeoutSec: durationSeconds(t.wait_for.timeout) } : {}) } }
+        : approval ? { approval } : concurrencyOf(t.concurrency ?? d.concurrency ?? file.concurrency)),
     };
   });
   return {

@@ -1,4 +1,5 @@
 import type { Instant } from '../durations.js';
+import type { ApprovalStep } from '../validation/steps/approval.js';
 
 /**
  * A validated, normalized DAG: what the engine inserts. Produced from YAML by
@@ -91,6 +92,8 @@ export interface TaskSpec {
   concurrency?: ConcurrencySpec;
   /** No agent runs it: it waits for a signal to this key, whose payload becomes its output. */
   waitFor?: WaitForSpec;
+  /** No agent runs it: it waits for a person to approve or reject it (the step as stored is also its spec.input.step). */
+  approval?: ApprovalStep;
 }
 
 export interface WaitForSpec {

@@ -1,12 +1,13 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import { withTx, type Db } from '../db/connection.js';
+import { eventInsertMany } from '../db/queries/events.js';
 import { approvalWaitingList, approvalWaitingFind, taskWaitingExpired, type ApprovalWaitingRow } from '../db/queries/signals.js';
 import { taskGet } from '../db/queries/tasks-read.js';
 import { ConflictError, InvalidInputError, NotFoundError } from '../errors.js';
 import type { ApprovalStep } from '../validation/steps/approval.js';
 import type { Verdict } from '../validation/verdict.js';
-import { outputProblem } from './completion.js';
-import { taskFail } from './failure.js';
+import { completionInput, completionWrite, outputProblem } from './completion.js';
+import { taskFail, type FailureOutcome } from './failure.js';
 import { personVerdictSettle, type OutputOutcome } from './output-settle.js';
 
 /**
@@ -29,7 +30,12 @@ export interface ApprovalDecision {
   comment?: string;
 }
 
-export interface ApprovalResult { taskId: string; approvalTaskId: string; decision: 'approved' | 'rejected'; outcome: OutputOutcome }
+/** An approval task's decision: it completed with the approver's output, or failed (class rejected) under its retry policy. */
+export type ApprovalTaskOutcome =
+  | { status: 'completed'; unblocked: number; dagsCompleted: string[] }
+  | { status: 'rejected'; failure: FailureOutcome };
+
+export interface ApprovalResult { taskId: string; approvalTaskId: string; decision: 'approved' | 'rejected'; outcome: OutputOutcome | ApprovalTaskOutcome }
 
 /** Approve the output waiting on `id` (the task, or its approval's own task); `output` replaces it where the step allows. */
 export async function taskApprove(db: Db, id: string, d: ApprovalDecision & { output?: unknown }, opts: { log?: Logger } = {}): Promise<ApprovalResult> {
@@ -37,7 +43,7 @@ export async function taskApprove(db: Db, id: string, d: ApprovalDecision & { ou
     const bad = outputProblem(d.output);
     if (bad) throw new InvalidInputError(`the edited ${bad}`, { taskId: id });
   }
-  return decide(db, id, 'approved', d.by, (step) => {
+  return decide(db, id, 'approved', d.by, d.output, (step) => {
     if (d.output !== undefined && !step.allowEdit) throw new InvalidInputError(`task ${id}: its approval step does not allow editing the output (allow_edit: false); approve it as it is, or reject it with a comment`, { taskId: id });
     return { pass: true, reasons: d.comment ? [d.comment] : [], approved_by: d.by, ...(d.output !== undefined ? { edited_output: d.output } : {}) };
   }, opts);
@@ -46,11 +52,11 @@ export async function taskApprove(db: Db, id: string, d: ApprovalDecision & { ou
 /** Reject the output waiting on `id`: the attempt fails (class invalid_output) with the comment as its reason, and the retry policy decides. */
 export async function taskReject(db: Db, id: string, d: ApprovalDecision & { comment: string }, opts: { log?: Logger } = {}): Promise<ApprovalResult> {
   if (!d.comment.trim()) throw new InvalidInputError('a rejection needs a comment: it is what the retry is told to fix', { field: 'comment' });
-  return decide(db, id, 'rejected', d.by, () => ({ pass: false, reasons: [d.comment], rejected_by: d.by }), opts);
+  return decide(db, id, 'rejected', d.by, undefined, () => ({ pass: false, reasons: [d.comment], rejected_by: d.by }), opts);
 }
 
 async function decide(
-  db: Db, id: string, decision: 'approved' | 'rejected', by: string, verdictOf: (step: ApprovalStep) => Verdict, opts: { log?: Logger },
+  db: Db, id: string, decision: 'approved' | 'rejected', by: string, output: unknown, verdictOf: (step: ApprovalStep) => Verdict, opts: { log?: Logger },
 ): Promise<ApprovalResult> {
   const waiting = await approvalWaitingFind(db, id);
   if (!waiting) {
@@ -59,6 +65,12 @@ async function decide(
   }
   const step = (waiting.spec.input as { step: ApprovalStep }).step;
   const verdict = verdictOf(step);
+  if (waiting.validatesId === null) {
+    const outcome = await approvalTaskSettle(db, waiting, decision, { by, comment: verdict.reasons[0] ?? null, output }, opts);
+    if (!outcome) throw new ConflictError(`the approval task ${waiting.id} was decided meanwhile; nothing was changed`, { taskId: waiting.id });
+    opts.log?.info({ taskId: waiting.id, decision, by }, 'approval decided');
+    return { taskId: waiting.id, approvalTaskId: waiting.id, decision, outcome };
+  }
   const event = { type: `task.${decision}`, data: { by, comment: verdict.reasons[0] ?? null, edited: verdict.edited_output !== undefined } };
   const outcome = await personVerdictSettle(db, { taskId: waiting.id, fence: waiting.fence, output: verdict }, { ...opts, event });
   // Someone else decided between the look-up and the settle: theirs stands.
@@ -85,6 +97,12 @@ export async function approvalsExpiredSettle(db: Db, opts: { batch: number; log?
       if (failed) settled++;
       continue;
     }
+    if (!row?.validatesId) {
+      const decided = await approvalTaskSettle(db, { id: t.id, dagId: t.dagId, fence: t.fence }, action === 'approve' ? 'approved' : 'rejected',
+        { by: 'timeout', comment: `${action === 'approve' ? 'approved' : 'rejected'} on timeout: ${why}` }, { log: opts.log, reapCondition: 'lease_expired' });
+      if (decided) settled++;
+      continue;
+    }
     const verdict: Verdict = action === 'approve'
       ? { pass: true, reasons: [`approved on timeout: ${why}`], approved_by: 'timeout' }
       : { pass: false, reasons: [`rejected on timeout: ${why}`], rejected_by: 'timeout', error_class: 'timeout' };
@@ -92,4 +110,32 @@ export async function approvalsExpiredSettle(db: Db, opts: { batch: number; log?
     if (await personVerdictSettle(db, { taskId: t.id, fence: t.fence, output: verdict }, { ...opts, event })) settled++;
   }
   return settled;
+}
+
+/**
+ * Decide an approval task (no agent's output behind it): approving completes it with the approver's output, else
+ * {approved: true, by, comment}; rejecting fails its attempt with class `rejected` and the comment, under its retry
+ * policy (by default one attempt: the dead-letter queue, where `dlq retry` makes it wait again). Both are guarded by
+ * the task's fence while WAITING: null when it was decided, cancelled or timed out meanwhile.
+ */
+async function approvalTaskSettle(
+  db: Db, t: { id: string; dagId: string; fence: number }, decision: 'approved' | 'rejected',
+  d: { by: string; comment: string | null; output?: unknown }, opts: { log?: Logger; reapCondition?: 'lease_expired' },
+): Promise<ApprovalTaskOutcome | null> {
+  const event = { type: `task.${decision}`, dagId: t.dagId, taskId: t.id, data: { by: d.by, comment: d.comment, edited: d.output !== undefined, approvalTaskId: t.id } };
+  if (decision === 'approved') {
+    const output = d.output !== undefined ? d.output : { approved: true, by: d.by, comment: d.comment };
+    return withTx(db, async (tx) => {
+      const r = await completionWrite(tx, [completionInput({ taskId: t.id, fence: t.fence, output }, { approved_by: d.by, comment: d.comment })]);
+      if (r.completed.length === 0) return null;
+      await eventInsertMany(tx, [event]);
+      return { status: 'completed' as const, unblocked: r.unblocked, dagsCompleted: r.dagsCompleted };
+    });
+  }
+  const failure = await taskFail(db, {
+    taskId: t.id, fence: t.fence, errorClass: d.by === 'timeout' ? 'timeout' : 'rejected', message: d.comment ?? 'rejected', details: { rejected_by: d.by },
+  }, { log: opts.log, reapCondition: opts.reapCondition }).catch(() => null);
+  if (!failure) return null;
+  await eventInsertMany(db, [event]);
+  return { status: 'rejected', failure };
 }

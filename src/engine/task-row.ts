@@ -1,6 +1,7 @@
 import type { TaskSpec } from '../dag/spec.js';
 import { claimGroupKey, modelsAccepted } from '../db/queries/capability-groups.js';
 import type { TaskInsert } from '../db/queries/tasks-intake.js';
+import { APPROVAL_WAIT_PREFIX } from '../db/queries/signals.js';
 import { instantSql } from '../db/queries/tasks-fragments.js';
 import { priorityConstants } from '../model/priority.js';
 import type { TaskPlan } from './critical-path.js';
@@ -45,7 +46,12 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     origin: t.origin ?? 'dag',
     concKey: t.concurrency?.key ?? null,
     concLimit: t.concurrency?.limit ?? null,
-    waitKey: t.waitFor?.signal ?? null,
-    waitTimeoutSec: t.waitFor?.timeoutSec === undefined ? null : Math.ceil(t.waitFor.timeoutSec),
+    // An approval task waits on a key of its own that no signal can reach (a signal key has no `/`).
+    waitKey: t.approval ? `${APPROVAL_WAIT_PREFIX}${id}` : t.waitFor?.signal ?? null,
+    waitTimeoutSec: waitTimeout(t.approval?.timeoutSec ?? t.waitFor?.timeoutSec),
   };
+}
+
+function waitTimeout(sec: number | undefined): number | null {
+  return sec === undefined ? null : Math.ceil(sec);
 }

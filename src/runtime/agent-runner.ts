@@ -7,6 +7,7 @@ import { taskClaim, type ClaimedTask } from '../engine/claim.js';
 import { taskRelease } from '../engine/lifecycle.js';
 import { taskHeldByAgent } from '../db/queries/tasks-read.js';
 import { logger } from '../observability/logger.js';
+import { InvalidInputError } from '../errors.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
 import { DELIVER_MAX_MS, DELIVER_MIN_MS } from './deliver.js';
@@ -86,6 +87,8 @@ export class AgentRunner {
 
   async start(): Promise<void> {
     const { db } = this.o.database;
+    const problem = await this.def.preflight?.();
+    if (problem) throw new InvalidInputError(`agent ${this.def.name} cannot start: ${problem}`, { agent: this.def.name });
     await agentRegister(db, {
       id: this.id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models,
       maxConcurrent: this.concurrency, budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, instance: this.instance },

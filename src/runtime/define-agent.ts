@@ -46,6 +46,12 @@ export interface AgentDefinition {
   maxConcurrent?: number;
   /** Do the task; the return value is its output (any JSON value). Throw a TaskError to choose the error class. */
   run(task: ClaimedTask, ctx: TaskContext): Promise<unknown>;
+  /**
+   * Checked when the agent starts, before it registers: a message says why it cannot work in this process (a
+   * provider's API key is missing), and the agent does not start, so it never claims a task it would fail and
+   * the submit-time checks (a judge for each llm-judge step) do not count it. Undefined: ready.
+   */
+  preflight?(): string | undefined | Promise<string | undefined>;
 }
 
 const definitionSchema = z.object({
@@ -55,6 +61,7 @@ const definitionSchema = z.object({
   budgetUsd: z.number().nonnegative().optional(),
   maxConcurrent: z.number().int().min(1).max(1000).optional(),
   run: z.custom<AgentDefinition['run']>((v) => typeof v === 'function', { error: 'must be a function (task, ctx) => output' }),
+  preflight: z.custom<NonNullable<AgentDefinition['preflight']>>((v) => typeof v === 'function', { error: 'must be a function () => problem or undefined' }).optional(),
 });
 
 /** Declare an agent; checks the definition now, so a typo fails at load, not at the first task. */

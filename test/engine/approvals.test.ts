@@ -176,3 +176,81 @@ describe('approvals over HTTP and the CLI', () => {
     expect([none.code, none.stderr]).toEqual([1, expect.stringContaining('no approval is waiting')]);
   });
 });
+
+describe('approval tasks', () => {
+  const gateYaml = (approvalFields = '', extra = '') => `
+name: release
+tasks:
+  notes: { type: w }
+  signoff: { type: gate, depends_on: [notes], approval: { prompt: "Ship these notes?"${approvalFields} }${extra} }
+  ship: { type: w, depends_on: [signoff], spec: { context: [signoff] } }
+`;
+  /** notes done by agent w: signoff WAITING for a person. */
+  async function gateWaiting(yaml: string): Promise<{ dagId: string; gateId: string }> {
+    const dagId = await dagCreate(db, yaml);
+    await agentCreate(db, 'w');
+    expect(await drain(db, 'w', () => ({ text: 'v1 notes' }))).toEqual(['notes']);
+    expect(await taskStatusByKey(db, dagId)).toMatchObject({ notes: 'completed', signoff: 'waiting', ship: 'pending' });
+    return { dagId, gateId: await idOf(dagId, 'signoff') };
+  }
+
+  it('wait for a person with the upstream outputs shown; no agent claims one; approving completes it and downstream reads the decision', async () => {
+    const { dagId, gateId } = await gateWaiting(gateYaml());
+    await agentCreate(db, 'gate-runner', ['gate', 'validate:approval']);
+    expect(await taskClaim(db, 'gate-runner')).toEqual([]);
+    expect(await approvalList(db)).toEqual([expect.objectContaining({
+      id: gateId, taskId: gateId, taskKey: 'signoff', step: null, prompt: 'Ship these notes?', output: { notes: { text: 'v1 notes' } },
+    })]);
+    const r = await taskApprove(db, gateId, { by: 'cli:ana', comment: 'looks right' });
+    expect(r).toMatchObject({ taskId: gateId, decision: 'approved', outcome: { status: 'completed', unblocked: 1 } });
+    const [ship] = await taskClaim(db, 'w');
+    expect(ship!.inputs).toEqual({ signoff: { approved: true, by: 'cli:ana', comment: 'looks right' } });
+    const [event] = await rowsOf<{ data: { by: string } }>(db, sql`select data from events where type = 'task.approved' and task_id = ${gateId}`);
+    expect(event!.data.by).toBe('cli:ana');
+    await expect(taskApprove(db, gateId, { by: 'cli:bo' })).rejects.toBeInstanceOf(ConflictError);
+    expect(dagId).toBeTruthy();
+  });
+
+  it('an approver may give the output; a rejection fails it with the comment and, by default, dead-letters it for a person (retry waits again)', async () => {
+    const first = await gateWaiting(gateYaml());
+    await taskApprove(db, first.gateId, { by: 'cli:ana', output: { channel: '#releases' } });
+    const [out] = await rowsOf<{ output: unknown }>(db, sql`select output from tasks where id = ${first.gateId}`);
+    expect(out!.output).toEqual({ channel: '#releases' });
+
+    await databaseReset(db);
+    const { dagId, gateId } = await gateWaiting(gateYaml());
+    await expect(taskReject(db, gateId, { by: 'cli:ana', comment: '  ' })).rejects.toBeInstanceOf(InvalidInputError);
+    const r = await taskReject(db, gateId, { by: 'cli:ana', comment: 'version number is wrong' });
+    expect(r.outcome).toMatchObject({ status: 'rejected', failure: { status: 'dead_lettered' } });
+    expect((await dagGet(db, dagId))!.status).toBe('blocked');
+    const [attempt] = await rowsOf<{ error_class: string; error_message: string }>(db, sql`select error_class, error_message from attempts where task_id = ${gateId}`);
+    expect(attempt).toEqual({ error_class: 'rejected', error_message: 'version number is wrong' });
+    const [dl] = await dlqList(db, { dagId });
+    await dlqRetry(db, dl!.id, { by: 'test' });
+    expect((await taskStatusByKey(db, dagId)).signoff).toBe('waiting');
+    expect((await approvalList(db)).map((a) => a.id)).toEqual([gateId]);
+  });
+
+  it('a timeout takes its action: approve, reject, or (the default) the dead-letter queue', async () => {
+    const waits = waitsCreate({ db });
+    for (const [action, status, attempt] of [['approve', 'completed', 'completed'], ['reject', 'dead_lettered', 'timeout'], ['dead_letter', 'dead_lettered', 'timeout']] as const) {
+      await databaseReset(db);
+      const { gateId } = await gateWaiting(gateYaml(`, timeout: 1h${action === 'dead_letter' ? '' : `, on_timeout: ${action}`}`));
+      expect(await waits.runOnce()).toBe(0);
+      await leaseExpire(db, gateId);
+      expect(await waits.runOnce()).toBe(1);
+      const [row] = await rowsOf<{ status: string }>(db, sql`select status from tasks where id = ${gateId}`);
+      expect(row!.status, action).toBe(status);
+      const [a] = await rowsOf<{ outcome: string; error_class: string | null }>(db, sql`select outcome, error_class from attempts where task_id = ${gateId}`);
+      expect(a!.outcome === 'completed' ? 'completed' : a!.error_class, action).toBe(attempt);
+    }
+  });
+
+  it('a task with approval refuses the fields that tell an agent what to do, naming them; nothing is written', async () => {
+    const before = await databaseSnapshot(db);
+    for (const [extra, field] of [[', spec: { prompt: x }', 'spec'], [', output: { type: json }', 'output'], [', wait_for: { signal: go }', 'approval']] as const) {
+      await expect(dagCreate(db, gateYaml('', extra))).rejects.toMatchObject({ message: expect.stringContaining(`tasks.signoff.${field}: a task`) });
+    }
+    expect(await databaseSnapshot(db)).toBe(before);
+  });
+});

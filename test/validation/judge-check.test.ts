@@ -8,10 +8,13 @@ import { cliWith } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { agentCreate, databaseReset, databaseSnapshot, rowsOf } from '../helpers/factories.js';
+import { agentRunners } from '../helpers/runners.js';
+import validateJudge from '../../agents/validate-judge.js';
 
 const database = await testDatabase();
 const { db } = database;
 const http = await testHttp(database);
+const { runner } = agentRunners(database);
 const cli = cliWith({ ...process.env, DATABASE_URL: database.url });
 beforeEach(() => databaseReset(db));
 
@@ -89,5 +92,31 @@ spawn:
     const accepted = await http.call('POST', '/api/dags?force=true', { raw: yaml, contentType: 'application/yaml' });
     expect(accepted.status).toBe(201);
     expect(accepted.body.results[0].warnings).toEqual([expect.stringContaining('needs a judge with one of the models gpt-judge')]);
+  });
+
+  it('a judge whose provider key is missing does not start, so the DAG that needs it is refused at submit', async () => {
+    const saved = { ...process.env };
+    const file = dagFile('keyed', judged('keyed', '{ kind: llm-judge, rubric: "Accurate", threshold: 0.7, model: gpt-judge }'));
+    try {
+      delete process.env.DAGENT_LLM_API_KEY;
+      delete process.env.OPENAI_API_KEY;
+      process.env.DAGENT_LLM_BASE_URL = 'https://llm.example.invalid/v1';
+      const judge = runner({ ...validateJudge, models: ['gpt-judge'] }, { id: 'judge-no-key' });
+      await expect(judge.start()).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        message: 'agent validate-judge cannot start: no API key for https://llm.example.invalid/v1: set DAGENT_LLM_API_KEY (or OPENAI_API_KEY), or DAGENT_LLM_BASE_URL to a local endpoint',
+      });
+      expect(await rowsOf(db, sql`select id from agents`)).toEqual([]);
+      expect((await cli('submit', file)).stderr).toContain('llm-judge step 2 needs a judge with one of the models gpt-judge');
+
+      // With its key, the same judge starts, registers, and the DAG is accepted.
+      process.env.DAGENT_LLM_API_KEY = 'sk-test';
+      await runner({ ...validateJudge, models: ['gpt-judge'] }, { id: 'judge-with-key' }).start();
+      expect((await cli('submit', file)).code).toBe(0);
+    } finally {
+      for (const k of ['DAGENT_LLM_API_KEY', 'OPENAI_API_KEY', 'DAGENT_LLM_BASE_URL']) {
+        if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k];
+      }
+    }
   });
 });

@@ -56,17 +56,24 @@ export async function taskWaitingExpired(db: Db, limit: number, waitsFor: 'signa
     order by lease_expires_at limit ${limit}`);
 }
 
-/** The approval steps waiting for a person, oldest first, with the output each would approve. */
+/**
+ * The approvals waiting for a person, oldest first: approval steps, with the output each would approve (`step`: its
+ * index), and approval tasks, with their upstream tasks' outputs by key (`step` null; `id` = `taskId`).
+ */
 export interface ApprovalWaitingRow {
   id: string; fence: number; dagId: string; dagName: string; taskId: string; taskKey: string; taskTitle: string | null;
-  step: number; prompt: string | null; output: unknown; waitingSince: Date; expiresAt: Date | null;
+  step: number | null; prompt: string | null; output: unknown; waitingSince: Date; expiresAt: Date | null;
 }
 
 export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: number }): Promise<ApprovalWaitingRow[]> {
   return rowsOf<ApprovalWaitingRow>(db, sql`
-    select v.id, v.fence, v.dag_id as "dagId", g.name as "dagName", t.id as "taskId", t.key as "taskKey", t.title as "taskTitle",
-           v.validation_step as step, v.spec ->> 'prompt' as prompt, t.output, v.claimed_at as "waitingSince", v.lease_expires_at as "expiresAt"
-    from tasks v join tasks t on t.id = v.validates_id join dags g on g.id = v.dag_id
+    select v.id, v.fence, v.dag_id as "dagId", g.name as "dagName", coalesce(t.id, v.id) as "taskId", coalesce(t.key, v.key) as "taskKey",
+           case when t.id is null then v.title else t.title end as "taskTitle", v.validation_step as step, v.spec ->> 'prompt' as prompt,
+           case when t.id is not null then t.output else (
+             select coalesce(jsonb_object_agg(u.key, u.output), '{}'::jsonb) from tasks u where u.dag_id = v.dag_id and u.key = any(v.context_keys)
+           ) end as output,
+           v.claimed_at as "waitingSince", v.lease_expires_at as "expiresAt"
+    from tasks v left join tasks t on t.id = v.validates_id join dags g on g.id = v.dag_id
     where v.status = 'waiting' and starts_with(v.wait_key, ${APPROVAL_WAIT_PREFIX})
       ${o.dagId ? sql`and v.dag_id = ${o.dagId}` : sql``}
     order by v.claimed_at, v.id limit ${o.limit}`);
@@ -76,9 +83,9 @@ export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: nu
  * The approval waiting on `id` (the approval's own task, or the task whose output it approves): its fence, which
  * the decision then presents (personVerdictSettle locks and re-checks it; a decision made meanwhile wins).
  */
-export async function approvalWaitingFind(db: Db, id: string): Promise<{ id: string; fence: number; validatesId: string; spec: Record<string, unknown> } | null> {
-  const [r] = await rowsOf<{ id: string; fence: number; validatesId: string; spec: Record<string, unknown> }>(db, sql`
-    select id, fence, validates_id as "validatesId", spec from tasks
+export async function approvalWaitingFind(db: Db, id: string): Promise<{ id: string; dagId: string; fence: number; validatesId: string | null; spec: Record<string, unknown> } | null> {
+  const [r] = await rowsOf<{ id: string; dagId: string; fence: number; validatesId: string | null; spec: Record<string, unknown> }>(db, sql`
+    select id, dag_id as "dagId", fence, validates_id as "validatesId", spec from tasks
     where status = 'waiting' and starts_with(wait_key, ${APPROVAL_WAIT_PREFIX}) and (id = ${id} or validates_id = ${id})
     order by id limit 1`);
   return r ?? null;

@@ -72,9 +72,10 @@ export function pageApprovals(ctx) {
     });
     fill(card,
       h('div', { class: 'head-row' }, h('h2', null, link(hrefTask(a.taskId), a.taskKey)),
-        h('span', { class: 'muted' }, 'in ', link(hrefDag(a.dagId), a.dagName), ` · step ${a.step + 1} · waiting since `, when(a.waitingSince),
+        h('span', { class: 'muted' }, 'in ', link(hrefDag(a.dagId), a.dagName), a.step === null ? ' · approval task · waiting since ' : ` · step ${a.step + 1} · waiting since `, when(a.waitingSince),
           a.expiresAt ? [' · decide by ', when(a.expiresAt)] : null)),
       a.prompt ? h('p', { class: 'prompt' }, a.prompt) : null,
+      a.step === null ? h('p', { class: 'muted small' }, 'Its upstream tasks\' outputs:') : null,
       pre(a.output, { class: 'approval-output' }),
       edit,
       h('div', { class: 'actions' }, comment, editToggle, approve, reject),
