@@ -79,6 +79,19 @@ describe('dagent limits', () => {
     expect([gone.code, gone.stderr]).toEqual([4, expect.stringContaining('rate limit openai not found')]);
   });
 
+  it('the shipped limits file applies, and the example DAG that names those models runs under it', async () => {
+    const r = await cli('limits', 'apply', path.resolve('dags/limits/providers.yaml'), '--json');
+    expect([r.code, r.stderr]).toEqual([0, '']);
+    expect(r.json().set).toEqual(['openai/gpt-4o', 'openai/gpt-4o-mini', 'anthropic']);
+    const submitted = await cli('submit', path.resolve('dags/examples/model-fleet.yaml'), '--json');
+    expect(submitted.code).toBe(0);
+    await agentCreate(db, 'gpt', [], undefined, { models: ['openai/gpt-4o', 'openai/gpt-4o-mini'] });
+    const [outline] = await taskClaim(db, 'gpt');
+    expect([outline!.key, outline!.model]).toEqual(['outline', 'openai/gpt-4o']);
+    const [usage] = await rowsOf<{ key: string; tokens_reserved: number }>(db, sql`select key, tokens_reserved from rate_usage`);
+    expect(usage).toEqual({ key: 'openai/gpt-4o', tokens_reserved: 20_000 });
+  });
+
   it('a bad limits file names the file, line and field, exits 2 and writes nothing', async () => {
     const before = await databaseSnapshot(db);
     const bad = file('bad.yaml', 'rate_limits:\n  openai/gpt-4o: { requests: 500 }\n  anthropic: { requests: 5, tokns: 10 }\n  "bad key": { requests: 1 }\n');

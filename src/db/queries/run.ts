@@ -39,20 +39,21 @@ export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
 }
 
 /**
- * `lock`, then `query`, as two statements of one implicit transaction sent in one round trip:
- * `query` takes its snapshot once the lock is held, so it sees everything the lock's previous
- * holders committed. (A lock taken inside the statement itself would not: a statement's snapshot
- * is taken before it waits.) `query` runs as a server-side prepared statement (PREPAREd once per
- * connection, EXECUTEd with its parameters as literals), so it is planned once, like rowsOfPrepared.
- * Inside a caller's transaction both run there, as two statements.
+ * Rows of a hot-path statement that is planned once per connection: a server-side prepared statement (PREPAREd
+ * once per connection, EXECUTEd with its parameters as literals) run under `plan_cache_mode = force_generic_plan`
+ * (SET LOCAL, in the same round trip: the statements of one message are one implicit transaction). PostgreSQL
+ * would otherwise re-plan it on every call whenever its estimate favours custom plans, and a statement of many CTEs
+ * spends more planning than executing (the claim: docs/benchmarks.md). With `lockFirst`, that statement runs first,
+ * in the same transaction: `query` then takes its snapshot once the lock is held, so it sees everything the lock's
+ * previous holders committed (a lock inside the statement would not: a statement's snapshot is taken before it
+ * waits). Inside a caller's transaction the statements run there, planned as usual.
  */
-export async function rowsOfPreparedAfterLock<T>(db: Db, lock: SQL, query: SQL): Promise<T[]> {
+export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL, opts: { lockFirst?: SQL } = {}): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
   if (!(pool instanceof pg.Pool)) {
-    await db.execute(lock);
+    if (opts.lockFirst) await db.execute(opts.lockFirst);
     return rowsOf<T>(db, query);
   }
-  const l = dialect.sqlToQuery(lock);
   const q = dialect.sqlToQuery(query);
   const name = `dagent_x_${createHash('sha1').update(q.sql).digest('hex').slice(0, 16)}`;
   const client = await pool.connect();
@@ -70,7 +71,12 @@ export async function rowsOfPreparedAfterLock<T>(db: Db, lock: SQL, query: SQL):
       });
       prepared.add(name);
     }
-    const text = `${inlineParams(l.sql, l.params)};\nexecute ${name}(${q.params.map(sqlLiteral).join(', ')})`;
+    const lock = opts.lockFirst ? dialect.sqlToQuery(opts.lockFirst) : undefined;
+    const text = [
+      ...(lock ? [inlineParams(lock.sql, lock.params)] : []),
+      'set local plan_cache_mode = force_generic_plan',
+      `execute ${name}(${q.params.map(sqlLiteral).join(', ')})`,
+    ].join(';\n');
     const results = (await client.query(text)) as unknown as pg.QueryResult[];
     return results[results.length - 1]!.rows as T[];
   } finally {

@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import type { TaskOrigin } from '../../dag/spec.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { attemptsFailedLatest, PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
-import { dateOf, rowsOfPrepared, rowsOfPreparedAfterLock, sqlStateList, textArray } from './run.js';
+import { dateOf, rowsOfPreparedGeneric, sqlStateList, textArray } from './run.js';
 import { leaseSql } from './tasks-fragments.js';
 
 export interface ClaimedRow {
@@ -85,10 +85,10 @@ export async function taskClaimReady(
   type Row = Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date; stale: boolean | null; keyedReady: boolean };
   const once = async (keyed: boolean, n: number): Promise<Row[]> => {
     const statement = taskClaimReadySql(agentId, capabilities, n, claimTtlSec, { ...opts, keyed });
-    const got = await rowsOfPrepared<Row>(db, statement);
+    const got = await rowsOfPreparedGeneric<Row>(db, statement);
     // Another claim of this agent committed while this one waited for its row: claim again, counting after the lock.
     if (!got.some((r) => r.stale)) return got;
-    return rowsOfPreparedAfterLock<Row>(db, sql`select 1 from agents where id = ${agentId} for update`, statement);
+    return rowsOfPreparedGeneric<Row>(db, statement, { lockFirst: sql`select 1 from agents where id = ${agentId} for update` });
   };
   // Without READY tasks that carry a concurrency key (the usual case), the claim leaves the keys' steps out: a
   // shorter statement plans faster (custom plans; claim of 1 at 20,000 READY, p50 ~0.3 ms less). It skips keyed
