@@ -37,11 +37,22 @@ export class DagValidationError extends DagentError {
   }
 }
 
+/** Longest cycle path printed whole; a longer one shows its first and last keys and how many between. */
+const CYCLE_KEYS_SHOWN = 12;
+
+/** `a -> b -> c -> a`, or for a long cycle `k1 -> … -> k6 -> (4,988 more) -> k4995 -> … -> k1`. */
+export function cyclePathText(cycle: string[]): string {
+  if (cycle.length <= CYCLE_KEYS_SHOWN) return cycle.join(' -> ');
+  const half = CYCLE_KEYS_SHOWN / 2;
+  const hidden = cycle.length - CYCLE_KEYS_SHOWN;
+  return [...cycle.slice(0, half), `(${hidden.toLocaleString('en-US')} more)`, ...cycle.slice(-half)].join(' -> ');
+}
+
 /** Adding these edges would close a cycle; `cycle` is the path, first node repeated at the end. */
 export class CycleError extends DagentError {
   readonly cycle: string[];
   constructor(cycle: string[], context = '') {
-    super('CYCLE', `${context}dependency cycle: ${cycle.join(' -> ')}`, { cycle });
+    super('CYCLE', `${context}dependency cycle: ${cyclePathText(cycle)}`, { cycle });
     this.cycle = cycle;
   }
 }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { dagFileSchema } from '../dag/file-schema.js';
-import { dagFileLoad } from '../dag/load.js';
+import { dagFileLoad, EXTENSION_PREFIX } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
 import { DagNotCompletedError, DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
 import { dagSubmitOrSchedule } from '../engine/intake.js';
@@ -40,8 +40,11 @@ export async function dagFilesLoad(files: string[], params: Record<string, strin
 }
 
 export function dagFileJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(dagFileSchema, { target: 'draft-2020-12', unrepresentable: 'any' }) as Record<string, unknown>;
   return {
-    ...z.toJSONSchema(dagFileSchema, { target: 'draft-2020-12', unrepresentable: 'any' }),
+    ...schema,
+    // Top-level x-… fields are ignored by the loader (a place for shared anchors): editors must not flag them.
+    patternProperties: { [`^${EXTENSION_PREFIX}`]: {} },
     $id: 'https://dagent.dev/schemas/dag.schema.json',
     title: 'dagent DAG file',
   };

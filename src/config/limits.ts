@@ -11,7 +11,9 @@ export const LIMIT_DEFAULTS = {
   /** Most params a DAG may declare. */
   params: 100,
   /** Most tasks in one DAG, counting those its agents spawn. */
-  tasksPerDag: 10_000,
+  tasksPerDag: 20_000,
+  /** Most upstream tasks one task may name in depends_on (the width of a join). */
+  upstreamPerTask: 10_000,
   /** Most dependency edges in one DAG, counting those its agents add (each is checked for cycles, and costs every rank refresh). */
   edgesPerDag: 100_000,
   /** Most subtasks one spawn call may add. */

@@ -5,6 +5,7 @@ import { dagGraphBuild, cycleFind, ancestors } from './graph.js';
 import { didYouMean } from './suggest.js';
 import { cronProblem } from './cron.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
+import { cyclePathText } from '../errors.js';
 
 export interface CheckProblem { path: Path; message: string; atKey?: boolean }
 
@@ -70,7 +71,7 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
     const from = cycle[cycle.length - 2]!;
     const to = cycle[cycle.length - 1]!;
     const i = file.tasks[to]!.depends_on!.indexOf(from);
-    problems.push({ path: ['tasks', to, 'depends_on', i], message: `dependency cycle: ${cycle.join(' -> ')}` });
+    problems.push({ path: ['tasks', to, 'depends_on', i], message: `dependency cycle: ${cyclePathText(cycle)}` });
     return problems;
   }
 

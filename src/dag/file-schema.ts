@@ -118,7 +118,7 @@ export const taskSchema = z.strictObject({
   ...taskCommon,
   deadline: instant.optional(),
   not_before: instant.optional(),
-  depends_on: z.array(key).max(1000).optional(),
+  depends_on: z.array(key).optional().describe('upstream tasks: this one is READY once they have all completed (at most 10,000 by default: DAGENT_LIMIT_UPSTREAM_PER_TASK)'),
   idempotency_key: z.string().min(1).max(200).optional(),
   output: outputSchema.optional(),
   wait_for: waitForSchema.optional().describe('no agent runs this task: it completes when a signal is sent to the key, with the signal\'s payload as its output'),

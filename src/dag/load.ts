@@ -15,6 +15,8 @@ import type { DagSpec } from './spec.js';
 import { validationResolve, type ValidationStep } from '../validation/steps/index.js';
 
 const MAX_FILE_BYTES = LIMITS.dagFileBytes;
+/** Top-level fields with this prefix are ignored (x-common: &common …). */
+export const EXTENSION_PREFIX = 'x-';
 
 export interface LoadOptions {
   /** --param values, as given on the command line. */
@@ -53,7 +55,8 @@ export async function dagFileLoad(file: string, opts: LoadOptions = {}): Promise
 /** Same as dagFileLoad, from a string; `file` is the name used in messages. */
 export async function dagSourceLoad(source: string, file: string, opts: LoadOptions = {}): Promise<DagSpec> {
   const lc = new LineCounter();
-  const doc = parseDocument(source, { lineCounter: lc, uniqueKeys: true, prettyErrors: false, strict: true });
+  // `<<` merge keys, as Docker Compose files use them (`b: { <<: *common, depends_on: [a] }`).
+  const doc = parseDocument(source, { lineCounter: lc, uniqueKeys: true, prettyErrors: false, strict: true, merge: true });
   const at = (p: Path, message: string, atKey = false): SpecProblem => {
     const pos = positionOf(doc, lc, p, atKey);
     return { file, line: pos.line, column: pos.col, path: pathFormat(p), message };
@@ -77,6 +80,9 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new DagValidationError([at([], 'a DAG file must be a YAML mapping with name and tasks')]);
   }
+  // Top-level `x-…` fields are the file's own (a place to park anchors that tasks merge in, as in Docker Compose):
+  // their aliases were expanded above; the fields themselves are not part of the DAG.
+  for (const k of Object.keys(raw)) if (k.startsWith(EXTENSION_PREFIX)) delete (raw as Record<string, unknown>)[k];
   // A NUL ("\0"), an unpaired surrogate ("\ud800") or runaway nesting: located here, never a database error later.
   const hostile = jsonProblem(raw, LIMITS.jsonDepth);
   if (hostile) throw new DagValidationError([at(hostile.path, hostile.message)]);
@@ -100,6 +106,10 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
 
   const parsed = dagFileSchema.safeParse(substituted);
   if (!parsed.success) throw new DagValidationError(zodProblems(parsed.error, [], substituted, at));
+  const wide = Object.entries(parsed.data.tasks).find(([, t]) => (t.depends_on?.length ?? 0) > LIMITS.upstreamPerTask);
+  if (wide) {
+    throw new DagValidationError([at(['tasks', wide[0], 'depends_on'], `${wide[1].depends_on!.length} upstream tasks; at most ${LIMITS.upstreamPerTask} (${limitEnvName('upstreamPerTask')})`, true)]);
+  }
   const semantic = dagFileCheck(parsed.data as DagFile);
   if (semantic.length) throw new DagValidationError(semantic.map((p) => at(p.path, p.message, p.atKey)));
   const where = { baseDir: opts.baseDir ?? process.cwd(), roots: opts.roots ?? CONFIG_DEFAULTS.fileRoots };
@@ -123,7 +133,24 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
 type At = (p: Path, message: string, atKey?: boolean) => SpecProblem;
 
 function zodProblems(error: z.ZodError, prefix: Path, root: unknown, at: At): SpecProblem[] {
-  return error.issues.flatMap((issue) => issueProblems(issue as z.core.$ZodIssue, [...prefix, ...(issue.path as (string | number)[])], root, at));
+  return misspeltExplained(error.issues as z.core.$ZodIssue[], root)
+    .flatMap((issue) => issueProblems(issue, [...prefix, ...(issue.path as (string | number)[])], root, at));
+}
+
+/**
+ * A required field that is missing because it was misspelt (`taks:` for `tasks:`) is one mistake: the unknown
+ * field, at its line, says it (did you mean "tasks"?). The "missing" issue it explains is dropped.
+ */
+function misspeltExplained(issues: z.core.$ZodIssue[], root: unknown): z.core.$ZodIssue[] {
+  const unknownAt = new Map<string, string[]>();
+  for (const i of issues) if (i.code === 'unrecognized_keys') unknownAt.set(JSON.stringify(i.path), i.keys);
+  if (unknownAt.size === 0) return issues;
+  return issues.filter((i) => {
+    if (i.code !== 'invalid_type' || i.path.length === 0 || valueAt(root, i.path as Path) !== undefined) return true;
+    const field = String(i.path[i.path.length - 1]);
+    const siblings = unknownAt.get(JSON.stringify(i.path.slice(0, -1))) ?? [];
+    return !siblings.some((k) => closestMatch(k, [field]) === field);
+  });
 }
 
 /** One zod issue as located problems; unions are unfolded into the branch whose type matched. */
@@ -219,6 +246,9 @@ function unclosedBracketBefore(source: string, end: number): number | undefined 
 
 function yamlMessage(code: string, message: string, text: string): string {
   if (code === 'DUPLICATE_KEY') return `duplicate key "${text.trim()}"`;
+  if (code === 'MULTIPLE_DOCS') {
+    return 'a second YAML document starts here (---): a DAG file holds one DAG; put each in a file of its own (dagent submit a.yaml b.yaml creates them in one transaction)';
+  }
   return `invalid YAML: ${message.split('\n')[0]}`;
 }
 

@@ -45,6 +45,7 @@ const LATENCY_TASKS = quick ? 100 : 500;
 const BACKLOG = quick ? 20_000 : 100_000;
 const MAKESPAN_INSTANCES = quick ? 10 : 50;
 const LAYER_DAGS = quick ? 4 : 20;
+const JOIN_WIDTH = quick ? 2_000 : 10_000;
 const LAYER_DEPTH = 5;
 const LAYER_WIDTH = 100;
 
@@ -120,6 +121,16 @@ async function submitLayers(d: Database, dags: number, depth: number, width: num
     await dagSubmit(d.db, [{ name: `layers-${g}`, params: {}, tasks }]);
   }
   return total;
+}
+
+/** A fan-out of `width` tasks and one join after them all, in one DAG: what the submit and the run cost. */
+async function joinRun(d: Database, width: number): Promise<{ submitSec: number; run: RunResult }> {
+  const leaves = Array.from({ length: width }, (_, i) => task(`r${i}`));
+  const t0 = performance.now();
+  await dagSubmit(d.db, [{ name: 'join', params: {}, tasks: [...leaves, task('synthesis', leaves.map((l) => l.key))] }]);
+  const submitSec = (performance.now() - t0) / 1000;
+  await analyze(d);
+  return { submitSec, run: await runAgent(d, 32, width + 1) };
 }
 
 async function submitChains(d: Database, chains: number, length: number) {
@@ -294,6 +305,10 @@ async function main() {
     mine.chains = chains.tasks / chains.seconds;
     mine.chainHopP50 = pct(chains.hopsMs, 50);
     lines.push(`chains ${CHAINS} × ${CHAIN_LENGTH}, 32 slots: ${fmt(chains.tasks / chains.seconds)} tasks/s (${chains.seconds.toFixed(2)} s); hop under load p50 ${pct(chains.hopsMs, 50).toFixed(2)} ms, p95 ${pct(chains.hopsMs, 95).toFixed(2)} ms`);
+    console.log(lines.at(-1));
+    await reset(d);
+    const join = await joinRun(d, JOIN_WIDTH);
+    lines.push(`join of ${fmt(JOIN_WIDTH)} (one DAG: ${fmt(JOIN_WIDTH)} tasks, then one that depends on them all), 32 slots: submit ${join.submitSec.toFixed(2)} s; run ${fmt((JOIN_WIDTH + 1) / join.run.seconds)} tasks/s (${join.run.seconds.toFixed(2)} s)`);
     console.log(lines.at(-1));
     await reset(d);
     const layered = await submitLayers(d, LAYER_DAGS, LAYER_DEPTH, LAYER_WIDTH);

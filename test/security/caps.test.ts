@@ -38,8 +38,8 @@ describe('caps on what a DAG may expand to', () => {
   });
 
   it('more tasks than a DAG may hold, and more params than it may declare, are refused naming the field', async () => {
-    const tasks = Array.from({ length: 10_001 }, (_, i) => `  t${i}: { type: t }`).join('\n');
-    await refusedUnchanged(`name: wide\ntasks:\n${tasks}\n`, /tasks: 10001 tasks; at most 10000 in a DAG \(DAGENT_LIMIT_TASKS_PER_DAG\)/);
+    const tasks = Array.from({ length: 20_001 }, (_, i) => `  t${i}: { type: t }`).join('\n');
+    await refusedUnchanged(`name: wide\ntasks:\n${tasks}\n`, /tasks: 20001 tasks; at most 20000 in a DAG \(DAGENT_LIMIT_TASKS_PER_DAG\)/);
     const params = Array.from({ length: 101 }, (_, i) => `  p${i}: ${i}`).join('\n');
     await refusedUnchanged(`name: many-params\nparams:\n${params}\ntasks:\n  a: { type: t }\n`, /params: 101 params; at most 100/);
   });
@@ -52,6 +52,15 @@ describe('limits are set per process', () => {
     await refused(400, 'DAG_INVALID', small.call('POST', '/api/dags', { raw: four, contentType: 'application/yaml' }), /4 tasks; at most 3/);
     expect((await server.call('POST', '/api/dags', { raw: four, contentType: 'application/yaml' })).status).toBe(201);
     await small.stop();
+  });
+
+  it('DAGENT_LIMIT_UPSTREAM_PER_TASK=2 refuses a join of three, naming the task and the variable', async () => {
+    const narrow = await serverStart(database, { env: { DAGENT_LIMIT_UPSTREAM_PER_TASK: '2' } });
+    const join = 'name: join\ntasks:\n  a: { type: t }\n  b: { type: t }\n  c: { type: t }\n  sum: { type: t, depends_on: [a, b, c] }\n';
+    await refused(400, 'DAG_INVALID', narrow.call('POST', '/api/dags', { raw: join, contentType: 'application/yaml' }),
+      /tasks\.sum\.depends_on: 3 upstream tasks; at most 2 \(DAGENT_LIMIT_UPSTREAM_PER_TASK\)/);
+    expect((await server.call('POST', '/api/dags', { raw: join, contentType: 'application/yaml' })).status).toBe(201);
+    await narrow.stop();
   });
 
   it('a limit set to something that is not a positive whole number stops the command with exit 2, naming the variable', () => {
