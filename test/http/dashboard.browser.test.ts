@@ -260,6 +260,20 @@ tasks:
     const { rows } = await db.execute<{ status: string; output: unknown }>(sql`select status, output from tasks where id = ${draftId}`);
     expect(rows[0]).toEqual({ status: 'completed', output: { text: 'v2, edited' } });
 
+    // An approval task (no agent behind it) shows its upstream outputs; approving it completes it.
+    const gate = await http.call('POST', '/api/dags', { raw: 'name: gated\ntasks:\n  notes: { type: write }\n  signoff: { type: gate, depends_on: [notes], approval: { prompt: "Ship it?" } }\n', contentType: 'application/yaml' });
+    const gateDag: string = gate.body.results[0].dagId;
+    const [notes] = await taskClaim(db, 'writer', { start: true, dagId: gateDag });
+    await taskComplete(db, { taskId: notes!.id, fence: notes!.fence, output: { text: 'release notes v1' } });
+    await page.goto(`${http.url}/#/approvals`);
+    const gateCard = page.locator('article.approval:has-text("approval task")').first();
+    await gateCard.waitFor({ timeout: LIVE_MS });
+    expect(await gateCard.textContent()).toContain('Ship it?');
+    expect(await gateCard.locator('.approval-output').textContent()).toContain('release notes v1');
+    await gateCard.locator('button[data-action="approve"]').click();
+    await gateCard.locator('.action-msg.ok:has-text("Approved; the task is completed")').waitFor({ timeout: LIVE_MS });
+    expect(await taskStatus(gateDag, 'signoff')).toBe('completed');
+
     // The task page offers Re-run for a finished task.
     await page.goto(`${http.url}/#/tasks/${draftId}`);
     await page.waitForSelector('#task-status[data-status="completed"]', { timeout: LIVE_MS });
