@@ -123,20 +123,21 @@ const warnedUnpriced = new Set<string>();
  * model the task names (an OpenAI-compatible endpoint is often a gateway to many; it refuses one it lacks).
  */
 /**
- * Why this process cannot call its endpoint, or undefined: a hosted endpoint (anything but this machine) needs an
- * API key. Checked when an agent starts (preflight), so a judge or an llm agent without its key never registers
+ * Why this process cannot call its endpoint, or undefined: an HTTPS endpoint off this machine (a hosted provider)
+ * needs an API key; plain HTTP (a self-hosted Ollama, vLLM or gateway on the network) and this machine may go
+ * without. Checked when an agent starts (preflight), so a judge or an llm agent without its key never registers
  * and never spends a task's attempt finding out.
  */
 export function llmConfigProblem(env: NodeJS.ProcessEnv = process.env): string | undefined {
   const baseUrl = env.DAGENT_LLM_BASE_URL ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1';
-  let host: string;
+  let url: URL;
   try {
-    host = new URL(baseUrl).hostname;
+    url = new URL(baseUrl);
   } catch {
     return `DAGENT_LLM_BASE_URL is not a URL: ${baseUrl}`;
   }
-  const local = host === 'localhost' || host === '127.0.0.1' || host === '[::1]' || host === '::1';
-  if (!local && !(env.DAGENT_LLM_API_KEY ?? env.OPENAI_API_KEY)) {
+  const local = ['localhost', '127.0.0.1', '[::1]', '::1'].includes(url.hostname);
+  if (url.protocol === 'https:' && !local && !(env.DAGENT_LLM_API_KEY ?? env.OPENAI_API_KEY)) {
     return `no API key for ${baseUrl}: set DAGENT_LLM_API_KEY (or OPENAI_API_KEY), or DAGENT_LLM_BASE_URL to a local endpoint`;
   }
   return undefined;

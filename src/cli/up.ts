@@ -38,7 +38,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
         try {
           services.forEach((s) => s.start());
           await listener.start();
-          await fleet.start();
+          await fleet.start({ onUnready: (message) => ctx.io.stderr(`dagent up: ${message}; the other agents and the loops run on\n`) });
           http = opts.http
             ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener })
             : undefined;

@@ -49,7 +49,7 @@ export interface SpawnContext {
   parent: {
     requiredCapabilities: string[]; models: string[]; fallbackModels: string[];
     maxCostUsd: number | null; maxDurationSec: number | null; heartbeatSec: number | null;
-    /** Its token estimate (rate limits): a free-form subtask's is at least this, so an agent cannot reserve less than its author said. */
+    /** Its token estimate (rate limits): a free-form subtask reserves this (an agent cannot set its own). */
     estimatedTokens?: number | null;
     /** Its concurrency key: subtasks work on what the parent works on, so they share it (unless a template names its own). */
     concurrency: ConcurrencySpec | null;
@@ -164,6 +164,9 @@ function freeForm(s: Subtask, where: string, o: SpawnContext): TaskSpec {
   if (s.spec?.models?.length || s.spec?.fallback_models?.length) {
     throw refuse(s.spec?.models?.length ? 'spec.models' : 'spec.fallback_models', `an agent cannot choose models, which say what runs and what it costs (a subtask of its own making inherits its parent's); ${viaTemplate}`);
   }
+  if (s.spec?.constraints?.estimated_tokens !== undefined) {
+    throw refuse('spec.constraints.estimated_tokens', `an agent cannot choose what its subtask reserves under a model's rate limit (a subtask of its own making reserves its parent's estimate, else the limit's default); ${viaTemplate}`);
+  }
   if (s.output?.validation !== undefined) {
     throw refuse('output.validation', `an agent cannot say how its work is validated: validation steps come from the DAG file (or a template it declares); ${viaTemplate}`);
   }
@@ -176,9 +179,8 @@ function freeForm(s: Subtask, where: string, o: SpawnContext): TaskSpec {
     // Ceilings come from the parent (its DAG's defaults included): the agent may only tighten them.
     maxCostUsd: atMost(spec!.maxCostUsd, o.parent.maxCostUsd),
     maxDurationSec: atMost(spec!.maxDurationSec, o.parent.maxDurationSec),
-    // A floor, not a ceiling: reserving fewer tokens than the author estimated would take others' share of a rate limit.
-    ...(spec!.estimatedTokens !== undefined || o.parent.estimatedTokens != null
-      ? { estimatedTokens: Math.max(spec!.estimatedTokens ?? 0, o.parent.estimatedTokens ?? 0) } : {}),
+    // The author's estimate, as the parent's: an agent's own would let it reserve less than its share, or so much it holds the limit up.
+    ...(o.parent.estimatedTokens != null ? { estimatedTokens: o.parent.estimatedTokens } : {}),
     // A parent without one beats at the default interval: a longer beat (a longer lease) is not the agent's to take.
     heartbeatSec: atMost(spec!.heartbeatSec, o.parent.heartbeatSec ?? (spec!.heartbeatSec !== undefined ? LEASE_DEFAULTS.heartbeatSec : null)),
     priority: Math.max(spec!.priority, o.priority),

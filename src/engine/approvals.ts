@@ -3,7 +3,7 @@ import { withTx, type Db } from '../db/connection.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { approvalWaitingList, approvalWaitingFind, taskWaitingExpired, type ApprovalWaitingRow } from '../db/queries/signals.js';
 import { taskGet } from '../db/queries/tasks-read.js';
-import { ConflictError, InvalidInputError, NotFoundError } from '../errors.js';
+import { ConflictError, IllegalTransitionError, InvalidInputError, LeaseLostError, NotFoundError, TransitionRacedError } from '../errors.js';
 import type { ApprovalStep } from '../validation/steps/approval.js';
 import type { Verdict } from '../validation/verdict.js';
 import { completionInput, completionWrite, outputProblem } from './completion.js';
@@ -134,7 +134,11 @@ async function approvalTaskSettle(
   }
   const failure = await taskFail(db, {
     taskId: t.id, fence: t.fence, errorClass: d.by === 'timeout' ? 'timeout' : 'rejected', message: d.comment ?? 'rejected', details: { rejected_by: d.by },
-  }, { log: opts.log, reapCondition: opts.reapCondition }).catch(() => null);
+  }, { log: opts.log, reapCondition: opts.reapCondition }).catch((e: unknown) => {
+    // Decided, cancelled or timed out meanwhile (the fenced transition refused): a conflict, not a failure.
+    if (e instanceof LeaseLostError || e instanceof IllegalTransitionError || e instanceof TransitionRacedError) return null;
+    throw e;
+  });
   if (!failure) return null;
   await eventInsertMany(db, [event]);
   return { status: 'rejected', failure };

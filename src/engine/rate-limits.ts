@@ -29,7 +29,12 @@ export const rateLimitBodySchema = z.strictObject({
   default_tokens: countSchema.optional().describe(`what a task without estimated_tokens reserves (default ${D.defaultTokens})`),
 }).superRefine((l, ctx) => {
   if (l.requests === undefined && l.tokens === undefined) ctx.addIssue({ code: 'custom', path: [], message: 'set requests, tokens or both' });
-  if (l.per !== undefined) {
+  // A limit of 0 would stop the model (or the whole provider) for good: that is not a rate.
+  for (const field of ['requests', 'tokens'] as const) {
+    const v = l[field];
+    if (v !== undefined && countSchema.safeParse(v).success && countValue(v) < 1) ctx.addIssue({ code: 'custom', path: [field], message: 'must be at least 1' });
+  }
+  if (l.per !== undefined && durationSchema.safeParse(l.per).success) {
     const sec = durationSeconds(l.per);
     if (sec < D.windowMinSec || sec > D.windowMaxSec || !Number.isInteger(sec)) {
       ctx.addIssue({ code: 'custom', path: ['per'], message: `must be whole seconds from ${D.windowMinSec}s to ${D.windowMaxSec / 60}m` });
@@ -58,7 +63,7 @@ function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, where: string): T
   if (r.success) return r.data;
   const i = r.error.issues[0]!;
   const field = [where, ...i.path.map(String)].filter(Boolean).join('.');
-  throw new InvalidInputError(`${field}: ${i.message}`, { field });
+  throw new InvalidInputError(field ? `${field}: ${i.message}` : i.message, { field });
 }
 
 /** Declare or change one limit (admin). Applies to the next claim, fleet-wide. */

@@ -7,8 +7,8 @@ import { serviceCreate, type MaintenanceService } from './service.js';
 export interface RateUsageOptions { db: Db; log?: Logger; intervalMs?: number }
 
 /**
- * Prunes what declared rate limits no longer need: usage rows older than their limit's window (a removed
- * limit's at once), so the claim's window sums read only the current window.
+ * Prunes what declared rate limits can no longer count: usage rows older than the longest window a limit may
+ * have (an hour), so a window made longer, or a limit removed and declared again, still counts what it held.
  */
 export function rateUsageCreate(o: RateUsageOptions): MaintenanceService {
   return serviceCreate({
@@ -19,7 +19,7 @@ export function rateUsageCreate(o: RateUsageOptions): MaintenanceService {
     async work() {
       let total = 0;
       for (;;) {
-        const n = await rateUsagePrune(o.db);
+        const n = await rateUsagePrune(o.db, DECLARED_RATE_LIMIT_DEFAULTS.windowMaxSec);
         total += n;
         if (n < 10_000) return total;
       }

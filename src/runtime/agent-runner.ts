@@ -88,7 +88,7 @@ export class AgentRunner {
   async start(): Promise<void> {
     const { db } = this.o.database;
     const problem = await this.def.preflight?.();
-    if (problem) throw new InvalidInputError(`agent ${this.def.name} cannot start: ${problem}`, { agent: this.def.name });
+    if (problem) throw new InvalidInputError(`agent ${this.def.name} cannot start: ${problem}`, { agent: this.def.name, preflight: true });
     await agentRegister(db, {
       id: this.id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models,
       maxConcurrent: this.concurrency, budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, instance: this.instance },

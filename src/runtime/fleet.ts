@@ -4,6 +4,7 @@ import type { Db } from '../db/connection.js';
 import { AgentRunner } from './agent-runner.js';
 import type { AgentDefinition } from './define-agent.js';
 import { ReadyListener } from '../db/ready-listener.js';
+import { DagentError } from '../errors.js';
 
 export interface FleetMember {
   def: AgentDefinition;
@@ -31,9 +32,21 @@ export class AgentFleet {
     });
   }
 
-  async start(): Promise<void> {
+  /**
+   * Start every agent. With `onUnready`, an agent whose preflight says it cannot work here (a missing API key) is
+   * left out and reported, and the others start: one misconfigured agent does not stop `dagent up`.
+   */
+  async start(opts: { onUnready?: (message: string) => void } = {}): Promise<void> {
     if (this.ownsListener) await this.listener.start();
-    for (const r of this.runners) await r.start();
+    for (const r of [...this.runners]) {
+      try {
+        await r.start();
+      } catch (e) {
+        if (!opts.onUnready || !(e instanceof DagentError && e.details.preflight === true)) throw e;
+        this.runners.splice(this.runners.indexOf(r), 1);
+        opts.onUnready(e.message);
+      }
+    }
   }
 
   /** Drain every agent (see AgentRunner.stop), then close the listener. */

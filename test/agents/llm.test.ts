@@ -10,7 +10,9 @@ import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { TaskError } from '../../src/errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
-import llm, { llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec, type ChatMessage } from '../../agents/llm.js';
+import llm, { llmConfigProblem, llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec, type ChatMessage } from '../../agents/llm.js';
+import { AgentFleet } from '../../src/runtime/fleet.js';
+import { defineAgent } from '../../src/runtime/define-agent.js';
 import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';
 
 const database = await testDatabase();
@@ -298,5 +300,37 @@ describe('llm agent pieces', () => {
     const spec = { prompt: 'hi', context: [], models: [], fallbackModels: [], input: {} };
     expect(llmMessages({ key: 'k', spec, inputs: {} })[1]).toEqual({ role: 'user', content: 'hi' });
     expect(() => llmMessages({ key: 'k', spec: { ...spec, prompt: undefined }, inputs: {} })).toThrow(expect.objectContaining({ errorClass: 'bad_request' }));
+  });
+});
+
+describe('the llm agents\' preflight', () => {
+  it('an HTTPS endpoint off this machine needs a key; plain HTTP on the network and this machine do not', () => {
+    expect(llmConfigProblem({ DAGENT_LLM_BASE_URL: 'https://api.openai.com/v1' })).toMatch(/^no API key for https:\/\/api\.openai\.com\/v1: set DAGENT_LLM_API_KEY/);
+    expect(llmConfigProblem({})).toMatch(/^no API key for https:\/\/api\.openai\.com\/v1/);
+    expect(llmConfigProblem({ OPENAI_API_KEY: 'sk-x' })).toBeUndefined();
+    expect(llmConfigProblem({ DAGENT_LLM_BASE_URL: 'http://ollama:11434/v1' })).toBeUndefined();
+    expect(llmConfigProblem({ DAGENT_LLM_BASE_URL: 'https://localhost:8443/v1' })).toBeUndefined();
+    expect(llmConfigProblem({ DAGENT_LLM_BASE_URL: 'not a url' })).toBe('DAGENT_LLM_BASE_URL is not a URL: not a url');
+  });
+
+  it('in a fleet (dagent up), an agent whose preflight fails is left out and named; the others start', async () => {
+    const ready = defineAgent({ name: 'ready', capabilities: [], async run() { return null; } });
+    const unready = defineAgent({ name: 'unready', capabilities: [], preflight: () => 'no API key for https://x.example/v1', async run() { return null; } });
+    const fleet = new AgentFleet(database, [{ def: ready, id: 'ready-1' }, { def: unready, id: 'unready-1' }], { log: pino({ level: 'silent' }) });
+    const skipped: string[] = [];
+    try {
+      await fleet.start({ onUnready: (m) => skipped.push(m) });
+      expect(skipped).toEqual(['agent unready cannot start: no API key for https://x.example/v1']);
+      expect(fleet.runners.map((r) => r.id)).toEqual(['ready-1']);
+      const ids = (await database.db.execute<{ id: string }>(sql`select id from agents order by id`)).rows.map((r) => r.id);
+      expect(ids).toContain('ready-1');
+      expect(ids).not.toContain('unready-1');
+    } finally {
+      await fleet.stop(0);
+    }
+    // Alone (dagent agent run), it stops the command.
+    const alone = new AgentFleet(database, [{ def: unready, id: 'unready-2' }], { log: pino({ level: 'silent' }) });
+    await expect(alone.start()).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    await alone.stop(0);
   });
 });

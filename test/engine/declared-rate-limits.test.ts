@@ -3,7 +3,8 @@ import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../src/db/connection.js';
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskFail } from '../../src/engine/failure.js';
-import { taskComplete, taskCompleteMany } from '../../src/engine/lifecycle.js';
+import { taskComplete, taskCompleteMany, taskRelease } from '../../src/engine/lifecycle.js';
+import { taskSpawn } from '../../src/engine/spawn.js';
 import { rateLimitList, rateLimitRemove, rateLimitSet } from '../../src/engine/rate-limits.js';
 import { rateUsageCreate } from '../../src/maintenance/rate-usage.js';
 import { testDatabase } from '../helpers/db.js';
@@ -100,27 +101,65 @@ describe('declared rate limits', () => {
     await expect(rateLimitSet(db, 'm', {})).rejects.toMatchObject({ code: 'INVALID_INPUT', message: expect.stringContaining('set requests, tokens or both') });
     await expect(rateLimitSet(db, 'm', { requests: 'lots' })).rejects.toMatchObject({ message: expect.stringMatching(/^requests: /) });
     await expect(rateLimitSet(db, 'm', { requests: 1, per: '2h' })).rejects.toMatchObject({ message: expect.stringMatching(/^per: must be whole seconds/) });
+    await expect(rateLimitSet(db, 'm', { tokens: 5, per: 'abc' })).rejects.toMatchObject({ code: 'INVALID_INPUT', message: expect.stringMatching(/^per: must be a duration/) });
+    await expect(rateLimitSet(db, 'm', { requests: '0.4' })).rejects.toMatchObject({ message: 'requests: must be at least 1' });
+    await expect(rateLimitSet(db, 'm', {})).rejects.toMatchObject({ message: 'set requests, tokens or both' });
     await expect(rateLimitSet(db, 'm', { requests: 1, rpm: 3 })).rejects.toMatchObject({ message: expect.stringContaining('rpm') });
     await expect(rateLimitRemove(db, 'nope')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     expect(await databaseSnapshot(db)).toBe(before);
   });
 
-  it('the rate-usage loop prunes rows past their window and a removed limit\'s at once', async () => {
-    await rateLimitSet(db, 'm', { requests: 10, per: '5s' });
-    await rateLimitSet(db, 'gone', { requests: 10 });
-    await dagCreate(db, tasksYaml('u', 4, 'spec: { models: [m, gone] }'));
-    await agentCreate(db, 'w', [], undefined, { models: ['m', 'gone'] });
-    await taskClaim(db, 'w', { limit: 2 });
-    await db.execute(sql`update rate_limits set requests = 0 where key = 'm'`);
-    await taskClaim(db, 'w', { limit: 2 });
-    await age(3);
-    await rateLimitRemove(db, 'gone');
+  it('what a window held still counts when the window is made longer or the limit declared again; the loop prunes only rows older than an hour', async () => {
+    await rateLimitSet(db, 'm', { requests: 2, per: '10s' });
+    await dagCreate(db, tasksYaml('u', 6, 'spec: { models: [m] }'));
+    await agentCreate(db, 'w', [], undefined, { models: ['m'] });
+    expect(await taskClaim(db, 'w', { limit: 5 })).toHaveLength(2);
+    await age(15);
     const loop = rateUsageCreate({ db });
     await loop.runOnce();
-    expect(await rowsOf(db, sql`select key from rate_usage`)).toEqual([{ key: 'm' }, { key: 'm' }]);
-    await age(3);
+    expect(await rowsOf(db, sql`select key from rate_usage`)).toHaveLength(2);
+    // Now 2 per minute: the two claims of 15 s ago are still in the window.
+    await rateLimitSet(db, 'm', { requests: 2, per: '1m' });
+    expect(await taskClaim(db, 'w', { limit: 5 })).toEqual([]);
+    // Removed and declared again: the same.
+    await rateLimitRemove(db, 'm');
+    await loop.runOnce();
+    await rateLimitSet(db, 'm', { requests: 2, per: '1m' });
+    expect(await taskClaim(db, 'w', { limit: 5 })).toEqual([]);
+    await age(3600);
     await loop.runOnce();
     expect(await rowsOf(db, sql`select key from rate_usage`)).toEqual([]);
+  });
+
+  it('a claim handed back (released, or its start lapsed) gives its reservation back: claiming and releasing cannot fill a window', async () => {
+    await rateLimitSet(db, 'm', { requests: 3 });
+    await dagCreate(db, tasksYaml('r', 4, 'spec: { models: [m] }'));
+    await agentCreate(db, 'looper', [], undefined, { models: ['m'], maxConcurrent: 1 });
+    for (let i = 0; i < 10; i++) {
+      const [t] = await taskClaim(db, 'looper');
+      expect(t, `claim ${i}`).toBeDefined();
+      await taskRelease(db, { taskId: t!.id, fence: t!.fence });
+    }
+    expect((await rateLimitList(db))[0]!.requestsUsed).toBe(0);
+    await agentCreate(db, 'honest', [], undefined, { models: ['m'] });
+    expect(await taskClaim(db, 'honest', { limit: 5 })).toHaveLength(3);
+  });
+
+  it('an agent cannot set the estimate of a subtask it writes (its parent\'s is reserved), and a report of a billion tokens counts as the whole window at most', async () => {
+    await rateLimitSet(db, 'm', { tokens: 10_000 });
+    await dagCreate(db, 'name: p\ntasks:\n  parent: { type: w, spec: { models: [m], constraints: { estimated_tokens: 1500 } } }\n  other: { type: w, priority: 90, spec: { models: [m] } }\n');
+    await agentCreate(db, 'w', [], undefined, { models: ['m'] });
+    const [parent] = await taskClaim(db, 'w');
+    await expect(taskSpawn(db, { taskId: parent!.id, fence: parent!.fence }, [{ key: 'greedy', type: 'w', spec: { constraints: { estimated_tokens: 2_000_000_000 } } }]))
+      .rejects.toMatchObject({ code: 'FORBIDDEN', message: expect.stringContaining('spec.constraints.estimated_tokens: an agent cannot choose') });
+    await taskSpawn(db, { taskId: parent!.id, fence: parent!.fence }, [{ key: 'child', type: 'w' }]);
+    const [child] = await taskClaim(db, 'w');
+    expect(child!.key).toBe('parent/child');
+    const reserved = await rowsOf<{ tokens_reserved: number }>(db, sql`select tokens_reserved from rate_usage where task_id = ${child!.id}`);
+    expect(reserved).toEqual([{ tokens_reserved: 1500 }]);
+    await taskComplete(db, { taskId: child!.id, fence: child!.fence, output: {}, tokensIn: 1_000_000_000 });
+    const [used] = await rowsOf<{ tokens_used: number }>(db, sql`select tokens_used from rate_usage where task_id = ${child!.id}`);
+    expect(used!.tokens_used).toBe(10_000);
   });
 
   it('many agents racing on real connections never exceed the limit in any window (attempts timestamps)', async () => {

@@ -57,6 +57,8 @@ describe('rate limits over HTTP', () => {
     expect(await bad('acme', { requests: 5, window: '1m' })).toEqual([400, expect.stringMatching(/^body: .*window/)]);
     expect(await bad('acme', {})).toEqual([400, 'body: set requests, tokens or both']);
     expect(await bad('acme', { tokens: 5, per: '0.5s' })).toEqual([400, expect.stringMatching(/^body\.per: must be whole seconds/)]);
+    for (const per of ['abc', '', '2m30s', '1e400s']) expect(await bad('acme', { tokens: 5, per })).toEqual([400, expect.stringMatching(/^body\.per: /)]);
+    expect(await bad('acme', { requests: '0.4' })).toEqual([400, 'body.requests: must be at least 1']);
     expect(await bad('not a model!', { requests: 1 })).toEqual([400, expect.stringMatching(/^key: must be a model/)]);
     expect(await databaseSnapshot(db)).toBe(before);
   });
@@ -100,7 +102,12 @@ describe('dagent limits', () => {
     expect(r.stderr).toMatch(/bad\.yaml:3:\d+ rate_limits\.anthropic\.tokns: unknown field "tokns" \(did you mean "tokens"\?\)/);
     expect(r.stderr).toMatch(/bad\.yaml:4:\d+ rate_limits\.bad key.*must be a model/);
     const r2 = await cli('limits', 'set', 'acme', '--per', '1m');
-    expect([r2.code, r2.stderr]).toEqual([2, expect.stringContaining('set requests, tokens or both')]);
+    expect([r2.code, r2.stderr]).toEqual([2, 'error: set requests, tokens or both\n']);
+    const r3 = await cli('limits', 'set', 'acme', '--tokens', '5', '--per', 'abc');
+    expect([r3.code, r3.stderr]).toEqual([2, expect.stringMatching(/^error: per: must be a duration/)]);
+    expect(r3.stderr).not.toContain('    at ');
+    const r4 = await cli('limits', 'apply', file('bad-per.yaml', 'rate_limits:\n  acme: { tokens: 5, per: abc }\n'));
+    expect([r4.code, r4.stderr]).toEqual([2, expect.stringMatching(/bad-per\.yaml:2:\d+ rate_limits\.acme\.per: must be a duration/)]);
     expect(await databaseSnapshot(db)).toBe(before);
     expect(await rowsOf(db, sql`select * from rate_limits`)).toEqual([]);
   });

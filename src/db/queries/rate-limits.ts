@@ -20,10 +20,12 @@ export interface RateLimitRow extends RateLimitInput {
 /** Declare or change a limit; what the window already holds still counts. */
 export async function rateLimitUpsert(db: Db, l: RateLimitInput): Promise<void> {
   await db.execute(sql`
-    insert into rate_limits (key, requests, tokens, window_sec, default_tokens)
-    values (${l.key}, ${l.requests}, ${l.tokens}, ${l.windowSec}, ${l.defaultTokens})
+    insert into rate_limits (key, requests, tokens, window_sec, default_tokens, writer)
+    values (${l.key}, ${l.requests}, ${l.tokens}, ${l.windowSec}, ${l.defaultTokens}, pg_current_xact_id())
     on conflict (key) do update set requests = excluded.requests, tokens = excluded.tokens, window_sec = excluded.window_sec,
-      default_tokens = excluded.default_tokens, updated_at = now()`);
+      default_tokens = excluded.default_tokens, updated_at = now(),
+      -- Stamped like a claim's reservation: a claim whose snapshot predates the change passes the limit over once.
+      writer = pg_current_xact_id()`);
 }
 
 /** Remove a limit; false when there was none. Its usage rows go with the next prune. */
@@ -45,14 +47,15 @@ export function rateLimitList(db: Db): Promise<RateLimitRow[]> {
 }
 
 /**
- * Delete usage rows no window reaches any more (a removed limit's at once). Bounded per call so a large
- * backlog is pruned in steps, never one long statement holding the claim's rows.
+ * Delete usage rows older than the longest window a limit may have (`keepSec`), whatever the limits say now: a
+ * window made longer, or a limit removed and declared again, still counts what its window held. Bounded per call so
+ * a large backlog is pruned in steps, never one long statement holding the claim's rows.
  */
-export async function rateUsagePrune(db: Db, batch = 10_000): Promise<number> {
+export async function rateUsagePrune(db: Db, keepSec: number, batch = 10_000): Promise<number> {
   const rows = await rowsOf<{ n: number }>(db, sql`
     with old as (
       select u.task_id, u.fence, u.key from rate_usage u
-      where u.at < clock_timestamp() - make_interval(secs => coalesce((select l.window_sec from rate_limits l where l.key = u.key), 0))
+      where u.at < clock_timestamp() - make_interval(secs => ${keepSec}::int)
       limit ${batch}
     ), gone as (
       delete from rate_usage u using old o where u.task_id = o.task_id and u.fence = o.fence and u.key = o.key returning 1

@@ -168,8 +168,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       for update skip locked
     ),
     rate_applies as (
-      -- A subtask an agent wrote reserves at least the limit's default, whatever estimate it gave itself.
-      select p.id, r.key, greatest(coalesce(p.estimated_tokens, r.default_tokens), case when p.origin = 'agent' then r.default_tokens else 0 end)::bigint as est, r.requests_left, r.tokens_left, r.tokens_used,
+      select p.id, r.key, coalesce(p.estimated_tokens, r.default_tokens)::bigint as est, r.requests_left, r.tokens_left, r.tokens_used,
         p.effective_priority, p.ready_at
       from picked p join rate_room r on r.key = p.rate_model or r.key = split_part(p.rate_model, '/', 1)
     ),
@@ -235,7 +234,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
     picked as (
       select c.* from groups g cross join lateral (
         select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at, t.conc_key
-          ${keyed ? sql`, ${rateModelSql('t')} as rate_model, t.estimated_tokens, t.origin` : sql``}
+          ${keyed ? sql`, ${rateModelSql('t')} as rate_model, t.estimated_tokens` : sql``}
         from tasks t
         -- 'ready' is a literal, not a parameter: with it, a generic plan walks tasks_ready_group_idx (a partial index) and
         -- PostgreSQL keeps it after five executions, so the claim is planned once per connection, not on every call.
