@@ -59,6 +59,16 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
   return parsed.data;
 }
 
+/**
+ * What an agent token may do when its grant names no ceiling (a token created without --max-concurrent): a hostile
+ * or broken agent holds at most `maxConcurrent` tasks at once, and leaves a claimed task unstarted for at most
+ * `claimTtlMaxSec` before the reaper may take it back, so it cannot sit on the queue other agents would work.
+ */
+export const AGENT_TOKEN_DEFAULTS = {
+  maxConcurrent: 32,
+  claimTtlMaxSec: 300,
+} as const;
+
 /** Lease and timing defaults for the task lifecycle, in seconds. */
 export const LEASE_DEFAULTS = {
   /** How long a claimed task may wait for `start` before the reaper takes it back. */

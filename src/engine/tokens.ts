@@ -5,6 +5,7 @@ import { agentGet } from '../db/queries/agents.js';
 import { CAPABILITY_PATTERN } from '../dag/file-schema.js';
 import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
 import { newTokenId } from '../ids.js';
+import { AGENT_TOKEN_DEFAULTS } from '../config/index.js';
 
 /**
  * What a token may call. admin: everything, and any agent's calls. submit: submit DAGs
@@ -115,11 +116,18 @@ export function grantApply<R extends { capabilities: string[]; budgetUsd?: numbe
     else if (budgetUsd > g.budgetUsd) throw new ForbiddenError(`token ${p.tokenId} allows a budget of at most ${g.budgetUsd} USD, not ${budgetUsd}`, { budgetUsd });
   }
   let maxConcurrent = reg.maxConcurrent;
-  if (g.maxConcurrent !== null) {
-    if (maxConcurrent === undefined) maxConcurrent = g.maxConcurrent;
-    else if (maxConcurrent > g.maxConcurrent) throw new ForbiddenError(`token ${p.tokenId} allows at most ${g.maxConcurrent} tasks at once, not ${maxConcurrent}`, { maxConcurrent });
+  if (g.maxConcurrent !== null && maxConcurrent === undefined) maxConcurrent = g.maxConcurrent;
+  const ceiling = grantMaxHeld(g);
+  if (maxConcurrent !== undefined && maxConcurrent > ceiling) {
+    const why = g.maxConcurrent === null ? ` (the ceiling of a token created without --max-concurrent; an operator can grant more)` : '';
+    throw new ForbiddenError(`token ${p.tokenId} allows at most ${ceiling} tasks at once${why}, not ${maxConcurrent}`, { maxConcurrent });
   }
   return { ...reg, budgetUsd, maxConcurrent };
+}
+
+/** The most tasks an agent token's agent may hold at once: its grant's, else AGENT_TOKEN_DEFAULTS.maxConcurrent. */
+export function grantMaxHeld(g: Grant): number {
+  return g.maxConcurrent ?? AGENT_TOKEN_DEFAULTS.maxConcurrent;
 }
 
 /** The principal a presented token stands for, or null for an unknown or revoked one. */

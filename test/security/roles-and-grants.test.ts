@@ -80,6 +80,20 @@ describe('a grant\'s ceilings hold at every claim', () => {
     expect(again.body.tasks).toHaveLength(1);
   });
 
+  it('a token created without --max-concurrent still has a ceiling (32 held at once), and an agent token cannot leave claims unstarted for long', async () => {
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'hoarder', capabilities: ['hoard'] });
+    await unchanged(() => register(token, 'hoarder', ['hoard'], { max_concurrent: 1000 }), 403, 'FORBIDDEN',
+      /allows at most 32 tasks at once \(the ceiling of a token created without --max-concurrent; an operator can grant more\), not 1000/);
+    // An admin's registration says 50: claims through the token still hold at most 32.
+    await server.call('POST', '/api/agents', { body: { id: 'hoarder', type: 'w', capabilities: ['hoard'], max_concurrent: 50 } });
+    const tasks = Array.from({ length: 40 }, (_, i) => `  h${i}: { type: t, spec: { constraints: { capabilities: [hoard] } } }`).join('\n');
+    const dagId = (await server.call('POST', '/api/dags', { raw: `name: hoard\ntasks:\n${tasks}\n`, contentType: 'application/yaml' })).body.results[0].dagId;
+    await unchanged(() => server.call('POST', '/api/agents/hoarder/claim', { token, body: { dag_id: dagId, claim_ttl_sec: 3600 } }), 403, 'FORBIDDEN',
+      /body\.claim_ttl_sec: an agent token may leave a claimed task unstarted for at most 300 s, not 3600/);
+    const r = await server.call('POST', '/api/agents/hoarder/claim', { token, body: { dag_id: dagId, limit: 100, claim_ttl_sec: 300 } });
+    expect(r.body.tasks).toHaveLength(32);
+  });
+
   it('budget: an agent whose row has no budget spends at most its grant\'s', async () => {
     await server.call('POST', '/api/agents', { body: { id: 'unbounded', type: 'w', capabilities: ['paid'], max_concurrent: 10 } });
     const tasks = Array.from({ length: 5 }, (_, i) => `  p${i}: { type: t, spec: { constraints: { capabilities: [paid], max_cost_usd: 2 } } }`).join('\n');

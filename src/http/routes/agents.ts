@@ -5,7 +5,8 @@ import { taskClaim } from '../../engine/claim.js';
 import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
 import { taskFail } from '../../engine/failure.js';
 import { taskSpawn } from '../../engine/spawn.js';
-import { grantApply, grantCovers, type Principal } from '../../engine/tokens.js';
+import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../engine/tokens.js';
+import { AGENT_TOKEN_DEFAULTS } from '../../config/index.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
 import { agentModelSchema } from '../../model-names.js';
 import { LIMITS } from '../../config/index.js';
@@ -96,10 +97,13 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     actingAs(principal, params.id!);
     // Whatever the agent row says (an older registration, an operator's), an agent token claims only within its grant.
     const grant = principal?.role === 'agent' ? principal.grant : null;
+    if (grant && body?.claim_ttl_sec !== undefined && body.claim_ttl_sec > AGENT_TOKEN_DEFAULTS.claimTtlMaxSec) {
+      throw new ForbiddenError(`body.claim_ttl_sec: an agent token may leave a claimed task unstarted for at most ${AGENT_TOKEN_DEFAULTS.claimTtlMaxSec} s, not ${body.claim_ttl_sec}`, { field: 'body.claim_ttl_sec' });
+    }
     const capabilities = grant ? (await agentRequire(d.db, params.id!)).capabilities.filter((c) => grantCovers(grant, c)) : undefined;
     const tasks = await taskClaim(d.db, params.id!, {
       limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities,
-      grant: grant ? { maxHeld: grant.maxConcurrent, budgetUsd: grant.budgetUsd } : undefined,
+      grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
     });
     return { tasks };
   });

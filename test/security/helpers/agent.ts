@@ -12,7 +12,7 @@ export async function httpAgent(
   const { token } = await tokenCreate(db, { role: 'agent', agentId: id, ...grant });
   const capabilities = [...(grant.capabilities ?? []), ...(grant.validators ?? []).map((v) => `validate:${v}`)];
   // A test agent holds up to 50 tasks unless a test says otherwise (the registration default is 1).
-  const registered = await s.call('POST', '/api/agents', { token, body: { id, type: 'test-agent', capabilities, max_concurrent: 50, ...reg } });
+  const registered = await s.call('POST', '/api/agents', { token, body: { id, type: 'test-agent', capabilities, max_concurrent: 32, ...reg } });
   expect(registered.status, JSON.stringify(registered.body)).toBe(201);
   return {
     token,
