@@ -77,3 +77,26 @@ describe('claiming under concurrency', () => {
     expect(keys).toEqual(['t0', 't3']);
   });
 });
+
+describe('the claim\'s prepared statement', () => {
+  it('a session that lost its prepared statements (DEALLOCATE ALL, as a pooler\'s reset does) claims on: it prepares again', async () => {
+    const d = await databaseOpen({ url: database.url, migrate: false, poolSize: 1 });
+    try {
+      await agentCreate(d.db, 'reset-victim');
+      const spec: DagSpec = { name: 'reset', params: {}, tasks: ['a', 'b'].map((key) => ({
+        key, type: 't', body: { context: [], models: [], fallbackModels: [], input: {} }, requiredCapabilities: [], priority: 50,
+        boostPerMinute: 0, dependsOn: [], maxAttempts: 3, retry: { ...TASK_DEFAULTS.retry }, tags: [],
+      })) };
+      const [{ dagId }] = await dagSubmit(d.db, [spec]) as [{ dagId: string }];
+      const first = await taskClaim(d.db, 'reset-victim', { dagId });
+      expect(first).toHaveLength(1);
+      const before = (await d.db.execute<{ n: number }>(sql`select count(*)::int as n from pg_prepared_statements`)).rows[0]!.n;
+      expect(before).toBeGreaterThan(0);
+      await d.db.execute(sql`deallocate all`);
+      const second = await taskClaim(d.db, 'reset-victim', { dagId });
+      expect([...first, ...second].map((t) => t.key).sort()).toEqual(['a', 'b']);
+    } finally {
+      await d.close();
+    }
+  });
+});

@@ -65,19 +65,27 @@ export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL, opts: { lockF
   try {
     const prepared = preparedOn.get(client) ?? new Set<string>();
     preparedOn.set(client, prepared);
-    if (!prepared.has(name)) {
+    const prepare = async () => {
       await client.query(`prepare ${name} as ${q.sql}`).catch((e: { code?: string }) => {
         if (e.code !== '42P05') throw e; // prepared already (an earlier call failed after preparing)
       });
       prepared.add(name);
-    }
+    };
+    if (!prepared.has(name)) await prepare();
     const lock = opts.lockFirst ? dialect.sqlToQuery(opts.lockFirst) : undefined;
     const text = [
       ...(lock ? [inlineParams(lock.sql, lock.params)] : []),
       'set local plan_cache_mode = force_generic_plan',
       `execute ${name}(${q.params.map(sqlLiteral).join(', ')})`,
     ].join(';\n');
-    const results = (await client.query(text)) as unknown as pg.QueryResult[];
+    const results = (await client.query(text).catch(async (e: { code?: string }) => {
+      // The session lost its prepared statements (DEALLOCATE ALL, DISCARD ALL, a pooler that reset it): the
+      // message's statements were one implicit transaction, rolled back together, so prepare again and run it once more.
+      if (e.code !== '26000') throw e;
+      prepared.delete(name);
+      await prepare();
+      return client.query(text);
+    })) as unknown as pg.QueryResult[];
     return results[results.length - 1]!.rows as T[];
   } finally {
     client.off('error', onError);
