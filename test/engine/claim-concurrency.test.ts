@@ -87,7 +87,8 @@ describe('the claim\'s prepared statement', () => {
         key, type: 't', body: { context: [], models: [], fallbackModels: [], input: {} }, requiredCapabilities: [], priority: 50,
         boostPerMinute: 0, dependsOn: [], maxAttempts: 3, retry: { ...TASK_DEFAULTS.retry }, tags: [],
       })) };
-      const [{ dagId }] = await dagSubmit(d.db, [spec]) as [{ dagId: string }];
+      const [submitted] = await dagSubmit(d.db, [spec]);
+      const dagId = submitted!.dagId;
       const first = await taskClaim(d.db, 'reset-victim', { dagId });
       expect(first).toHaveLength(1);
       const before = (await d.db.execute<{ n: number }>(sql`select count(*)::int as n from pg_prepared_statements`)).rows[0]!.n;
