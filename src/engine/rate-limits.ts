@@ -8,8 +8,7 @@ import { countSchema, countValue } from '../counts.js';
 import { pathFormat, positionOf } from '../dag/locate.js';
 import { didYouMean } from '../dag/suggest.js';
 import { withTx, type Db } from '../db/connection.js';
-import { rateLimitDelete, rateLimitList, rateLimitUpsert, type RateLimitInput, type RateLimitRow } from '../db/queries/rate-limits.js';
-
+import { rateLimitDelete, rateLimitKeys, rateLimitList, rateLimitUpsert, type RateLimitInput, type RateLimitRow } from '../db/queries/rate-limits.js';
 import { durationSchema, durationSeconds } from '../durations.js';
 import { DagValidationError, InvalidInputError, NotFoundError } from '../errors.js';
 import { MODEL_PATTERN } from '../model-names.js';
@@ -71,8 +70,8 @@ export async function rateLimitSet(db: Db, key: string, body: unknown, opts: { l
   parseOrThrow(rateLimitKeySchema, key, 'key');
   const limit = inputOf(key, parseOrThrow(rateLimitBodySchema, body, ''));
   await withTx(db, async (tx) => {
-    const existing = await rateLimitList(tx);
-    if (!existing.some((l) => l.key === key) && existing.length >= D.maxLimits) {
+    const existing = await rateLimitKeys(tx);
+    if (!existing.includes(key) && existing.length >= D.maxLimits) {
       throw new InvalidInputError(`at most ${D.maxLimits} rate limits may be declared (the claim reads them all); remove one first`);
     }
     await rateLimitUpsert(tx, limit);
@@ -140,9 +139,9 @@ export async function rateLimitsApply(db: Db, limits: RateLimitInput[], opts: { 
     for (const l of limits) await rateLimitUpsert(tx, l);
     if (opts.prune) {
       const named = new Set(limits.map((l) => l.key));
-      for (const l of await rateLimitList(tx)) if (!named.has(l.key) && await rateLimitDelete(tx, l.key)) removed.push(l.key);
+      for (const key of await rateLimitKeys(tx)) if (!named.has(key) && await rateLimitDelete(tx, key)) removed.push(key);
     }
-    if ((await rateLimitList(tx)).length > D.maxLimits) throw new InvalidInputError(`at most ${D.maxLimits} rate limits may be declared; use --prune to replace them`);
+    if ((await rateLimitKeys(tx)).length > D.maxLimits) throw new InvalidInputError(`at most ${D.maxLimits} rate limits may be declared; use --prune to replace them`);
   });
   opts.log?.info({ set: limits.map((l) => l.key), removed }, 'rate limits applied');
   return { set: limits.map((l) => l.key), removed };

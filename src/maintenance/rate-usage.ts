@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { DECLARED_RATE_LIMIT_DEFAULTS } from '../config/index.js';
-import { rateUsagePrune } from '../db/queries/rate-limits.js';
+import { RATE_USAGE_PRUNE_BATCH, rateUsagePrune } from '../db/queries/rate-limits.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
 export interface RateUsageOptions { db: Db; log?: Logger; intervalMs?: number }
@@ -21,7 +21,7 @@ export function rateUsageCreate(o: RateUsageOptions): MaintenanceService {
       for (;;) {
         const n = await rateUsagePrune(o.db, DECLARED_RATE_LIMIT_DEFAULTS.windowMaxSec);
         total += n;
-        if (n < 10_000) return total;
+        if (n < RATE_USAGE_PRUNE_BATCH) return total;
       }
     },
   });

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { rowsOf } from './run.js';
 
@@ -28,10 +28,21 @@ export async function rateLimitUpsert(db: Db, l: RateLimitInput): Promise<void> 
       writer = pg_current_xact_id()`);
 }
 
-/** Remove a limit; false when there was none. Its usage rows go with the next prune. */
+/** Remove a limit; false when there was none. Its usage rows stay until they are an hour old (rateUsagePrune). */
 export async function rateLimitDelete(db: Db, key: string): Promise<boolean> {
   const rows = await rowsOf<{ key: string }>(db, sql`delete from rate_limits where key = ${key} returning key`);
   return rows.length > 0;
+}
+
+/**
+ * What the current window of the limit row `l` holds, as a LATERAL subquery with `n` (attempts) and `tok` (tokens
+ * reserved, or used once reported): the one definition the claim and the listings share.
+ */
+export function rateWindowUsageSql(l: string): SQL {
+  return sql.raw(`(
+      select count(*)::int as n, coalesce(sum(coalesce(r.tokens_used, r.tokens_reserved)), 0)::bigint as tok
+      from rate_usage r where r.key = ${l}.key and r.at > clock_timestamp() - make_interval(secs => ${l}.window_sec)
+    )`);
 }
 
 /** Every declared limit with what its current window holds. */
@@ -39,11 +50,13 @@ export function rateLimitList(db: Db): Promise<RateLimitRow[]> {
   return rowsOf<RateLimitRow>(db, sql`
     select l.key, l.requests, l.tokens, l.window_sec as "windowSec", l.default_tokens as "defaultTokens", l.updated_at as "updatedAt",
       u.n as "requestsUsed", u.tok::float8 as "tokensUsed"
-    from rate_limits l cross join lateral (
-      select count(*)::int as n, coalesce(sum(coalesce(r.tokens_used, r.tokens_reserved)), 0) as tok
-      from rate_usage r where r.key = l.key and r.at > clock_timestamp() - make_interval(secs => l.window_sec)
-    ) u
+    from rate_limits l cross join lateral ${rateWindowUsageSql('l')} u
     order by l.key`);
+}
+
+/** The keys of the declared limits (no window sums): for the checks that only count or name them. */
+export async function rateLimitKeys(db: Db): Promise<string[]> {
+  return (await rowsOf<{ key: string }>(db, sql`select key from rate_limits order by key`)).map((r) => r.key);
 }
 
 /**
@@ -51,7 +64,9 @@ export function rateLimitList(db: Db): Promise<RateLimitRow[]> {
  * window made longer, or a limit removed and declared again, still counts what its window held. Bounded per call so
  * a large backlog is pruned in steps, never one long statement holding the claim's rows.
  */
-export async function rateUsagePrune(db: Db, keepSec: number, batch = 10_000): Promise<number> {
+export const RATE_USAGE_PRUNE_BATCH = 10_000;
+
+export async function rateUsagePrune(db: Db, keepSec: number, batch = RATE_USAGE_PRUNE_BATCH): Promise<number> {
   const rows = await rowsOf<{ n: number }>(db, sql`
     with old as (
       select u.task_id, u.fence, u.key from rate_usage u

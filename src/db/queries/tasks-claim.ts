@@ -5,6 +5,7 @@ import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { attemptsFailedLatest, PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
 import { dateOf, rowsOfPreparedGeneric, sqlStateList, textArray } from './run.js';
 import { leaseSql } from './tasks-fragments.js';
+import { rateWindowUsageSql } from './rate-limits.js';
 
 export interface ClaimedRow {
   id: string;
@@ -188,10 +189,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
     -- Declared rate limits (rate_limits: a few rows) and what their windows hold now (as of this snapshot).
     rate_room as materialized (
       select l.key, l.default_tokens, l.requests - u.n as requests_left, l.tokens - u.tok as tokens_left, u.tok as tokens_used
-      from rate_limits l cross join lateral (
-        select count(*)::int as n, coalesce(sum(coalesce(r.tokens_used, r.tokens_reserved)), 0)::bigint as tok
-        from rate_usage r where r.key = l.key and r.at > clock_timestamp() - make_interval(secs => l.window_sec)
-      ) u
+      from rate_limits l cross join lateral ${rateWindowUsageSql('l')} u
     ),` : sql``}
     agent as materialized (
       select capabilities, models,
