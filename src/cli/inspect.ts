@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { configFromEnv } from '../config/index.js';
 import { existsSync } from 'node:fs';
 import { dagFileLoad } from '../dag/load.js';
-import { graphRender, type GraphFormat } from '../dag/render.js';
+import { graphCollapse, graphRender, type GraphFormat } from '../dag/render.js';
 import { InvalidInputError } from '../errors.js';
 import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/inspect.js';
 import { unclaimableList } from '../engine/scheduling.js';
@@ -131,10 +131,12 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
     .description('draw a DAG (from the database, with statuses, or from a file)')
     .argument('<dag-id-or-file>')
     .option('--format <format>', 'mermaid or dot', 'mermaid')
+    .option('--groups <how>', 'expanded (each group\'s tasks in a box) or collapsed (a group, and a task\'s subtasks, as one node)', 'expanded')
     .option('-p, --param <name=value>', 'DAG param, when drawing a file', paramCollect, {})
     .option('--json', 'machine-readable output')
-    .action(async (target: string, opts: { format: string; param: Record<string, string>; json?: boolean }) => {
+    .action(async (target: string, opts: { format: string; groups: string; param: Record<string, string>; json?: boolean }) => {
       if (opts.format !== 'mermaid' && opts.format !== 'dot') throw new InvalidInputError(`--format must be mermaid or dot, got ${opts.format}`);
+      if (opts.groups !== 'expanded' && opts.groups !== 'collapsed') throw new InvalidInputError(`--groups must be expanded or collapsed, got ${opts.groups}`);
       let title: string;
       let nodes: Array<{ key: string; status?: string }>;
       let edges: Array<{ upstream: string; downstream: string }>;
@@ -149,6 +151,7 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
         nodes = s.tasks.map((t) => ({ key: t.key, status: t.status }));
         edges = s.edges;
       }
+      if (opts.groups === 'collapsed') ({ nodes, edges } = graphCollapse(nodes, edges));
       const text = graphRender(opts.format as GraphFormat, title, nodes, edges);
       new Output(ctx.io, !!opts.json).result({ format: opts.format, graph: text }, () => ctx.io.stdout(`${text}\n`));
     });

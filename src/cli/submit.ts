@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { dagFileSchema } from '../dag/file-schema.js';
+import { dagFileSchema, templateFileSchema } from '../dag/file-schema.js';
 import { dagFileLoad, EXTENSION_PREFIX } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
 import { DagNotCompletedError, DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
@@ -39,15 +39,27 @@ export async function dagFilesLoad(files: string[], params: Record<string, strin
   return specs;
 }
 
-export function dagFileJsonSchema(): Record<string, unknown> {
-  const schema = z.toJSONSchema(dagFileSchema, { target: 'draft-2020-12', unrepresentable: 'any' }) as Record<string, unknown>;
+export function dagFileJsonSchema(kind: 'dag' | 'template' = 'dag'): Record<string, unknown> {
+  const schema = placeholdersAllowed(z.toJSONSchema(kind === 'dag' ? dagFileSchema : templateFileSchema, { target: 'draft-2020-12', unrepresentable: 'any' })) as Record<string, unknown>;
   return {
     ...schema,
     // Top-level x-… fields are ignored by the loader (a place for shared anchors): editors must not flag them.
     patternProperties: { [`^${EXTENSION_PREFIX}`]: {} },
-    $id: 'https://dagent.dev/schemas/dag.schema.json',
-    title: 'dagent DAG file',
+    $id: `https://dagent.dev/schemas/${kind}.schema.json`,
+    title: kind === 'dag' ? 'dagent DAG file' : 'dagent task-group template',
   };
+}
+
+/**
+ * The loader fills in `${params.NAME}` before it checks a value; an editor checks the text as written. So a string
+ * the format constrains by a pattern (a model name, a for_each ref) is also accepted with a placeholder in it.
+ */
+function placeholdersAllowed(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(placeholdersAllowed);
+  if (!node || typeof node !== 'object') return node;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(node)) out[k] = k === 'pattern' && typeof v === 'string' ? `${v}|\\$\\{params\\.[A-Za-z_][A-Za-z0-9_]*\\}` : placeholdersAllowed(v);
+  return out;
 }
 
 /** How often `submit --wait` looks at the DAG, as `dagent watch` does by default. */
@@ -116,8 +128,9 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
   program
     .command('schema')
     .description('print the JSON Schema of the DAG file format (for editor validation and completion)')
+    .option('--template', 'the schema of a task-group template file (dags/templates/*.yaml) instead')
     .option('--json', 'accepted for uniformity: the output is JSON either way')
-    .action(() => ctx.io.stdout(`${JSON.stringify(dagFileJsonSchema(), null, 2)}\n`));
+    .action((opts: { template?: boolean }) => ctx.io.stdout(`${JSON.stringify(dagFileJsonSchema(opts.template ? 'template' : 'dag'), null, 2)}\n`));
 }
 
 /** --param values are not stored with a schedule: a scheduled file takes its per-fire params from schedule.params. */

@@ -20,6 +20,10 @@ export const LIMIT_DEFAULTS = {
   spawnPerCall: 1_000,
   /** Largest output an agent may report for a task (as JSON): 1 MiB. */
   outputBytes: 1024 * 1024,
+  /** Most items a for_each task maps over (its children): more fails it, naming this limit. */
+  mapItems: 10_000,
+  /** Largest list of its children's outputs a for_each task completes with (as JSON): 16 MiB. */
+  mapOutputBytes: 16 * 1024 * 1024,
   /** Deepest nesting of arrays and objects in a request body, a DAG file or an output. */
   jsonDepth: 64,
   /** Largest schema file a json-schema validation step may name: 1 MiB. */

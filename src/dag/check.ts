@@ -6,11 +6,12 @@ import { didYouMean } from './suggest.js';
 import { cronProblem } from './cron.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { cyclePathText } from '../errors.js';
+import { groupHint } from './templates.js';
 
 export interface CheckProblem { path: Path; message: string; atKey?: boolean }
 
 /** Checks zod cannot express: references between tasks, cycles, context refs, times, retry consistency. */
-export function dagFileCheck(file: DagFile): CheckProblem[] {
+export function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, string[]> = new Map()): CheckProblem[] {
   const problems: CheckProblem[] = [];
   const keys = Object.keys(file.tasks);
   const edges: Array<[string, string]> = [];
@@ -23,7 +24,7 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
     (task.depends_on ?? []).forEach((dep, i) => {
       const path = ['tasks', key, 'depends_on', i];
       if (dep === key) problems.push({ path, message: `task "${key}" depends on itself` });
-      else if (!Object.hasOwn(file.tasks, dep)) problems.push({ path, message: `unknown task "${dep}"${didYouMean(dep, keys)}` });
+      else if (!Object.hasOwn(file.tasks, dep)) problems.push({ path, message: `unknown task "${dep}"${groupHint(dep, groups) || didYouMean(dep, keys)}` });
       else if (seen.has(dep)) problems.push({ path, message: `"${dep}" is listed twice` });
       else edges.push([dep, key]);
       seen.add(dep);
@@ -39,6 +40,9 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
       }
     }
     retryCheck({ ...file.defaults?.retry, ...task.retry }, ['tasks', key, 'retry'], problems);
+    if (Array.isArray(task.for_each) && task.for_each.length > LIMITS.mapItems) {
+      problems.push({ path: ['tasks', key, 'for_each'], message: `${task.for_each.length} items; a for_each maps over at most ${LIMITS.mapItems} (${limitEnvName('mapItems')})` });
+    }
   }
   if (file.schedule) {
     const bad = cronProblem(file.schedule.cron, file.schedule.timezone);
@@ -77,14 +81,15 @@ export function dagFileCheck(file: DagFile): CheckProblem[] {
 
   for (const [key, task] of Object.entries(file.tasks)) {
     const upstream = ancestors(graph, key);
-    (task.spec?.context ?? []).forEach((ref, i) => {
+    const refs: Array<[string, Path]> = (task.spec?.context ?? []).map((ref, i) => [ref, ['tasks', key, 'spec', 'context', i]]);
+    if (typeof task.for_each === 'string') refs.push([task.for_each, ['tasks', key, 'for_each']]);
+    for (const [ref, path] of refs) {
       const refKey = ref.split('.')[0]!;
-      const path = ['tasks', key, 'spec', 'context', i];
-      if (!Object.hasOwn(file.tasks, refKey)) problems.push({ path, message: `unknown task "${refKey}"${didYouMean(refKey, keys)}` });
+      if (!Object.hasOwn(file.tasks, refKey)) problems.push({ path, message: `unknown task "${refKey}"${groupHint(refKey, groups) || didYouMean(refKey, keys)}` });
       else if (!upstream.has(refKey)) {
         problems.push({ path, message: `"${refKey}" is not upstream of "${key}", so its output is not ready in time (add it to depends_on)` });
       }
-    });
+    }
   }
   return problems;
 }

@@ -29,6 +29,12 @@ const notReserved = (what: string) => [
   { error: (issue: { input: unknown }) => `"${String(issue.input)}" is a reserved name; choose another ${what}` },
 ] as const;
 const key = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }).refine(...notReserved('key'));
+/**
+ * A task as other tasks name it: its key, or a group's task (`review_api/lint`). `/` joins a group and its
+ * tasks as it joins a parent and the subtasks it spawns; `.` is kept for paths into outputs (`plan.files`).
+ */
+export const TASK_REF_PATTERN = /^[a-z][a-z0-9_-]{0,63}(\/[a-z][a-z0-9_-]{0,63})?$/;
+const taskRef = z.string().regex(TASK_REF_PATTERN, { error: 'must be a task key, or a group\'s task (review_api/lint)' }).refine(...notReserved('key'));
 const duration = durationSchema;
 const instant = z.string().max(64)
   .describe('ISO 8601 date-time with offset (2026-12-01T09:00:00Z), or a duration from submission (2h)');
@@ -87,9 +93,16 @@ export const outputSchema = z.strictObject({
   validation: z.union([validationStepFileSchema, z.array(validationStepFileSchema).max(10)]).optional(),
 });
 
-export const contextRefSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,63}(\.[A-Za-z0-9_-]+)*$/, {
+export const contextRefSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,63}(\/[a-z][a-z0-9_-]{0,63})?(\.[A-Za-z0-9_-]+)*$/, {
   error: 'must be an upstream task key, optionally followed by a path into its output (research.summary)',
 });
+
+/**
+ * What a mapped task runs once per item: a context ref to a list in an upstream task's output (`plan.files`), or a
+ * list written out or given as a list param (`${params.repos}`). Checked for length against LIMITS.mapItems.
+ */
+export const forEachSchema = z.union([contextRefSchema, z.array(z.unknown())])
+  .describe('run the task once per item of this list: a ref to a list in an upstream output (plan.files), or a list (${params.repos}). Each child gets spec.input.item and spec.input.index; the task completes with their outputs, in order');
 
 export const taskBodySchema = z.strictObject({
   prompt: z.string().max(MAX_TEXT).optional(),
@@ -99,6 +112,9 @@ export const taskBodySchema = z.strictObject({
   fallback_models: z.array(modelNameSchema).max(16).optional().describe('used instead of models from retry 2 on'),
   input: z.record(z.string(), z.unknown()).optional().describe('free-form input for the agent'),
 });
+
+/** The input fields for_each fills in for each child: the item, and its place in the list (from 0). */
+export const MAP_INPUT_FIELDS = ['item', 'index'] as const;
 
 const priority = z.number().int().min(0).max(100).describe('0–100, lower is more urgent');
 const taskCommon = {
@@ -118,12 +134,21 @@ export const taskSchema = z.strictObject({
   ...taskCommon,
   deadline: instant.optional(),
   not_before: instant.optional(),
-  depends_on: z.array(key).optional().describe('upstream tasks: this one is READY once they have all completed (at most 10,000 by default: DAGENT_LIMIT_UPSTREAM_PER_TASK)'),
+  depends_on: z.array(taskRef).optional().describe('upstream tasks (or groups: all their last tasks): this one is READY once they have all completed (at most 10,000 by default: DAGENT_LIMIT_UPSTREAM_PER_TASK)'),
   idempotency_key: z.string().min(1).max(200).optional(),
   output: outputSchema.optional(),
   wait_for: waitForSchema.optional().describe('no agent runs this task: it completes when a signal is sent to the key, with the signal\'s payload as its output'),
   approval: approvalTaskFileSchema.optional(),
+  for_each: forEachSchema.optional(),
 }).superRefine((t, ctx) => {
+  if (t.for_each !== undefined) {
+    const waits = t.wait_for ? 'wait_for' : t.approval ? 'approval' : undefined;
+    if (waits) ctx.addIssue({ code: 'custom', path: ['for_each'], message: `a task with ${waits} runs no agent, so it cannot run once per item: remove for_each or ${waits}` });
+    const input = t.spec?.input ?? {};
+    for (const f of MAP_INPUT_FIELDS) {
+      if (Object.hasOwn(input, f)) ctx.addIssue({ code: 'custom', path: ['spec', 'input', f], message: `for_each fills in spec.input.${f} for each child: choose another name` });
+    }
+  }
   // A waiting task runs nothing: fields that tell an agent what to do, or check what it returns, would silently do nothing.
   if (t.wait_for && t.approval) ctx.addIssue({ code: 'custom', path: ['approval'], message: 'a task waits either for a signal (wait_for) or for a person (approval), not both' });
   const waits = t.wait_for ? 'wait_for' : t.approval ? 'approval' : undefined;
@@ -133,6 +158,7 @@ export const taskSchema = z.strictObject({
     if (t[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a task with ${waits} runs no agent: remove ${field} (${why})` });
   }
 });
+
 
 /** An input field name an agent may fill in (`accepts`), or a shell agent exports as DAGENT_INPUT_<NAME>. */
 const inputFieldName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'an input field name must match ^[A-Za-z_][A-Za-z0-9_]*$' }).refine(...notReserved('field name'));
@@ -166,10 +192,13 @@ export const defaultsSchema = z.strictObject({
   fallback_models: z.array(modelNameSchema).max(16).optional(),
 });
 
+const paramScalar = z.union([z.string().max(MAX_TEXT), z.number(), z.boolean()]);
+/** A list param (`repos: [api, web]`): a for_each may map over it; in text it reads as its items joined by ", ". */
+const paramList = z.array(paramScalar).max(10_000);
 export const paramSchema = z.union([
-  z.string().max(MAX_TEXT), z.number(), z.boolean(),
+  z.string().max(MAX_TEXT), z.number(), z.boolean(), paramList,
   z.strictObject({
-    default: z.union([z.string().max(MAX_TEXT), z.number(), z.boolean()]).optional(),
+    default: z.union([paramScalar, paramList]).optional(),
     description: z.string().max(2000).optional(),
     required: z.boolean().optional(),
   }),
@@ -189,6 +218,18 @@ export const scheduleSchema = z.strictObject({
     .describe('params for every fire; a param named scheduled_at receives the fire\'s scheduled instant'),
 });
 
+/**
+ * A group: a template's tasks, expanded at submit into `<group>/<task>`. Edges to the group reach its first
+ * tasks (those with no upstream inside it); a task that depends on the group waits for its last ones.
+ */
+export const taskGroupSchema = z.strictObject({
+  use: z.string().min(1).max(1000).describe('a template file (templates/review.yaml), relative to this DAG file'),
+  with: z.record(z.string(), z.union([paramScalar, paramList])).optional().describe('values for the template\'s params'),
+  depends_on: z.array(taskRef).optional().describe('upstream tasks of the group: its first tasks wait for them'),
+  tags: z.array(z.string().max(64)).max(32).optional().describe('added to every task of the group'),
+});
+export type TaskGroupFile = z.infer<typeof taskGroupSchema>;
+
 export const dagFileSchema = z.strictObject({
   name: key,
   title: shortText.optional(),
@@ -201,12 +242,29 @@ export const dagFileSchema = z.strictObject({
   idempotency_key: z.string().min(1).max(200).optional(),
   defaults: defaultsSchema.optional(),
   concurrency: concurrencySchema.optional().describe('a concurrency key every task of the DAG shares unless it (or defaults) names its own; across runs and DAGs'),
-  tasks: z.record(key, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
+  tasks: z.record(key, z.union([taskSchema, taskGroupSchema])).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
   schedule: scheduleSchema.optional().describe('run this DAG on a cron schedule: submitting the file registers the schedule'),
   spawn: spawnSchema.optional(),
 });
 
-export type DagFile = z.infer<typeof dagFileSchema>;
+/**
+ * The file after its groups were expanded (templates.ts): what the loader checks. A group's tasks are
+ * `group/key`; every other task key is a plain key (a `/` written in a file is refused before this).
+ */
+export const dagExpandedSchema = dagFileSchema.extend({
+  tasks: z.record(z.string().regex(TASK_REF_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }).refine(...notReserved('key')), taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
+});
+
+/** A task-group template (dags/templates/*.yaml): a small sub-DAG with params of its own, used by DAGs as a group. */
+export const templateFileSchema = z.strictObject({
+  title: shortText.optional(),
+  description: z.string().max(10_000).optional(),
+  params: dagFileSchema.shape.params,
+  tasks: z.record(key, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a template needs at least one task' }),
+});
+
+export type DagFile = z.infer<typeof dagExpandedSchema>;
+export type TemplateFile = z.infer<typeof templateFileSchema>;
 export type TaskFile = z.infer<typeof taskSchema>;
 export type WaitForFile = z.infer<typeof waitForSchema>;
 export type RetryFile = z.infer<typeof retrySchema>;

@@ -37,6 +37,7 @@ export function dagFileNormalize(
       retry: retryNormalize({ ...d.retry, ...t.retry }),
       output: outputNormalize(t.output, validation[key] ?? []),
       tags: [...new Set([...(d.tags ?? []), ...(t.tags ?? [])])],
+      ...(t.for_each !== undefined ? { forEach: typeof t.for_each === 'string' ? { over: t.for_each } : { items: t.for_each } } : {}),
       ...(t.wait_for
         ? { waitFor: { signal: t.wait_for.signal, ...(t.wait_for.timeout !== undefined ? { timeoutSec: durationSeconds(t.wait_for.timeout) } : {}) } }
         : approval ? { approval } : concurrencyOf(t.concurrency ?? d.concurrency ?? file.concurrency)),

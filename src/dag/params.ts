@@ -3,36 +3,54 @@ import { LIMITS, limitEnvName } from '../config/index.js';
 import { RESERVED_NAMES } from '../json-guard.js';
 import { didYouMean } from './suggest.js';
 
-export type ParamValue = string | number | boolean;
+export type ParamScalar = string | number | boolean;
+/** A list param's value is a list of scalars (a for_each maps over it). */
+export type ParamValue = ParamScalar | ParamScalar[];
 export interface ParamProblem { path: Path; message: string }
 
 type Declared = Record<string, unknown>;
 
-/** Values of every declared param: `given` (from --param, strings) coerced to the default's type, else the default. */
+/**
+ * How the values were given: `--param` (text from the command line, coerced to the default's type; problems at the
+ * declaration) or a group's `with:` in a DAG (typed YAML values; problems at `with` in the DAG, `withAt`).
+ */
+export type ParamsGiven =
+  | { as: 'param'; values: Record<string, string> }
+  | { as: 'with'; values: Record<string, ParamValue>; withAt: Path };
+
+/** Values of every declared param: the given ones (coerced to the default's type), else the default. */
 export function paramsResolve(
-  declared: Declared, given: Record<string, string>, opts: { ignoreUndeclared?: boolean } = {},
+  declared: Declared, g: ParamsGiven, opts: { ignoreUndeclared?: boolean } = {},
 ): { values: Record<string, ParamValue>; missing: Set<string>; problems: ParamProblem[] } {
   const values: Record<string, ParamValue> = {};
   const missing = new Set<string>();
   const problems: ParamProblem[] = [];
+  const byWith = g.as === 'with';
   for (const [name, decl] of Object.entries(declared)) {
-    const d = typeof decl === 'object' && decl !== null ? (decl as { default?: ParamValue; required?: boolean }) : { default: decl as ParamValue };
-    if (Object.hasOwn(given, name)) {
-      const coerced = coerce(given[name]!, d.default);
+    const d = typeof decl === 'object' && decl !== null && !Array.isArray(decl) ? (decl as { default?: ParamValue; required?: boolean }) : { default: decl as ParamValue };
+    if (Object.hasOwn(g.values, name)) {
+      const raw = g.values[name]!;
+      const coerced = typeof raw === 'string' && !byWith ? coerce(raw, d.default) : sameKind(raw, d.default);
       if (coerced !== undefined) values[name] = coerced;
       else {
         missing.add(name);
-        problems.push({ path: ['params', name], message: `--param ${name}=${given[name]}: expected a ${typeof d.default}` });
+        problems.push(byWith
+          ? { path: [...g.withAt, name], message: `expected ${kindOf(d.default)} (the template's default for ${name} is one)` }
+          : { path: ['params', name], message: `--param ${name}=${String(raw)}: expected ${kindOf(d.default)}` });
       }
     } else if (d.default !== undefined) values[name] = d.default;
     else if (d.required === false) values[name] = '';
     else {
       missing.add(name);
-      problems.push({ path: ['params', name], message: `param "${name}" has no default and was not given (pass --param ${name}=VALUE)` });
+      problems.push(byWith
+        ? { path: g.withAt, message: `the template's param "${name}" has no default and was not given (add ${name}: VALUE under with)` }
+        : { path: ['params', name], message: `param "${name}" has no default and was not given (pass --param ${name}=VALUE)` });
     }
   }
-  for (const name of Object.keys(given)) {
-    if (RESERVED_NAMES.has(name)) problems.push({ path: ['params'], message: `--param ${name}: "${name}" is a reserved name, never a param` });
+  for (const name of Object.keys(g.values)) {
+    if (byWith) {
+      if (!Object.hasOwn(declared, name)) problems.push({ path: [...g.withAt, name], message: `the template declares no param "${name}"${didYouMean(name, Object.keys(declared))}` });
+    } else if (RESERVED_NAMES.has(name)) problems.push({ path: ['params'], message: `--param ${name}: "${name}" is a reserved name, never a param` });
     else if (!Object.hasOwn(declared, name) && !opts.ignoreUndeclared) {
       problems.push({ path: ['params'], message: `--param ${name}: the DAG declares no such param${didYouMean(name, Object.keys(declared))}` });
     }
@@ -40,7 +58,32 @@ export function paramsResolve(
   return { values, missing, problems };
 }
 
+function kindOf(v: ParamValue | undefined): string {
+  return Array.isArray(v) ? 'a list' : v === undefined ? 'a value' : `a ${typeof v}`;
+}
+
+/** A typed value is taken as it is when its kind (list, number, boolean, string) is the default's. */
+function sameKind(v: ParamValue, like: ParamValue | undefined): ParamValue | undefined {
+  if (like === undefined) return v;
+  if (Array.isArray(like) !== Array.isArray(v)) return undefined;
+  return Array.isArray(v) || typeof v === typeof like ? v : undefined;
+}
+
+/** A list param from the command line: a JSON list (`["a b", "c"]`), or items separated by commas (`api,web`). */
+function listParse(raw: string): ParamScalar[] | undefined {
+  if (raw.trimStart().startsWith('[')) {
+    try {
+      const v: unknown = JSON.parse(raw);
+      return Array.isArray(v) && v.every((x) => ['string', 'number', 'boolean'].includes(typeof x)) ? v as ParamScalar[] : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return raw.trim() === '' ? [] : raw.split(',').map((x) => x.trim());
+}
+
 function coerce(raw: string, like: ParamValue | undefined): ParamValue | undefined {
+  if (Array.isArray(like)) return listParse(raw);
   if (typeof like === 'number') {
     const n = Number(raw);
     return raw.trim() !== '' && Number.isFinite(n) ? n : undefined;
@@ -74,7 +117,9 @@ export function paramsSubstitute(
     let room = budget.left - value.length;
     const out = value.replace(PLACEHOLDER, (m, name: string) => {
       if (Object.hasOwn(params, name)) {
-        const text = String(params[name]);
+        const v = params[name]!;
+        // A list param inside text reads as its items: "repos: ${params.repos}" → "repos: api, web".
+        const text = Array.isArray(v) ? v.join(', ') : String(v);
         room -= text.length;
         return room < 0 ? '' : text;
       }
@@ -98,7 +143,7 @@ export function paramsSubstitute(
 
 /** Charge a whole-placeholder value to the expansion budget. */
 function spend<T extends ParamValue>(v: T, path: Path, problems: ParamProblem[], budget: { left: number }): T {
-  budget.left -= typeof v === 'string' ? v.length : 8;
+  budget.left -= typeof v === 'string' ? v.length : Array.isArray(v) ? JSON.stringify(v).length : 8;
   if (budget.left < 0) overBudget(path, problems, budget);
   return v;
 }

@@ -9,7 +9,8 @@ export interface DagSpec {
   name: string;
   title?: string;
   description?: string;
-  params: Record<string, string | number | boolean>;
+  /** Param values: a list param's is a list. */
+  params: Record<string, string | number | boolean | Array<string | number | boolean>>;
   budgetUsd?: number;
   idempotencyKey?: string;
   sourceFile?: string;
@@ -94,7 +95,15 @@ export interface TaskSpec {
   waitFor?: WaitForSpec;
   /** No agent runs it: it waits for a person to approve or reject it (the step as stored is also its spec.input.step). */
   approval?: ApprovalStep;
+  /**
+   * Run once per item: when its upstream tasks are done, the waits loop adds a child per item (`<key>/0`, …: this
+   * task's spec with spec.input.item and .index), and the task completes with their outputs, in order.
+   */
+  forEach?: ForEachSpec;
 }
+
+/** The list a for_each maps over: a context ref to an upstream output (`plan.files`), or the items themselves. */
+export type ForEachSpec = { over: string } | { items: unknown[] };
 
 export interface WaitForSpec {
   signal: string;
@@ -111,6 +120,8 @@ export interface TaskBody {
   models: string[];
   fallbackModels: string[];
   input: Record<string, unknown>;
+  /** A for_each task's list (no agent receives that task; its children's bodies leave this out). */
+  forEach?: ForEachSpec;
 }
 
 export interface RetryPolicy {

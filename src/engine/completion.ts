@@ -27,19 +27,20 @@ export function spentOf(c: Spent): Spent {
  * Why an output cannot be stored (a NUL, an unpaired surrogate, nesting past
  * LIMITS.jsonDepth) or is over LIMITS.outputBytes as JSON, or null.
  */
-export function outputProblem(output: unknown): string | null {
+export function outputProblem(output: unknown, maxBytes: number = LIMITS.outputBytes): string | null {
   const bad = jsonProblem(output, LIMITS.jsonDepth);
   if (bad) return `${jsonPathFormat('output', bad.path)}: ${bad.message}`;
-  if (jsonSizeExceeds(output, LIMITS.outputBytes)) {
+  if (jsonSizeExceeds(output, maxBytes)) {
     const size = Buffer.byteLength(JSON.stringify(output) ?? '');
-    if (size > LIMITS.outputBytes) return `output is ${size} bytes as JSON; at most ${LIMITS.outputBytes} (${limitEnvName('outputBytes')})`;
+    const limit = maxBytes === LIMITS.outputBytes ? 'outputBytes' : 'mapOutputBytes';
+    if (size > maxBytes) return `output is ${size} bytes as JSON; at most ${maxBytes} (${limitEnvName(limit)})`;
   }
   return null;
 }
 
 /** A completion as the statement's input row; `details` goes on the attempt (the verdicts that passed it). An output that cannot be stored is refused here. */
-export function completionInput(c: TaskRef & { output: unknown } & Spent, details?: Record<string, unknown>): CompletionInput {
-  const bad = outputProblem(c.output);
+export function completionInput(c: TaskRef & { output: unknown } & Spent, details?: Record<string, unknown>, maxBytes?: number): CompletionInput {
+  const bad = outputProblem(c.output, maxBytes);
   if (bad) throw new InvalidInputError(`task ${c.taskId}: ${bad}`, { taskId: c.taskId });
   return { id: c.taskId, fence: c.fence, output: c.output, ...spentOf(c), ...(details ? { details } : {}) };
 }

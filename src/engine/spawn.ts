@@ -1,23 +1,14 @@
 import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
 import { agentsLock } from '../db/queries/agents.js';
-import { dagGet, dagLockGraph, dagTasksAdded } from '../db/queries/dags.js';
-import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
-import { eventInsertMany } from '../db/queries/events.js';
-import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks-intake.js';
-import { taskGraphRows } from '../db/queries/tasks-read.js';
-import { taskChildOutputs, taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
-import { ancestors, dagGraphBuild } from '../dag/graph.js';
+import { dagGet } from '../db/queries/dags.js';
+import { taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
 import { SPAWN_POLICY_DEFAULT, subtaskSpecsParse } from '../dag/subtask-spec.js';
-import type { SpawnPolicy, TaskSpec } from '../dag/spec.js';
-import { LIMITS, limitEnvName } from '../config/index.js';
-import { BudgetExceededError, ConflictError, ForbiddenError, InvalidInputError } from '../errors.js';
-import { newTaskId } from '../ids.js';
-import { graphCheckAcyclic } from './graph-check.js';
+import type { SpawnPolicy } from '../dag/spec.js';
+import { BudgetExceededError } from '../errors.js';
+import { subtasksAdd, type SpawnedChild } from './subtasks-add.js';
 import { guardExplain } from './guard.js';
 import type { TaskRef } from './guard.js';
-import { taskRow } from './task-row.js';
-import { dagRanksRefresh, estimatesResolve } from './critical-path.js';
 
 export interface SpawnOptions {
   /**
@@ -32,16 +23,7 @@ export interface SpawnOptions {
   log?: Logger;
 }
 
-export interface SpawnedChild {
-  /** The key given to spawn (`lint`); the DAG knows it as `<parent key>/lint`. */
-  key: string;
-  id: string;
-  status: string;
-  /** Present once the subtask has completed. */
-  output?: unknown;
-  /** False when a subtask with this key already existed under this parent (spawn is idempotent per key). */
-  created: boolean;
-}
+export type { SpawnedChild };
 
 export interface SpawnResult {
   children: SpawnedChild[];
@@ -67,112 +49,14 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     if (dag.budgetUsd !== null && dag.spentUsd >= dag.budgetUsd) {
       throw new BudgetExceededError(`DAG ${dag.id} has spent ${dag.spentUsd} of its ${dag.budgetUsd} USD budget: no more subtasks`, { dagId: dag.id });
     }
-    await dagLockGraph(tx, p.dagId);
-    // Keys, ids and states only: a DAG of many large outputs must not be read whole on every spawn.
-    const rows = await taskGraphRows(tx, p.dagId);
-    const byKey = new Map(rows.map((r) => [r.key, r]));
-    const fullKey = (local: string) => `${p.key}/${local}`;
-    const siblings = new Set(subtasks.map((s) => s.key));
-    const siblingKeys = new Set(subtasks.map((s) => fullKey(s.key)));
-    const resolve = (k: string) => (siblings.has(k) ? fullKey(k) : k);
-
-    const existing: SpawnedChild[] = [];
-    const fresh: Array<TaskSpec & { id: string }> = [];
-    const doneOutputs = await taskChildOutputs(tx, p.id, subtasks.map((s) => byKey.get(fullKey(s.key))?.id).filter((id): id is string => !!id));
-    for (const s of subtasks) {
-      const prior = byKey.get(fullKey(s.key));
-      if (prior && prior.parentId !== p.id) throw new ConflictError(`task key ${fullKey(s.key)} is already used in DAG ${p.dagId}`);
-      if (prior?.status === 'cancelled' && opts.wait) throw new InvalidInputError(`subtask ${s.key} was cancelled and will never complete: cannot wait for it`);
-      if (prior) {
-        existing.push({ key: s.key, id: prior.id, status: prior.status, created: false, ...(prior.status === 'completed' ? { output: doneOutputs.get(prior.id) ?? null } : {}) });
-        continue;
-      }
-      const dependsOn = s.dependsOn.map(resolve);
-      for (const d of dependsOn) {
-        if (!byKey.has(d) && !siblingKeys.has(d)) {
-          throw new InvalidInputError(`subtask ${s.key}: depends_on ${d} is neither a sibling nor a task of DAG ${p.dagId}`);
-        }
-        if (byKey.get(d)?.status === 'cancelled') throw new InvalidInputError(`subtask ${s.key}: depends_on ${d}, which is cancelled and will never complete`);
-      }
-      const context = s.body.context.map((ref) => {
-        const [k, ...path] = ref.split('.');
-        return [resolve(k!), ...path].join('.');
-      });
-      fresh.push({ ...s, key: fullKey(s.key), dependsOn, body: { ...s.body, context }, id: newTaskId() });
-    }
-
-    const waitFor = opts.wait
-      ? [...existing.filter((c) => c.status !== 'completed').map((c) => c.id), ...fresh.map((f) => f.id)]
-      : [];
-    const idByKey = new Map([...rows.map((r) => [r.key, r.id] as const), ...fresh.map((f) => [f.key, f.id] as const)]);
-    const keyById = new Map([...idByKey].map(([k, id]) => [id, k] as const));
-    const newEdges = [
-      ...fresh.flatMap((f) => f.dependsOn.map((d) => [d, f.key] as const)),
-      ...waitFor.map((id) => [keyById.get(id)!, p.key] as const),
-    ];
-    const oldEdges = (await edgeListForDag(tx, p.dagId)).map((e) => [e.upstreamKey, e.downstreamKey] as const);
-    if (oldEdges.length + newEdges.length > LIMITS.edgesPerDag) {
-      throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${oldEdges.length} dependencies; ${newEdges.length} more would pass the limit of ${LIMITS.edgesPerDag} (${limitEnvName('edgesPerDag')})`);
-    }
-    const allKeys = [...byKey.keys(), ...fresh.map((f) => f.key)];
-    graphCheckAcyclic(allKeys, [...oldEdges, ...newEdges], `spawn from ${p.key}: `);
-
-    // Context refs must name work that is done or upstream, else the input would be missing at claim.
-    // The graph and a task's ancestors are built only when a ref names unfinished work (a walk per
-    // subtask over the whole DAG made a 1,000-subtask spawn quadratic).
-    let graph: ReturnType<typeof dagGraphBuild> | undefined;
-    for (const f of fresh) {
-      let upstream: Set<string> | undefined;
-      for (const ref of f.body.context) {
-        const k = ref.split('.')[0]!;
-        if (byKey.get(k)?.status === 'completed') continue;
-        graph ??= dagGraphBuild(allKeys, [...oldEdges, ...newEdges]);
-        upstream ??= ancestors(graph, f.key);
-        if (!upstream.has(k)) {
-          throw new InvalidInputError(`subtask ${f.key}: context ref ${ref} names ${k}, which is neither completed nor upstream of it`);
-        }
-      }
-    }
-
-    const spawnedBefore = rows.filter((r) => r.parentId !== null).length;
-    if (policy.maxTasks !== undefined && spawnedBefore + fresh.length > policy.maxTasks) {
-      throw new ForbiddenError(`spawn from ${p.key}: DAG ${p.dagId} lets its agents add ${policy.maxTasks} subtasks in all; ${spawnedBefore} exist and ${fresh.length} more were asked for`, { dagId: p.dagId });
-    }
-    // Counted from the rows read under the graph lock: the DAG row read before it may be stale by another spawn.
-    if (rows.length + fresh.length > LIMITS.tasksPerDag) {
-      throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${rows.length} tasks; ${fresh.length} more would pass the limit of ${LIMITS.tasksPerDag} (${limitEnvName('tasksPerDag')})`);
-    }
-    const open = (k: string) => byKey.get(k)?.status !== 'completed';
-    const estimates = await estimatesResolve(tx, fresh);
-    await taskInsertMany(tx, fresh.map((f) => {
-      const estimateSec = estimates.get(f.key)!;
-      return { ...taskRow(f, p.dagId, f.id, p.id, { estimateSec, cpRankSec: estimateSec }), depsRemaining: f.dependsOn.filter(open).length };
-    }));
-    await edgeInsertMany(tx, newEdges.map(([u, v]) => ({ dagId: p.dagId, upstreamId: idByKey.get(u)!, downstreamId: idByKey.get(v)! })));
-    // The graph changed: the new tasks' ancestors may be on a longer path now.
-    if (newEdges.length || fresh.length) await dagRanksRefresh(tx, p.dagId);
-    if (fresh.length) {
-      await dagTasksAdded(tx, p.dagId, fresh.length);
-      await taskActivateCreated(tx, p.dagId);
-    }
-    const waiting = waitFor.length > 0;
-    if (waiting) {
-      const c = opts.cost;
-      await taskWaitForChildren(tx, { id: p.id, fence: parent.fence, children: waitFor.length, costUsd: c?.usd, tokensIn: c?.tokensIn, tokensOut: c?.tokensOut, model: c?.model });
-    }
-    await eventInsertMany(tx, [
-      ...(fresh.length ? [{ type: 'task.spawned', dagId: p.dagId, taskId: p.id, data: { subtasks: fresh.map((f) => f.key), wait: !!opts.wait } }] : []),
-      ...(waiting ? [{ type: 'task.waiting', dagId: p.dagId, taskId: p.id, data: { on: waitFor.length } }] : []),
-    ]);
-    const freshByKey = new Map(fresh.map((f) => [f.key, f]));
-    const existingByKey = new Map(existing.map((c) => [c.key, c]));
-    const children: SpawnedChild[] = subtasks.map((s) => {
-      const f = freshByKey.get(fullKey(s.key));
-      if (!f) return existingByKey.get(s.key)!;
-      return { key: s.key, id: f.id, status: f.dependsOn.some(open) || f.notBefore ? 'pending' : 'ready', created: true };
+    const added = await subtasksAdd(tx, p, subtasks, {
+      wait: !!opts.wait, spawnLimit: policy.maxTasks, event: 'task.spawned',
+      parentWait: (children) => {
+        const c = opts.cost;
+        return taskWaitForChildren(tx, { id: p.id, fence: parent.fence, children, costUsd: c?.usd, tokensIn: c?.tokensIn, tokensOut: c?.tokensOut, model: c?.model });
+      },
     });
-    const recount = [...fresh.filter((f) => f.dependsOn.some(open)).map((f) => f.id), ...(waiting ? [p.id] : [])];
-    return { children, waiting, dagId: p.dagId, recount };
+    return { ...added, dagId: p.dagId };
   });
   if (!result) return guardExplain(db, parent.taskId, parent.fence, 'waitForChildren');
   await withTx(db, (tx) => taskDepsRecount(tx, result.recount));

@@ -1,7 +1,7 @@
 import type { TaskSpec } from '../dag/spec.js';
 import { claimGroupKey, modelsAccepted } from '../db/queries/capability-groups.js';
 import type { TaskInsert } from '../db/queries/tasks-intake.js';
-import { APPROVAL_WAIT_PREFIX } from '../db/queries/signals.js';
+import { APPROVAL_WAIT_PREFIX, MAP_WAIT_PREFIX } from '../db/queries/signals.js';
 import { instantSql } from '../db/queries/tasks-fragments.js';
 import { priorityConstants } from '../model/priority.js';
 import type { TaskPlan } from './critical-path.js';
@@ -21,7 +21,8 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     type: t.type,
     title: t.title,
     status: 'created',
-    spec: t.body,
+    // A for_each task keeps its list in its spec: the waits loop maps over it (engine/map.ts).
+    spec: t.forEach ? { ...t.body, forEach: t.forEach } : t.body,
     contextKeys: [...new Set(t.body.context.map((ref) => ref.split('.')[0]!))],
     requiredCapabilities: t.requiredCapabilities,
     models,
@@ -46,8 +47,8 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     origin: t.origin ?? 'dag',
     concKey: t.concurrency?.key ?? null,
     concLimit: t.concurrency?.limit ?? null,
-    // An approval task waits on a key of its own that no signal can reach (a signal key has no `/`).
-    waitKey: t.approval ? `${APPROVAL_WAIT_PREFIX}${id}` : t.waitFor?.signal ?? null,
+    // An approval or for_each task waits on a key of its own that no signal can reach (a signal key has no `/`).
+    waitKey: t.approval ? `${APPROVAL_WAIT_PREFIX}${id}` : t.forEach ? `${MAP_WAIT_PREFIX}${id}` : t.waitFor?.signal ?? null,
     waitTimeoutSec: waitTimeout(t.approval?.timeoutSec ?? t.waitFor?.timeoutSec),
   };
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { approvalsExpiredSettle } from '../engine/approvals.js';
+import { mapTasksSettle } from '../engine/map.js';
 import { signalWaitsSettle } from '../engine/signals.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
@@ -12,7 +13,8 @@ export interface WaitsOptions { db: Db; log?: Logger; intervalMs?: number; batch
 /**
  * Settles WAITING tasks nobody else will: a signal that came before its task began waiting completes
  * it here (within a pass); a wait for a signal past its timeout fails with class timeout; an approval
- * past its timeout takes its step's on_timeout (approve, reject, or the dead-letter queue).
+ * past its timeout takes its step's on_timeout (approve, reject, or the dead-letter queue); a for_each
+ * task gets its children, or, once they are done, completes with their outputs (engine/map.ts).
  */
 export function waitsCreate(o: WaitsOptions): MaintenanceService {
   const batch = o.batch ?? WAITS_BATCH_DEFAULT;
@@ -24,7 +26,8 @@ export function waitsCreate(o: WaitsOptions): MaintenanceService {
     async work() {
       let total = 0;
       for (;;) {
-        const n = await signalWaitsSettle(o.db, { batch, log: o.log }) + await approvalsExpiredSettle(o.db, { batch, log: o.log });
+        const n = await signalWaitsSettle(o.db, { batch, log: o.log }) + await approvalsExpiredSettle(o.db, { batch, log: o.log })
+          + await mapTasksSettle(o.db, { batch, log: o.log });
         total += n;
         if (n < batch) return total;
       }

@@ -61,6 +61,7 @@ export const TRANSITIONS = {
   release: { from: ['claimed', 'running'], to: ['ready'], by: 'agent shutdown (no attempt consumed)' },
   rateLimit: { from: ['claimed', 'running'], to: ['retrying'], by: 'agent reporting a provider rate limit (no attempt consumed; ready again after the Retry-After)' },
   waitForChildren: { from: ['claimed', 'running'], to: ['pending'], by: 'agent spawning subtasks with wait (no attempt consumed)' },
+  mapWait: { from: ['waiting'], to: ['pending'], by: 'the waits loop adding a for_each task\'s children: it waits for them (no attempt consumed)' },
   scheduleRetry: { from: ['failed'], to: ['retrying', 'ready'], by: 'retry policy, same transaction as fail' },
   deadLetter: { from: ['failed'], to: ['dead_lettered'], by: 'retry policy, same transaction as fail' },
   promote: { from: ['retrying', 'pending'], to: ['ready'], by: 'promoter (run_at reached)' },

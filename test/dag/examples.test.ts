@@ -8,6 +8,7 @@ import { edgeListForDag } from '../../src/db/queries/edges.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import { signalSend } from '../../src/engine/signals.js';
 import { taskApprove } from '../../src/engine/approvals.js';
+import { mapTasksSettle } from '../../src/engine/map.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseReset, drain } from '../helpers/factories.js';
 
@@ -17,6 +18,8 @@ beforeEach(() => databaseReset(db));
 const dir = 'dags/examples';
 const examples = readdirSync(dir).filter((f) => f.endsWith('.yaml'));
 const params: Record<string, Record<string, string>> = { 'code-change.yaml': { ticket: 'ENG-42' } };
+/** What an example's agents return where a later task relies on its shape (a for_each maps over the plan's files). */
+const outputs: Record<string, Record<string, unknown>> = { 'file-reviews.yaml': { plan: { files: ['src/api/users.ts', 'src/web/app.tsx', 'README.md'] } } };
 
 describe('example DAGs', () => {
   it('ships at least three', () => expect(examples.length).toBeGreaterThanOrEqual(3));
@@ -31,7 +34,14 @@ describe('example DAGs', () => {
     // Not-before delays are part of some examples: wait for them by draining until the DAG is done.
     const order: string[] = [];
     for (let i = 0; i < 100 && (await dagGet(db, dagId))?.status === 'running'; i++) {
-      order.push(...(await drain(db, agentId)));
+      order.push(...(await drain(db, agentId, (k) => outputs[file]?.[k] ?? { by: agentId, key: k })));
+      // A for_each task: the waits loop maps it (its children are drained next) and then completes it.
+      const mapped = await db.query.tasks.findMany({ where: (t, { and, eq, like }) => and(eq(t.dagId, dagId), eq(t.status, 'waiting'), like(t.waitKey, 'map/%')) });
+      if (mapped.length) {
+        await mapTasksSettle(db, { batch: 100 });
+        for (const m of mapped) if ((await db.query.tasks.findFirst({ where: (t, { eq }) => eq(t.id, m.id) }))!.status === 'completed') order.push(m.key);
+        continue;
+      }
       // A task that waits for a signal: send it, as the outside system would, and count it done in order.
       const waiting = await db.query.tasks.findMany({ where: (t, { and, eq }) => and(eq(t.dagId, dagId), eq(t.status, 'waiting')) });
       for (const w of waiting) {
@@ -56,14 +66,22 @@ describe('example DAGs', () => {
       }
     }
     expect((await dagGet(db, dagId))?.status).toBe('completed');
-    expect(order.sort()).toEqual(spec.tasks.map((t) => t.key).sort());
+    // A for_each's children (key/0, key/1, …) ran too, one per item; the rest ran once each.
+    const mapKeys = new Set(spec.tasks.filter((t) => t.forEach).map((t) => t.key));
+    const children = order.filter((k) => mapKeys.has(k.split('/')[0]!) && /\/\d+$/.test(k));
+    for (const t of spec.tasks.filter((x) => x.forEach)) {
+      const n = 'items' in t.forEach! ? t.forEach.items.length : (outputs[file]?.[t.forEach!.over.split('.')[0]!] as { files: unknown[] }).files.length;
+      expect(children.filter((k) => k.startsWith(`${t.key}/`)).length, t.key).toBe(n);
+    }
+    expect(order.filter((k) => !children.includes(k)).sort()).toEqual(spec.tasks.map((t) => t.key).sort());
 
     const position = new Map<string, number>();
     const completionOrder = await db.query.attempts.findMany({ where: (a, { eq }) => eq(a.dagId, dagId), orderBy: (a, { asc }) => [asc(a.endedAt)] });
     const keyOf = new Map((await db.query.tasks.findMany({ where: (t, { eq }) => eq(t.dagId, dagId) })).map((t) => [t.id, t.key]));
     completionOrder.forEach((a, i) => position.set(keyOf.get(a.taskId)!, i));
+    // The DAG's own edges, and one from each for_each child to its task.
     const edges = await edgeListForDag(db, dagId);
-    expect(edges.length).toBe(spec.tasks.reduce((n, t) => n + t.dependsOn.length, 0));
+    expect(edges.length).toBe(spec.tasks.reduce((n, t) => n + t.dependsOn.length, 0) + children.length);
     for (const e of edges) expect(position.get(e.upstreamKey)!).toBeLessThan(position.get(e.downstreamKey)!);
   });
 });

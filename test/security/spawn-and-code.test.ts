@@ -125,6 +125,31 @@ tasks:
     expect(existsSync(pwned)).toBe(false);
   });
 
+  it('a for_each over an agent\'s output: each item reaches the author\'s command as DAGENT_INPUT_ITEM, never its command line', async () => {
+    const dagId = await submit(`name: map-shell
+tasks:
+  host: { type: w, spec: { constraints: { capabilities: [work] } } }
+  each:
+    type: greet
+    depends_on: [host]
+    for_each: host.names
+    spec: { constraints: { capabilities: [shell] }, input: { command: 'printf "hello %s" "$DAGENT_INPUT_ITEM"' } }
+`);
+    const hostile = await httpAgent(server, db, 'mapper-feeder', { capabilities: ['work'] });
+    const [host] = await hostile.claim(dagId);
+    const pwned = marker();
+    expect((await hostile.complete(host!, { names: [`$(touch ${pwned})`, 'ada; touch ' + pwned] })).status).toBe(200);
+    // dagent up's waits loop maps the list; its shell agent runs each child; the loop collects their outputs.
+    const each = await eventually('the for_each task completed', async () => {
+      const [row] = await rowsOf<{ status: string; output: Array<{ stdout: string }> }>(db, sql`select status, output from tasks where dag_id = ${dagId} and key = 'each'`);
+      return row?.status === 'completed' ? row : undefined;
+    }, 30_000);
+    expect(each.output.map((o) => o.stdout)).toEqual([`hello $(touch ${pwned})`, `hello ada; touch ${pwned}`]);
+    const children = await rowsOf<{ origin: string }>(db, sql`select origin from tasks where dag_id = ${dagId} and key like 'each/%'`);
+    expect(children).toEqual([{ origin: 'template' }, { origin: 'template' }]);
+    expect(existsSync(pwned)).toBe(false);
+  });
+
   it('a template cannot accept a field it fixes under another case (both would be DAGENT_INPUT_NAME): refused at submit', async () => {
     await refused(400, 'DAG_INVALID', server.call('POST', '/api/dags', { raw: HOST('spawn-case', `spawn:
   templates:

@@ -41,6 +41,8 @@ export async function taskWaitingSignalled(db: Db, limit: number): Promise<Array
     order by t.id limit ${limit} for update of t skip locked`);
 }
 
+/** The wait_key prefix of a for_each task (waiting to map over its list, or to collect its children's outputs): no signal reaches it. */
+export const MAP_WAIT_PREFIX = 'map/';
 /** The wait_key prefix of an approval step's validation task: a signal key cannot contain `/`, so no signal reaches one. */
 export const APPROVAL_WAIT_PREFIX = 'approval/';
 

@@ -14,10 +14,10 @@ export async function taskGet(db: Db, id: string): Promise<TaskRow | undefined> 
 }
 
 /** What changing a DAG's graph needs of each of its tasks: keys, ids, parents and states, never specs or outputs. */
-export interface TaskGraphRow { id: string; key: string; parentId: string | null; status: string }
+export interface TaskGraphRow { id: string; key: string; parentId: string | null; status: string; waitKey: string | null }
 
 export function taskGraphRows(db: Db, dagId: string): Promise<TaskGraphRow[]> {
-  return db.select({ id: tasks.id, key: tasks.key, parentId: tasks.parentId, status: tasks.status }).from(tasks).where(eq(tasks.dagId, dagId));
+  return db.select({ id: tasks.id, key: tasks.key, parentId: tasks.parentId, status: tasks.status, waitKey: tasks.waitKey }).from(tasks).where(eq(tasks.dagId, dagId));
 }
 
 export function taskListForDag(db: Db, dagId: string) {

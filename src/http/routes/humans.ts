@@ -16,7 +16,9 @@ import path from 'node:path';
 
 const note = z.string().max(2000).optional();
 const limit = z.coerce.number().int().min(1).max(1000).optional();
-const paramValue = z.union([z.string(), z.number(), z.boolean()]);
+const paramScalar = z.union([z.string(), z.number(), z.boolean()]);
+/** A list param's value is a list (as JSON it reaches the loader as the CLI's `--param repos='["a","b"]'` does). */
+const paramValue = z.union([paramScalar, z.array(paramScalar).max(10_000)]);
 
 const dagSubmitBody = z.union([
   z.string().min(1).describe('the DAG file as YAML text (Content-Type: application/yaml)'),
@@ -47,7 +49,7 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
       if (i <= 0) throw new InvalidInputError(`query.param ${p}: expected NAME=VALUE`);
       given.push([p.slice(0, i), p.slice(i + 1)]);
     }
-    if (typeof body !== 'string') for (const [k, v] of Object.entries(body.params ?? {})) given.push([k, String(v)]);
+    if (typeof body !== 'string') for (const [k, v] of Object.entries(body.params ?? {})) given.push([k, Array.isArray(v) ? JSON.stringify(v) : String(v)]);
     // Own properties whatever the names: a param called toString or __proto__ is refused by the loader, not lost here.
     const params = Object.fromEntries(given);
     const file = typeof body !== 'string' && body.dag ? 'request.json' : 'request.yaml';

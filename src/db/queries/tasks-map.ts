@@ -1,0 +1,55 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { fromStates } from '../../model/state-machine.js';
+import { rowsOf, textArray } from './run.js';
+import { MAP_WAIT_PREFIX } from './signals.js';
+
+/** A for_each task as its children are made from it: the columns a child copies. */
+export interface MapParentRow {
+  id: string; dagId: string; key: string; fence: number; type: string; title: string | null;
+  spec: Record<string, unknown>; requiredCapabilities: string[]; maxCostUsd: number | null; estimatedTokens: number | null;
+  maxDurationSec: number | null; heartbeatSec: number | null; priority: number; boostPerMinute: number; estimateSec: number;
+  deadline: string | null; maxAttempts: number; retryPolicy: Record<string, unknown>; outputSpec: Record<string, unknown> | null;
+  tags: string[]; origin: string; concKey: string | null; concLimit: number | null;
+}
+
+/** WAITING for_each tasks (to map over their list, or to collect their children), oldest first; through tasks_waiting_idx. */
+export function taskMapWaiting(db: Db, limit: number): Promise<Array<{ id: string; fence: number }>> {
+  return rowsOf(db, sql`
+    select id, fence from tasks where status = 'waiting' and starts_with(wait_key, ${MAP_WAIT_PREFIX})
+    order by updated_at limit ${limit}`);
+}
+
+/** Lock a WAITING for_each task still at `fence`; null when it moved on or another pass holds it. */
+export async function taskMapLock(db: Db, id: string, fence: number): Promise<MapParentRow | null> {
+  const [r] = await rowsOf<MapParentRow>(db, sql`
+    update tasks set has_children = true
+    where id = ${id} and fence = ${fence} and status = 'waiting' and starts_with(wait_key, ${MAP_WAIT_PREFIX})
+      and id = (select id from tasks where id = ${id} for update skip locked)
+    returning id, dag_id as "dagId", key, fence, type, title, spec, required_capabilities as "requiredCapabilities",
+      max_cost_usd::float8 as "maxCostUsd", estimated_tokens as "estimatedTokens", max_duration_sec as "maxDurationSec",
+      heartbeat_sec as "heartbeatSec", priority, boost_per_minute::float8 as "boostPerMinute", estimate_sec::float8 as "estimateSec",
+      deadline::text as deadline, max_attempts as "maxAttempts", retry_policy as "retryPolicy", output_spec as "outputSpec",
+      tags, origin, conc_key as "concKey", conc_limit as "concLimit"`);
+  return r ?? null;
+}
+
+/** A for_each task's children in item order, with their states and (once completed) outputs. */
+export function taskMapChildren(db: Db, parentId: string): Promise<Array<{ id: string; status: string; output: unknown }>> {
+  return rowsOf(db, sql`
+    select id, status, output from tasks where parent_id = ${parentId}
+    order by (spec->'input'->>'index')::int`);
+}
+
+/**
+ * waiting → pending until its `children` complete (mapWait): the attempt the await trigger opened is given back,
+ * as a spawn's wait gives back the parent's; when the last child completes it becomes READY, so WAITING again, to collect.
+ */
+export async function taskMapWait(db: Db, w: { id: string; fence: number; children: number }): Promise<boolean> {
+  const r = await rowsOf(db, sql`
+    update tasks set status = 'pending', deps_remaining = deps_remaining + ${w.children}, attempts = attempts - 1,
+      lease_expires_at = null, ready_at = null, updated_at = now()
+    where id = ${w.id} and fence = ${w.fence} and status = any(${textArray(fromStates('mapWait'))})
+    returning id`);
+  return r.length > 0;
+}

@@ -1,0 +1,130 @@
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../db/connection.js';
+import { taskOutputsByKeys } from '../db/queries/tasks-read.js';
+import { taskDepsRecount } from '../db/queries/tasks-spawn.js';
+import { taskMapChildren, taskMapLock, taskMapWait, taskMapWaiting, type MapParentRow } from '../db/queries/tasks-map.js';
+import { LIMITS, limitEnvName } from '../config/index.js';
+import type { ForEachSpec, RetryPolicy, TaskBody, TaskOrigin, TaskSpec } from '../dag/spec.js';
+import { contextResolve } from './claim.js';
+import { completionInput, completionWrite, outputProblem } from './completion.js';
+import { taskFail } from './failure.js';
+import { subtasksAdd } from './subtasks-add.js';
+
+/**
+ * for_each (Airflow's dynamic task mapping, Argo's withParam): a mapped task runs no agent. When its upstream
+ * tasks are done it WAITS (the await trigger, wait_key `map/<id>`), and the waits loop maps it: reads its list,
+ * adds one child per item through the path spawned subtasks take (subtasksAdd: the graph lock, the cycle check,
+ * the DAG's limits, one transaction) and makes it wait for them. When the last child completes the task WAITS
+ * again and the loop completes it with the children's outputs, in item order: what a task downstream receives.
+ * A list that is not a list, or longer than LIMITS.mapItems, fails the task (class invalid_input, no retry).
+ */
+
+/** The error class of a for_each whose list cannot be mapped: not retried, since the same list fails the same way. */
+export const MAP_ERROR_CLASS = 'invalid_input';
+
+type Settled = 'mapped' | 'completed' | 'failed' | 'skipped';
+
+/** One pass of the waits loop over WAITING for_each tasks. Returns how many it moved on. */
+export async function mapTasksSettle(db: Db, opts: { batch: number; log?: Logger }): Promise<number> {
+  let n = 0;
+  for (const t of await taskMapWaiting(db, opts.batch)) {
+    const r = await mapTaskSettle(db, t, opts.log).catch((e: unknown) => {
+      opts.log?.warn({ taskId: t.id, err: e }, 'for_each not settled; the next pass tries again');
+      return 'skipped' as const;
+    });
+    if (r !== 'skipped') n++;
+  }
+  return n;
+}
+
+async function mapTaskSettle(db: Db, t: { id: string; fence: number }, log?: Logger): Promise<Settled> {
+  let failure: string | undefined;
+  const r = await withTx(db, async (tx): Promise<{ settled: Settled; recount?: string[]; dagId?: string; children?: number }> => {
+    const p = await taskMapLock(tx, t.id, t.fence);
+    if (!p) return { settled: 'skipped' };
+    const children = await taskMapChildren(tx, p.id);
+    if (children.length > 0) {
+      // Back after its children: all of them completed (that is what made it READY, so WAITING).
+      if (children.some((c) => c.status !== 'completed')) return { settled: 'skipped' };
+      const output = children.map((c) => c.output);
+      // Each output fit; their list may not (too large, or one level too deep).
+      const bad = outputProblem(output, LIMITS.mapOutputBytes);
+      if (bad) {
+        failure = `the list of its ${children.length} children's outputs cannot be stored: ${bad.replace(/^output/, 'the list')}`;
+        return { settled: 'failed' };
+      }
+      await completionWrite(tx, [completionInput({ taskId: p.id, fence: p.fence, output }, { for_each: { children: children.length } }, LIMITS.mapOutputBytes)]);
+      return { settled: 'completed' };
+    }
+    const forEach = (p.spec as { forEach?: ForEachSpec }).forEach!;
+    const items = await itemsOf(tx, p, forEach);
+    if (typeof items === 'string') {
+      failure = items;
+      return { settled: 'failed' };
+    }
+    if (items.length === 0) {
+      await completionWrite(tx, [completionInput({ taskId: p.id, fence: p.fence, output: [] }, { for_each: { children: 0 } })]);
+      return { settled: 'completed' };
+    }
+    // Items an upstream agent produced are data it gave: the children's origin says so (as a template's fields).
+    const origin: TaskOrigin = 'over' in forEach ? 'template' : p.origin as TaskOrigin;
+    const added = await subtasksAdd(tx, p, items.map((item, index) => childSpec(p, item, index, origin)), {
+      wait: true, event: 'task.mapped', parentWait: (n) => taskMapWait(tx, { id: p.id, fence: p.fence, children: n }),
+    });
+    return { settled: 'mapped', recount: added.recount, dagId: p.dagId, children: items.length };
+  });
+  if (r.recount) await withTx(db, (tx) => taskDepsRecount(tx, r.recount!));
+  if (failure !== undefined) {
+    await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: MAP_ERROR_CLASS, message: `for_each: ${failure}`, retryable: false }, { log });
+  }
+  if (r.settled !== 'skipped') log?.info({ taskId: t.id, dagId: r.dagId, settled: r.settled, children: r.children }, 'for_each settled');
+  return failure !== undefined ? 'failed' : r.settled;
+}
+
+/** The list to map over, or why it is not one. */
+async function itemsOf(db: Db, p: MapParentRow, forEach: ForEachSpec): Promise<unknown[] | string> {
+  let items: unknown;
+  if ('items' in forEach) items = forEach.items;
+  else {
+    const key = forEach.over.split('.')[0]!;
+    const outputs = Object.fromEntries((await taskOutputsByKeys(db, p.dagId, [key])).map((o) => [o.key, o.output]));
+    items = contextResolve([forEach.over], outputs)[forEach.over];
+    if (!Array.isArray(items)) return `${forEach.over} is ${describe(items)}, not a list`;
+  }
+  const list = items as unknown[];
+  if (list.length > LIMITS.mapItems) return `${'over' in forEach ? forEach.over : 'the list'} has ${list.length} items; a for_each maps over at most ${LIMITS.mapItems} (${limitEnvName('mapItems')})`;
+  return list;
+}
+
+function describe(v: unknown): string {
+  if (v === undefined) return 'missing';
+  if (v === null) return 'null';
+  return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
+}
+
+/** Child `index` of a for_each task: its spec, with the item and its index in spec.input. */
+function childSpec(p: MapParentRow, item: unknown, index: number, origin: TaskOrigin): TaskSpec {
+  const { forEach: _list, ...body } = p.spec as unknown as TaskBody;
+  return {
+    key: String(index),
+    type: p.type,
+    ...(p.title !== null ? { title: p.title } : {}),
+    body: { ...body, input: { ...body.input, item, index } },
+    requiredCapabilities: p.requiredCapabilities,
+    ...(p.maxCostUsd !== null ? { maxCostUsd: p.maxCostUsd } : {}),
+    ...(p.estimatedTokens !== null ? { estimatedTokens: p.estimatedTokens } : {}),
+    ...(p.maxDurationSec !== null ? { maxDurationSec: p.maxDurationSec } : {}),
+    ...(p.heartbeatSec !== null ? { heartbeatSec: p.heartbeatSec } : {}),
+    priority: p.priority,
+    boostPerMinute: p.boostPerMinute,
+    estimateSec: p.estimateSec,
+    ...(p.deadline !== null ? { deadline: { at: p.deadline } } : {}),
+    dependsOn: [],
+    maxAttempts: p.maxAttempts,
+    retry: p.retryPolicy as unknown as RetryPolicy,
+    ...(p.outputSpec !== null ? { output: p.outputSpec } : {}),
+    tags: p.tags,
+    origin,
+    ...(p.concKey !== null && p.concLimit !== null ? { concurrency: { key: p.concKey, limit: p.concLimit } } : {}),
+  };
+}

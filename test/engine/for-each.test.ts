@@ -1,0 +1,216 @@
+import { execFile } from 'node:child_process';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { dagSourceLoad } from '../../src/dag/load.js';
+import { dagSubmit } from '../../src/engine/submit.js';
+import { dagGet } from '../../src/db/queries/dags.js';
+import { taskClaim } from '../../src/engine/claim.js';
+import { taskComplete } from '../../src/engine/lifecycle.js';
+import { taskSpawn } from '../../src/engine/spawn.js';
+import { dlqList, dlqRetry } from '../../src/engine/dlq.js';
+import { mapTasksSettle } from '../../src/engine/map.js';
+import { databaseOpen } from '../../src/db/connection.js';
+import { testDatabase } from '../helpers/db.js';
+import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { agentCreate, databaseReset, drain, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+
+const database = await testDatabase();
+const { db } = database;
+beforeEach(() => databaseReset(db));
+
+const settle = () => mapTasksSettle(db, { batch: 100 });
+
+const plannerDag = (extra = '') => `
+name: fan-out
+tasks:
+  plan: { type: plan }
+  review:
+    type: review
+    depends_on: [plan]
+    for_each: plan.files
+    spec: { prompt: Review the file in input.item, input: { style: strict } }
+    max_attempts: 2
+${extra}
+  synth:
+    type: synth
+    depends_on: [review]
+    spec: { context: [review] }
+`;
+
+async function submit(yaml: string, params: Record<string, string> = {}) {
+  const [r] = await dagSubmit(db, [await dagSourceLoad(yaml, 'fan-out.yaml', { params })]);
+  return r!.dagId;
+}
+
+async function completeByKey(agentId: string, key: string, output: unknown) {
+  const [t] = await rowsOf<{ id: string }>(db, sql`select id from tasks where key = ${key}`);
+  const claimed = await taskClaim(db, agentId, { limit: 100 });
+  const mine = claimed.find((c) => c.id === t!.id)!;
+  expect(mine, `${key} was claimable`).toBeDefined();
+  await taskComplete(db, { taskId: mine.id, fence: mine.fence, output });
+  // What else was claimed goes back.
+  for (const c of claimed) if (c.id !== mine.id) await db.execute(sql`update tasks set status = 'ready', claimed_by = null where id = ${c.id}`);
+}
+
+describe('for_each over a list in an upstream output', () => {
+  it('adds a child per item with the item in its input, and completes with their outputs in item order', async () => {
+    const dagId = await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a.ts', 'b.ts', 'c.ts'] });
+    // The mapped task waits for the loop: no agent can claim it.
+    expect((await taskStatusByKey(db, dagId)).review).toBe('waiting');
+    expect(await settle()).toBe(1);
+    const children = await rowsOf<{ key: string; status: string; input: Record<string, unknown>; origin: string; maxAttempts: number }>(db, sql`
+      select key, status, spec->'input' as input, origin, max_attempts as "maxAttempts" from tasks where parent_id is not null order by key`);
+    expect(children).toEqual([0, 1, 2].map((i) => ({
+      key: `review/${i}`, status: 'ready', input: { style: 'strict', item: ['a.ts', 'b.ts', 'c.ts'][i], index: i }, origin: 'template', maxAttempts: 2,
+    })));
+    expect((await taskStatusByKey(db, dagId)).review).toBe('pending');
+    const [mapped] = await rowsOf<{ data: unknown }>(db, sql`select data from events where type = 'task.mapped'`);
+    expect(mapped!.data).toMatchObject({ subtasks: ['review/0', 'review/1', 'review/2'] });
+    // Completed out of order: the list is in item order all the same.
+    for (const i of [2, 0, 1]) await completeByKey(agent, `review/${i}`, { verdict: `ok ${i}` });
+    expect((await taskStatusByKey(db, dagId)).review).toBe('waiting');
+    expect(await settle()).toBe(1);
+    const [review] = await rowsOf<{ status: string; output: unknown }>(db, sql`select status, output from tasks where key = 'review'`);
+    expect(review).toEqual({ status: 'completed', output: [{ verdict: 'ok 0' }, { verdict: 'ok 1' }, { verdict: 'ok 2' }] });
+    const [synth] = await taskClaim(db, agent);
+    expect(synth!.key).toBe('synth');
+    expect(synth!.inputs).toEqual({ review: [{ verdict: 'ok 0' }, { verdict: 'ok 1' }, { verdict: 'ok 2' }] });
+    await taskComplete(db, { taskId: synth!.id, fence: synth!.fence, output: { done: true } });
+    expect((await dagGet(db, dagId))!.status).toBe('completed');
+  });
+
+  it('an empty list completes the task with [] and the DAG runs on', async () => {
+    const dagId = await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: [] });
+    expect(await settle()).toBe(1);
+    const [review] = await rowsOf<{ status: string; output: unknown }>(db, sql`select status, output from tasks where key = 'review'`);
+    expect(review).toEqual({ status: 'completed', output: [] });
+    expect((await taskStatusByKey(db, dagId)).synth).toBe('ready');
+  });
+
+  it('a value that is not a list dead-letters the task with class invalid_input; retried once the list is right, it maps', async () => {
+    const dagId = await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: 'a.ts' });
+    expect(await settle()).toBe(1);
+    expect((await taskStatusByKey(db, dagId)).review).toBe('dead_lettered');
+    const [entry] = await dlqList(db);
+    expect(entry).toMatchObject({ errorClass: 'invalid_input' });
+    const [attempt] = await rowsOf<{ message: string }>(db, sql`select error_message as message from attempts where outcome = 'failed'`);
+    expect(attempt!.message).toBe('for_each: plan.files is a string, not a list');
+    expect(await rowsOf(db, sql`select 1 from tasks where parent_id is not null`)).toEqual([]);
+    // A person fixes the plan's output and retries: the task waits again and maps the list it finds now.
+    await db.execute(sql`update tasks set output = '{"files": ["x.ts"]}' where key = 'plan'`);
+    await dlqRetry(db, entry!.id);
+    expect(await settle()).toBe(1);
+    expect(await rowsOf(db, sql`select key from tasks where parent_id is not null`)).toEqual([{ key: 'review/0' }]);
+  });
+
+  it('two loops racing over the same task add its children once', async () => {
+    await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: Array.from({ length: 50 }, (_, i) => `f${i}.ts`) });
+    const other = await databaseOpen({ url: database.url, migrate: false, poolSize: 4 });
+    try {
+      const [a, b] = await Promise.all([settle(), mapTasksSettle(other.db, { batch: 100 })]);
+      expect(a + b).toBe(1);
+    } finally {
+      await other.close();
+    }
+    const [n] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tasks where parent_id is not null`);
+    expect(n!.n).toBe(50);
+    const [edges] = await rowsOf<{ n: number }>(db, sql`
+      select count(*)::int as n from edges e join tasks d on d.id = e.downstream_id where d.key = 'review'`);
+    expect(edges!.n).toBe(51); // plan, and each child
+  });
+
+  it('its children do not use up what the DAG lets agents spawn', async () => {
+    await submit(`${plannerDag()}
+spawn: { max_tasks: 1 }
+`);
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b', 'c'] });
+    await settle();
+    const [child] = (await taskClaim(db, agent, { limit: 10 })).filter((c) => c.key === 'review/0');
+    const spawned = await taskSpawn(db, { taskId: child!.id, fence: child!.fence }, [{ key: 'note', type: 'note' }]);
+    expect(spawned.children.map((c) => c.key)).toEqual(['note']);
+    await expect(taskSpawn(db, { taskId: child!.id, fence: child!.fence }, [{ key: 'more', type: 'note' }])).rejects.toThrow(/lets its agents add 1 subtasks in all/);
+  });
+});
+
+describe('for_each over a list param or a written list', () => {
+  const paramDag = `
+name: per-repo
+params:
+  repos: [api, web]
+tasks:
+  audit:
+    type: audit
+    for_each: \${params.repos}
+    spec: { prompt: "Audit the repos: \${params.repos}" }
+  report: { type: report, depends_on: [audit], spec: { context: [audit] } }
+`;
+
+  it('maps over the default, a comma list or a JSON list from --param; in text the list reads as its items', async () => {
+    for (const [given, expected] of [[undefined, ['api', 'web']], ['a, b,c', ['a', 'b', 'c']], ['["x y", "z"]', ['x y', 'z']]] as const) {
+      await databaseReset(db);
+      const spec = await dagSourceLoad(paramDag, 'per-repo.yaml', { params: given === undefined ? {} : { repos: given } });
+      expect(spec.tasks[0]!.forEach).toEqual({ items: expected });
+      expect(spec.params.repos).toEqual(expected);
+      expect(spec.tasks[0]!.body.prompt).toBe(`Audit the repos: ${expected.join(', ')}`);
+      await dagSubmit(db, [spec]);
+      expect(await settle()).toBe(1);
+      const items = await rowsOf<{ item: string; origin: string }>(db, sql`select spec->'input'->>'item' as item, origin from tasks where parent_id is not null order by key`);
+      // A list the DAG's submitter gave is the author's data: the children's origin stays dag.
+      expect(items).toEqual(expected.map((item) => ({ item, origin: 'dag' })));
+    }
+  });
+
+  it('a --param for a list that is not one is refused, naming the param', async () => {
+    await expect(dagSourceLoad(paramDag, 'per-repo.yaml', { params: { repos: '[1, {"a": 2}]' } })).rejects.toThrow(/--param repos=\[1, \{"a": 2\}\]: expected a list/);
+  });
+
+  it('a written list maps with the whole DAG run by the waits loop, and a parent and its children show in the DAG', async () => {
+    const dagId = await submit(`
+name: literal
+tasks:
+  greet: { type: greet, for_each: [{ name: ada }, { name: alan }] }
+`);
+    const agent = await agentCreate(db, 'worker');
+    await settle();
+    const done = await drain(db, agent, (k) => ({ said: `hello from ${k}` }));
+    expect(done.sort()).toEqual(['greet/0', 'greet/1']);
+    await settle();
+    const [greet] = await rowsOf<{ output: unknown }>(db, sql`select output from tasks where key = 'greet'`);
+    expect(greet!.output).toEqual([{ said: 'hello from greet/0' }, { said: 'hello from greet/1' }]);
+    expect((await dagGet(db, dagId))!.status).toBe('completed');
+  });
+});
+
+describe('the cap on items', () => {
+  it('a list longer than DAGENT_LIMIT_MAP_ITEMS fails the task at runtime, naming the limit; a written one is refused at submit', async () => {
+    await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b', 'c'] });
+    const script = `
+      import { databaseOpen } from './src/db/connection.ts';
+      import { mapTasksSettle } from './src/engine/map.ts';
+      const d = await databaseOpen({ url: process.env.DATABASE_URL, migrate: false, poolSize: 2 });
+      console.log(await mapTasksSettle(d.db, { batch: 10 }));
+      await d.close();`;
+    const env = { ...process.env, DATABASE_URL: database.url, DAGENT_LIMIT_MAP_ITEMS: '2' };
+    const out = await new Promise<string>((resolve, reject) => execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env, timeout: 60_000 },
+      (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))));
+    expect(out.trim()).toBe('1');
+    const [attempt] = await rowsOf<{ message: string; cls: string }>(db, sql`select error_message as message, error_class as cls from attempts where outcome = 'failed'`);
+    expect(attempt).toEqual({ cls: 'invalid_input', message: 'for_each: plan.files has 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)' });
+
+    const submitted = await new Promise<{ code: number; stderr: string }>((resolve) => execFile(process.execPath, [...CLI_FROM_SOURCES, 'submit', 'test/fixtures/dags/for-each-three.yaml'], { env, timeout: 60_000 },
+      (err, _stdout, stderr) => resolve({ code: err ? Number(err.code) : 0, stderr: String(stderr) })));
+    expect(submitted.code, submitted.stderr).toBe(2);
+    expect(submitted.stderr).toContain('test/fixtures/dags/for-each-three.yaml:4:5 tasks.hello.for_each: 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)');
+  });
+});
