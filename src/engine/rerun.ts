@@ -4,7 +4,7 @@ import { deadLetterResolveForTasks } from '../db/queries/dead-letters.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskGet } from '../db/queries/tasks-read.js';
 import {
-  taskDownstreamStates, taskFailedIds, taskReopen, taskWaitingDependents, taskWaitRecount, type ReopenedRow,
+  taskDownstreamStates, taskFailedIds, taskMapChildrenRetire, taskReopen, taskWaitingDependents, taskWaitRecount, type ReopenedRow,
 } from '../db/queries/tasks-rerun.js';
 import { ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError } from '../errors.js';
 import { HELD_STATES, TRANSITIONS } from '../model/state-machine.js';
@@ -51,7 +51,14 @@ export async function dagRerunFailed(db: Db, dagId: string, opts: RerunOptions =
 
 async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions): Promise<RerunResult> {
   const by = opts.by ?? 'human';
-  const reopened: ReopenedRow[] = await taskReopen(tx, ids);
+  // A for_each task among them maps again when it is ready: its previous children step aside (kept as history).
+  const retired = await taskMapChildrenRetire(tx, ids);
+  if (retired.openChild) {
+    throw new ConflictError(`${retired.openChild.key} is ${retired.openChild.status}: a for_each task runs again only once its children are completed or cancelled (retry or cancel it first)`);
+  }
+  // A retired child is history: it does not run again with its old item (its task maps anew).
+  const gone = new Set(retired.retired);
+  const reopened: ReopenedRow[] = await taskReopen(tx, ids.filter((id) => !gone.has(id)));
   const reopenedIds = reopened.map((r) => r.id);
   // Closed tasks (completed, cancelled) count as open again; a dead-lettered one never stopped counting.
   await dagTasksReopened(tx, dagId, reopened.filter((r) => r.previous !== 'dead_lettered').length);

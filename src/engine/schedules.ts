@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import { errorMessage, withTx, type Db } from '../db/connection.js';
 import { dagFindByIdempotencyKey, dagRunningIdsByCreator } from '../db/queries/dags.js';
@@ -195,7 +197,9 @@ export function catchupPick(row: Pick<ScheduleRow, 'catchup' | 'catchupLimit'>, 
 /** The DAG a fire creates: the stored source with the schedule's params, and `scheduled_at` if the DAG declares it. */
 async function dagFireLoad(s: Pick<ScheduleRow, 'source' | 'sourceFile' | 'params' | 'name'>, at: Date): Promise<DagSpec> {
   const params = Object.fromEntries(Object.entries(s.params as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
-  return dagSourceLoad(s.source, s.sourceFile ?? `schedule ${s.name}`, { params: { ...params, scheduled_at: at.toISOString() }, ignoreUndeclaredParams: true });
+  // Relative paths in the file (a template's `use`, a schema_file) start where the file was, as when it was submitted.
+  const baseDir = s.sourceFile && existsSync(s.sourceFile) ? path.dirname(path.resolve(s.sourceFile)) : undefined;
+  return dagSourceLoad(s.source, s.sourceFile ?? `schedule ${s.name}`, { params: { ...params, scheduled_at: at.toISOString() }, ignoreUndeclaredParams: true, baseDir });
 }
 
 /** Fire now, by hand: a DAG with `created_by: cron:<name>`, whatever the overlap policy; the schedule's timing is unchanged. */

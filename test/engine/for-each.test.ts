@@ -214,3 +214,53 @@ describe('the cap on items', () => {
     expect(submitted.stderr).toContain('test/fixtures/dags/for-each-three.yaml:4:5 tasks.hello.for_each: 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)');
   });
 });
+
+describe('re-running a for_each task', () => {
+  it('re-run with its upstream, it maps the new list; the previous children stay as history, renamed and detached', async () => {
+    const dagId = await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b'] });
+    await settle();
+    for (const k of ['review/0', 'review/1']) await completeByKey(agent, k, { old: k });
+    await settle();
+    const [plan] = await rowsOf<{ id: string }>(db, sql`select id from tasks where key = 'plan'`);
+    const { taskRerun } = await import('../../src/engine/rerun.js');
+    const r = await taskRerun(db, plan!.id, { downstream: true });
+    expect(r.reopened.map((t) => t.key).sort()).toEqual(['plan', 'review']); // synth had not run: it waits again
+    await completeByKey(agent, 'plan', { files: ['x', 'y', 'z'] });
+    expect(await settle()).toBe(1);
+    const rows = await rowsOf<{ key: string; parent: string | null; status: string; item: string }>(db, sql`
+      select key, (select key from tasks p where p.id = t.parent_id) as parent, status, spec->'input'->>'item' as item
+      from tasks t where key like 'review/%' order by parent nulls first, key`);
+    expect(rows.map((x) => ({ ...x, key: x.key.replace(/~\d+$/, '~N') }))).toEqual([
+      { key: 'review/0~N', parent: null, status: 'completed', item: 'a' },
+      { key: 'review/1~N', parent: null, status: 'completed', item: 'b' },
+      { key: 'review/0', parent: 'review', status: 'ready', item: 'x' },
+      { key: 'review/1', parent: 'review', status: 'ready', item: 'y' },
+      { key: 'review/2', parent: 'review', status: 'ready', item: 'z' },
+    ]);
+    for (const k of ['review/0', 'review/1', 'review/2']) await completeByKey(agent, k, { now: k });
+    await settle();
+    const [review] = await rowsOf<{ output: unknown }>(db, sql`select output from tasks where key = 'review'`);
+    expect(review!.output).toEqual([{ now: 'review/0' }, { now: 'review/1' }, { now: 'review/2' }]);
+    expect((await taskStatusByKey(db, dagId)).synth).toBe('ready');
+  });
+
+  it('one child re-run with --downstream runs alone, and the task collects again with its new output', async () => {
+    await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b'] });
+    await settle();
+    for (const k of ['review/0', 'review/1']) await completeByKey(agent, k, { run: 1 });
+    await settle();
+    const [child] = await rowsOf<{ id: string }>(db, sql`select id from tasks where key = 'review/1'`);
+    const { taskRerun } = await import('../../src/engine/rerun.js');
+    const r = await taskRerun(db, child!.id, { downstream: true });
+    expect(r.reopened.map((t) => t.key).sort()).toEqual(['review', 'review/1']);
+    await completeByKey(agent, 'review/1', { run: 2 });
+    expect(await settle()).toBe(1);
+    const [review] = await rowsOf<{ output: unknown }>(db, sql`select output from tasks where key = 'review'`);
+    expect(review!.output).toEqual([{ run: 1 }, { run: 2 }]);
+    expect(await rowsOf(db, sql`select key from tasks where key like '%~%'`)).toEqual([]);
+  });
+});

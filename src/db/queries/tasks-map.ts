@@ -23,7 +23,7 @@ export function taskMapWaiting(db: Db, limit: number): Promise<Array<{ id: strin
 /** Lock a WAITING for_each task still at `fence`; null when it moved on or another pass holds it. */
 export async function taskMapLock(db: Db, id: string, fence: number): Promise<MapParentRow | null> {
   const [r] = await rowsOf<MapParentRow>(db, sql`
-    update tasks set has_children = true
+    update tasks set updated_at = now()
     where id = ${id} and fence = ${fence} and status = 'waiting' and starts_with(wait_key, ${MAP_WAIT_PREFIX})
       and id = (select id from tasks where id = ${id} for update skip locked)
     returning id, dag_id as "dagId", key, fence, type, title, spec, required_capabilities as "requiredCapabilities",
@@ -47,7 +47,7 @@ export function taskMapChildren(db: Db, parentId: string): Promise<Array<{ id: s
  */
 export async function taskMapWait(db: Db, w: { id: string; fence: number; children: number }): Promise<boolean> {
   const r = await rowsOf(db, sql`
-    update tasks set status = 'pending', deps_remaining = deps_remaining + ${w.children}, attempts = attempts - 1,
+    update tasks set status = 'pending', deps_remaining = deps_remaining + ${w.children}, attempts = attempts - 1, has_children = true,
       lease_expires_at = null, ready_at = null, updated_at = now()
     where id = ${w.id} and fence = ${w.fence} and status = any(${textArray(fromStates('mapWait'))})
     returning id`);

@@ -4,6 +4,7 @@ import { fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { rowsOf, textArray } from './run.js';
 import { notifyIfReady } from './tasks-fragments.js';
+import { MAP_WAIT_PREFIX } from './signals.js';
 
 /** Re-running finished work: which tasks, reopening them, and their dependents waiting again. */
 
@@ -87,4 +88,32 @@ export async function taskWaitingDependents(db: Db, ids: string[]): Promise<stri
     select distinct e.downstream_id as id from edges e join tasks t on t.id = e.downstream_id
     where e.upstream_id = any(${textArray(ids)}) and t.status in ('pending', 'ready')`);
   return rows.map((r) => r.id);
+}
+
+/**
+ * A for_each task that runs again maps again, over the list as it is then: its previous children leave it (their
+ * edges to it go, parent_id is cleared) and keep their history under `<key>~<fence>` (`review/0~7`: the run whose
+ * fence was 7), so the new children can take `review/0`, …. Not when some of its children run again with it
+ * (`rerun review/1 --downstream`): it then collects their outputs again. Returns the first child that is still open
+ * (neither completed nor cancelled), with nothing changed, when there is one: a re-run must not orphan work in flight.
+ */
+export async function taskMapChildrenRetire(db: Db, ids: string[]): Promise<{ openChild?: { key: string; status: string }; retired: string[] }> {
+  if (ids.length === 0) return { retired: [] };
+  const parents = (await rowsOf<{ id: string }>(db, sql`
+    select p.id from tasks p
+    where p.id = any(${textArray(ids)}) and starts_with(p.wait_key, ${MAP_WAIT_PREFIX}) and p.has_children
+      and not exists (select 1 from tasks k where k.parent_id = p.id and k.id = any(${textArray(ids)}))`)).map((r) => r.id);
+  if (parents.length === 0) return { retired: [] };
+  const [open] = await rowsOf<{ key: string; status: string }>(db, sql`
+    select key, status from tasks where parent_id = any(${textArray(parents)}) and status not in ('completed', 'cancelled') order by key limit 1`);
+  if (open) return { openChild: open, retired: [] };
+  await db.execute(sql`
+    delete from edges e using tasks c
+    where e.upstream_id = c.id and e.downstream_id = c.parent_id and c.parent_id = any(${textArray(parents)})`);
+  const retired = await rowsOf<{ id: string }>(db, sql`
+    update tasks c set key = c.key || '~' || p.fence, parent_id = null, updated_at = now()
+    from tasks p where c.parent_id = p.id and p.id = any(${textArray(parents)})
+    returning c.id`);
+  await db.execute(sql`update tasks set has_children = false where id = any(${textArray(parents)})`);
+  return { retired: retired.map((r) => r.id) };
 }
