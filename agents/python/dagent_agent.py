@@ -31,6 +31,11 @@ from typing import Any, Callable, Optional
 
 log = logging.getLogger("dagent")
 
+# The levels ctx.log stores (pino's), as Python's logging levels for this process's own output.
+LOG_LEVELS = {"trace": 5, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR, "fatal": logging.CRITICAL}
+# Lines per request (the server takes up to 500); a batch goes out when this many are buffered.
+LOG_BATCH = 100
+
 # Reports (complete, fail, release) are retried with backoff while the server answers 5xx or cannot
 # be reached, for up to REPORT_GIVE_UP_SEC: past that the lease has lapsed anyway.
 REPORT_RETRY_MIN_SEC = 0.25
@@ -140,6 +145,34 @@ class TaskContext:
     task: Task
     cost: dict[str, Any] = field(default_factory=dict)
     lost: threading.Event = field(default_factory=threading.Event)
+    _lines: list[dict[str, Any]] = field(default_factory=list)
+    _lines_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def log(self, message: str, level: str = "info", **fields: Any) -> None:
+        """Log a line: printed by this process, and stored with this attempt (dagent logs, the
+        dashboard, dlq show). Lines go in batches, and before the attempt's outcome."""
+        log.log(LOG_LEVELS.get(level, logging.INFO), "%s: %s", self.task.key, message)
+        line: dict[str, Any] = {"level": level if level in LOG_LEVELS else "info", "message": str(message), "at": int(time.time() * 1000)}
+        if fields:
+            line["fields"] = fields
+        with self._lines_lock:
+            self._lines.append(line)
+            full = len(self._lines) >= LOG_BATCH
+        if full:
+            self.flush_logs()
+
+    def flush_logs(self) -> None:
+        """Send the buffered lines now (the runtime does before it reports the outcome)."""
+        with self._lines_lock:
+            batch, self._lines = self._lines, []
+        for i in range(0, len(batch), LOG_BATCH):
+            try:
+                self.client.task(self.task.id, "logs", self.task.fence, lines=batch[i:i + LOG_BATCH])
+            except LeaseLost:
+                self.lost.set()
+                return
+            except Exception as e:  # noqa: BLE001 - a log line is not worth failing the task for
+                log.warning("%s: log lines not stored: %s", self.task.id, e)
 
     def heartbeat(self, progress: Optional[float] = None, message: Optional[str] = None) -> None:
         try:
@@ -152,6 +185,8 @@ class TaskContext:
         """Add subtasks. With wait, raises Waiting unless they have all completed
         already (then each child carries its `output`): write the handler as a
         resumable step with deterministic keys."""
+        if wait:
+            self.flush_logs()  # a wait ends the attempt: its lines go first
         r = self.client.task(self.task.id, "spawn", self.task.fence, subtasks=subtasks, wait=wait)
         if r["waiting"]:
             raise Waiting()
@@ -291,14 +326,18 @@ class Agent:
                 if self.stopping and stop_at is None:
                     stop_at = time.monotonic() + self.grace_sec
                 if stop_at is not None and time.monotonic() >= stop_at:
+                    ctx.flush_logs()
                     self._report(task, "release", reason="agent shutting down", **ctx.cost)
                     return
                 if task.max_duration_sec and time.monotonic() - started > task.max_duration_sec:
                     message = f"ran past max_duration_sec {task.max_duration_sec}"
+                    ctx.flush_logs()
                     self._report(task, "fail", error_class="timeout", message=message, **ctx.cost)
                     return
         finally:
             stop_beat.set()
+        if not ctx.lost.is_set():
+            ctx.flush_logs()  # the attempt's lines before its outcome: afterwards nothing joins it
         error = outcome.get("error")
         if error is None:
             try:

@@ -64,6 +64,8 @@ def handle(task: Task, ctx: TaskContext) -> dict[str, Any]:
         return {"words": sum(count(c.get("output")) for c in children), "chunks": len(children)}
 
     text = data.get("text", task.spec.get("prompt") or "")
+    # Stored with this attempt: `dagent logs <task>` and the dashboard's task page show it.
+    ctx.log(f"counted {len(text.split())} words", chars=len(text))
     return {"words": len(text.split()), "chars": len(text)}
 
 

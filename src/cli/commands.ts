@@ -28,6 +28,10 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
     },
     load: async () => (await import('./inspect.js')).inspectCommands,
   },
+  {
+    commands: { logs: 'what an agent logged while it ran a task: one attempt (the latest by default), or follow it live' },
+    load: async () => (await import('./logs.js')).logsCommand,
+  },
   { commands: { cancel: 'cancel a DAG, or a task and everything downstream of it' }, load: async () => (await import('./cancel.js')).cancelCommands },
   {
     commands: {

@@ -5,6 +5,10 @@ import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, type Task
 import { editFromEditor, editFromPatchFile } from './dlq-edit.js';
 import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
+import { logDroppedText, logLineText } from './logs.js';
+
+/** How many of the last attempt's log lines `dlq show` prints. */
+const DLQ_LOG_TAIL = 20;
 
 interface HistoryItem {
   attempt: number; agent: string | null; outcome: string; error_class: string | null; error: string | null; duration_ms: number; cost_usd: number;
@@ -31,7 +35,13 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
     .argument('<id>')
     .option('--json', 'machine-readable output')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const s = await withDatabase(ctx, (d) => dlqShow(d.db, id));
+      const { attemptLogsGet } = await import('../engine/attempt-logs.js');
+      const s = await withDatabase(ctx, async (d) => {
+        const shown = await dlqShow(d.db, id);
+        // What the last attempt that logged said: the end of it, where the failure usually is.
+        const log = (await attemptLogsGet(d.db, shown.task.id)).attempt ?? null;
+        return { ...shown, log: log && { ...log, entries: log.entries.slice(-DLQ_LOG_TAIL) } };
+      });
       const out = new Output(ctx.io, !!opts.json);
       out.result(s, () => {
         const { entry, task } = s;
@@ -42,6 +52,13 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
         out.line('\nfailure history:');
         out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost'],
           (entry.history as HistoryItem[]).map((h) => [h.attempt, h.agent, h.outcome, h.error_class, h.error, `${h.duration_ms} ms`, usd(Number(h.cost_usd))]));
+        if (s.log) {
+          const cut = s.log.lines - s.log.entries.length;
+          out.line(`\nlog of attempt ${s.log.attempt}${cut > 0 ? ` (its last ${s.log.entries.length} of ${s.log.lines} lines: dagent logs ${s.task.id} --attempt ${s.log.attempt})` : ''}:`);
+          for (const l of s.log.entries) out.line(`  ${logLineText(l)}`);
+          const dropped = logDroppedText(s.log);
+          if (dropped) out.line(`  ${dropped}`);
+        }
         const judged = (entry.history as HistoryItem[]).filter((h) => h.details?.verdicts?.length);
         if (judged.length === 0) return;
         out.line('\nvalidation verdicts:');

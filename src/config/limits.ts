@@ -24,6 +24,14 @@ export const LIMIT_DEFAULTS = {
   mapItems: 10_000,
   /** Largest list of its children's outputs a for_each task completes with (as JSON): 16 MiB. */
   mapOutputBytes: 16 * 1024 * 1024,
+  /** Most bytes of spec a for_each task's children may hold together (each a copy of its spec, with its item): 64 MiB. */
+  mapSpecBytes: 64 * 1024 * 1024,
+  /** Most log lines kept per attempt (ctx.log, POST /api/tasks/:id/logs); later ones are counted as dropped. */
+  logLinesPerAttempt: 1_000,
+  /** Most bytes of log (messages and fields) kept per attempt: 256 KiB. */
+  logBytesPerAttempt: 256 * 1024,
+  /** Longest log message kept whole, in characters; a longer one is cut, and says so. */
+  logLineChars: 4_096,
   /** Deepest nesting of arrays and objects in a request body, a DAG file or an output. */
   jsonDepth: 64,
   /** Largest schema file a json-schema validation step may name: 1 MiB. */

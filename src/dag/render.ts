@@ -33,10 +33,20 @@ export function graphCollapse(nodes: RenderNode[], edges: RenderEdge[]): { nodes
     const g = groupOf(k);
     return g === undefined ? k : g;
   };
+  // A task with subtasks folded into it shows the most urgent status of them all.
+  const subtaskStatuses = new Map<string, string[]>();
+  for (const n of nodes) {
+    const g = groupOf(n.key);
+    if (g !== undefined && own.has(g) && n.status) subtaskStatuses.set(g, [...(subtaskStatuses.get(g) ?? []), n.status]);
+  }
   const out: RenderNode[] = [];
   for (const n of nodes) {
     const g = groupOf(n.key);
-    if (g === undefined) out.push(n);
+    if (g === undefined) {
+      const statuses = [n.status, ...(subtaskStatuses.get(n.key) ?? [])].filter((x): x is string => !!x);
+      const status = STATUS_URGENCY.find((x) => statuses.includes(x)) ?? n.status;
+      out.push(subtaskStatuses.has(n.key) ? { ...n, ...(status ? { status } : {}), label: `${n.key} (+${subtaskStatuses.get(n.key)!.length} subtasks)` } : n);
+    }
     else if (members.get(g)?.[0] === n) {
       const ms = members.get(g)!;
       const statuses = ms.map((m) => m.status).filter((x): x is string => !!x);
@@ -67,7 +77,8 @@ function groupsBoxed(nodes: RenderNode[]): Map<string, RenderNode[]> {
   return boxes;
 }
 
-const mermaidId = (k: string) => k.replace(/[^A-Za-z0-9_]/g, '_');
+/** A Mermaid node id for a key, one per key: `_` doubles, `/` is `_s`, `-` is `_d` (so review_api and review/api differ). */
+const mermaidId = (k: string) => k.replace(/[^A-Za-z0-9]/g, (c) => (c === '_' ? '__' : c === '/' ? '_s' : c === '-' ? '_d' : `_x${c.codePointAt(0)!.toString(16)}_`));
 
 function mermaid(nodes: RenderNode[], edges: RenderEdge[]): string {
   const lines = ['flowchart TD'];

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { LIMITS } from '../config/index.js';
+import { LIMITS, limitEnvName } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
-import { projectFileRead, type ProjectRoots } from '../validation/project-files.js';
+import { projectFileRead, projectPathResolve, type ProjectRoots } from '../validation/project-files.js';
 import { taskGroupSchema, templateFileSchema, type TaskGroupFile } from './file-schema.js';
 import type { Path } from './locate.js';
 import { closestMatch, didYouMean } from './suggest.js';
@@ -76,9 +76,19 @@ export async function taskGroupsExpand(
       continue;
     }
     const group = parsed.data;
-    const loaded = templates.get(group.use) ?? templateLoad(group.use, o.where);
-    templates.set(group.use, loaded);
+    // One load per file, however it is spelt (`a/../t.yaml`, `./t.yaml`); each use is charged to the DAG's expansion budget.
+    const real = await projectPathResolve(group.use, o.where);
+    const cacheKey = 'real' in real ? real.real : group.use;
+    const loaded = templates.get(cacheKey) ?? templateLoad(group.use, o.where);
+    templates.set(cacheKey, loaded);
     const t = await loaded;
+    if (!('readError' in t) && !Array.isArray(t)) {
+      o.budget.left -= t.size;
+      if (o.budget.left < 0) {
+        problems.push(o.at(['tasks', key, 'use'], `templates expand the DAG to more than ${LIMITS.specChars} characters (${limitEnvName('specChars')})`));
+        break;
+      }
+    }
     const usedAt = o.at(['tasks', key], '', true);
     const suffix = ` (in group ${key}, used at ${usedAt.file}:${usedAt.line}:${usedAt.column})`;
     if ('readError' in t) {
@@ -122,7 +132,7 @@ export async function taskGroupsExpand(
   return out;
 }
 
-interface LoadedTemplate { at: At; params: Record<string, unknown>; tasks: Record<string, unknown>; baseDir: string }
+interface LoadedTemplate { at: At; params: Record<string, unknown>; tasks: Record<string, unknown>; baseDir: string; size: number }
 
 /** Read, parse and shape-check a template file once per DAG; its tasks are checked as the DAG's, after expansion. */
 async function templateLoad(written: string, where: ProjectRoots): Promise<LoadedTemplate | SpecProblem[] | { readError: string }> {
@@ -140,7 +150,7 @@ async function templateLoad(written: string, where: ProjectRoots): Promise<Loade
   if (!shape.success) {
     return zodProblems(shape.error, [], source.raw, source.at, (p) => (p.length === 0 ? Object.keys(templateFileSchema.shape) : undefined));
   }
-  return { at: source.at, params: shape.data.params ?? {}, tasks: shape.data.tasks, baseDir: path.dirname(path.resolve(where.baseDir, written)) };
+  return { at: source.at, params: shape.data.params ?? {}, tasks: shape.data.tasks, baseDir: path.dirname(path.resolve(where.baseDir, written)), size: read.text.length };
 }
 
 function groupExpand(
@@ -177,8 +187,12 @@ function groupExpand(
     const t = { ...(raw as Record<string, unknown>) };
     const deps = Array.isArray(t.depends_on) ? t.depends_on : [];
     const inside = (k: unknown) => (typeof k === 'string' && Object.hasOwn(body, k) ? full(k) : k);
-    if (Array.isArray(t.depends_on) || !upstreamInside.has(local)) {
-      t.depends_on = [...deps.map(inside), ...(upstreamInside.has(local) ? [] : use.depends_on ?? [])];
+    // A depends_on that is not a list is left as written, for the schema check to report at its line.
+    if (t.depends_on === undefined || Array.isArray(t.depends_on)) {
+      const own = deps.map(inside);
+      // A first task gets the group's upstream tasks, less any it names itself (a param may name the same task).
+      const fromGroup = upstreamInside.has(local) ? [] : (use.depends_on ?? []).filter((d) => !own.includes(d));
+      t.depends_on = [...own, ...fromGroup];
     }
     if (t.spec && typeof t.spec === 'object' && Array.isArray((t.spec as { context?: unknown }).context)) {
       const spec = t.spec as { context: unknown[] };
@@ -186,7 +200,7 @@ function groupExpand(
     }
     if (typeof t.for_each === 'string') t.for_each = contextInside(t.for_each, body, full);
     if (use.tags?.length) t.tags = [...(Array.isArray(t.tags) ? t.tags : []), ...use.tags];
-    if ((t.depends_on as unknown[]).length === 0) delete t.depends_on;
+    if (Array.isArray(t.depends_on) && t.depends_on.length === 0) delete t.depends_on;
     out.tasks[full(local)] = t;
     out.grouped.set(full(local), { group, local, at, ownDeps: deps.length, baseDir });
   }

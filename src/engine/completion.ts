@@ -27,8 +27,8 @@ export function spentOf(c: Spent): Spent {
  * Why an output cannot be stored (a NUL, an unpaired surrogate, nesting past
  * LIMITS.jsonDepth) or is over LIMITS.outputBytes as JSON, or null.
  */
-export function outputProblem(output: unknown, maxBytes: number = LIMITS.outputBytes): string | null {
-  const bad = jsonProblem(output, LIMITS.jsonDepth);
+export function outputProblem(output: unknown, maxBytes: number = LIMITS.outputBytes, maxDepth: number = LIMITS.jsonDepth): string | null {
+  const bad = jsonProblem(output, maxDepth);
   if (bad) return `${jsonPathFormat('output', bad.path)}: ${bad.message}`;
   if (jsonSizeExceeds(output, maxBytes)) {
     const size = Buffer.byteLength(JSON.stringify(output) ?? '');
@@ -39,8 +39,8 @@ export function outputProblem(output: unknown, maxBytes: number = LIMITS.outputB
 }
 
 /** A completion as the statement's input row; `details` goes on the attempt (the verdicts that passed it). An output that cannot be stored is refused here. */
-export function completionInput(c: TaskRef & { output: unknown } & Spent, details?: Record<string, unknown>, maxBytes?: number): CompletionInput {
-  const bad = outputProblem(c.output, maxBytes);
+export function completionInput(c: TaskRef & { output: unknown } & Spent, details?: Record<string, unknown>, maxBytes?: number, maxDepth?: number): CompletionInput {
+  const bad = outputProblem(c.output, maxBytes, maxDepth);
   if (bad) throw new InvalidInputError(`task ${c.taskId}: ${bad}`, { taskId: c.taskId });
   return { id: c.taskId, fence: c.fence, output: c.output, ...spentOf(c), ...(details ? { details } : {}) };
 }

@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
 import { taskOutputsByKeys } from '../db/queries/tasks-read.js';
 import { taskDepsRecount } from '../db/queries/tasks-spawn.js';
-import { taskMapChildren, taskMapLock, taskMapWait, taskMapWaiting, type MapParentRow } from '../db/queries/tasks-map.js';
+import { taskMapChildren, taskMapChildrenSize, taskMapLock, taskMapWait, taskMapWaiting, type MapParentRow } from '../db/queries/tasks-map.js';
+import { dagLockGraph } from '../db/queries/dags.js';
+import { DagentError } from '../errors.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import type { ForEachSpec, RetryPolicy, TaskBody, TaskOrigin, TaskSpec } from '../dag/spec.js';
 import { contextResolve } from './claim.js';
@@ -37,48 +39,62 @@ export async function mapTasksSettle(db: Db, opts: { batch: number; log?: Logger
   return n;
 }
 
-async function mapTaskSettle(db: Db, t: { id: string; fence: number }, log?: Logger): Promise<Settled> {
-  let failure: string | undefined;
-  const r = await withTx(db, async (tx): Promise<{ settled: Settled; recount?: string[]; dagId?: string; children?: number }> => {
-    const p = await taskMapLock(tx, t.id, t.fence);
-    if (!p) return { settled: 'skipped' };
-    const children = await taskMapChildren(tx, p.id);
-    if (children.length > 0) {
-      // Back after its children: all of them completed (that is what made it READY, so WAITING).
-      if (children.some((c) => c.status !== 'completed')) return { settled: 'skipped' };
-      const output = children.map((c) => c.output);
-      // Each output fit; their list may not (too large, or one level too deep).
-      const bad = outputProblem(output, LIMITS.mapOutputBytes);
-      if (bad) {
-        failure = `the list of its ${children.length} children's outputs cannot be stored: ${bad.replace(/^output/, 'the list')}`;
-        return { settled: 'failed' };
-      }
-      await completionWrite(tx, [completionInput({ taskId: p.id, fence: p.fence, output }, { for_each: { children: children.length } }, LIMITS.mapOutputBytes)]);
-      return { settled: 'completed' };
-    }
-    const forEach = (p.spec as { forEach?: ForEachSpec }).forEach!;
-    const items = await itemsOf(tx, p, forEach);
-    if (typeof items === 'string') {
-      failure = items;
-      return { settled: 'failed' };
-    }
-    if (items.length === 0) {
-      await completionWrite(tx, [completionInput({ taskId: p.id, fence: p.fence, output: [] }, { for_each: { children: 0 } })]);
-      return { settled: 'completed' };
-    }
-    // Items an upstream agent produced are data it gave: the children's origin says so (as a template's fields).
-    const origin: TaskOrigin = 'over' in forEach ? 'template' : p.origin as TaskOrigin;
-    const added = await subtasksAdd(tx, p, items.map((item, index) => childSpec(p, item, index, origin)), {
-      wait: true, event: 'task.mapped', parentWait: (n) => taskMapWait(tx, { id: p.id, fence: p.fence, children: n }),
-    });
-    return { settled: 'mapped', recount: added.recount, dagId: p.dagId, children: items.length };
+type Pass = { settled: Settled; failure?: string; recount?: string[]; dagId?: string; children?: number };
+
+async function mapTaskSettle(db: Db, t: { id: string; fence: number; dagId: string }, log?: Logger): Promise<Settled> {
+  const r = await withTx(db, (tx) => mapPass(tx, t)).catch((e: unknown): Pass => {
+    // A refusal (the DAG's task or edge limit, a key taken): the same list would be refused again, so the task
+    // fails for a person to see, rather than waiting for ever at the head of every pass. A lost connection is retried.
+    if (e instanceof DagentError) return { settled: 'failed', failure: `its children could not be added: ${e.message}` };
+    throw e;
   });
   if (r.recount) await withTx(db, (tx) => taskDepsRecount(tx, r.recount!));
-  if (failure !== undefined) {
-    await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: MAP_ERROR_CLASS, message: `for_each: ${failure}`, retryable: false }, { log });
+  if (r.failure !== undefined) {
+    await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: MAP_ERROR_CLASS, message: `for_each: ${r.failure}`, retryable: false }, { log });
   }
-  if (r.settled !== 'skipped') log?.info({ taskId: t.id, dagId: r.dagId, settled: r.settled, children: r.children }, 'for_each settled');
-  return failure !== undefined ? 'failed' : r.settled;
+  if (r.settled !== 'skipped') log?.info({ taskId: t.id, dagId: t.dagId, settled: r.settled, children: r.children }, 'for_each settled');
+  return r.settled;
+}
+
+async function mapPass(tx: Db, t: { id: string; fence: number; dagId: string }): Promise<Pass> {
+  // The DAG's graph lock first, then the task's row: the order cancel and re-run take them in.
+  await dagLockGraph(tx, t.dagId);
+  const p = await taskMapLock(tx, t.id, t.fence);
+  if (!p) return { settled: 'skipped' };
+  const size = await taskMapChildrenSize(tx, p.id);
+  if (size.children > 0) {
+    // Back after its children: all of them completed (that is what made it READY, so WAITING).
+    if (size.open > 0) return { settled: 'skipped' };
+    // Measured in the database before anything is loaded: 10,000 outputs of 1 MiB never reach this process.
+    if (size.bytes > LIMITS.mapOutputBytes) {
+      return { settled: 'failed', failure: `its ${size.children} children's outputs are ${size.bytes} bytes as JSON; their list may be at most ${LIMITS.mapOutputBytes} (${limitEnvName('mapOutputBytes')})` };
+    }
+    const output = (await taskMapChildren(tx, p.id)).map((c) => c.output);
+    // The list is one level deeper than the outputs in it, each of which was allowed the full depth.
+    const bad = outputProblem(output, LIMITS.mapOutputBytes, LIMITS.jsonDepth + 1);
+    if (bad) return { settled: 'failed', failure: `the list of its ${size.children} children's outputs cannot be stored: ${bad.replace(/^output/, 'the list')}` };
+    await completionWrite(tx, [completionInput({ taskId: p.id, fence: p.fence, output }, { for_each: { children: size.children } }, LIMITS.mapOutputBytes, LIMITS.jsonDepth + 1)]);
+    return { settled: 'completed' };
+  }
+  const forEach = (p.spec as { forEach?: ForEachSpec }).forEach!;
+  const items = await itemsOf(tx, p, forEach);
+  if (typeof items === 'string') return { settled: 'failed', failure: items };
+  if (items.length === 0) {
+    await completionWrite(tx, [completionInput({ taskId: p.id, fence: p.fence, output: [] }, { for_each: { children: 0 } })]);
+    return { settled: 'completed' };
+  }
+  // Each child is a copy of the task's spec: a long prompt times many items is refused before anything is written.
+  const { forEach: _list, ...body } = p.spec;
+  const specBytes = Buffer.byteLength(JSON.stringify(body)) * items.length + Buffer.byteLength(JSON.stringify(items));
+  if (specBytes > LIMITS.mapSpecBytes) {
+    return { settled: 'failed', failure: `${items.length} children of this task's spec would be ${specBytes} bytes; at most ${LIMITS.mapSpecBytes} (${limitEnvName('mapSpecBytes')}): map over fewer items, or shorten the prompt` };
+  }
+  // Items an upstream agent produced are data it gave: the children's origin says so (as a template's fields).
+  const origin: TaskOrigin = 'over' in forEach ? 'template' : p.origin as TaskOrigin;
+  const added = await subtasksAdd(tx, p, items.map((item, index) => childSpec(p, item, index, origin)), {
+    wait: true, event: 'task.mapped', parentWait: (n) => taskMapWait(tx, { id: p.id, fence: p.fence, children: n }),
+  });
+  return { settled: 'mapped', recount: added.recount, dagId: p.dagId, children: items.length };
 }
 
 /** The list to map over, or why it is not one. */

@@ -11,6 +11,7 @@ import { DagentError, LeaseLostError } from '../errors.js';
 import type { AgentDefinition, TaskContext } from './define-agent.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import { deliver } from './deliver.js';
+import { AttemptLog } from './attempt-log.js';
 import { errorClassify, InvalidOutputError } from './task-errors.js';
 
 /** Why a running handler was told to stop. */
@@ -54,6 +55,8 @@ export class TaskRun {
   private readonly abort = new AbortController();
   private readonly ref: TaskRef;
   private readonly log: Logger;
+  /** What the handler logs, also stored with this attempt (`dagent logs`). */
+  private readonly attemptLog: AttemptLog;
   private readonly cost = { usd: 0, tokensIn: 0, tokensOut: 0, model: null as string | null };
   private waiting = false;
   private beatTimer: NodeJS.Timeout | undefined;
@@ -61,6 +64,7 @@ export class TaskRun {
   constructor(private readonly deps: TaskRunDeps, readonly task: ClaimedTask) {
     this.ref = { taskId: task.id, fence: task.fence };
     this.log = deps.log.child({ taskId: task.id, dagId: task.dagId, attempt: task.attempt });
+    this.attemptLog = new AttemptLog(deps.db, this.ref, this.log);
     this.done = this.execute().catch((err) => this.log.error({ err }, 'task run failed unexpectedly; the reaper will recover the task'));
   }
 
@@ -113,12 +117,18 @@ export class TaskRun {
       clearTimeout(ackTimer);
       clearTimeout(maxTimer);
     }
-    if (this.waiting) return this.log.info('waiting for subtasks');
+    if (this.waiting) {
+      this.attemptLog.close();
+      return this.log.info('waiting for subtasks');
+    }
     if (this.abort.signal.aborted && outcome.kind !== 'aborted') outcome = { kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason };
     await this.settle(outcome);
   }
 
   private async settle(result: Outcome): Promise<void> {
+    // The attempt's lines are stored before its outcome: once it ends, nothing joins it.
+    if (!(result.kind === 'aborted' && result.reason === 'lease_lost')) await this.attemptLog.flush();
+    this.attemptLog.close();
     let outcome = result;
     const { db, batcher } = this.deps;
     const spent = { costUsd: this.cost.usd, tokensIn: this.cost.tokensIn, tokensOut: this.cost.tokensOut, model: this.cost.model };
@@ -171,12 +181,15 @@ export class TaskRun {
       if (signal.aborted) throw signal.reason;
       if (this.waiting) throw new WaitingForSubtasks();
     };
+    const attemptLog = this.attemptLog;
     return {
       agentId: this.deps.agentId,
       inputs: this.task.inputs,
       children: this.task.children,
       signal,
-      log: this.log,
+      get log() {
+        return attemptLog.logger;
+      },
       heartbeat: async (progress) => {
         live();
         try {
@@ -188,6 +201,8 @@ export class TaskRun {
       },
       spawn: async (specs, opts = {}) => {
         live();
+        // A wait ends the attempt: its lines so far go first.
+        if (opts.wait) await this.attemptLog.flush();
         const r = await taskSpawn(this.deps.db, this.ref, specs, { wait: opts.wait, cost: this.cost, log: this.log });
         if (!r.waiting) return r.children;
         this.waiting = true;

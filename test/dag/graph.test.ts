@@ -32,7 +32,7 @@ describe('graph', () => {
     const nodes = [{ key: 'build-x', status: 'completed' }, { key: 'test', status: 'ready' }];
     const edges = [{ upstream: 'build-x', downstream: 'test' }];
     const m = graphRender('mermaid', 'd', nodes, edges);
-    expect(m).toContain('build_x --> test');
+    expect(m).toContain('build_dx --> test');
     expect(m).toContain('class test ready');
     const d = graphRender('dot', 'd', nodes, edges);
     expect(d).toContain('"build-x" -> "test";');

@@ -80,14 +80,14 @@ describe('a DAG that uses a template twice', () => {
     const file = rel(path.join(DIR, 'good.yaml'));
     const expanded = await cli(['graph', file]);
     expect(expanded.code, expanded.stderr).toBe(0);
-    expect(expanded.stdout).toContain('subgraph review_api_group ["review_api"]\n    review_api_lint["review_api/lint"]');
-    expect(expanded.stdout).toContain('review_api_fix --> ship');
+    expect(expanded.stdout).toContain('subgraph review__api_group ["review_api"]\n    review__api_slint["review_api/lint"]');
+    expect(expanded.stdout).toContain('review__api_sfix --> ship');
     const collapsed = await cli(['graph', file, '--groups', 'collapsed']);
-    expect(collapsed.stdout).toContain('review_api["review_api (3 tasks)"]');
-    expect(collapsed.stdout).toContain('plan --> review_api');
-    expect(collapsed.stdout).toContain('review_web --> ship');
+    expect(collapsed.stdout).toContain('review__api["review_api (3 tasks)"]');
+    expect(collapsed.stdout).toContain('plan --> review__api\n');
+    expect(collapsed.stdout).toContain('review__web --> ship');
     expect(collapsed.stdout).not.toContain('review_api/lint');
-    expect(collapsed.stdout).not.toMatch(/review_api --> review_api\b/);
+    expect(collapsed.stdout).not.toMatch(/review__api --> review__api\b/);
     const dot = await cli(['graph', file, '--format', 'dot']);
     expect(dot.stdout).toContain('subgraph "cluster_review_web" {');
     const bad = await cli(['graph', file, '--groups', 'folded']);
@@ -134,5 +134,46 @@ describe('a scheduled DAG that uses a template', () => {
     const tasks = await rowsOf<{ key: string; prompt: string }>(db, sql`select key, spec->>'prompt' as prompt from tasks where dag_id = ${dagId} order by key`);
     expect(tasks.map((t) => t.key)).toEqual(['review/fix', 'review/lint', 'review/test']);
     expect(tasks.find((t) => t.key === 'review/lint')!.prompt).toMatch(/^Lint src \(\d{4}-\d\d-\d\dT/);
+  });
+});
+
+describe('graph rendering', () => {
+  it('keeps a group\'s task and a task of a like name apart, and a folded task shows its most urgent subtask', async () => {
+    const { graphCollapse, graphRender } = await import('../../src/dag/render.js');
+    const nodes = [{ key: 'review/api' }, { key: 'review_api' }, { key: 'ship' }];
+    const m = graphRender('mermaid', 't', nodes, [{ upstream: 'review_api', downstream: 'ship' }]);
+    expect(m).toContain('review_sapi["review/api"]');
+    expect(m).toContain('review__api --> ship');
+    const folded = graphCollapse(
+      [{ key: 'map', status: 'pending' }, { key: 'map/0', status: 'completed' }, { key: 'map/1', status: 'dead_lettered' }],
+      [{ upstream: 'map/0', downstream: 'map' }, { upstream: 'map/1', downstream: 'map' }],
+    );
+    expect(folded.nodes).toEqual([{ key: 'map', status: 'dead_lettered', label: 'map (+2 subtasks)' }]);
+    expect(folded.edges).toEqual([]);
+  });
+});
+
+describe('templates, used many ways', () => {
+  it('a param may name the DAG task a group reads; naming it in the group\'s depends_on too is no duplicate', async () => {
+    const spec = await dagFileLoad(path.join(DIR, 'from-source.yaml'));
+    expect(spec.tasks.map((t) => [t.key, t.dependsOn, t.body.context])).toEqual([
+      ['plan', [], []], ['digest/read', ['plan'], ['plan.summary']], ['digest/write', ['digest/read'], []],
+    ]);
+  });
+
+  it('each use of a template counts against the DAG\'s expansion budget, however its path is spelt', async () => {
+    const { mkdtempSync, mkdirSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(path.join(tmpdir(), 'dagent-templates-'));
+    mkdirSync(path.join(dir, 't'));
+    writeFileSync(path.join(dir, 't', 'big.yaml'), `description: "${'d'.repeat(9_000)}"\ntasks:\n  x: { type: x }\n`);
+    const uses = Array.from({ length: 600 }, (_, i) => `  g${i}: { use: ${i % 2 ? 't/../t/big.yaml' : './t/big.yaml'} }`).join('\n');
+    writeFileSync(path.join(dir, 'many.yaml'), `name: many\ntasks:\n${uses}\n`);
+    const err = await dagFileLoad(path.join(dir, 'many.yaml')).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(DagValidationError);
+    const problems = (err as DagValidationError).problems;
+    expect(problems).toHaveLength(1);
+    expect(problems[0]!.message).toBe('templates expand the DAG to more than 4194304 characters (DAGENT_LIMIT_SPEC_CHARS)');
+    expect(problems[0]!.path).toMatch(/^tasks\.g\d+\.use$/);
   });
 });

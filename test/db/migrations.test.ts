@@ -25,7 +25,7 @@ describe('migrations', () => {
       await Promise.all(pools.map((p) => p.end()));
       expect(rows[0].n).toBeGreaterThan(0);
       // Every table in dagent's own schema (the journal too), none in public, no drizzle schema.
-      expect(tables.rows).toEqual([{ table_schema: 'dagent', n: 21 }]);
+      expect(tables.rows).toEqual([{ table_schema: 'dagent', n: 23 }]);
     } finally {
       await admin.query(`drop database ${name} with (force)`);
       await admin.end();

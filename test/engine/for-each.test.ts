@@ -190,28 +190,96 @@ tasks:
   });
 });
 
-describe('the cap on items', () => {
+/** One pass of the waits loop's mapping in a child process whose limits `env` lowers (LIMITS is read at start-up). */
+async function settleWith(limits: Record<string, string>): Promise<string> {
+  const script = `
+    import { databaseOpen } from './src/db/connection.ts';
+    import { mapTasksSettle } from './src/engine/map.ts';
+    const d = await databaseOpen({ url: process.env.DATABASE_URL, migrate: false, poolSize: 2 });
+    console.log(await mapTasksSettle(d.db, { batch: 10 }));
+    await d.close();`;
+  const env = { ...process.env, DATABASE_URL: database.url, ...limits };
+  const out = await new Promise<string>((resolve, reject) => execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env, timeout: 60_000 },
+    (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))));
+  return out.trim();
+}
+
+async function failedAttempt() {
+  const [a] = await rowsOf<{ message: string; cls: string }>(db, sql`select error_message as message, error_class as cls from attempts where outcome = 'failed'`);
+  return a;
+}
+
+describe('limits on a for_each', () => {
   it('a list longer than DAGENT_LIMIT_MAP_ITEMS fails the task at runtime, naming the limit; a written one is refused at submit', async () => {
     await submit(plannerDag());
     const agent = await agentCreate(db, 'worker');
     await completeByKey(agent, 'plan', { files: ['a', 'b', 'c'] });
-    const script = `
-      import { databaseOpen } from './src/db/connection.ts';
-      import { mapTasksSettle } from './src/engine/map.ts';
-      const d = await databaseOpen({ url: process.env.DATABASE_URL, migrate: false, poolSize: 2 });
-      console.log(await mapTasksSettle(d.db, { batch: 10 }));
-      await d.close();`;
-    const env = { ...process.env, DATABASE_URL: database.url, DAGENT_LIMIT_MAP_ITEMS: '2' };
-    const out = await new Promise<string>((resolve, reject) => execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env, timeout: 60_000 },
-      (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout))));
-    expect(out.trim()).toBe('1');
-    const [attempt] = await rowsOf<{ message: string; cls: string }>(db, sql`select error_message as message, error_class as cls from attempts where outcome = 'failed'`);
-    expect(attempt).toEqual({ cls: 'invalid_input', message: 'for_each: plan.files has 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)' });
+    expect(await settleWith({ DAGENT_LIMIT_MAP_ITEMS: '2' })).toBe('1');
+    expect(await failedAttempt()).toEqual({ cls: 'invalid_input', message: 'for_each: plan.files has 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)' });
 
+    const env = { ...process.env, DATABASE_URL: database.url, DAGENT_LIMIT_MAP_ITEMS: '2' };
     const submitted = await new Promise<{ code: number; stderr: string }>((resolve) => execFile(process.execPath, [...CLI_FROM_SOURCES, 'submit', 'test/fixtures/dags/for-each-three.yaml'], { env, timeout: 60_000 },
       (err, _stdout, stderr) => resolve({ code: err ? Number(err.code) : 0, stderr: String(stderr) })));
     expect(submitted.code, submitted.stderr).toBe(2);
     expect(submitted.stderr).toContain('test/fixtures/dags/for-each-three.yaml:4:5 tasks.hello.for_each: 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)');
+  });
+
+  it('children the DAG\'s task limit refuses fail the task (dead-lettered, nothing added), and the next DAG\'s for_each still maps', async () => {
+    const first = await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b', 'c', 'd', 'e'] });
+    expect(await settleWith({ DAGENT_LIMIT_TASKS_PER_DAG: '6' })).toBe('1');
+    expect((await taskStatusByKey(db, first)).review).toBe('dead_lettered');
+    expect((await failedAttempt())!.message).toMatch(/^for_each: its children could not be added: spawn from review: DAG \S+ has 3 tasks; 5 more would pass the limit of 6/);
+    expect(await rowsOf(db, sql`select 1 from tasks where parent_id is not null`)).toEqual([]);
+    // Failed, it no longer waits at the head of the loop's passes: another DAG's for_each maps.
+    const second = await submit(plannerDag().replace('name: fan-out', 'name: fan-out-2'));
+    const [plan2] = await rowsOf<{ id: string }>(db, sql`select id from tasks where dag_id = ${second} and key = 'plan'`);
+    const [c] = (await taskClaim(db, agent, { limit: 10 })).filter((t) => t.id === plan2!.id);
+    await taskComplete(db, { taskId: c!.id, fence: c!.fence, output: { files: ['x'] } });
+    expect(await settleWith({ DAGENT_LIMIT_TASKS_PER_DAG: '6' })).toBe('1');
+    expect((await taskStatusByKey(db, second)).review).toBe('pending');
+  });
+
+  it('a long spec times many items is refused before anything is written', async () => {
+    await submit(plannerDag().replace('Review the file in input.item', 'x'.repeat(2000)));
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: Array.from({ length: 20 }, (_, i) => `f${i}`) });
+    expect(await settleWith({ DAGENT_LIMIT_MAP_SPEC_BYTES: '20000' })).toBe('1');
+    expect((await failedAttempt())!.message).toMatch(/^for_each: 20 children of this task's spec would be \d+ bytes; at most 20000 \(DAGENT_LIMIT_MAP_SPEC_BYTES\)/);
+    expect(await rowsOf(db, sql`select 1 from tasks where parent_id is not null`)).toEqual([]);
+  });
+
+  it('children\'s outputs too large together fail the task, measured before they are read; outputs at full depth fit in the list', async () => {
+    await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b'] });
+    await settle();
+    // Each child's output as deep as an output may be: the list around them is one level deeper, and allowed.
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 63; i++) deep = { d: deep };
+    await completeByKey(agent, 'review/0', deep);
+    await completeByKey(agent, 'review/1', { blob: 'z'.repeat(5_000) });
+    expect(await settleWith({ DAGENT_LIMIT_MAP_OUTPUT_BYTES: '4000' })).toBe('1');
+    expect((await failedAttempt())!.message).toMatch(/^for_each: its 2 children's outputs are \d+ bytes as JSON; their list may be at most 4000 \(DAGENT_LIMIT_MAP_OUTPUT_BYTES\)$/);
+    const [entry] = await dlqList(db);
+    await dlqRetry(db, entry!.id);
+    expect(await settle()).toBe(1);
+    const [review] = await rowsOf<{ status: string; n: number }>(db, sql`select status, jsonb_array_length(output) as n from tasks where key = 'review'`);
+    expect(review).toEqual({ status: 'completed', n: 2 });
+  });
+
+  it('cancelling a for_each task cancels its children', async () => {
+    const dagId = await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b'] });
+    await settle();
+    const [review] = await rowsOf<{ id: string }>(db, sql`select id from tasks where key = 'review'`);
+    const { taskCancel } = await import('../../src/engine/cancel.js');
+    const cancelled = await taskCancel(db, review!.id);
+    expect(cancelled.map((c) => c.key).sort()).toEqual(['review', 'review/0', 'review/1', 'synth']);
+    expect(await taskClaim(db, agent, { limit: 10 })).toEqual([]);
+    expect(Object.values(await taskStatusByKey(db, dagId)).filter((s) => s !== 'cancelled')).toEqual(['completed']); // plan
   });
 });
 

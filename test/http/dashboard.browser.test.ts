@@ -311,3 +311,34 @@ tasks:
     expect(pageErrors).toEqual([]);
   });
 });
+
+describe('a task\'s log in the dashboard', () => {
+  it('shows what the agent logged, as text, and new lines live while the attempt runs', async () => {
+    expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
+    const { attemptLogAppend } = await import('../../src/engine/attempt-logs.js');
+    await agentRegister(db, { id: 'talker', type: 'worker', capabilities: [], maxConcurrent: 10 });
+    const submitted = await http.call('POST', '/api/dags', { raw: 'name: log-demo\ntasks:\n  talk: { type: talk }\n', contentType: 'application/yaml' });
+    const dagId: string = submitted.body.results[0].dagId;
+    const [t] = await taskClaim(db, 'talker', { start: true, dagId });
+    const ref = { taskId: t!.id, fence: t!.fence };
+    await attemptLogAppend(db, ref, [{ level: 'info', message: 'cloning the repository', fields: { repo: 'api' } }, { level: 'warn', message: HOSTILE }]);
+
+    await page.goto(`${http.url}/#/tasks/${encodeURIComponent(t!.id)}`);
+    const log = page.locator('#task-log');
+    await page.waitForSelector('#task-log .level-warn', { timeout: LIVE_MS });
+    expect(await log.textContent()).toContain('INFO  cloning the repository {"repo":"api"}');
+    expect(await log.textContent()).toContain(HOSTILE);
+    expect(await page.locator('main img').count()).toBe(0);
+    await page.waitForSelector('#task-log-status:has-text("Attempt 1 (running: live) · 2 line(s)")', { timeout: LIVE_MS });
+
+    // A line logged now appears without a reload; when the attempt ends, the page says so.
+    await attemptLogAppend(db, ref, [{ level: 'error', message: 'tests failed: 3' }]);
+    await page.waitForSelector('#task-log .level-error:has-text("tests failed: 3")', { timeout: LIVE_MS });
+    await taskComplete(db, { ...ref, output: { ok: true } });
+    await page.waitForSelector('#task-log-status:text-is("Attempt 1 · 3 line(s)")', { timeout: LIVE_MS });
+    expect(await log.locator('.log-line').count()).toBe(3);
+    await shot('07-task-log');
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(pageErrors).toEqual([]);
+  });
+});

@@ -104,6 +104,10 @@ tasks:
     expect(g.nodes.filter((n) => n.key.startsWith('body/')).every((n) => n.parentKey === 'body')).toBe(true);
 
     expect((await taskOf(dagId, 'intro')).task.output).toEqual({ words: 4, chars: 19 });
+    // What the handler logged (ctx.log) is stored with its attempt.
+    const introId = (await graph(dagId)).nodes.find((n) => n.key === 'intro')!.id;
+    const logs = await http.call('GET', `/api/tasks/${introId}/logs`);
+    expect(logs.body.attempt).toMatchObject({ attempt: 1, running: false, entries: [{ level: 'info', message: 'counted 4 words', fields: { chars: 19 } }] });
     expect((await taskOf(dagId, 'body/chunk-1')).task.output).toEqual({ words: 2, chars: 9 });
     expect((await taskOf(dagId, 'body')).task.output).toEqual({ words: 6, chunks: 3 });
     // The downstream task got its upstream outputs in `inputs` (the handler echoes them back).

@@ -4,6 +4,7 @@ import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
 import { rowsOf, textArray } from './run.js';
 import { AFTER_AGENT_LOCK, agentLockCte } from './tasks-fragments.js';
+import { MAP_WAIT_PREFIX } from './signals.js';
 import type { CancelledRow } from '../rows.js';
 
 export type { CancelledRow } from '../rows.js';
@@ -12,7 +13,7 @@ export type { CancelledRow } from '../rows.js';
 
 /**
  * Cancel the given tasks and everything downstream of them that has not finished:
- * those can never run once an upstream is cancelled. Cancelling a validation task gives
+ * those can never run once an upstream is cancelled; and a for_each task's children. Cancelling a validation task gives
  * up on the output it judges, and so on the task waiting VALIDATING for its verdict.
  */
 export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]> {
@@ -23,10 +24,16 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
       select j.id from tasks v join tasks j on j.id = v.validates_id
       where v.id = any(${textArray(ids)}) and j.status = 'validating' and j.fence = v.validates_fence
     ),
+    -- Downstream along edges, and into a cancelled for_each task's children: they run only to feed it.
     downstream(id) as (
       select id from seeds
       union
-      select e.downstream_id from edges e join downstream d on e.upstream_id = d.id
+      select n.id from downstream d cross join lateral (
+        select e.downstream_id as id from edges e where e.upstream_id = d.id
+        union all
+        select c.id from tasks c join tasks p on p.id = c.parent_id
+        where c.parent_id = d.id and starts_with(p.wait_key, ${MAP_WAIT_PREFIX})
+      ) n
     ),
     -- A cancelled task's validation tasks judge an output nobody will use any more.
     targets as (

@@ -14,9 +14,9 @@ export interface MapParentRow {
 }
 
 /** WAITING for_each tasks (to map over their list, or to collect their children), oldest first; through tasks_waiting_idx. */
-export function taskMapWaiting(db: Db, limit: number): Promise<Array<{ id: string; fence: number }>> {
+export function taskMapWaiting(db: Db, limit: number): Promise<Array<{ id: string; fence: number; dagId: string }>> {
   return rowsOf(db, sql`
-    select id, fence from tasks where status = 'waiting' and starts_with(wait_key, ${MAP_WAIT_PREFIX})
+    select id, fence, dag_id as "dagId" from tasks where status = 'waiting' and starts_with(wait_key, ${MAP_WAIT_PREFIX})
     order by updated_at limit ${limit}`);
 }
 
@@ -32,6 +32,15 @@ export async function taskMapLock(db: Db, id: string, fence: number): Promise<Ma
       deadline::text as deadline, max_attempts as "maxAttempts", retry_policy as "retryPolicy", output_spec as "outputSpec",
       tags, origin, conc_key as "concKey", conc_limit as "concLimit"`);
   return r ?? null;
+}
+
+/** How many children a for_each task has, how many are not completed, and their outputs' size as JSON text. */
+export async function taskMapChildrenSize(db: Db, parentId: string): Promise<{ children: number; open: number; bytes: number }> {
+  const [r] = await rowsOf<{ children: number; open: number; bytes: number }>(db, sql`
+    select count(*)::int as children, (count(*) filter (where status <> 'completed'))::int as open,
+      coalesce(sum(octet_length(output::text)), 0)::float8 as bytes
+    from tasks where parent_id = ${parentId}`);
+  return r!;
 }
 
 /** A for_each task's children in item order, with their states and (once completed) outputs. */

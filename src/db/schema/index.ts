@@ -2,6 +2,7 @@ export * from './dags.js';
 export * from './tasks.js';
 export * from './edges.js';
 export * from './attempts.js';
+export * from './attempt-logs.js';
 export * from './agents.js';
 export * from './dead-letters.js';
 export * from './events.js';

@@ -1,6 +1,7 @@
 // One task: spec, resolved inputs, output, validation verdicts, attempts and
 // events, with priority, re-run and cancel actions.
 import { api, errorText } from './api.js';
+import { taskLogPanel } from './task-log.js';
 import { h, fill, main, link, hrefDag, badge, pre, chips, table, section, empty, usd, when, duration, confirmButton, pageError, verdictRows } from './dom.js';
 
 export function pageTask(ctx, taskId) {
@@ -63,6 +64,7 @@ export function pageTask(ctx, taskId) {
     h('span', { class: 'spacer' }),
     rerunBtn, rerunLabel,
     cancelNote, cancelBtn);
+  const log = taskLogPanel(ctx, taskId);
   fill(main, head, actions, actionMsg, content);
 
   let streaming = false;
@@ -104,6 +106,8 @@ export function pageTask(ctx, taskId) {
           t.outputSpec ? [h('dt', null, 'Output spec'), h('dd', null, pre(t.outputSpec))] : null)),
       section('Resolved inputs', inputs && Object.keys(inputs).length ? pre(inputs, { id: 'task-inputs' }) : empty('No upstream context.')),
       section('Output', t.output !== null && t.output !== undefined ? pre(t.output, { id: 'task-output' }) : empty('No output yet.')),
+      // The same element each time: its lines and live polling survive the page's re-renders.
+      log.el,
       section('Validation verdicts', verdicts.length
         ? table(['Attempt', 'Step', 'Kind', 'Verdict', 'Score', 'Reasons'], verdicts, { class: 'verdicts' })
         : empty('No validation verdicts.')),
@@ -118,6 +122,8 @@ export function pageTask(ctx, taskId) {
         when(e.at), ' ', h('strong', null, e.type), e.agentId ? h('span', { class: 'muted' }, ` by ${e.agentId}`) : null,
         e.data && Object.keys(e.data).length ? h('code', { class: 'small' }, ` ${JSON.stringify(e.data)}`) : null))) : empty('No events.')));
 
+    // A new attempt, or the end of one: the log panel catches up (it polls on its own while an attempt runs).
+    void log.refresh();
     if (!streaming) {
       streaming = true;
       ctx.stream(`?dag_id=${encodeURIComponent(t.dagId)}`, (e) => {

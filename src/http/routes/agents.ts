@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { agentBeat, agentDeregister, agentDrain, agentRegister, agentRequire, taskHoldCheck } from '../../engine/agents.js';
+import { agentBeat, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/agents.js';
 import { taskClaim } from '../../engine/claim.js';
 import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
 import { taskFail } from '../../engine/failure.js';
@@ -11,11 +11,10 @@ import { capabilitySchema } from '../../dag/file-schema.js';
 import { agentModelSchema } from '../../model-names.js';
 import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
+import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
-// A fence is a PostgreSQL integer: a larger number is no fence any claim returned (and must not reach the database as one).
-const fence = z.number().int().min(0).max(2_147_483_647).describe('the fencing token the claim returned');
 const spend = {
   cost_usd: z.number().min(0).max(LIMITS.reportCostUsd).optional(),
   tokens_in: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
@@ -28,11 +27,6 @@ function actingAs(p: Principal | null, agentId: string): void {
   if (p?.role === 'agent' && p.agentId !== agentId) {
     throw new ForbiddenError(`token ${p.tokenId} acts as agent ${p.agentId}, not ${agentId}`, { agentId });
   }
-}
-
-/** An agent token may touch only a task its agent holds, under the fence of that hold (an admin may act on any). */
-async function holding(d: HttpDeps, p: Principal | null, taskId: string, presented: number): Promise<void> {
-  if (p?.role === 'agent') await taskHoldCheck(d.db, taskId, presented, p.agentId!);
 }
 
 /** The agent protocol over HTTP: the same calls, semantics and fencing as the TypeScript runtime. */

@@ -4,6 +4,7 @@ import { agentRoutes } from './agents.js';
 import { approvalRoutes } from './approvals.js';
 import { dashboardRoutes } from './dashboard.js';
 import { humanRoutes } from './humans.js';
+import { logRoutes } from './logs.js';
 import { metricsRoutes } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
 import { rateLimitRoutes } from './rate-limits.js';
@@ -23,6 +24,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   approvalRoutes,
   rateLimitRoutes,
   agentRoutes,
+  logRoutes,
   streamRoutes,
   metricsRoutes,
   openApiRoutes,

@@ -1,0 +1,64 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { rowsOf, textArray } from './run.js';
+
+/** Per-attempt logs: who may append (the holder, at its fence), what is kept, and reading them back. */
+
+export interface LogLineRow { level: string; message: string; fields: string | null; at: string | null; bytes: number }
+
+export interface AttemptLogStats { fence: number; attempt: number; lines: number; bytes: number; dropped: number }
+
+/** The attempt a log line belongs to, if `fence` still holds the task (claimed or running), locked against its end. */
+export async function attemptLogHolder(db: Db, taskId: string, fence: number): Promise<{ attempt: number; claimedAt: string } | undefined> {
+  const [r] = await rowsOf<{ attempt: number; claimedAt: string }>(db, sql`
+    select attempts as attempt, claimed_at::text as "claimedAt" from tasks
+    where id = ${taskId} and fence = ${fence} and status in ('claimed', 'running') for share`);
+  return r;
+}
+
+/** The attempt's counts so far, its row locked: appends to one attempt are counted one after another. */
+export async function attemptLogStatsLock(db: Db, taskId: string, fence: number, attempt: number): Promise<AttemptLogStats> {
+  const [r] = await rowsOf<AttemptLogStats>(db, sql`
+    insert into attempt_log_stats (task_id, fence, attempt) values (${taskId}, ${fence}, ${attempt})
+    on conflict (task_id, fence) do update set attempt = excluded.attempt
+    returning fence, attempt, lines, bytes, dropped`);
+  return r!;
+}
+
+/** Store lines in one statement; each `at` is kept between the attempt's claim and now (an agent's clock is not trusted). */
+export async function attemptLogInsert(db: Db, taskId: string, fence: number, claimedAt: string, lines: LogLineRow[]): Promise<void> {
+  if (lines.length === 0) return;
+  await db.execute(sql`
+    insert into attempt_logs (task_id, fence, level, message, fields, at)
+    select ${taskId}, ${fence}, x.level, x.message, x.fields::jsonb, least(greatest(coalesce(x.at::timestamptz, now()), ${claimedAt}::timestamptz), now())
+    from unnest(${textArray(lines.map((l) => l.level))}, ${textArray(lines.map((l) => l.message))},
+                ${textArrayNullable(lines.map((l) => l.fields))}, ${textArrayNullable(lines.map((l) => l.at))}) with ordinality as x(level, message, fields, at, n)
+    order by x.n`);
+}
+
+export async function attemptLogStatsAdd(db: Db, taskId: string, fence: number, add: { lines: number; bytes: number; dropped: number }): Promise<void> {
+  await db.execute(sql`
+    update attempt_log_stats set lines = lines + ${add.lines}, bytes = bytes + ${add.bytes}, dropped = dropped + ${add.dropped}
+    where task_id = ${taskId} and fence = ${fence}`);
+}
+
+/** Every attempt of a task that logged, oldest first. */
+export function attemptLogAttempts(db: Db, taskId: string): Promise<AttemptLogStats[]> {
+  return rowsOf(db, sql`
+    select fence, attempt, lines, bytes, dropped from attempt_log_stats where task_id = ${taskId} order by fence`);
+}
+
+export interface LogLine { id: number; level: string; message: string; fields: Record<string, unknown> | null; at: string }
+
+/** An attempt's lines after `afterId`, in order; through attempt_logs_task_idx. */
+export function attemptLogRead(db: Db, taskId: string, fence: number, afterId: number, limit: number): Promise<LogLine[]> {
+  return rowsOf(db, sql`
+    select id, level, message, fields, at from attempt_logs
+    where task_id = ${taskId} and fence = ${fence} and id > ${afterId}
+    order by id limit ${limit}`);
+}
+
+/** A text[] parameter that may hold NULLs. */
+function textArrayNullable(values: ReadonlyArray<string | null>): ReturnType<typeof sql> {
+  return sql`${sql.param([...values])}::text[]`;
+}
