@@ -31,6 +31,9 @@ export async function taskRerun(db: Db, taskId: string, opts: RerunOptions & { d
       const below = await taskDownstreamStates(tx, [taskId]);
       const busy = below.filter((t) => (HELD_STATES as readonly string[]).includes(t.status));
       if (busy.length) throw new ConflictError(`task ${busy[0]!.key} downstream of ${task.key} is ${busy[0]!.status} now: wait for it, or cancel it, before re-running with --downstream`, { taskId: busy[0]!.id });
+      // A for_each task whose children are still at work would collect what they make of the old list.
+      const mapping = below.find((t) => t.mapping);
+      if (mapping) throw new ConflictError(`for_each task ${mapping.key} downstream of ${task.key} is waiting for its children: wait for them, or cancel it, before re-running with --downstream`, { taskId: mapping.id });
       ids = below.filter((t) => (TRANSITIONS.rerun.from as readonly string[]).includes(t.status)).map((t) => t.id);
     }
     return reopen(tx, task.dagId, ids, opts);

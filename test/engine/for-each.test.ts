@@ -332,3 +332,16 @@ describe('re-running a for_each task', () => {
     expect(await rowsOf(db, sql`select key from tasks where key like '%~%'`)).toEqual([]);
   });
 });
+
+describe('re-running upstream of a for_each at work', () => {
+  it('is a 409 while its children run: they would hand it results for the old list', async () => {
+    await submit(plannerDag());
+    const agent = await agentCreate(db, 'worker');
+    await completeByKey(agent, 'plan', { files: ['a', 'b'] });
+    await settle();
+    const [plan] = await rowsOf<{ id: string }>(db, sql`select id from tasks where key = 'plan'`);
+    const { taskRerun } = await import('../../src/engine/rerun.js');
+    await expect(taskRerun(db, plan!.id, { downstream: true })).rejects.toThrow(/for_each task review downstream of plan is waiting for its children/);
+    expect((await rowsOf<{ status: string }>(db, sql`select status from tasks where key = 'plan'`))[0]!.status).toBe('completed');
+  });
+});

@@ -9,14 +9,15 @@ import { MAP_WAIT_PREFIX } from './signals.js';
 /** Re-running finished work: which tasks, reopening them, and their dependents waiting again. */
 
 /** `ids` and every task downstream of them, with their states (the DAG's graph lock held). */
-export function taskDownstreamStates(db: Db, ids: string[]): Promise<Array<{ id: string; key: string; status: TaskState }>> {
+export function taskDownstreamStates(db: Db, ids: string[]): Promise<Array<{ id: string; key: string; status: TaskState; mapping: boolean }>> {
   return rowsOf(db, sql`
     with recursive downstream(id) as (
       select unnest(${textArray(ids)})
       union
       select e.downstream_id from edges e join downstream d on e.upstream_id = d.id
     )
-    select t.id, t.key, t.status from tasks t join downstream d on d.id = t.id`);
+    select t.id, t.key, t.status, (starts_with(t.wait_key, ${MAP_WAIT_PREFIX}) and t.has_children and t.status = 'pending') as mapping
+    from tasks t join downstream d on d.id = t.id`);
 }
 
 /** Tasks of a DAG that failed for good: dead-lettered or cancelled. */
