@@ -10,7 +10,7 @@ const LAYERS = [
   { name: 'db', path: '^src/db/' },
   { name: 'observability', path: '^src/observability/' },
   { name: 'engine', path: '^src/engine/' },
-  { name: 'maintenance and runtime', path: '^src/(maintenance|runtime)/' },
+  { name: 'maintenance, runtime and mcp', path: '^src/(maintenance|runtime|mcp)/' },
   { name: 'http', path: '^src/http/' },
   { name: 'cli', path: '^src/cli/' },
   { name: 'public API', path: '^src/index\\.ts$' },

@@ -23,3 +23,10 @@ let root: string | undefined;
 
 /** True when dagent runs from its TypeScript sources (tests, development), false from compiled JavaScript. */
 export const RUNNING_FROM_SOURCES = import.meta.url.endsWith('.ts');
+
+/** dagent's version, from its package.json. */
+export function packageVersion(): string {
+  version ??= (JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+  return version;
+}
+let version: string | undefined;

@@ -64,6 +64,10 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
     load: async () => (await import('./watch.js')).watchCommand,
   },
   { commands: { agent: 'run agents' }, load: async () => (await import('./agent.js')).agentCommands },
+  {
+    commands: { mcp: 'serve MCP over stdio, for an MCP-speaking agent harness: an agent token works tasks as its agent' },
+    load: async () => (await import('./mcp.js')).mcpCommand,
+  },
   { commands: { demo: 'audit this repository with the example agents, live: the main job behind npm start' }, load: async () => (await import('./demo.js')).demoCommand },
   {
     commands: { up: 'run the maintenance loops (reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner) and any configured agents until SIGINT/SIGTERM' },

@@ -69,6 +69,16 @@ export const AGENT_TOKEN_DEFAULTS = {
   claimTtlMaxSec: 300,
 } as const;
 
+/**
+ * The MCP server over HTTP (`/mcp`): each session holds a little memory and its tasks' heartbeats, so a process
+ * keeps at most `sessionsMax` (each token at most `sessionsPerToken`), and closes one idle for `idleSec`.
+ */
+export const MCP_DEFAULTS = {
+  sessionsMax: 1_000,
+  sessionsPerToken: 16,
+  idleSec: 15 * 60,
+} as const;
+
 /** Lease and timing defaults for the task lifecycle, in seconds. */
 export const LEASE_DEFAULTS = {
   /** How long a claimed task may wait for `start` before the reaper takes it back. */
@@ -77,6 +87,11 @@ export const LEASE_DEFAULTS = {
   heartbeatLeaseSec: 60,
   /** How often the agent runtime heartbeats a running task that sets no heartbeat_sec. */
   heartbeatSec: 20,
+  /**
+   * When an agent's first heartbeat of a task goes out, its "received" (at most its heartbeat interval): until the
+   * agent shows a sign of life, a lapsed lease is taken for a lost claim reply and costs no attempt (the reaper).
+   */
+  receivedBeatSec: 2,
   /** A heartbeat lease lasts this many beats, so one late or lost beat never loses the task. */
   beatsPerLease: 3,
   /**

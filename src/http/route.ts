@@ -3,24 +3,10 @@ import { z } from 'zod';
 import { LIMITS } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { jsonPathFormat, jsonProblem } from '../json-guard.js';
-import type { Principal, TokenRole } from '../engine/tokens.js';
+import type { Principal } from '../engine/tokens.js';
+import type { Access } from '../engine/access.js';
 
-/** Who may call a route: anyone (public), or the token roles ACCESS_ROLES lists for it. */
-export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent';
-
-/** The roles each access level admits: the one table of who may call what. */
-export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[]> = {
-  /** The read-only routes: DAGs, tasks, dead letters, agents, stats, the event stream, metrics. */
-  read: ['admin', 'submit', 'read'],
-  /** Submitting DAGs: a DAG author. */
-  submit: ['admin', 'submit'],
-  /** Sending signals to waiting tasks: what a CI system or another service holds, and nothing else. */
-  signal: ['admin', 'signal'],
-  /** Changing what runs: cancel, priorities, dead-letter retries and edits. */
-  admin: ['admin'],
-  /** The agent protocol: an agent token as its own agent, or an admin as any. */
-  agent: ['admin', 'agent'],
-};
+export { ACCESS_ROLES, type Access } from '../engine/access.js';
 
 export interface RouteSpec<B extends z.ZodType, Q extends z.ZodType> {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';

@@ -47,8 +47,6 @@ type Outcome = { kind: 'output'; output: unknown } | { kind: 'error'; err: unkno
  * heartbeat timer and a max-duration timer, then exactly one of complete, fail,
  * release (shutdown) or nothing (lease lost, or waiting for subtasks).
  */
-/** When the first heartbeat of a running task goes out: its "received" (see the reaper's lapsed claims). */
-export const RECEIVED_BEAT_MS = 2_000;
 
 export class TaskRun {
   readonly done: Promise<void>;
@@ -98,7 +96,7 @@ export class TaskRun {
     this.beatTimer = setInterval(() => void this.beat().catch(() => {}), this.task.heartbeatSec * 1000);
     // A first beat soon after the start says "received": until the agent shows a sign of life, a lapsed
     // lease is taken for a lost claim reply and costs no attempt (reaper). Tasks done sooner need none.
-    const ackTimer = setTimeout(() => void this.beat().catch(() => {}), Math.min(RECEIVED_BEAT_MS, this.task.heartbeatSec * 1000));
+    const ackTimer = setTimeout(() => void this.beat().catch(() => {}), Math.min(LEASE_DEFAULTS.receivedBeatSec, this.task.heartbeatSec) * 1000);
     const maxTimer = this.task.maxDurationSec ? setTimeout(() => this.stop('timeout'), this.task.maxDurationSec * 1000) : undefined;
     let outcome: Outcome;
     try {

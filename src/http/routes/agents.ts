@@ -13,14 +13,10 @@ import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
 import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
+import { reportFailure, reportProgress, reportSpend } from '../../engine/report-schemas.js';
 import type { HttpDeps } from '../deps.js';
 
-const spend = {
-  cost_usd: z.number().min(0).max(LIMITS.reportCostUsd).optional(),
-  tokens_in: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
-  tokens_out: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
-  model: z.string().max(200).nullable().optional(),
-};
+const spend = reportSpend;
 
 /** An agent token acts only as its own agent. */
 function actingAs(p: Principal | null, agentId: string): void {
@@ -112,7 +108,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'POST', url: '/api/tasks/:id/heartbeat', access: 'agent', tag,
-    body: z.strictObject({ fence, progress: z.number().min(0).max(1).optional(), message: z.string().max(2000).optional() }),
+    body: z.strictObject({ fence, ...reportProgress }),
     summary: 'Extend the lease and record progress; 409 if the lease was lost', responds: '{leaseExpiresAt}',
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
@@ -151,9 +147,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     method: 'POST', url: '/api/tasks/:id/fail', access: 'agent', tag,
     body: z.strictObject({
       fence,
-      error_class: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, { error: 'lowercase letters, digits and _' }),
-      message: z.string().max(10_000),
-      retryable: z.boolean().optional().describe('false: dead-letter now'),
+      ...reportFailure,
       retry_after_sec: z.number().min(0).max(86_400).optional(),
       details: z.record(z.string(), z.unknown()).optional()
         .refine((d) => d === undefined || Buffer.byteLength(JSON.stringify(d)) <= LIMITS.failureDetailsBytes, { error: `at most ${LIMITS.failureDetailsBytes} bytes as JSON` }),

@@ -5,6 +5,7 @@ import { approvalRoutes } from './approvals.js';
 import { dashboardRoutes } from './dashboard.js';
 import { humanRoutes } from './humans.js';
 import { logRoutes } from './logs.js';
+import { mcpRoutes } from './mcp.js';
 import { metricsRoutes } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
 import { rateLimitRoutes } from './rate-limits.js';
@@ -26,6 +27,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   agentRoutes,
   logRoutes,
   streamRoutes,
+  mcpRoutes,
   metricsRoutes,
   openApiRoutes,
   dashboardRoutes,

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { attemptLogAppend, attemptLogsGet, LOG_LEVELS } from '../../engine/attempt-logs.js';
+import { attemptLogAppend, attemptLogsGet } from '../../engine/attempt-logs.js';
+import { reportLogLine } from '../../engine/report-schemas.js';
 import { LIMITS } from '../../config/index.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
@@ -12,12 +13,7 @@ export function logRoutes(app: FastifyInstance, d: HttpDeps): void {
     method: 'POST', url: '/api/tasks/:id/logs', access: 'agent', tag: 'agents',
     body: z.strictObject({
       fence,
-      lines: z.array(z.strictObject({
-        level: z.enum(LOG_LEVELS).optional().describe('default info'),
-        message: z.string().max(1_000_000).describe(`kept up to ${LIMITS.logLineChars} characters (DAGENT_LIMIT_LOG_LINE_CHARS); longer is cut and says so`),
-        fields: z.record(z.string(), z.unknown()).optional().describe('structured fields, as JSON'),
-        at: z.union([z.string().max(64), z.number()]).optional().describe('when it was logged (ISO 8601 or ms since the epoch); kept between the claim and now'),
-      })).min(1).max(500),
+      lines: z.array(reportLogLine).min(1).max(500),
     }),
     summary: 'Store log lines with the attempt the agent holds (fenced); past the attempt\'s allowance they are counted as dropped; 409 if the lease was lost',
     responds: '{stored, dropped}',

@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import { ForbiddenError, InvalidInputError, UnauthorizedError } from '../errors.js';
+import { accessAllows } from '../engine/access.js';
+import { configFromEnv } from '../config/index.js';
+import { withDatabase, type CommandContext } from './context.js';
+
+/** `dagent mcp --token T`: the MCP server over stdio, for a harness that launches it (stdout is the protocol's). */
+export function mcpCommand(program: Command, ctx: CommandContext): void {
+  program
+    .command('mcp')
+    .description('serve MCP over stdio, for an MCP-speaking agent harness: an agent token works tasks as its agent')
+    .option('--token <token>', 'a dagent API token (default: DAGENT_TOKEN)')
+    .action(async (opts: { token?: string }) => {
+      const token = opts.token ?? ctx.io.env.DAGENT_TOKEN;
+      if (!token) throw new InvalidInputError('--token (or DAGENT_TOKEN) is required: an agent token from dagent tokens create --role agent');
+      const [{ StdioServerTransport }, { mcpSessionCreate }, { tokenVerify }, { packageVersion }] = await Promise.all([
+        import('@modelcontextprotocol/sdk/server/stdio.js'), import('../mcp/server.js'), import('../engine/tokens.js'), import('../package-root.js'),
+      ]);
+      const cfg = configFromEnv(ctx.io.env);
+      await withDatabase(ctx, async (d) => {
+        const principal = await tokenVerify(d.db, token);
+        if (!principal) throw new UnauthorizedError('the token is unknown or revoked');
+        if (!accessAllows('mcp', principal.role)) throw new ForbiddenError(`a ${principal.role} token has no MCP tools: use an agent, submit, read or admin token`);
+        const session = mcpSessionCreate(d.db, principal, { log: ctx.log, version: packageVersion(), fileRoots: cfg.fileRoots, maxQueued: cfg.maxQueued });
+        const transport = new StdioServerTransport();
+        const closed = new Promise<void>((resolve) => {
+          transport.onclose = resolve;
+          process.stdin.once('end', resolve);
+        });
+        await session.server.connect(transport);
+        ctx.log.info({ agentId: principal.agentId, role: principal.role }, 'MCP server on stdio');
+        await closed;
+        // The harness went away: stop heartbeating; what the session held goes back through the reaper.
+        session.close();
+      });
+    });
+}

@@ -1,0 +1,25 @@
+import type { TokenRole } from './tokens.js';
+
+/** Who may call a route: anyone (public), or the token roles ACCESS_ROLES lists for it. */
+export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent' | 'mcp';
+
+/** The roles each access level admits: the one table of who may call what. */
+export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[]> = {
+  /** The read-only routes: DAGs, tasks, dead letters, agents, stats, the event stream, metrics. */
+  read: ['admin', 'submit', 'read'],
+  /** Submitting DAGs: a DAG author. */
+  submit: ['admin', 'submit'],
+  /** Sending signals to waiting tasks: what a CI system or another service holds, and nothing else. */
+  signal: ['admin', 'signal'],
+  /** Changing what runs: cancel, priorities, dead-letter retries and edits. */
+  admin: ['admin'],
+  /** The agent protocol: an agent token as its own agent, or an admin as any. */
+  agent: ['admin', 'agent'],
+  /** The MCP server: each token gets the tools its role allows (an agent's to work tasks; the others' to look and steer). */
+  mcp: ['admin', 'submit', 'read', 'agent'],
+};
+
+/** Whether a token of this role may do what `access` guards. */
+export function accessAllows(access: Exclude<Access, 'public'>, role: TokenRole): boolean {
+  return (ACCESS_ROLES[access] as readonly TokenRole[]).includes(role);
+}

@@ -1,0 +1,186 @@
+import type { Logger } from 'pino';
+import { errorMessage, type Db } from '../db/connection.js';
+import { agentRegister } from '../engine/agents.js';
+import { attemptLogAppend, type LogLineInput } from '../engine/attempt-logs.js';
+import { taskClaim, type ClaimedTask } from '../engine/claim.js';
+import { taskFail, type FailureOutcome } from '../engine/failure.js';
+import { taskComplete, taskHeartbeat, taskRelease } from '../engine/lifecycle.js';
+import { taskSpawn } from '../engine/spawn.js';
+import { grantApply, grantMaxHeld, type Principal } from '../engine/tokens.js';
+import { DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '../errors.js';
+import { LEASE_DEFAULTS } from '../config/index.js';
+
+/** How often next_task looks again while it waits for work. */
+const WAIT_POLL_MS = 500;
+
+interface Held { task: ClaimedTask; timer: NodeJS.Timeout }
+
+export interface Spent { costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null }
+
+/**
+ * One MCP session's agent: it claims as the token's agent, within the token's grant, and keeps the lease and
+ * fencing token of what it holds to itself: a model names a task (or, holding one, nothing), never a fence. While
+ * the session lives it heartbeats what it holds; when the session drops, the heartbeats stop and the reaper takes
+ * the task back after its lease, as for any agent.
+ */
+export class McpAgentSession {
+  private readonly held = new Map<string, Held>();
+  /** Tasks taken back while held (lease lost, cancelled): the next call about one says so, once. */
+  private readonly lost = new Map<string, string>();
+  private registered: string | undefined;
+  readonly agentId: string;
+
+  constructor(private readonly db: Db, private readonly principal: Principal, private readonly log?: Logger) {
+    if (principal.role !== 'agent' || !principal.agentId) throw new ForbiddenError('an agent token is needed to work tasks');
+    this.agentId = principal.agentId;
+  }
+
+  /** Claim one task (waiting up to waitSec for one), straight into RUNNING; null when none came. */
+  async next(o: { waitSec?: number; dagId?: string; capabilities?: string[]; models?: string[] }): Promise<ClaimedTask | null> {
+    await this.register(o.capabilities ?? this.grantedCapabilities(), o.models ?? []);
+    const until = Date.now() + Math.min(Math.max(o.waitSec ?? 0, 0), 30) * 1000;
+    for (;;) {
+      const grant = this.principal.grant;
+      const [task] = await taskClaim(this.db, this.agentId, {
+        limit: 1, start: true, dagId: o.dagId,
+        grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
+      });
+      if (task) {
+        this.hold(task);
+        return task;
+      }
+      if (Date.now() >= until) return null;
+      await new Promise((r) => setTimeout(r, WAIT_POLL_MS));
+    }
+  }
+
+  /** The task a call is about: the one named, or the only one held. */
+  private pick(taskId?: string): Held {
+    if (taskId !== undefined && this.lost.has(taskId)) {
+      const why = this.lost.get(taskId)!;
+      this.lost.delete(taskId);
+      throw new DagentError('LEASE_LOST', `task ${taskId} is no longer yours (${why})`, { taskId });
+    }
+    if (taskId === undefined) {
+      if (this.held.size === 1) return [...this.held.values()][0]!;
+      if (this.held.size === 0) {
+        const [gone] = [...this.lost.keys()];
+        if (gone) return this.pick(gone);
+        throw new InvalidInputError('you hold no task: call next_task first');
+      }
+      throw new InvalidInputError(`you hold ${this.held.size} tasks (${[...this.held.keys()].join(', ')}): name one with task_id`);
+    }
+    const h = this.held.get(taskId);
+    if (!h) throw new ForbiddenError(`you do not hold task ${taskId}: only a task next_task gave this session can be reported on`, { taskId });
+    return h;
+  }
+
+  async heartbeat(taskId: string | undefined, progress?: number, message?: string): Promise<Date> {
+    const h = this.pick(taskId);
+    return this.guarded(h, () => taskHeartbeat(this.db, { taskId: h.task.id, fence: h.task.fence, progress, message, leaseSec: this.leaseSec(h) }));
+  }
+
+  async complete(taskId: string | undefined, output: unknown, spent: Spent = {}) {
+    const h = this.pick(taskId);
+    const r = await this.guarded(h, () => taskComplete(this.db, { taskId: h.task.id, fence: h.task.fence, output, ...spent }));
+    this.drop(h.task.id);
+    return r;
+  }
+
+  async fail(taskId: string | undefined, f: { errorClass: string; message: string; retryable?: boolean } & Spent): Promise<FailureOutcome> {
+    const h = this.pick(taskId);
+    const r = await this.guarded(h, () => taskFail(this.db, { taskId: h.task.id, fence: h.task.fence, ...f }, { log: this.log }));
+    this.drop(h.task.id);
+    return r;
+  }
+
+  async release(taskId: string | undefined, reason?: string, spent: Spent = {}): Promise<void> {
+    const h = this.pick(taskId);
+    await this.guarded(h, () => taskRelease(this.db, { taskId: h.task.id, fence: h.task.fence, reason: reason ?? `MCP session of ${this.agentId} released it`, ...spent }));
+    this.drop(h.task.id);
+  }
+
+  async spawn(taskId: string | undefined, subtasks: unknown, wait: boolean, spent: Spent = {}) {
+    const h = this.pick(taskId);
+    const r = await this.guarded(h, () => taskSpawn(this.db, { taskId: h.task.id, fence: h.task.fence }, subtasks, {
+      wait, cost: { usd: spent.costUsd ?? 0, tokensIn: spent.tokensIn ?? 0, tokensOut: spent.tokensOut ?? 0, model: spent.model ?? null }, log: this.log,
+    }));
+    // Waiting ends the attempt: the task comes back through next_task once its subtasks completed.
+    if (r.waiting) this.drop(h.task.id);
+    return r;
+  }
+
+  async logLines(taskId: string | undefined, lines: LogLineInput[]) {
+    const h = this.pick(taskId);
+    return this.guarded(h, () => attemptLogAppend(this.db, { taskId: h.task.id, fence: h.task.fence }, lines));
+  }
+
+  /** The session is over: no more heartbeats; what it holds goes back through the reaper. */
+  close(): void {
+    for (const h of this.held.values()) clearInterval(h.timer);
+    this.held.clear();
+  }
+
+  get holding(): string[] {
+    return [...this.held.keys()];
+  }
+
+  private grantedCapabilities(): string[] {
+    return this.principal.grant?.capabilities ?? [];
+  }
+
+  /** Register (again only when what is asked for changed), within the token's grant. */
+  private async register(capabilities: string[], models: string[]): Promise<void> {
+    const signature = JSON.stringify([capabilities, models]);
+    if (this.registered === signature) return;
+    const reg = grantApply(this.principal, {
+      id: this.agentId, type: 'mcp', capabilities, models, maxConcurrent: undefined as number | undefined,
+      budgetUsd: undefined as number | null | undefined, metadata: { via: 'mcp' },
+    });
+    await agentRegister(this.db, reg);
+    this.registered = signature;
+  }
+
+  private leaseSec(h: Held): number {
+    return h.task.heartbeatSec * LEASE_DEFAULTS.beatsPerLease;
+  }
+
+  private hold(task: ClaimedTask): void {
+    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000) };
+    h.timer.unref();
+    // A first beat soon says "received" (as the runtime's does): a lease that lapses before it was a lost reply, not a crash.
+    setTimeout(() => { if (this.held.get(task.id) === h) void this.beat(h); }, Math.min(LEASE_DEFAULTS.receivedBeatSec, task.heartbeatSec) * 1000).unref();
+    this.held.set(task.id, h);
+  }
+
+  private async beat(h: Held): Promise<void> {
+    try {
+      await taskHeartbeat(this.db, { taskId: h.task.id, fence: h.task.fence, leaseSec: this.leaseSec(h) });
+    } catch (err) {
+      if (err instanceof DagentError) this.taken(h, err);
+      else this.log?.warn({ taskId: h.task.id, err: errorMessage(err) }, 'MCP session heartbeat failed; next beat retries');
+    }
+  }
+
+  /** A refused report: a lost lease means the task is no longer this session's. */
+  private async guarded<T>(h: Held, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof LeaseLostError || (err instanceof DagentError && err.code === 'ILLEGAL_TRANSITION')) this.drop(h.task.id);
+      throw err;
+    }
+  }
+
+  private taken(h: Held, err: DagentError): void {
+    this.drop(h.task.id);
+    this.lost.set(h.task.id, err.message);
+    this.log?.info({ taskId: h.task.id, agentId: this.agentId }, 'MCP session lost a task it held');
+  }
+
+  private drop(taskId: string): void {
+    const h = this.held.get(taskId);
+    if (h) clearInterval(h.timer);
+    this.held.delete(taskId);
+  }
+}
