@@ -13,6 +13,7 @@ import { dagStatus, taskShow } from '../engine/inspect.js';
 import type { Principal } from '../engine/tokens.js';
 import { projectPathResolve } from '../validation/project-files.js';
 import { InvalidInputError } from '../errors.js';
+import { approveFields, dlqCancelFields, dlqRetryFields, paramValue, rejectFields } from '../engine/operator-schemas.js';
 import { toolResult } from './results.js';
 
 export interface OperatorDeps { db: Db; log?: Logger; fileRoots: readonly string[]; maxQueued?: number }
@@ -36,17 +37,18 @@ export function operatorToolsRegister(server: McpServer, p: Principal, d: Operat
       inputSchema: {
         yaml: z.string().max(1_048_576).optional().describe('the DAG file\'s text'),
         file: z.string().max(1000).optional().describe('a DAG file of the project, such as dags/examples/hello.yaml'),
-        params: z.record(z.string(), z.string().max(100_000)).optional().describe('values for the DAG\'s params'),
+        params: z.record(z.string(), paramValue).optional().describe('values for the DAG\'s params'),
       },
     }, (a) => toolResult(async () => {
       if ((a.yaml === undefined) === (a.file === undefined)) throw new InvalidInputError('give exactly one of yaml and file');
+      const params = Object.fromEntries(Object.entries(a.params ?? {}).map(([k, v]) => [k, Array.isArray(v) ? JSON.stringify(v) : String(v)]));
       const where = { baseDir: path.resolve('.'), roots: d.fileRoots };
       let spec;
       if (a.file !== undefined) {
         const real = await projectPathResolve(a.file, where);
         if ('error' in real) throw new InvalidInputError(`file: ${real.error}`);
-        spec = await dagFileLoad(real.real, { params: a.params, roots: d.fileRoots });
-      } else spec = await dagSourceLoad(a.yaml!, 'request.yaml', { params: a.params, ...where });
+        spec = await dagFileLoad(real.real, { params, roots: d.fileRoots });
+      } else spec = await dagSourceLoad(a.yaml!, 'request.yaml', { params, ...where });
       const results = await dagSubmitOrSchedule(d.db, [spec], { createdBy: by, log: d.log, maxQueued: d.maxQueued, replaceAnySchedule: p.role === 'admin' });
       return { results };
     }));
@@ -97,19 +99,19 @@ export function operatorToolsRegister(server: McpServer, p: Principal, d: Operat
   if (can('admin')) {
     server.registerTool('dlq_retry', {
       title: 'Retry a dead letter', description: 'Put a dead-lettered task back to ready; the DAG flows on.',
-      inputSchema: { id: z.string().max(64).describe('the dead letter\'s id (dlq_list)'), note: z.string().max(2000).optional() },
-    }, (a) => toolResult(() => dlqRetry(d.db, a.id, { by, note: a.note })));
+      inputSchema: { id: z.string().max(64).describe('the dead letter\'s id (dlq_list)'), ...dlqRetryFields },
+    }, (a) => toolResult(() => dlqRetry(d.db, a.id, { by, note: a.note, resetAttempts: a.reset_attempts })));
     server.registerTool('dlq_cancel', {
-      title: 'Cancel a dead letter', description: 'Give up on a dead-lettered task: it and what depends on it are cancelled.',
-      inputSchema: { id: z.string().max(64), note: z.string().min(1).max(2000).describe('why: kept with the resolution') },
+      title: 'Cancel a dead letter', description: 'Give up on a dead-lettered task: it and what depends on it are cancelled. Say why in the note.',
+      inputSchema: { id: z.string().max(64), ...dlqCancelFields },
     }, (a) => toolResult(() => dlqCancel(d.db, a.id, { by, note: a.note })));
     server.registerTool('approve', {
       title: 'Approve', description: 'Approve the output (or the approval task) waiting on a task\'s approval step; optionally with an edited output.',
-      inputSchema: { task_id: z.string().max(64), comment: z.string().max(2000).optional(), output: z.unknown().optional() },
+      inputSchema: { task_id: z.string().max(64), ...approveFields },
     }, (a) => toolResult(() => taskApprove(d.db, a.task_id, { by, comment: a.comment, output: a.output }, { log: d.log })));
     server.registerTool('reject', {
       title: 'Reject', description: 'Reject the output waiting on a task\'s approval step, saying what to fix: the retry is told.',
-      inputSchema: { task_id: z.string().max(64), comment: z.string().min(1).max(2000) },
+      inputSchema: { task_id: z.string().max(64), ...rejectFields },
     }, (a) => toolResult(() => taskReject(d.db, a.task_id, { by, comment: a.comment }, { log: d.log })));
   }
 }

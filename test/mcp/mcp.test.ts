@@ -43,45 +43,73 @@ function caller(client: Client): Tool {
 const agentToken = async (agentId: string, capabilities: string[] = ['research', 'write']) =>
   (await tokenCreate(db, { role: 'agent', agentId, capabilities })).token;
 
-describe('an MCP-speaking agent works a DAG', () => {
-  it('over streamable HTTP: next_task → heartbeat → log → complete, with a spawn, until the DAG is done', async () => {
-    const dagId = await dagCreate(db, `
-name: mcp-work
+const SCRIPTED_DAG = (name: string) => `
+name: ${name}
 tasks:
   research: { type: research, spec: { prompt: Find three facts, constraints: { capabilities: [research] } } }
   write: { type: write, depends_on: [research], spec: { prompt: Write them up, context: [research], constraints: { capabilities: [write] } } }
-`);
+`;
+
+/** A scripted "model": next_task → heartbeat → log → (a spawn on research) → complete, until no task is left. */
+async function scriptedModel(client: Client, dagId: string, agentId: string): Promise<void> {
+  const call = caller(client);
+  const tools = (await client.listTools()).tools.map((t) => t.name).sort();
+  expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'spawn_subtasks']);
+  const done: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    const next = await call('next_task', { wait_sec: 1 });
+    expect(next.isError, next.text).toBe(false);
+    const t = next.value.task;
+    if (!t) break;
+    expect(await call('heartbeat', { progress: 0.5, message: 'half way' })).toMatchObject({ isError: false });
+    expect((await call('log', { lines: [{ message: `working on ${t.key}` }] })).value).toEqual({ stored: 1, dropped: 0 });
+    if (t.key === 'research') {
+      const spawned = await call('spawn_subtasks', { subtasks: [{ key: 'fact', type: 'research', spec: { prompt: 'one fact' } }] });
+      expect(spawned.value.children).toEqual([expect.objectContaining({ key: 'fact', created: true })]);
+    }
+    if (t.key === 'write') expect(t.inputs).toEqual({ research: { facts: 3 } });
+    const output = t.key === 'research' ? { facts: 3 } : { text: `${t.key} done` };
+    const completed = await call('complete', { output, cost_usd: 0.01, model: 'harness-model' });
+    expect(completed.value).toMatchObject({ completed: true });
+    done.push(t.key);
+  }
+  expect(done.sort()).toEqual(['research', 'research/fact', 'write']);
+  expect((await dagGet(db, dagId))!.status).toBe('completed');
+  const attempts = await rowsOf<{ agent: string; outcome: string }>(db, sql`select agent_id as agent, outcome from attempts where dag_id = ${dagId}`);
+  expect(attempts).toHaveLength(3);
+  expect(attempts.every((a) => a.agent === agentId && a.outcome === 'completed')).toBe(true);
+  const logs = await rowsOf<{ message: string }>(db, sql`
+    select l.message from attempt_logs l join tasks t on t.id = l.task_id where t.dag_id = ${dagId} order by l.id`);
+  expect(logs.map((l) => l.message).sort()).toEqual(['working on research', 'working on research/fact', 'working on write']);
+}
+
+function overStdio(token: string) {
+  const transport = new StdioClientTransport({
+    command: process.execPath, args: [...CLI_FROM_SOURCES, 'mcp'],
+    env: { ...process.env, DATABASE_URL: database.url, DAGENT_TOKEN: token, DAGENT_LOG_LEVEL: 'warn' } as Record<string, string>, stderr: 'pipe',
+  });
+  return { transport, client: new Client({ name: 'stdio-model', version: '1.0.0' }) };
+}
+
+describe('an MCP-speaking agent works a DAG', () => {
+  it('over streamable HTTP: next_task → heartbeat → log → complete, with a spawn, until the DAG is done', async () => {
+    const dagId = await dagCreate(db, SCRIPTED_DAG('mcp-work'));
     const model = await overHttp(await agentToken('harness-1'));
     try {
-      const tools = (await model.client.listTools()).tools.map((t) => t.name).sort();
-      expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'spawn_subtasks']);
-      const done: string[] = [];
-      for (let i = 0; i < 10; i++) {
-        const next = await model.call('next_task', { wait_sec: 1 });
-        expect(next.isError, next.text).toBe(false);
-        const t = next.value.task;
-        if (!t) break;
-        expect(await model.call('heartbeat', { progress: 0.5, message: 'half way' })).toMatchObject({ isError: false });
-        expect((await model.call('log', { lines: [{ message: `working on ${t.key}` }] })).value).toEqual({ stored: 1, dropped: 0 });
-        if (t.key === 'research') {
-          const spawned = await model.call('spawn_subtasks', { subtasks: [{ key: 'fact', type: 'research', spec: { prompt: 'one fact' } }] });
-          expect(spawned.value.children).toEqual([expect.objectContaining({ key: 'fact', created: true })]);
-        }
-        if (t.key === 'write') expect(t.inputs).toEqual({ research: { facts: 3 } });
-        const output = t.key === 'research' ? { facts: 3 } : { text: `${t.key} done` };
-        const completed = await model.call('complete', { output, cost_usd: 0.01, model: 'harness-model' });
-        expect(completed.value).toMatchObject({ completed: true });
-        done.push(t.key);
-      }
-      expect(done.sort()).toEqual(['research', 'research/fact', 'write']);
-      expect((await dagGet(db, dagId))!.status).toBe('completed');
-      const attempts = await rowsOf<{ agent: string; outcome: string }>(db, sql`select agent_id as agent, outcome from attempts where dag_id = ${dagId}`);
-      expect(attempts).toHaveLength(3);
-      expect(attempts.every((a) => a.agent === 'harness-1' && a.outcome === 'completed')).toBe(true);
-      const [log] = await rowsOf<{ message: string }>(db, sql`select message from attempt_logs order by id limit 1`);
-      expect(log!.message).toBe('working on research');
+      await scriptedModel(model.client, dagId, 'harness-1');
     } finally {
       await model.close();
+    }
+  });
+
+  it('over stdio (dagent mcp): the same script, the same result', async () => {
+    const dagId = await dagCreate(db, SCRIPTED_DAG('mcp-work-stdio'));
+    const { transport, client } = overStdio(await agentToken('harness-2'));
+    await client.connect(transport);
+    try {
+      await scriptedModel(client, dagId, 'harness-2');
+    } finally {
+      await client.close();
     }
   });
 });
@@ -148,11 +176,7 @@ describe('an MCP session over stdio', () => {
   it('works a task; killed mid-task, its task is reaped and runs once more', async () => {
     const dagId = await dagCreate(db, 'name: mcp-stdio\ndefaults: { retry: { strategy: immediate } }\ntasks:\n  one: { type: research, spec: { constraints: { capabilities: [research] } } }\n  two: { type: research, spec: { constraints: { capabilities: [research] } } }\n');
     const token = await agentToken('stdio-1', ['research']);
-    const transport = new StdioClientTransport({
-      command: process.execPath, args: [...CLI_FROM_SOURCES, 'mcp'],
-      env: { ...process.env, DATABASE_URL: database.url, DAGENT_TOKEN: token, DAGENT_LOG_LEVEL: 'warn' } as Record<string, string>, stderr: 'pipe',
-    });
-    const client = new Client({ name: 'stdio-model', version: '1.0.0' });
+    const { transport, client } = overStdio(token);
     await client.connect(transport);
     const call = caller(client);
     const first = (await call('next_task')).value.task;
@@ -162,7 +186,7 @@ describe('an MCP session over stdio', () => {
     expect(second, secondCall.text).toBeTruthy();
     expect(second.key).not.toBe(first.key);
     // The session said "received" (its first beat), then the harness dies holding the task: no more heartbeats.
-    await eventually('the first heartbeat', async () => (await rowsOf(db, sql`select 1 from tasks where id = ${second.id} and heartbeat_at is not null`)).length > 0);
+    await eventually('the first heartbeat', async () => (await rowsOf(db, sql`select 1 from tasks where id = ${second.id} and heartbeat_at > claimed_at`)).length > 0);
     process.kill(transport.pid!, 'SIGKILL');
     await eventually('the stdio server exited', async () => {
       try { process.kill(transport.pid!, 0); return false; } catch { return true; }

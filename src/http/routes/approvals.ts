@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { approvalList, taskApprove, taskReject } from '../../engine/approvals.js';
+import { approveFields, rejectFields } from '../../engine/operator-schemas.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
-
-const comment = z.string().max(10_000);
 
 /** Approval steps waiting for a person: the list (read), approve and reject (admin tokens: never an agent's). */
 export function approvalRoutes(app: FastifyInstance, d: HttpDeps): void {
@@ -18,17 +17,14 @@ export function approvalRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'POST', url: '/api/tasks/:id/approve', access: 'admin', tag,
-    body: z.strictObject({
-      comment: comment.optional(),
-      output: z.unknown().optional().describe('replaces the output before it is approved (where the step allows editing); later steps check it'),
-    }).optional(),
+    body: z.strictObject(approveFields).optional(),
     summary: 'Approve the output waiting on a task\'s approval step; the task moves on to its next step, or completes',
     responds: '{taskId, approvalTaskId, decision, outcome}; 409 when no approval waits on the task',
   }, async ({ params, body, principal }) => taskApprove(d.db, params.id!, { by: actor(principal), comment: body?.comment, output: body?.output }, { log: d.log }));
 
   route(app, {
     method: 'POST', url: '/api/tasks/:id/reject', access: 'admin', tag,
-    body: z.strictObject({ comment: comment.min(1).describe('what is wrong: the retry\'s agent reads it in its previous attempts') }),
+    body: z.strictObject(rejectFields),
     summary: 'Reject the output waiting on a task\'s approval step: the attempt fails with the comment, and the retry policy decides',
     responds: '{taskId, approvalTaskId, decision, outcome}; 409 when no approval waits on the task',
   }, async ({ params, body, principal }) => taskReject(d.db, params.id!, { by: actor(principal), comment: body.comment }, { log: d.log }));

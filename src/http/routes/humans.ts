@@ -10,15 +10,13 @@ import { dagGraph, dagList, statsGet, taskListFiltered, taskShow } from '../../e
 import { dagSubmitOrSchedule } from '../../engine/intake.js';
 import { priorityOverride } from '../../engine/scheduling.js';
 import { InvalidInputError } from '../../errors.js';
+import { dlqCancelFields, dlqRetryFields, paramValue, resolutionNote } from '../../engine/operator-schemas.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 import path from 'node:path';
 
-const note = z.string().max(2000).optional();
+const note = resolutionNote.optional();
 const limit = z.coerce.number().int().min(1).max(1000).optional();
-const paramScalar = z.union([z.string(), z.number(), z.boolean()]);
-/** A list param's value is a list (as JSON it reaches the loader as the CLI's `--param repos='["a","b"]'` does). */
-const paramValue = z.union([paramScalar, z.array(paramScalar).max(10_000)]);
 
 const dagSubmitBody = z.union([
   z.string().min(1).describe('the DAG file as YAML text (Content-Type: application/yaml)'),
@@ -126,14 +124,14 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
     summary: 'One dead-letter entry with its task and full failure history', responds: '{entry, task}',
   }, ({ params }) => dlqShow(d.db, params.id!));
 
-  const retryBody = z.strictObject({ note, reset_attempts: z.boolean().optional().describe('give the task a fresh attempt budget') }).optional();
+  const retryBody = z.strictObject(dlqRetryFields).optional();
   route(app, {
     method: 'POST', url: '/api/dlq/:id/retry', access: 'admin', tag, body: retryBody,
     summary: 'Retry a dead-lettered task (back to READY)', responds: '{entry}',
   }, async ({ params, body, principal }) => ({ entry: await dlqRetry(d.db, params.id!, { by: actor(principal), note: body?.note, resetAttempts: body?.reset_attempts }) }));
 
   route(app, {
-    method: 'POST', url: '/api/dlq/:id/cancel', access: 'admin', tag, body: z.strictObject({ note }).optional(),
+    method: 'POST', url: '/api/dlq/:id/cancel', access: 'admin', tag, body: z.strictObject(dlqCancelFields).optional(),
     summary: 'Cancel a dead-lettered task (and its dependents), with a note', responds: '{entry}',
   }, async ({ params, body, principal }) => ({ entry: await dlqCancel(d.db, params.id!, { by: actor(principal), note: body?.note }) }));
 
