@@ -121,10 +121,6 @@ export class McpAgentSession {
     this.held.clear();
   }
 
-  get holding(): string[] {
-    return [...this.held.keys()];
-  }
-
   private grantedCapabilities(): string[] {
     return this.principal.grant?.capabilities ?? [];
   }

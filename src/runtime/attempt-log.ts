@@ -80,7 +80,8 @@ export class AttemptLog {
             // info and above are kept whatever the process prints (its level may be warn to keep stderr quiet); debug
             // and trace when the process logs them too.
             if (LOG_LEVELS.indexOf(prop as never) >= STORED_FROM || t.isLevelEnabled(prop)) this.record(prop, bindings, args);
-            return (t[prop as keyof Logger] as (...a: unknown[]) => void)(...args);
+            // Called on the logger itself: pino's level methods read their logger through `this`.
+            return Reflect.apply(t[prop as keyof Logger] as (...a: unknown[]) => void, t, args);
           };
         }
         if (prop === 'child') {
