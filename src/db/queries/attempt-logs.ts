@@ -32,7 +32,7 @@ export async function attemptLogInsert(db: Db, taskId: string, fence: number, cl
     insert into attempt_logs (task_id, fence, level, message, fields, at)
     select ${taskId}, ${fence}, x.level, x.message, x.fields::jsonb, least(greatest(coalesce(x.at::timestamptz, now()), ${claimedAt}::timestamptz), now())
     from unnest(${textArray(lines.map((l) => l.level))}, ${textArray(lines.map((l) => l.message))},
-                ${textArrayNullable(lines.map((l) => l.fields))}, ${textArrayNullable(lines.map((l) => l.at))}) with ordinality as x(level, message, fields, at, n)
+                ${textArray(lines.map((l) => l.fields))}, ${textArray(lines.map((l) => l.at))}) with ordinality as x(level, message, fields, at, n)
     order by x.n`);
 }
 
@@ -56,9 +56,4 @@ export function attemptLogRead(db: Db, taskId: string, fence: number, afterId: n
     select id, level, message, fields, at from attempt_logs
     where task_id = ${taskId} and fence = ${fence} and id > ${afterId}
     order by id limit ${limit}`);
-}
-
-/** A text[] parameter that may hold NULLs. */
-function textArrayNullable(values: ReadonlyArray<string | null>): ReturnType<typeof sql> {
-  return sql`${sql.param([...values])}::text[]`;
 }

@@ -18,8 +18,8 @@ export const READY_CHANNEL = 'dagent_ready';
 /** NOTIFY channel the events table's trigger (migration 0010) signals on every new event row. */
 export const EVENTS_CHANNEL = 'dagent_events';
 
-/** A JS string array bound as one `text[]` parameter (a bare array would expand to a value list). */
-export function textArray(values: readonly string[]): SQL {
+/** A JS string array bound as one `text[]` parameter (a bare array would expand to a value list); entries may be null. */
+export function textArray(values: ReadonlyArray<string | null>): SQL {
   return sql`${sql.param([...values])}::text[]`;
 }
 
