@@ -35,6 +35,7 @@ export { dagStatus, taskShow, statsGet } from './engine/inspect.js';
 export { taskCancel, dagCancel } from './engine/cancel.js';
 export { dlqList, dlqShow, dlqRetry, dlqCancel } from './engine/dlq.js';
 export { maintenanceServices, type MaintenanceService } from './maintenance/index.js';
+export { prune, prunePreview, type PruneOptions, type PruneCounts, type RetentionPreview } from './engine/retention.js';
 
 // Validators: what a validation agent returns.
 export { verdictSchema, judgeAnswerSchema, verdictParse, type Verdict, type StepVerdict } from './validation/verdict.js';

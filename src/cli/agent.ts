@@ -25,7 +25,8 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
       await withDatabase(ctx, async (d) => {
         // Retries, reaping and schedules must not depend on a `dagent up` somewhere: the cadence gate
         // (maintenance/service.ts) elects one process per loop and interval, however many run them.
-        const services = opts.maintenance ? maintenanceServices(d.db, ctx.log, { maxQueued: configFromEnv(ctx.io.env).maxQueued }) : [];
+        const cfg = configFromEnv(ctx.io.env);
+        const services = opts.maintenance ? maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec }) : [];
         services.forEach((s) => s.start());
         const fleet = new AgentFleet(d, [{ def, id: opts.id, concurrency: opts.concurrency }], { pollIntervalMs: opts.pollMs, log: ctx.log });
         await fleet.start();

@@ -51,6 +51,10 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
   },
   { commands: { dlq: 'review and resolve dead-lettered tasks' }, load: async () => (await import('./dlq.js')).dlqCommands },
   {
+    commands: { prune: 'delete finished DAGs (with their tasks, attempts, outputs, logs, events), old events, webhook deliveries and long-offline agents, in small batches' },
+    load: async () => (await import('./prune.js')).pruneCommand,
+  },
+  {
     commands: {
       priority: 'set the base priority (0–100, lower is more urgent) of a task, or of every unfinished task of a DAG',
       dag: 'change a DAG',

@@ -3,9 +3,39 @@ import { InvalidInputError } from '../errors.js';
 import { LIMITS_INVALID_ENV } from './limits.js';
 
 import { CONFIG_DEFAULTS, LOG_LEVELS } from './defaults.js';
+import { DURATION_PATTERN, durationSeconds } from '../durations.js';
 
 export { CONFIG_DEFAULTS, LOG_LEVELS, type LogLevel } from './defaults.js';
 export { LIMITS, LIMIT_DEFAULTS, limitEnvName } from './limits.js';
+
+/**
+ * Retention (DAGENT_RETENTION, `dagent prune`): completed and cancelled DAGs finished more than `period` ago go with
+ * their tasks, attempts, outputs, logs and events; so do events of no DAG, finished webhook deliveries and agents
+ * offline for that long. DAGs with an open dead letter stay until a person resolves it. The retention loop runs
+ * every `intervalMs`, marking up to `dagsPerPass` DAGs at a time and deleting `batchTasks` tasks (or `batchRows`
+ * other rows) per statement. A period shorter than `minSec` is refused for the loop (a typo would empty the history).
+ */
+export const RETENTION_DEFAULTS = {
+  period: '30d',
+  minSec: 3600,
+  intervalMs: 60_000,
+  dagsPerPass: 100,
+  batchTasks: 1_000,
+  batchRows: 5_000,
+} as const;
+
+/**
+ * A retention period as written (`30d`, `12h`, or `off`): its seconds, null for off, or what is wrong with it.
+ * A unit is required: a bare `30` would be thirty seconds.
+ */
+export function retentionParse(raw: string, minSec = 0): number | null | string {
+  const s = raw.trim();
+  if (s === 'off') return null;
+  if (!DURATION_PATTERN.test(s)) return `expected a period like 30d, 12h or 90m (a unit is required), or off; got "${raw}"`;
+  const sec = durationSeconds(s);
+  if (sec < minSec) return `a period of at least ${minSec / 3600} hour(s), or off; got "${raw}"`;
+  return sec;
+}
 
 /** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */
 export const configSchema = z.object({
@@ -34,6 +64,12 @@ export const configSchema = z.object({
     // pg_ names are PostgreSQL's own; public and information_schema are where an application's tables and the catalog live.
     .refine((s) => !s.startsWith('pg_') && s !== 'public' && s !== 'information_schema', { error: 'a schema of dagent\'s own: not public, information_schema or a pg_ name' })
     .default(CONFIG_DEFAULTS.dbSchema),
+  /** Seconds after which finished DAGs, dag-less events, old webhook deliveries and long-offline agents are pruned (DAGENT_RETENTION); null: never. */
+  retentionSec: z.string().transform((raw, ctx) => {
+    const r = retentionParse(raw, RETENTION_DEFAULTS.minSec);
+    if (typeof r === 'string') { ctx.addIssue({ code: 'custom', message: r }); return z.NEVER; }
+    return r;
+  }).default(durationSeconds(RETENTION_DEFAULTS.period)),
 });
 export type Config = z.infer<typeof configSchema>;
 
@@ -50,9 +86,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     fileRoots: env.DAGENT_FILE_ROOTS ? env.DAGENT_FILE_ROOTS.split(',').map((r) => r.trim()).filter(Boolean) : undefined,
     webhookAllowHosts: env.DAGENT_WEBHOOK_ALLOW_HOSTS ? env.DAGENT_WEBHOOK_ALLOW_HOSTS.split(',').map((h) => h.trim()).filter(Boolean) : undefined,
     dbSchema: env.DAGENT_DB_SCHEMA || undefined,
+    retentionSec: env.DAGENT_RETENTION || undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', retentionSec: 'DAGENT_RETENTION' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }

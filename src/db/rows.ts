@@ -125,6 +125,8 @@ export interface DagRow {
   createdAt: Date;
   updatedAt: Date;
   completedAt: Date | null;
+  /** When retention began pruning it (it is being deleted); null otherwise. */
+  prunedAt: Date | null;
 }
 
 /** A row of `attempts`: one attempt of a task. */

@@ -26,6 +26,7 @@ export async function taskRerun(db: Db, taskId: string, opts: RerunOptions & { d
       throw new IllegalTransitionError(taskId, 'rerun', task.status, TRANSITIONS.rerun.from);
     }
     await dagLockGraph(tx, task.dagId);
+    await dagNotPruning(tx, task.dagId);
     let ids = [taskId];
     if (opts.downstream) {
       const below = await taskDownstreamStates(tx, [taskId]);
@@ -46,10 +47,17 @@ export async function dagRerunFailed(db: Db, dagId: string, opts: RerunOptions =
     const dag = await dagGet(tx, dagId);
     if (!dag) throw new NotFoundError('DAG', dagId);
     await dagLockGraph(tx, dagId);
+    await dagNotPruning(tx, dagId);
     const ids = (await taskFailedIds(tx, dagId)).map((r) => r.id);
     if (ids.length === 0) throw new InvalidInputError(`DAG ${dagId} has no dead-lettered or cancelled task to run again`);
     return reopen(tx, dagId, ids, opts);
   });
+}
+
+/** Under the DAG's graph lock: a DAG retention has begun deleting is not run again (retention marks under the same lock). */
+async function dagNotPruning(tx: Db, dagId: string): Promise<void> {
+  const dag = await dagGet(tx, dagId);
+  if (dag?.prunedAt) throw new ConflictError(`DAG ${dagId} is being pruned (it finished before the retention period): it cannot run again`, { dagId });
 }
 
 async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions): Promise<RerunResult> {

@@ -7,6 +7,7 @@ import { priorityRefresherCreate } from './priority-refresher.js';
 import { promoterCreate } from './promoter.js';
 import { rateUsageCreate } from './rate-usage.js';
 import { reaperCreate } from './reaper.js';
+import { retentionLoopCreate } from './retention.js';
 import { schedulerCreate } from './scheduler.js';
 import type { MaintenanceService } from './service.js';
 import { waitsCreate } from './waits.js';
@@ -26,6 +27,7 @@ const LOOPS: Array<(o: LoopContext) => MaintenanceService> = [
   budgetWatchCreate,
   waitsCreate,
   rateUsageCreate,
+  retentionLoopCreate,
 ];
 
 /** What every loop is created with. */
@@ -34,9 +36,11 @@ export interface LoopContext {
   log?: Logger;
   /** The backpressure limit submits obey (DAGENT_MAX_QUEUED); the scheduler skips fires while the queue is this full. */
   maxQueued?: number;
+  /** The retention period (DAGENT_RETENTION) in seconds; null or absent: nothing is pruned. */
+  retentionSec?: number | null;
 }
 
 /** The maintenance loops a long-running dagent process runs. */
-export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number } = {}): MaintenanceService[] {
-  return LOOPS.map((create) => create({ db, log, maxQueued: opts.maxQueued }));
+export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number; retentionSec?: number | null } = {}): MaintenanceService[] {
+  return LOOPS.map((create) => create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec }));
 }

@@ -4,7 +4,8 @@
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
  * and one SVG bar chart per figure in docs/bench/.
  *
- * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
+ * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), disk per finished task and the claim's latency
+ * during a prune (retention.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
  * READY tasks with 90 % capability skew, and scheduling quality (makespan against
  * its lower bound, dagent's effective priority beside FIFO; makespan.ts).
  *
@@ -28,6 +29,7 @@ import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { agentLatency } from './agent-latency.js';
 import { cliStartup } from './startup.js';
+import { retentionBench } from './retention.js';
 import { makespanBench } from './makespan.js';
 import { graphileBench, pgBossBench } from './peers.js';
 import { barChartSvg, plotWrite } from './plot.js';
@@ -46,6 +48,7 @@ const BACKLOG = quick ? 20_000 : 100_000;
 const MAKESPAN_INSTANCES = quick ? 10 : 50;
 const LAYER_DAGS = quick ? 4 : 20;
 const JOIN_WIDTH = quick ? 2_000 : 10_000;
+const PRUNE_TASKS = quick ? 20_000 : 100_000;
 const LAYER_DEPTH = 5;
 const LAYER_WIDTH = 100;
 
@@ -182,7 +185,7 @@ async function runAgent(d: Database, slots: number, expected: number, batch = BA
 }
 
 async function reset(d: Database) {
-  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, capability_groups, concurrency_keys, concurrency_releases`);
+  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, capability_groups, concurrency_keys, concurrency_releases, attempt_logs, attempt_log_stats`);
 }
 
 /**
@@ -338,6 +341,15 @@ async function main() {
       mine[`makespan-${family}`] = ours.meanRatio;
       mine[`fifo-${family}`] = fifo.meanRatio;
       lines.push(`makespan / lower bound, ${family}, ${MAKESPAN_INSTANCES} instances, 8 agents: dagent ${ours.meanRatio.toFixed(3)} (worst ${ours.maxRatio.toFixed(2)}), FIFO ${fifo.meanRatio.toFixed(3)} (worst ${fifo.maxRatio.toFixed(2)})`);
+      console.log(lines.at(-1));
+    }
+    {
+      await reset(d);
+      const r = await retentionBench(d, PRUNE_TASKS, { task, runAgent, analyze });
+      mine.pruneClaimP99 = pct(r.claimsDuring, 99);
+      lines.push(`disk per finished no-op task (chains of 10; tables, indexes and TOAST after vacuum): ${fmt(r.bytesPerTask)} bytes, ${(r.bytesPerTask * 1e6 / 2 ** 30).toFixed(2)} GiB per million`);
+      console.log(lines.at(-1));
+      lines.push(`prune of ${fmt(PRUNE_TASKS)} finished tasks: ${r.pruneSeconds.toFixed(2)} s (${fmt(PRUNE_TASKS / r.pruneSeconds)} tasks/s); claim of 1 beside it p50 ${pct(r.claimsDuring, 50).toFixed(2)} ms, p99 ${pct(r.claimsDuring, 99).toFixed(2)} ms (${r.claimsDuring.length} claims; without it p50 ${pct(r.claimsIdle, 50).toFixed(2)} ms, p99 ${pct(r.claimsIdle, 99).toFixed(2)} ms)`);
       console.log(lines.at(-1));
     }
     for (const line of cliStartup(server.url, quick ? 5 : 15)) {

@@ -25,7 +25,7 @@ describe('dagent up (real process)', () => {
     // The promoter in the child moves the task to READY once its retry time (1 s, database clock) passes.
     for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).x !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
     expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
-    expect(stdout).toContain('reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner, webhook-dispatcher, budget-watch, waits, rate-usage running');
+    expect(stdout).toContain('reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner, webhook-dispatcher, budget-watch, waits, rate-usage, retention running');
     const { rows } = await db.execute<{ name: string }>(sql`select name from maintenance_gates`);
     expect(rows.map((r) => r.name)).toContain('promoter');
 

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from './run.js';
@@ -31,6 +31,11 @@ export async function dagLockGraph(db: Db, dagId: string): Promise<void> {
 }
 // Arbitrary constant ('dag' in ASCII): the first key of the two-key advisory lock space for DAG graphs.
 const DAG_LOCK_NAMESPACE = 0x646167;
+
+/** The same lock as dagLockGraph, tried without waiting, as an SQL condition on the DAG id `idSql` (retention's marking). */
+export function dagGraphTryLockSql(idSql: SQL): SQL {
+  return sql`pg_try_advisory_xact_lock(${sql.raw(String(DAG_LOCK_NAMESPACE))}, hashtext(${idSql}))`;
+}
 
 /** Count tasks out of a DAG that were cancelled (completion counts itself down in its own statement). */
 export async function dagTasksClosed(db: Db, counts: Map<string, number>): Promise<void> {

@@ -30,12 +30,20 @@ export const dags = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
     completedAt: timestamp('completed_at', { withTimezone: true }),
+    /**
+     * When retention began deleting it (src/engine/retention.ts): its tasks go in batches, then the row. A DAG
+     * being pruned is not run again (rerun answers 409), so a prune that a crash interrupted resumes where it was.
+     */
+    prunedAt: timestamp('pruned_at', { withTimezone: true }),
   },
   (t) => [
     check('dags_status_ck', sql.raw(`status in (${DAG_STATES.map((s) => `'${s}'`).join(', ')})`)),
     uniqueIndex('dags_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     index('dags_status_idx').on(t.status, t.createdAt),
     // The claim reads the open DAGs whose budget is spent once per statement (tasks-claim.ts, broke): this keeps it off the history.
+    // Retention: finished DAGs, oldest first, and those a prune has begun.
+    index('dags_finished_idx').on(t.completedAt).where(sql`${t.status} in ('completed', 'cancelled') and ${t.prunedAt} is null`),
+    index('dags_pruning_idx').on(t.id).where(sql`${t.prunedAt} is not null`),
     index('dags_budget_open_idx').on(t.id).where(sql`${t.budgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
   ],
 );

@@ -40,5 +40,7 @@ export const webhookDeliveries = pgTable(
   (t) => [
     uniqueIndex('webhook_deliveries_event_uq').on(t.webhookId, t.eventId),
     index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
+    // Retention: finished deliveries by age.
+    index('webhook_deliveries_done_idx').on(t.createdAt).where(sql`${t.status} <> 'pending'`),
   ],
 );

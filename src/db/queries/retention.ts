@@ -1,0 +1,154 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../connection.js';
+import { HELD_STATES } from '../../model/state-machine.js';
+import { dagGraphTryLockSql } from './dags.js';
+import { rowsOf } from './run.js';
+
+/**
+ * Retention (src/engine/retention.ts): what is older than the period goes, in statements that each delete a
+ * bounded batch, so no transaction holds many locks or writes much WAL at once, and none touches a row a claim
+ * reads (finished DAGs' tasks are never READY, claimed or running).
+ */
+
+/** A finished DAG past the period with no open dead letter: what retention may prune. `d` is the dags row. */
+function dagPrunableSql(olderThanSec: number): SQL {
+  return sql`d.status in ('completed', 'cancelled') and d.pruned_at is null
+    and d.completed_at < now() - make_interval(secs => ${olderThanSec}::double precision)
+    and not exists (select 1 from dead_letters l where l.dag_id = d.id and l.resolution is null)`;
+}
+
+/**
+ * Mark up to `limit` prunable DAGs, oldest first, as being pruned. Each DAG's graph lock is tried in the same
+ * statement: a DAG a re-run holds is passed over, and a re-run that comes after sees the mark (409).
+ * dags_finished_idx walks the finished DAGs by completed_at.
+ */
+export async function retentionDagsMark(db: Db, olderThanSec: number, limit: number): Promise<number> {
+  const rows = await rowsOf<{ n: number }>(db, sql`
+    with picked as (
+      select d.id from dags d
+      where ${dagPrunableSql(olderThanSec)} and ${dagGraphTryLockSql(sql`d.id`)}
+      order by d.completed_at
+      limit ${limit}
+      for update skip locked
+    ), marked as (
+      update dags d set pruned_at = now() from picked p where d.id = p.id returning 1
+    )
+    select count(*)::int as n from marked`);
+  return rows[0]?.n ?? 0;
+}
+
+export interface TaskBatchCounts { tasks: number; attempts: number; logLines: number; events: number }
+
+/**
+ * Delete up to `batch` tasks of DAGs being pruned, with what hangs off them: attempts, log lines and their
+ * stats, and the tasks' events (edges go by their foreign keys). One statement, one transaction.
+ */
+export async function retentionTasksDelete(db: Db, batch: number): Promise<TaskBatchCounts> {
+  const [r] = await rowsOf<TaskBatchCounts>(db, sql`
+    with doomed as (
+      select t.id from tasks t
+      where t.dag_id in (select d.id from dags d where d.pruned_at is not null)
+      limit ${batch}
+      for update skip locked
+    ), logs as (
+      delete from attempt_logs l using doomed x where l.task_id = x.id returning 1
+    ), log_stats as (
+      delete from attempt_log_stats s using doomed x where s.task_id = x.id returning 1
+    ), attempt_rows as (
+      delete from attempts a using doomed x where a.task_id = x.id returning 1
+    ), task_events as (
+      delete from events e using doomed x where e.task_id = x.id returning 1
+    ), gone as (
+      delete from tasks t using doomed x where t.id = x.id returning 1
+    )
+    select (select count(*)::int from gone) as tasks, (select count(*)::int from attempt_rows) as attempts,
+      (select count(*)::int from logs) as "logLines", (select count(*)::int from task_events) as events`);
+  return r ?? { tasks: 0, attempts: 0, logLines: 0, events: 0 };
+}
+
+export interface DagDeleteCounts { dags: number; events: number; deadLetters: number }
+
+/** Delete the DAGs being pruned whose tasks are all gone, with their own events and their resolved dead letters. */
+export async function retentionDagsDelete(db: Db): Promise<DagDeleteCounts> {
+  const [r] = await rowsOf<DagDeleteCounts>(db, sql`
+    with gone as (
+      delete from dags d
+      where d.pruned_at is not null and not exists (select 1 from tasks t where t.dag_id = d.id)
+      returning d.id
+    ), dag_events as (
+      delete from events e using gone g where e.dag_id = g.id returning 1
+    ), letters as (
+      delete from dead_letters l using gone g where l.dag_id = g.id returning 1
+    )
+    select (select count(*)::int from gone) as dags, (select count(*)::int from dag_events) as events,
+      (select count(*)::int from letters) as "deadLetters"`);
+  return r ?? { dags: 0, events: 0, deadLetters: 0 };
+}
+
+/** Delete up to `batch` events that belong to no DAG (agents, schedules), older than the period. */
+export async function retentionDaglessEventsDelete(db: Db, olderThanSec: number, batch: number): Promise<number> {
+  const [r] = await rowsOf<{ n: number }>(db, sql`
+    with old as (
+      select id from events
+      where dag_id is null and at < now() - make_interval(secs => ${olderThanSec}::double precision)
+      order by at limit ${batch}
+    ), gone as (delete from events e using old o where e.id = o.id returning 1)
+    select count(*)::int as n from gone`);
+  return r?.n ?? 0;
+}
+
+/** Delete up to `batch` webhook deliveries that were delivered or given up on, created before the period. */
+export async function retentionDeliveriesDelete(db: Db, olderThanSec: number, batch: number): Promise<number> {
+  const [r] = await rowsOf<{ n: number }>(db, sql`
+    with old as (
+      select id from webhook_deliveries
+      where status <> 'pending' and created_at < now() - make_interval(secs => ${olderThanSec}::double precision)
+      order by created_at limit ${batch}
+    ), gone as (delete from webhook_deliveries w using old o where w.id = o.id returning 1)
+    select count(*)::int as n from gone`);
+  return r?.n ?? 0;
+}
+
+/** An agent offline for longer than the period that holds no task: what retention may prune. `a` is the agents row. */
+function agentPrunableSql(olderThanSec: number): SQL {
+  return sql`a.status = 'offline' and a.heartbeat_at < now() - make_interval(secs => ${olderThanSec}::double precision)
+    and not exists (select 1 from tasks t where t.claimed_by = a.id and t.status in (${sql.raw(HELD_STATES.map((st) => `'${st}'`).join(', '))}))`;
+}
+
+/** Delete agents offline for longer than the period that hold no task (they register again if they come back). */
+export async function retentionAgentsDelete(db: Db, olderThanSec: number, batch: number): Promise<string[]> {
+  const rows = await rowsOf<{ id: string }>(db, sql`
+    with old as (
+      select a.id from agents a where ${agentPrunableSql(olderThanSec)} order by a.id limit ${batch} for update skip locked
+    )
+    delete from agents a using old o where a.id = o.id returning a.id`);
+  return rows.map((r) => r.id);
+}
+
+export interface RetentionPreview {
+  dags: number; tasks: number; attempts: number; logLines: number; events: number; deadLetters: number;
+  agents: number; deliveries: number;
+  /** Open dead letters older than the period: kept, with their DAGs, until a person resolves them. */
+  deadLettersKept: number;
+}
+
+/** What a prune with this period would delete now (and what a prune already begun still has to), without deleting. */
+export async function retentionPreview(db: Db, olderThanSec: number): Promise<RetentionPreview> {
+  const age = sql`make_interval(secs => ${olderThanSec}::double precision)`;
+  const [r] = await rowsOf<RetentionPreview>(db, sql`
+    with doomed as (
+      select d.id from dags d where (${dagPrunableSql(olderThanSec)}) or d.pruned_at is not null
+    )
+    select
+      (select count(*)::int from doomed) as dags,
+      (select count(*)::int from tasks t where t.dag_id in (select id from doomed)) as tasks,
+      (select count(*)::int from attempts a where a.dag_id in (select id from doomed)) as attempts,
+      (select count(*)::int from attempt_logs l join tasks t on t.id = l.task_id where t.dag_id in (select id from doomed)) as "logLines",
+      (select count(*)::int from events e where e.dag_id in (select id from doomed))
+        + (select count(*)::int from events e where e.dag_id is null and e.at < now() - ${age}) as events,
+      (select count(*)::int from dead_letters l where l.dag_id in (select id from doomed)) as "deadLetters",
+      (select count(*)::int from agents a where ${agentPrunableSql(olderThanSec)}) as agents,
+      (select count(*)::int from webhook_deliveries w where w.status <> 'pending' and w.created_at < now() - ${age}) as deliveries,
+      (select count(*)::int from dead_letters l where l.resolution is null and l.created_at < now() - ${age}) as "deadLettersKept"`);
+  return r!;
+}

@@ -1,0 +1,34 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { RETENTION_DEFAULTS } from '../config/index.js';
+import { prune } from '../engine/retention.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
+
+export interface RetentionLoopOptions {
+  db: Db;
+  log?: Logger;
+  /** The retention period in seconds (DAGENT_RETENTION); null: the loop does nothing. */
+  retentionSec?: number | null;
+  intervalMs?: number;
+}
+
+/**
+ * Prunes finished DAGs (and the rest retention covers) older than the period, in small batches
+ * (src/engine/retention.ts). Off when DAGENT_RETENTION is `off`.
+ */
+export function retentionLoopCreate(o: RetentionLoopOptions): MaintenanceService {
+  const log = o.log?.child({ service: 'retention' });
+  return serviceCreate({
+    name: 'retention',
+    db: o.db,
+    log: o.log,
+    intervalMs: o.intervalMs ?? RETENTION_DEFAULTS.intervalMs,
+    async work() {
+      if (o.retentionSec == null) return 0;
+      const c = await prune(o.db, { olderThanSec: o.retentionSec, by: 'retention' });
+      const handled = c.dags + c.events + c.agents + c.deliveries;
+      if (handled > 0) log?.info({ ...c }, 'retention pruned');
+      return handled;
+    },
+  });
+}

@@ -1,0 +1,82 @@
+/**
+ * Retention's figures for `npm run bench`: what finished work costs on disk, per task, and what a prune of it
+ * costs the claim. `tasks` no-op tasks in DAGs of 1,000 (chains of 10, so edges too) are run to completion by
+ * the bench's agent loop; then they are made 40 days old and pruned in RETENTION_DEFAULTS batches while a
+ * claimer takes READY tasks from a live DAG beside them, timed like the claim-latency figure.
+ */
+import { performance } from 'node:perf_hooks';
+import { sql } from 'drizzle-orm';
+import type { Database } from '../../src/db/connection.js';
+import type { TaskSpec } from '../../src/dag/spec.js';
+import { agentRegister } from '../../src/engine/agents.js';
+import { taskClaim } from '../../src/engine/claim.js';
+import { dagSubmit } from '../../src/engine/submit.js';
+import { prune } from '../../src/engine/retention.js';
+import { textArray } from '../../src/db/queries/run.js';
+
+export interface RetentionBenchHelpers {
+  task: (key: string, dependsOn?: string[]) => TaskSpec;
+  runAgent: (d: Database, slots: number, expected: number) => Promise<{ seconds: number; tasks: number }>;
+  analyze: (d: Database) => Promise<void>;
+}
+
+export interface RetentionFigures {
+  bytesPerTask: number;
+  pruneSeconds: number;
+  claimsDuring: number[];
+  claimsIdle: number[];
+}
+
+/** dagent's tables with their indexes and TOAST, in bytes. */
+async function tableBytes(d: Database): Promise<number> {
+  const { rows } = await d.db.execute(sql`
+    select coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint as bytes from pg_class c
+    where c.relnamespace = current_schema()::regnamespace and c.relkind = 'r'`);
+  return Number((rows[0] as { bytes: string }).bytes);
+}
+
+export async function retentionBench(d: Database, tasks: number, h: RetentionBenchHelpers): Promise<RetentionFigures> {
+  const perDag = 1000;
+  const chainLength = 10;
+  await d.db.execute(sql`vacuum full`);
+  const before = await tableBytes(d);
+  for (let i = 0; i < tasks / perDag; i++) {
+    const specs = Array.from({ length: perDag }, (_, j) => {
+      const [c, n] = [Math.floor(j / chainLength), j % chainLength];
+      return h.task(`c${c}-${n}`, n ? [`c${c}-${n - 1}`] : []);
+    });
+    await dagSubmit(d.db, [{ name: `history-${i}`, params: {}, tasks: specs }]);
+  }
+  await h.analyze(d);
+  await h.runAgent(d, 32, tasks);
+  await d.db.execute(sql`vacuum analyze`);
+  const bytesPerTask = ((await tableBytes(d)) - before) / tasks;
+  await d.db.execute(sql`update dags set completed_at = now() - interval '40 days' where name like 'history-%'`);
+
+  // The live work beside it: READY tasks a claimer takes one at a time, finishing each off the clock.
+  const live = 20_000;
+  for (let i = 0; i < live / 5000; i++) {
+    await dagSubmit(d.db, [{ name: `live-${i}`, params: {}, tasks: Array.from({ length: 5000 }, (_, j) => h.task(`t${j}`)) }]);
+  }
+  await h.analyze(d);
+  await agentRegister(d.db, { id: 'claimer-retention', type: 'bench', capabilities: [], maxConcurrent: 1 });
+  const claimOnce = async (into: number[]) => {
+    const t0 = performance.now();
+    const got = await taskClaim(d.db, 'claimer-retention', { limit: 1, capabilities: [] });
+    into.push(performance.now() - t0);
+    if (got.length !== 1) throw new Error('the live DAG ran out of READY tasks');
+    await d.db.execute(sql`update tasks set status = 'completed', completed_at = now() where id = any(${textArray(got.map((t) => t.id))})`);
+  };
+  const claimsIdle: number[] = [];
+  for (let i = 0; i < 1000; i++) await claimOnce(claimsIdle);
+
+  const claimsDuring: number[] = [];
+  let pruning = true;
+  const t0 = performance.now();
+  const pruned = prune(d.db, { olderThanSec: 30 * 86_400 }).finally(() => { pruning = false; });
+  while (pruning) await claimOnce(claimsDuring);
+  const counts = await pruned;
+  const pruneSeconds = (performance.now() - t0) / 1000;
+  if (counts.tasks !== tasks) throw new Error(`pruned ${counts.tasks} tasks, expected ${tasks}`);
+  return { bytesPerTask, pruneSeconds, claimsDuring, claimsIdle };
+}
