@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -76,9 +77,9 @@ class Client:
     def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
         self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
 
-    def call(self, path: str, body: Optional[dict[str, Any]] = None) -> Any:
+    def call(self, path: str, body: Optional[dict[str, Any]] = None, method: str = "POST") -> Any:
         req = urllib.request.Request(
-            self.url + path, method="POST", data=json.dumps(body or {}).encode(),
+            self.url + path, method=method, data=None if method == "GET" else json.dumps(body or {}).encode(),
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as res:
@@ -208,7 +209,8 @@ class Agent:
     """The claim → run → report loop for one agent id, one task at a time."""
 
     client: Client
-    id: str
+    # None: the agent its token acts as (GET /api/whoami), learnt at start.
+    id: Optional[str]
     type: str
     capabilities: list[str]
     handler: Handler
@@ -226,7 +228,8 @@ class Agent:
         p = argparse.ArgumentParser(description=f"dagent agent ({agent_type}) over the HTTP API")
         p.add_argument("--url", default=env("DAGENT_URL", "http://127.0.0.1:7070"))
         p.add_argument("--token", default=env("DAGENT_TOKEN"), help="agent token (env DAGENT_TOKEN)")
-        p.add_argument("--id", default=env("DAGENT_AGENT_ID", f"{agent_type}-{os.getpid()}"))
+        p.add_argument("--id", default=env("DAGENT_AGENT_ID"),
+                       help="agent id (env DAGENT_AGENT_ID); default: the agent its token acts as")
         p.add_argument("--poll-sec", type=float, default=float(env("DAGENT_POLL_SEC", "0.5")))
         p.add_argument("--grace-sec", type=float, default=10.0, help="on SIGTERM, time to finish before release")
         p.add_argument("--max-tasks", type=int, help="exit after handling this many tasks")
@@ -256,6 +259,10 @@ class Agent:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         try:
+            if not self.id:
+                # The id its token acts as: the same at every restart. An admin token acts as none: name it after the host.
+                who = self.client.call("/api/whoami", method="GET")
+                self.id = who.get("agentId") or f"{self.type}-{socket.gethostname()}"
             self.client.call("/api/agents", {"id": self.id, "type": self.type, "capabilities": self.capabilities,
                                              "models": self.models, "metadata": {"runtime": "python"}})
         except (ApiError, urllib.error.URLError) as e:

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { agentModuleLoad } from '../runtime/agent-load.js';
 import { AgentFleet } from '../runtime/fleet.js';
-import { configFromEnv } from '../config/index.js';
+import { AGENT_ID_PATTERN, AGENT_INSTANCE_PATTERN, configFromEnv } from '../config/index.js';
+import { InvalidInputError } from '../errors.js';
 import { maintenanceServices } from '../maintenance/index.js';
 import { SHUTDOWN_GRACE_MS_DEFAULT } from '../runtime/agent-runner.js';
 import { withDatabase, type CommandContext } from './context.js';
@@ -15,20 +16,24 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
     .command('run')
     .description('run the agent a file defines (export default defineAgent({...})) until SIGINT/SIGTERM')
     .argument('<file>', 'agent module, e.g. agents/shell.ts')
-    .option('--id <id>', 'agent id (default <name>-<host>-<pid>); reuse it to keep the same registration')
+    .option('--id <id>', 'agent id (default <name>-<instance>, the same across restarts; <name>-<instance>-2 and on while another live process holds it)')
+    .option('--instance <label>', 'instance label of the default id (DAGENT_AGENT_INSTANCE; default the host name)')
     .option('--concurrency <n>', 'tasks run at once (default: the agent\'s maxConcurrent)', positiveInt('--concurrency'))
     .option('--poll-ms <ms>', 'fallback poll interval when no notification arrives (default 2000)', positiveInt('--poll-ms'))
     .option('--grace-sec <s>', `on shutdown, how long running tasks may finish before release (default ${SHUTDOWN_GRACE_MS_DEFAULT / 1000})`, positiveInt('--grace-sec'))
     .option('--no-maintenance', 'do not run the maintenance loops here (by default every dagent process runs them; each duty runs once per interval across all)')
-    .action(async (file: string, opts: { id?: string; concurrency?: number; pollMs?: number; graceSec?: number; maintenance: boolean }) => {
+    .action(async (file: string, opts: { id?: string; instance?: string; concurrency?: number; pollMs?: number; graceSec?: number; maintenance: boolean }) => {
+      if (opts.id !== undefined && !AGENT_ID_PATTERN.test(opts.id)) throw new InvalidInputError(`--id: "${opts.id}" is not an agent id: letters, digits, _ . : - (at most 128, starting with a letter or digit)`, { field: 'id' });
+      if (opts.instance !== undefined && !AGENT_INSTANCE_PATTERN.test(opts.instance)) throw new InvalidInputError(`--instance: "${opts.instance}" is not an instance label: letters, digits, _ . : - (at most 64, starting with a letter or digit)`, { field: 'instance' });
+      const cfg = configFromEnv(ctx.io.env);
+      const instance = opts.instance ?? cfg.agentInstance;
       const def = await agentModuleLoad(file);
       await withDatabase(ctx, async (d) => {
         // Retries, reaping and schedules must not depend on a `dagent up` somewhere: the cadence gate
         // (maintenance/service.ts) elects one process per loop and interval, however many run them.
-        const cfg = configFromEnv(ctx.io.env);
         const services = opts.maintenance ? maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec }) : [];
         services.forEach((s) => s.start());
-        const fleet = new AgentFleet(d, [{ def, id: opts.id, concurrency: opts.concurrency }], { pollIntervalMs: opts.pollMs, log: ctx.log });
+        const fleet = new AgentFleet(d, [{ def, id: opts.id, concurrency: opts.concurrency }], { pollIntervalMs: opts.pollMs, log: ctx.log, instance });
         await fleet.start();
         const r = fleet.runners[0]!;
         const loops = services.length ? ` and the maintenance loops (${services.map((s) => s.name).join(', ')})` : '';

@@ -33,7 +33,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
         const services = maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec });
         // One LISTEN connection for the whole process: the agents' wake-ups and the event stream share it.
         const listener = new ReadyListener({ url: d.url, log: ctx.log, channels: [READY_CHANNEL, EVENTS_CHANNEL] });
-        const fleet = new AgentFleet(d, members, { log: ctx.log, listener });
+        const fleet = new AgentFleet(d, members, { log: ctx.log, listener, instance: cfg.agentInstance });
         let http: Awaited<ReturnType<typeof httpServerCreate>> | undefined;
         try {
           services.forEach((s) => s.start());

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
 import { LIMITS_INVALID_ENV } from './limits.js';
@@ -37,6 +38,18 @@ export function retentionParse(raw: string, minSec = 0): number | null | string 
   return sec;
 }
 
+/** What an agent id, and an instance label, may be made of (the HTTP API's path segment, a log field). */
+export const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+
+/** An instance label: what an agent id allows, at most 64. */
+export const AGENT_INSTANCE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/;
+
+/** This machine's name as an agent instance label: the characters an agent id allows, at most 64. */
+export function agentInstanceDefault(): string {
+  const host = os.hostname().replace(/[^A-Za-z0-9_.:-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 64);
+  return host || 'host';
+}
+
 /** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */
 export const configSchema = z.object({
   /** Postgres URL. Default: unset, which starts (or joins) the embedded server in `dataDir`. */
@@ -64,6 +77,11 @@ export const configSchema = z.object({
     // pg_ names are PostgreSQL's own; public and information_schema are where an application's tables and the catalog live.
     .refine((s) => !s.startsWith('pg_') && s !== 'public' && s !== 'information_schema', { error: 'a schema of dagent\'s own: not public, information_schema or a pg_ name' })
     .default(CONFIG_DEFAULTS.dbSchema),
+  /**
+   * The instance label of the agents this process runs (DAGENT_AGENT_INSTANCE): an agent's id is `<name>-<label>`,
+   * the same across restarts. Default: the host name.
+   */
+  agentInstance: z.string().regex(AGENT_INSTANCE_PATTERN, { error: 'letters, digits, _ . : - (at most 64, starting with a letter or digit)' }).optional(),
   /** Seconds after which finished DAGs, dag-less events, old webhook deliveries and long-offline agents are pruned (DAGENT_RETENTION); null: never. */
   retentionSec: z.string().transform((raw, ctx) => {
     const r = retentionParse(raw, RETENTION_DEFAULTS.minSec);
@@ -87,9 +105,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     webhookAllowHosts: env.DAGENT_WEBHOOK_ALLOW_HOSTS ? env.DAGENT_WEBHOOK_ALLOW_HOSTS.split(',').map((h) => h.trim()).filter(Boolean) : undefined,
     dbSchema: env.DAGENT_DB_SCHEMA || undefined,
     retentionSec: env.DAGENT_RETENTION || undefined,
+    agentInstance: env.DAGENT_AGENT_INSTANCE || undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', retentionSec: 'DAGENT_RETENTION' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }
@@ -118,6 +137,11 @@ export const MCP_DEFAULTS = {
 
 /** Lease and timing defaults for the task lifecycle, in seconds. */
 export const LEASE_DEFAULTS = {
+  /**
+   * An agent whose heartbeats stopped this long ago is marked offline by the reaper; a runtime agent starting
+   * takes over an id whose holder is that quiet (or gone, or draining), and otherwise the next free slot.
+   */
+  agentStaleSec: 90,
   /** How long a claimed task may wait for `start` before the reaper takes it back. */
   claimTtlSec: 60,
   /** How long a running task stays leased after its last heartbeat, when the task sets no heartbeat_sec. */

@@ -1,7 +1,7 @@
 import type { TokenRole } from './tokens.js';
 
 /** Who may call a route: anyone (public), or the token roles ACCESS_ROLES lists for it. */
-export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent' | 'mcp';
+export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent' | 'mcp' | 'token';
 
 /** The roles each access level admits: the one table of who may call what. */
 export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[]> = {
@@ -17,6 +17,8 @@ export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[
   agent: ['admin', 'agent'],
   /** The MCP server: each token gets the tools its role allows (an agent's to work tasks; the others' to look and steer). */
   mcp: ['admin', 'submit', 'read', 'agent'],
+  /** Any valid token: who it is (GET /api/whoami). */
+  token: ['admin', 'submit', 'read', 'signal', 'agent'],
 };
 
 /** Whether a token of this role may do what `access` guards. */

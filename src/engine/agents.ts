@@ -1,17 +1,30 @@
 import type { Db } from '../db/connection.js';
-import { agentGet, agentHeartbeat, agentList as agentRows, agentStatusSet, agentUpsert } from '../db/queries/agents.js';
+import { agentGet, agentHeartbeat, agentHolderGet, agentList as agentRows, agentStatusSet, agentUpsert, type UpsertGuard } from '../db/queries/agents.js';
 import { taskHolderGet } from '../db/queries/tasks-read.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { ForbiddenError, LeaseLostError, NotFoundError } from '../errors.js';
 import type { AgentRegistration, AgentRow } from '../db/rows.js';
 
-export type { AgentRegistration, AgentRow };
+export type { AgentRegistration, AgentRow, UpsertGuard };
 
 /** Register (or re-register) an agent: the claim reads its capabilities and budget from this row. */
-export async function agentRegister(db: Db, reg: AgentRegistration): Promise<AgentRow> {
-  const row = await agentUpsert(db, reg);
-  await eventInsertMany(db, [{ type: 'agent.registered', agentId: reg.id, data: { capabilities: row.capabilities } }]);
+export async function agentRegister(db: Db, reg: AgentRegistration): Promise<AgentRow>;
+/** With `guard`: only if no other live process holds the id (UpsertGuard); undefined, and nothing written, when one does. */
+export async function agentRegister(db: Db, reg: AgentRegistration, guard: UpsertGuard): Promise<AgentRow | undefined>;
+export async function agentRegister(db: Db, reg: AgentRegistration, guard?: UpsertGuard): Promise<AgentRow | undefined> {
+  const row = guard ? await agentUpsert(db, reg, guard) : await agentUpsert(db, reg);
+  if (!row) return undefined;
+  await eventInsertMany(db, [{ type: 'agent.registered', agentId: reg.id, data: { capabilities: row.capabilities, host: stringOr(reg.metadata?.host), pid: typeof reg.metadata?.pid === 'number' ? reg.metadata.pid : null } }]);
   return row;
+}
+
+function stringOr(v: unknown): string | null {
+  return typeof v === 'string' ? v.slice(0, 256) : null;
+}
+
+/** Who holds an agent id now (see agentHolderGet). */
+export function agentHolder(db: Db, id: string) {
+  return agentHolderGet(db, id);
 }
 
 export async function agentBeat(db: Db, id: string): Promise<void> {

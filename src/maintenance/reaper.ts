@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { LEASE_DEFAULTS } from '../config/index.js';
 import { engineEvents } from '../observability/engine-events.js';
 import type { Db } from '../db/connection.js';
 import { agentMarkStaleOffline } from '../db/queries/agents.js';
@@ -18,7 +19,7 @@ export const REAPER_BATCH_DEFAULT = 200;
 /** How many passes a task the failure path threw on stays out of the reaper's scan. */
 export const REAPER_SET_ASIDE_PASSES = 12;
 /** An agent silent for this long is marked offline (its tasks come back through their own leases). */
-export const AGENT_STALE_SEC_DEFAULT = 90;
+export const AGENT_STALE_SEC_DEFAULT = LEASE_DEFAULTS.agentStaleSec;
 
 export interface ReaperOptions {
   db: Db;

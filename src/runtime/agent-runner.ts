@@ -2,12 +2,13 @@ import os from 'node:os';
 import { nanoid } from 'nanoid';
 import type { Logger } from 'pino';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
-import { agentBeat, agentDeregister, agentDrain, agentRegister } from '../engine/agents.js';
+import { agentBeat, agentDeregister, agentDrain, agentHolder, agentRegister, type AgentRegistration } from '../engine/agents.js';
+import { LEASE_DEFAULTS, agentInstanceDefault } from '../config/index.js';
 import { taskClaim, type ClaimedTask } from '../engine/claim.js';
 import { taskRelease } from '../engine/lifecycle.js';
 import { taskHeldByAgent } from '../db/queries/tasks-read.js';
 import { logger } from '../observability/logger.js';
-import { InvalidInputError } from '../errors.js';
+import { ConflictError, InvalidInputError } from '../errors.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
 import { DELIVER_MAX_MS, DELIVER_MIN_MS } from './deliver.js';
@@ -28,8 +29,14 @@ export const SHUTDOWN_SETTLE_MS = 15_000;
 export interface AgentRunnerOptions {
   /** The database, and its URL for the LISTEN connection. */
   database: { db: Db; url: string };
-  /** Default `<name>-<host>-<pid>`. Reusing an id re-registers the same agent (its spend is kept). */
+  /**
+   * A fixed id. Reusing an id re-registers the same agent (its spend is kept), even while another process holds it
+   * (a rolling deploy). Default: `<name>-<instance>`, the same across restarts, or `<name>-<instance>-<n>` (the
+   * lowest n from 2) while another live process holds that (stableIdRegister).
+   */
   id?: string;
+  /** The instance label of the default id (DAGENT_AGENT_INSTANCE). Default: the host name. */
+  instance?: string;
   /** Tasks run at once. Default the definition's maxConcurrent, else 1. */
   concurrency?: number;
   /** Default POLL_INTERVAL_MS_DEFAULT. */
@@ -40,6 +47,12 @@ export interface AgentRunnerOptions {
   listener?: ReadyListener;
   log?: Logger;
 }
+
+/** Most slots a default id is tried at (`<name>-<instance>-<n>`) before start gives up. */
+export const AGENT_ID_SLOTS_MAX = 64;
+
+/** Tells this process apart from an earlier one that had the same pid (a restarted container's pid 1). */
+const PROCESS_NONCE = nanoid(10);
 
 /** Seconds before a failed claim that its lost tasks may have been claimed (clocks and in-flight time). */
 const LOST_CLAIM_MARGIN_SEC = 5;
@@ -52,11 +65,11 @@ const LOST_CLAIM_MARGIN_SEC = 5;
  * without losing an attempt. Database outages are ridden out with backoff.
  */
 export class AgentRunner {
-  readonly id: string;
+  private agentId: string;
   private readonly runs = new Map<string, TaskRun>();
   private readonly wakeup = new Wakeup();
   private readonly batcher: CompletionBatcher;
-  private readonly log: Logger;
+  private log: Logger;
   private readonly concurrency: number;
   private readonly listener: ReadyListener;
   private readonly ownsListener: boolean;
@@ -72,12 +85,17 @@ export class AgentRunner {
   private readonly instance = nanoid(10);
 
   constructor(readonly def: AgentDefinition, private readonly o: AgentRunnerOptions) {
-    this.id = o.id ?? `${def.name}-${os.hostname()}-${process.pid}`;
+    this.agentId = o.id ?? `${def.name}-${o.instance ?? agentInstanceDefault()}`;
     this.concurrency = o.concurrency ?? def.maxConcurrent ?? 1;
     this.log = (o.log ?? logger()).child({ agentId: this.id });
     this.batcher = new CompletionBatcher({ db: o.database.db });
     this.ownsListener = !o.listener;
     this.listener = o.listener ?? new ReadyListener({ url: o.database.url, log: this.log });
+  }
+
+  /** The agent's id: known for certain once start() registered it (a default id may move to a free slot). */
+  get id(): string {
+    return this.agentId;
   }
 
   /** Tasks running now. */
@@ -89,10 +107,12 @@ export class AgentRunner {
     const { db } = this.o.database;
     const problem = await this.def.preflight?.();
     if (problem) throw new InvalidInputError(`agent ${this.def.name} cannot start: ${problem}`, { agent: this.def.name, preflight: true });
-    await agentRegister(db, {
-      id: this.id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models,
-      maxConcurrent: this.concurrency, budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, instance: this.instance },
+    const registration = (id: string) => ({
+      id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models, maxConcurrent: this.concurrency,
+      budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, process: PROCESS_NONCE, instance: this.instance },
     });
+    if (this.o.id) await agentRegister(db, registration(this.o.id));
+    else await this.stableIdRegister(registration);
     if (this.stopping) return;
     this.unsubscribe = this.listener.subscribe(() => this.wakeup.wake(), READY_CHANNEL);
     if (this.ownsListener) await this.listener.start();
@@ -102,6 +122,30 @@ export class AgentRunner {
     }, AGENT_BEAT_MS);
     this.loop = this.claimLoop();
     this.log.info({ capabilities: this.def.capabilities, concurrency: this.concurrency }, 'agent started');
+  }
+
+  /**
+   * Register under the default id, `<name>-<instance>`, which a restart of this agent finds again: its spend,
+   * budget and history go on. An id another live process holds (active, heard from within
+   * LEASE_DEFAULTS.agentStaleSec) is passed over for the next slot, `<name>-<instance>-2` and on, so two processes
+   * on one host never share an id; a holder that was a process of this host that no longer runs (killed, or an
+   * earlier process with this pid) is taken over at once. The check and the registration are one statement.
+   */
+  private async stableIdRegister(registration: (id: string) => AgentRegistration): Promise<void> {
+    const { db } = this.o.database;
+    const base = this.agentId;
+    for (let n = 1; n <= AGENT_ID_SLOTS_MAX; n++) {
+      const id = n === 1 ? base : `${base}-${n}`;
+      const holder = await agentHolder(db, id);
+      const replaceable = holder && holderGone(holder.metadata) ? String(holder.metadata.instance) : null;
+      const row = await agentRegister(db, registration(id), { staleSec: LEASE_DEFAULTS.agentStaleSec, instance: this.instance, replaceable });
+      if (row) {
+        this.agentId = id;
+        this.log = (this.o.log ?? logger()).child({ agentId: id });
+        return;
+      }
+    }
+    throw new ConflictError(`agents ${base} to ${base}-${AGENT_ID_SLOTS_MAX} are all held by live processes: give this one another instance label (DAGENT_AGENT_INSTANCE) or an id`, { agentId: base });
   }
 
   /**
@@ -191,6 +235,20 @@ export class AgentRunner {
       this.runs.delete(key);
       this.wakeup.wake();
     });
+  }
+}
+
+/** Whether the process that registered `metadata` is gone: it ran on this host, and its pid is no process, or is this one. */
+function holderGone(metadata: Record<string, unknown>): boolean {
+  const pid = metadata.pid;
+  if (metadata.host !== os.hostname() || typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0 || typeof metadata.instance !== 'string') return false;
+  if (metadata.process === PROCESS_NONCE) return false;
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
   }
 }
 

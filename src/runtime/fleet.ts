@@ -1,4 +1,3 @@
-import os from 'node:os';
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { AgentRunner } from './agent-runner.js';
@@ -19,17 +18,14 @@ export class AgentFleet {
   private readonly ownsListener: boolean;
 
   /** `listener`: the process's LISTEN connection, when it already has one (dagent up shares it with the event stream). */
-  constructor(database: { db: Db; url: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger; listener?: ReadyListener }) {
+  /** `instance`: the agents' instance label (DAGENT_AGENT_INSTANCE; default the host name). */
+  constructor(database: { db: Db; url: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger; listener?: ReadyListener; instance?: string }) {
     this.ownsListener = !opts.listener;
     this.listener = opts.listener ?? new ReadyListener({ url: database.url, log: opts.log });
-    const seen = new Map<string, number>();
-    this.runners = members.map((m) => {
-      // The same module twice in one process gets distinct ids (`shell-host-42`, `shell-host-42-2`).
-      const n = (seen.get(m.def.name) ?? 0) + 1;
-      seen.set(m.def.name, n);
-      const id = m.id ?? (n > 1 ? `${m.def.name}-${os.hostname()}-${process.pid}-${n}` : undefined);
-      return new AgentRunner(m.def, { database, id, concurrency: m.concurrency, pollIntervalMs: opts.pollIntervalMs, listener: this.listener, log: opts.log });
-    });
+    // The same module twice in one process gets distinct ids as it starts (`shell-host`, `shell-host-2`): start is in order.
+    this.runners = members.map((m) => new AgentRunner(m.def, {
+      database, id: m.id, instance: opts.instance, concurrency: m.concurrency, pollIntervalMs: opts.pollIntervalMs, listener: this.listener, log: opts.log,
+    }));
   }
 
   /**

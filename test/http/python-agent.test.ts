@@ -24,7 +24,8 @@ interface Run { code: number | null; signal: NodeJS.Signals | null; output: stri
 /** Start the agent (polling every 0.1 s); `stopped` resolves with its exit and output. */
 function agentStart(args: string[], timeoutMs = 30_000) {
   const child = spawn('python3', ['agents/python/example_agent.py', '--poll-sec', '0.1', ...args], {
-    env: { ...process.env, DAGENT_URL: http.url, DAGENT_TOKEN: token, DAGENT_AGENT_ID: AGENT },
+    // No id given: the agent asks who its token is (GET /api/whoami) and works as that agent, py-1.
+    env: { ...process.env, DAGENT_URL: http.url, DAGENT_TOKEN: token, DAGENT_AGENT_ID: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);

@@ -1,13 +1,26 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { textArray } from './run.js';
+import { rowsOf, textArray } from './run.js';
 import { agents } from '../schema/index.js';
 import type { AgentRegistration, AgentRow } from '../rows.js';
 
 export type { AgentRegistration, AgentRow } from '../rows.js';
 
-/** Register, or re-register after a restart: capabilities and limits are replaced, spend is kept. */
-export async function agentUpsert(db: Db, a: AgentRegistration): Promise<AgentRow> {
+/**
+ * When a registration may take over a row another process registered: only from a holder that is not active, has
+ * been silent for `staleSec`, is this very registration (`instance`), or is the one the caller found gone
+ * (`replaceable`, an instance whose process no longer runs). In the statement, so two processes starting at once
+ * cannot both take one id.
+ */
+export interface UpsertGuard { staleSec: number; instance: string; replaceable?: string | null }
+
+/**
+ * Register, or re-register after a restart: capabilities and limits are replaced, spend is kept. With `guard`,
+ * undefined when a live process holds the id (UpsertGuard).
+ */
+export async function agentUpsert(db: Db, a: AgentRegistration): Promise<AgentRow>;
+export async function agentUpsert(db: Db, a: AgentRegistration, guard: UpsertGuard): Promise<AgentRow | undefined>;
+export async function agentUpsert(db: Db, a: AgentRegistration, guard?: UpsertGuard): Promise<AgentRow | undefined> {
   const values = {
     id: a.id,
     type: a.type,
@@ -21,9 +34,23 @@ export async function agentUpsert(db: Db, a: AgentRegistration): Promise<AgentRo
   const [row] = await db
     .insert(agents)
     .values(values)
-    .onConflictDoUpdate({ target: agents.id, set: { ...values, heartbeatAt: sql`now()` } })
+    .onConflictDoUpdate({
+      target: agents.id,
+      set: { ...values, heartbeatAt: sql`now()` },
+      setWhere: guard && sql`${agents.status} <> 'active'
+        or ${agents.heartbeatAt} < now() - make_interval(secs => ${guard.staleSec})
+        or ${agents.metadata}->>'instance' = ${guard.instance}
+        or ${agents.metadata}->>'instance' = ${guard.replaceable ?? null}`,
+    })
     .returning();
-  return row!;
+  return row;
+}
+
+/** Who holds an agent id now: the process it registered from (its metadata), its status and how long it has been silent. */
+export async function agentHolderGet(db: Db, id: string): Promise<{ status: string; metadata: Record<string, unknown>; silentSec: number } | undefined> {
+  const [row] = await rowsOf<{ status: string; metadata: Record<string, unknown>; silent_sec: number }>(db, sql`
+    select status, metadata, extract(epoch from now() - heartbeat_at)::float8 as silent_sec from agents where id = ${id}`);
+  return row && { status: row.status, metadata: row.metadata, silentSec: row.silent_sec };
 }
 
 export async function agentGet(db: Db, id: string): Promise<AgentRow | undefined> {

@@ -6,7 +6,7 @@ import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engin
 import { taskFail } from '../../engine/failure.js';
 import { taskSpawn } from '../../engine/spawn.js';
 import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../engine/tokens.js';
-import { AGENT_TOKEN_DEFAULTS } from '../../config/index.js';
+import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS } from '../../config/index.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
 import { agentModelSchema } from '../../model-names.js';
 import { LIMITS } from '../../config/index.js';
@@ -31,7 +31,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'POST', url: '/api/agents', access: 'agent', tag,
     body: z.strictObject({
-      id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, { error: 'letters, digits, _ . : - (max 128)' }),
+      id: z.string().regex(AGENT_ID_PATTERN, { error: 'letters, digits, _ . : - (max 128)' }),
       type: z.string().min(1).max(64),
       capabilities: z.array(capabilitySchema).max(64),
       models: z.array(agentModelSchema).max(32).optional(),

@@ -12,6 +12,7 @@ import { rateLimitRoutes } from './rate-limits.js';
 import { rerunRoutes } from './rerun.js';
 import { signalRoutes } from './signals.js';
 import { streamRoutes } from './stream.js';
+import { whoamiRoutes } from './whoami.js';
 
 /**
  * Every route module, registered on any Fastify instance (the server's, or a bare
@@ -25,6 +26,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   approvalRoutes,
   rateLimitRoutes,
   agentRoutes,
+  whoamiRoutes,
   logRoutes,
   streamRoutes,
   mcpRoutes,
