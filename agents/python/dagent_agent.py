@@ -129,13 +129,16 @@ class Task:
     models: list[str] = field(default_factory=list)
     # On a retry, the latest failed attempts (oldest first): errorClass, errorMessage, rejectedOutput, verdicts.
     previous_attempts: list[dict[str, Any]] = field(default_factory=list)
+    # This attempt's W3C trace context: start the handler's own spans under it (or send it on as the
+    # `traceparent` header) and they nest under the attempt's span in dagent's trace.
+    traceparent: Optional[str] = None
 
     @classmethod
     def from_json(cls, t: dict[str, Any]) -> "Task":
         return cls(t["id"], t["dagId"], t["key"], t["type"], t.get("title"), t["fence"], t["attempt"],
                    t["maxAttempts"], t.get("spec") or {}, t.get("inputs") or {}, t.get("children") or {},
                    t.get("heartbeatSec") or 20, t.get("maxDurationSec"), t.get("model"), t.get("models") or [],
-                   t.get("previousAttempts") or [])
+                   t.get("previousAttempts") or [], t.get("traceparent"))
 
 
 @dataclass

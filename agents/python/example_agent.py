@@ -65,7 +65,7 @@ def handle(task: Task, ctx: TaskContext) -> dict[str, Any]:
 
     text = data.get("text", task.spec.get("prompt") or "")
     # Stored with this attempt: `dagent logs <task>` and the dashboard's task page show it.
-    ctx.log(f"counted {len(text.split())} words", chars=len(text))
+    ctx.log(f"counted {len(text.split())} words", chars=len(text), traceparent=task.traceparent)
     return {"words": len(text.split()), "chars": len(text)}
 
 

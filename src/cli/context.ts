@@ -1,3 +1,4 @@
+import { tracingWanted } from '../observability/tracing-env.js';
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LOG_LEVELS } from '../config/defaults.js';
 import type { Database } from '../db/connection.js';
@@ -68,9 +69,12 @@ export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => 
   const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, schema: cfg.dbSchema, log: ctx.log }).catch(async (e: unknown) => {
     throw await databaseOpenError(e, cfg.databaseUrl, cfg.dataDir);
   });
+  // Traces only when the OTEL_* variables ask for them: the SDK is not even loaded otherwise.
+  const tracing = tracingWanted(ctx.io.env) ? await (await import('../observability/tracing-setup.js')).tracingStart(d.db, ctx.io.env, ctx.log) : null;
   try {
     return await fn(d);
   } finally {
+    await tracing?.shutdown();
     await d.close();
   }
 }

@@ -179,7 +179,7 @@ export interface FailureInput {
 
 export interface StatusCount { status: string; tier: string; n: number }
 
-export interface CancelledRow { id: string; dagId: string; key: string; previous: TaskState }
+export interface CancelledRow { id: string; dagId: string; key: string; previous: TaskState; fence: number }
 
 /** Which open entries a bulk action selects: every given field must match; `agentId` matches any attempt in the history. */
 export interface DeadLetterSelector { dagId?: string; type?: string; errorClass?: string; agentId?: string }

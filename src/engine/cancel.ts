@@ -5,7 +5,8 @@ import { eventInsertMany } from '../db/queries/events.js';
 import { taskCancelCascade, taskNonTerminalIdsForDag } from '../db/queries/tasks-cancel.js';
 import { taskGet } from '../db/queries/tasks-read.js';
 import { DagStateError, IllegalTransitionError, NotFoundError } from '../errors.js';
-import { TRANSITIONS } from '../model/state-machine.js';
+import { HELD_STATES, TRANSITIONS } from '../model/state-machine.js';
+import { attemptsEndedEmit, dagsFinishedEmit } from '../observability/engine-events.js';
 import type { CancelledRow } from '../db/rows.js';
 
 /** Cancel one task and everything downstream that can no longer run. Returns the cancelled tasks. */
@@ -36,6 +37,7 @@ export async function dagCancel(db: Db, dagId: string, by = 'human', note?: stri
     }
     await cancelledSettle(tx, cancelled, by, note);
     await eventInsertMany(tx, [{ type: 'dag.cancelled', dagId, data: { by, note: note ?? null, tasks: cancelled.length } }]);
+    dagsFinishedEmit([dagId]);
     return cancelled;
   });
 }
@@ -47,6 +49,8 @@ export async function cancelledSettle(tx: Db, cancelled: CancelledRow[], by: str
   await dagTasksClosed(tx, perDag);
   await deadLetterResolveForTasks(tx, cancelled.filter((c) => c.previous === 'dead_lettered').map((c) => c.id), by, note ?? 'task cancelled');
   const refreshed = await dagStatusRefresh(tx, [...perDag.keys()]);
+  attemptsEndedEmit(() => cancelled.filter((c) => (HELD_STATES as readonly string[]).includes(c.previous)).map((c) => ({ taskId: c.id, fence: c.fence })));
+  dagsFinishedEmit(refreshed.filter((d) => d.status === 'completed' || d.status === 'cancelled').map((d) => d.id));
   await eventInsertMany(tx, refreshed.filter((d) => d.status === 'completed').map((d) => ({ type: 'dag.completed', dagId: d.id, data: { by } })));
   await eventInsertMany(tx, cancelled.map((c) => ({ type: 'task.cancelled', dagId: c.dagId, taskId: c.id, data: { previous: c.previous, by, note: note ?? null } })));
 }

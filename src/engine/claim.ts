@@ -9,6 +9,7 @@ import type { TaskBody, TaskOrigin } from '../dag/spec.js';
 import { NotFoundError, InvalidInputError } from '../errors.js';
 import { modelsForAttempt } from './retry-policy.js';
 import { engineEvents } from '../observability/engine-events.js';
+import { attemptTraceparent } from '../observability/trace-ids.js';
 
 /** A task as an agent receives it from a claim. */
 export interface ClaimedTask {
@@ -52,6 +53,11 @@ export interface ClaimedTask {
    * message, the output validation rejected and each validator's verdict, so the agent can do better.
    */
   previousAttempts: PreviousAttempt[];
+  /**
+   * The W3C trace context of this attempt (`00-<trace>-<span>-01`): the DAG's trace, the attempt's span. An agent's own
+   * spans started under it nest under the attempt's span in dagent's trace (docs/operations.md#traces).
+   */
+  traceparent: string;
 }
 
 export interface ClaimOptions {
@@ -113,6 +119,7 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
       origin: r.origin,
       outputSpec: r.outputSpec,
       previousAttempts: r.previousAttempts,
+      traceparent: attemptTraceparent(r.dagId, r.id, r.fence),
     };
   });
 }

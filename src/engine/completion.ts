@@ -3,7 +3,7 @@ import { taskCompleteMark } from '../db/queries/tasks-complete.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { jsonPathFormat, jsonProblem, jsonSizeExceeds } from '../json-guard.js';
-import { engineEvents } from '../observability/engine-events.js';
+import { attemptsEndedEmit, dagsFinishedEmit, engineEvents } from '../observability/engine-events.js';
 import type { TaskRef } from './guard.js';
 import type { CompletionInput, CompletionMode, CompletionResult } from '../db/rows.js';
 
@@ -54,5 +54,10 @@ export function completionInput(c: TaskRef & { output: unknown } & Spent, detail
 export async function completionWrite(db: Db, items: CompletionInput[], mode: CompletionMode = {}): Promise<CompletionResult> {
   const r = await taskCompleteMark(db, items, mode);
   if (r.completed.length > 0) engineEvents.emit('completed', { byType: r.completedByType });
+  attemptsEndedEmit(() => {
+    const done = new Set(r.completed);
+    return items.filter((i) => done.has(i.id)).map((i) => ({ taskId: i.id, fence: i.fence }));
+  });
+  dagsFinishedEmit(r.dagsCompleted);
   return r;
 }

@@ -13,7 +13,7 @@ import type { RetryPolicy } from '../dag/spec.js';
 import { RATE_LIMIT_DEFAULTS } from '../config/index.js';
 import { ConflictError } from '../errors.js';
 import { newDeadLetterId } from '../ids.js';
-import { engineEvents } from '../observability/engine-events.js';
+import { attemptsEndedEmit, engineEvents } from '../observability/engine-events.js';
 import { guardExplain, type TaskRef } from './guard.js';
 import { retryDecide } from './retry-policy.js';
 import type { FailureInput } from '../db/rows.js';
@@ -89,6 +89,7 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
     return replay ?? guardExplain(db, f.taskId, f.fence, 'fail');
   }
   engineEvents.emit('failed', { type, errorClass: f.errorClass, outcome: outcome.status, reason: outcome.status === 'dead_lettered' ? outcome.reason : undefined });
+  attemptsEndedEmit(() => [{ taskId: f.taskId, fence: f.fence }]);
   // One line per failure, wherever it was reported (an agent process's logger already carries the task's id).
   if (opts.log) opts.log.warn({ ...('taskId' in opts.log.bindings() ? {} : { taskId: f.taskId }), errorClass: f.errorClass, message: f.message, ...outcome }, 'task failed');
   return outcome;
@@ -145,6 +146,7 @@ async function taskRateLimited(db: Db, f: Failure, opts: { log?: Logger } = {}):
   });
   if (!r) return null;
   engineEvents.emit('failed', { type: r.type, errorClass: 'rate_limit', outcome: 'rate_limited' });
+  attemptsEndedEmit(() => [{ taskId: f.taskId, fence: f.fence }]);
   opts.log?.warn({ taskId: f.taskId, model: f.model ?? null, delaySec: r.delaySec }, 'rate limited: task back to READY later, no attempt spent');
   return { status: 'retrying', retryAt: r.runAt, rateLimited: true };
 }

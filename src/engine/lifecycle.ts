@@ -1,5 +1,6 @@
 import { withTx, type Db } from '../db/connection.js';
 import { eventInsertMany } from '../db/queries/events.js';
+import { attemptsEndedEmit } from '../observability/engine-events.js';
 
 import { taskLeaseExtend, taskReleaseMark, taskStartMark } from '../db/queries/tasks-lifecycle.js';
 import { taskIdsNeedingValidation } from '../db/queries/tasks-validate.js';
@@ -101,4 +102,5 @@ export async function taskRelease(
     return released !== null;
   });
   if (!ok) await guardExplain(db, ref.taskId, ref.fence, 'release');
+  attemptsEndedEmit(() => [{ taskId: ref.taskId, fence: ref.fence }]);
 }

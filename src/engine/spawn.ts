@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { attemptsEndedEmit } from '../observability/engine-events.js';
 import { withTx, type Db } from '../db/connection.js';
 import { agentsLock } from '../db/queries/agents.js';
 import { dagGet } from '../db/queries/dags.js';
@@ -62,5 +63,6 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
   await withTx(db, (tx) => taskDepsRecount(tx, result.recount));
   const created = result.children.filter((c) => c.created).length;
   opts.log?.info({ taskId: parent.taskId, dagId: result.dagId, created, waiting: result.waiting }, 'subtasks spawned');
+  if (result.waiting) attemptsEndedEmit(() => [{ taskId: parent.taskId, fence: parent.fence }]);
   return { children: result.children, waiting: result.waiting };
 }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
-import { engineEvents } from '../observability/engine-events.js';
+import { attemptsEndedEmit, engineEvents } from '../observability/engine-events.js';
 import type { Db } from '../db/connection.js';
 import { agentMarkStaleOffline } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
@@ -52,6 +52,7 @@ export function reaperCreate(o: ReaperOptions): MaintenanceService {
       if (lapsed) {
         await eventInsertMany(o.db, [{ type: 'task.reaped', dagId: t.dagId, taskId: t.id, agentId: t.agentId, data: { reason: t.reason, lapsed: true } }]);
         engineEvents.emit('reaped', { agentId: t.agentId, reason: t.reason });
+        attemptsEndedEmit(() => [{ taskId: t.id, fence: t.fence }]);
         return true;
       }
     }
@@ -69,6 +70,7 @@ export function reaperCreate(o: ReaperOptions): MaintenanceService {
         if (spared) {
           await eventInsertMany(o.db, [{ type: 'task.reaped', dagId: t.dagId, taskId: t.id, agentId: t.agentId, data: { reason: t.reason, crashShared: true, with: crashWith } }]);
           engineEvents.emit('reaped', { agentId: t.agentId, reason: t.reason });
+          attemptsEndedEmit(() => [{ taskId: t.id, fence: t.fence }]);
           return true;
         }
       }

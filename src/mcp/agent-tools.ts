@@ -105,6 +105,6 @@ function taskView(t: ClaimedTask) {
     id: t.id, dag_id: t.dagId, key: t.key, type: t.type, title: t.title, attempt: t.attempt, max_attempts: t.maxAttempts,
     prompt: t.spec.prompt ?? null, input: t.spec.input, inputs: t.inputs, children: t.children,
     model: t.model, models: t.models, previous_attempts: t.previousAttempts, output_spec: t.outputSpec,
-    max_duration_sec: t.maxDurationSec, max_cost_usd: t.maxCostUsd,
+    max_duration_sec: t.maxDurationSec, max_cost_usd: t.maxCostUsd, traceparent: t.traceparent,
   };
 }

@@ -10,6 +10,11 @@ import { InvalidInputError } from '../errors.js';
 /** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */
 export interface TaskContext {
   agentId: string;
+  /**
+   * This attempt's W3C trace context (`traceparent`): the handler already runs in it, so spans it starts with
+   * @opentelemetry/api nest under the attempt; pass it on to services it calls (an LLM gateway) to join their spans.
+   */
+  traceparent: string;
   /** Upstream outputs named by the task's context refs (`research`, `plan.outline`). */
   inputs: Record<string, unknown>;
   /** Outputs of subtasks this task spawned that have completed, by their key. */

@@ -1,3 +1,5 @@
+import { context } from '@opentelemetry/api';
+import { traceparentContext } from '../observability/trace-ids.js';
 import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
@@ -102,7 +104,8 @@ export class TaskRun {
     try {
       outcome = await Promise.race([
         Promise.resolve()
-          .then(() => this.deps.def.run(this.task, this.context()))
+          // In the attempt's trace context: spans the handler starts nest under the attempt's span.
+          .then(() => context.with(traceparentContext(this.task.traceparent), () => this.deps.def.run(this.task, this.context())))
           .then((output): Outcome => ({ kind: 'output', output }), (err): Outcome => ({ kind: 'error', err })),
         new Promise<Outcome>((resolve) => {
           const aborted = () => resolve({ kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason });
@@ -182,6 +185,7 @@ export class TaskRun {
     const attemptLog = this.attemptLog;
     return {
       agentId: this.deps.agentId,
+      traceparent: this.task.traceparent,
       inputs: this.task.inputs,
       children: this.task.children,
       signal,

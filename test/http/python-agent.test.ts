@@ -1,6 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
+import { rowsOf } from '../helpers/factories.js';
+import { attemptSpanId, dagTraceId } from '../../src/observability/trace-ids.js';
 import { testHttp } from '../helpers/http.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -108,7 +111,10 @@ tasks:
     // What the handler logged (ctx.log) is stored with its attempt.
     const introId = (await graph(dagId)).nodes.find((n) => n.key === 'intro')!.id;
     const logs = await http.call('GET', `/api/tasks/${introId}/logs`);
-    expect(logs.body.attempt).toMatchObject({ attempt: 1, running: false, entries: [{ level: 'info', message: 'counted 4 words', fields: { chars: 19 } }] });
+    // The claim gave it its attempt's trace context (the trace of the DAG, the span of the attempt).
+    const [intro] = await rowsOf<{ fence: number }>(database.db, sql`select fence from tasks where id = ${introId}`);
+    const traceparent = `00-${dagTraceId(dagId)}-${attemptSpanId(introId, intro!.fence)}-01`;
+    expect(logs.body.attempt).toMatchObject({ attempt: 1, running: false, entries: [{ level: 'info', message: 'counted 4 words', fields: { chars: 19, traceparent } }] });
     expect((await taskOf(dagId, 'body/chunk-1')).task.output).toEqual({ words: 2, chars: 9 });
     expect((await taskOf(dagId, 'body')).task.output).toEqual({ words: 6, chunks: 3 });
     // The downstream task got its upstream outputs in `inputs` (the handler echoes them back).

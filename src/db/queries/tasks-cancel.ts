@@ -71,7 +71,7 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
       on conflict (task_id, fence) do update set outcome = 'cancelled', error_class = 'cancelled',
         error_message = 'cancelled while its output was being validated', ended_at = excluded.ended_at
     )
-    select id, dag_id as "dagId", key, previous from cancelled`);
+    select id, dag_id as "dagId", key, previous, fence from cancelled`);
 }
 
 export function taskNonTerminalIdsForDag(db: Db, dagId: string) {

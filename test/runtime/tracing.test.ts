@@ -1,0 +1,178 @@
+import { createServer } from 'node:http';
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { testDatabase } from '../helpers/db.js';
+import { dagCreate, rowsOf } from '../helpers/factories.js';
+import { agentRunners } from '../helpers/runners.js';
+import { eventually } from '../helpers/wait.js';
+import { leash } from '../helpers/child-leash.js';
+import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { defineAgent } from '../../src/runtime/define-agent.js';
+import { dagGet } from '../../src/db/queries/dags.js';
+import { attemptsEndedEmit, engineEvents } from '../../src/observability/engine-events.js';
+import { attemptSpanId, attemptTraceparent, dagentIdGenerator, dagSpanId, dagTraceId } from '../../src/observability/trace-ids.js';
+import { traceEmitterStart, type TraceEmitter } from '../../src/observability/tracing.js';
+import { tracingWanted } from '../../src/observability/tracing-env.js';
+
+const database = await testDatabase();
+const { db } = database;
+const { run } = agentRunners(database);
+
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ idGenerator: dagentIdGenerator, spanProcessors: [new SimpleSpanProcessor(exporter)] });
+let emitter: TraceEmitter;
+beforeAll(() => {
+  trace.setGlobalTracerProvider(provider);
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  emitter = traceEmitterStart(db, { flushIntervalMs: 50 });
+});
+afterAll(async () => {
+  await emitter.stop();
+  trace.disable();
+  context.disable();
+});
+
+const parentOf = (s: ReadableSpan) => s.parentSpanContext?.spanId;
+const time = (t: [number, number]) => t[0] * 1000 + Math.round(t[1] / 1e6);
+
+describe('OpenTelemetry traces', () => {
+  it('a DAG is one trace: its span, an attempt span per attempt under it, validation steps and the agent\'s own spans under their attempt', async () => {
+    let tries = 0;
+    await run(defineAgent({
+      name: 'traced', capabilities: [],
+      async run(task, ctx) {
+        // The handler runs in its attempt's context: a span it starts nests under the attempt.
+        await trace.getTracer('the-agent').startActiveSpan('call the model', async (span) => {
+          span.setAttribute('traceparent.seen', ctx.traceparent);
+          span.end();
+        });
+        if (task.key === 'flaky' && tries++ === 0) throw new Error('the provider hung up');
+        ctx.reportCost({ usd: 0.25, tokens: { input: 120, output: 30 }, model: 'gpt-test' });
+        return task.key === 'notes' ? { text: '# Release' } : { ok: true };
+      },
+    }), { id: 'traced-1' });
+    const dagId = await dagCreate(db, `
+name: traced
+tasks:
+  flaky: { type: t, retry: { strategy: immediate } }
+  notes:
+    type: t
+    depends_on: [flaky]
+    output:
+      validation:
+        - { kind: json-schema, schema: { type: object, required: [text] } }
+        - { kind: regex, field: text, pattern: "^# Release" }
+`);
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
+    const attempts = await rowsOf<{ task_id: string; fence: number; outcome: string; key: string; started_at: string; ended_at: string }>(db, sql`
+      select a.task_id, a.fence, a.outcome, t.key, a.started_at::text, a.ended_at::text from attempts a join tasks t on t.id = a.task_id
+      where a.dag_id = ${dagId} order by a.started_at`);
+    expect(attempts.map((a) => [a.key, a.outcome])).toEqual([['flaky', 'failed'], ['flaky', 'completed'], ['notes', 'completed']]);
+
+    const traceId = dagTraceId(dagId);
+    await eventually('the DAG span emitted', async () => {
+      await emitter.flush();
+      return exporter.getFinishedSpans().some((s) => s.name === 'dag traced');
+    });
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
+    expect(byId.size, 'no span twice').toBe(spans.length);
+
+    const dag = byId.get(dagSpanId(dagId))!;
+    expect([dag.name, parentOf(dag), dag.attributes['dagent.dag.status'], dag.attributes['dagent.cost_usd']]).toEqual(['dag traced', undefined, 'completed', 0.5]);
+
+    for (const a of attempts) {
+      const span = byId.get(attemptSpanId(a.task_id, a.fence));
+      expect(span, `${a.key} fence ${a.fence}`).toBeDefined();
+      expect([span!.name, parentOf(span!), span!.attributes['dagent.agent.id'], span!.attributes['dagent.outcome']]).toEqual([`task ${a.key}`, dagSpanId(dagId), 'traced-1', a.outcome]);
+      expect([time(span!.startTime), time(span!.endTime)]).toEqual([Date.parse(a.started_at), Date.parse(a.ended_at)]);
+      // The agent's own span, under its attempt's, and the traceparent it was given names that attempt.
+      const own = spans.find((s) => s.name === 'call the model' && parentOf(s) === attemptSpanId(a.task_id, a.fence));
+      expect(own?.attributes['traceparent.seen']).toBe(attemptTraceparent(dagId, a.task_id, a.fence));
+    }
+    const [failed, retried] = [byId.get(attemptSpanId(attempts[0]!.task_id, attempts[0]!.fence))!, byId.get(attemptSpanId(attempts[1]!.task_id, attempts[1]!.fence))!];
+    expect([failed.status.code, failed.attributes['error.type']]).toEqual([SpanStatusCode.ERROR, 'error']);
+    expect([retried.status.code, retried.attributes['gen_ai.request.model'], retried.attributes['gen_ai.usage.input_tokens'], retried.attributes['dagent.cost_usd']])
+      .toEqual([SpanStatusCode.UNSET, 'gpt-test', 120, 0.25]);
+
+    const notes = attempts[2]!;
+    const steps = spans.filter((s) => s.name.startsWith('validate ')).map((s) => [s.name, parentOf(s), s.attributes['dagent.validation.pass']]);
+    expect(steps).toEqual([
+      ['validate json-schema', attemptSpanId(notes.task_id, notes.fence), true],
+      ['validate regex', attemptSpanId(notes.task_id, notes.fence), true],
+    ]);
+    // Three attempts, their three own spans, two steps and the DAG: nothing else in the trace.
+    expect(spans).toHaveLength(9);
+  });
+
+  it('with no one listening (tracing off), the engine does not even build the list of what ended', () => {
+    const listeners = engineEvents.listeners('attemptsEnded');
+    engineEvents.removeAllListeners('attemptsEnded');
+    let built = 0;
+    try {
+      attemptsEndedEmit(() => { built++; return [{ taskId: 't', fence: 1 }]; });
+      expect(built).toBe(0);
+    } finally {
+      for (const l of listeners) engineEvents.on('attemptsEnded', l as never);
+    }
+    attemptsEndedEmit(() => { built++; return []; });
+    expect(built).toBe(1);
+  });
+
+  it('is on only when the OTEL_* variables ask for it: an exporter or an endpoint, never with the SDK disabled or exporter none', () => {
+    expect(tracingWanted({})).toBeNull();
+    expect(tracingWanted({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe('otlp');
+    expect(tracingWanted({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toBe('otlp');
+    expect(tracingWanted({ OTEL_TRACES_EXPORTER: 'otlp' })).toBe('otlp');
+    expect(tracingWanted({ OTEL_TRACES_EXPORTER: 'console' })).toBe('console');
+    expect(tracingWanted({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBeNull();
+    expect(tracingWanted({ OTEL_SDK_DISABLED: 'true', OTEL_TRACES_EXPORTER: 'otlp' })).toBeNull();
+  });
+});
+
+describe('exporting over OTLP from a dagent process', () => {
+  it('dagent agent run with OTEL_EXPORTER_OTLP_ENDPOINT sends its spans to the collector', async () => {
+    const received: Array<{ name: string; traceId: string; spanId: string; parentSpanId?: string }> = [];
+    const collector = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        if (req.url === '/v1/traces') {
+          for (const rs of JSON.parse(body).resourceSpans ?? []) {
+            for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) received.push({ name: s.name, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined });
+          }
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
+    const port = (collector.address() as { port: number }).port;
+    const dagId = await dagCreate(db, 'name: exported\ntasks:\n  one: { type: t }\n');
+    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'agent', 'run', 'test/fixtures/agents/chatty.ts', '--id', 'otlp-1', '--poll-ms', '200'], {
+      env: { ...process.env, DATABASE_URL: database.url, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_SERVICE_NAME: 'dagent-test' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }));
+    let out = '';
+    child.stdout.on('data', (b) => (out += b));
+    child.stderr.on('data', (b) => (out += b));
+    try {
+      await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed', 30_000);
+      child.kill('SIGTERM');
+      await new Promise((r) => child.on('exit', r));
+      const [task] = await rowsOf<{ id: string; fence: number }>(db, sql`select id, fence from tasks where dag_id = ${dagId}`);
+      const mine = received.filter((s) => s.traceId === dagTraceId(dagId));
+      // OTLP/JSON carries ids as hex: the spans the process exported are the ones the ids name.
+      expect(mine.map((s) => [s.name, s.spanId, s.parentSpanId]).sort(), out).toEqual([
+        ['dag exported', dagSpanId(dagId), undefined],
+        ['task one', attemptSpanId(task!.id, task!.fence), dagSpanId(dagId)],
+      ]);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      collector.close();
+    }
+  });
+});
