@@ -37,7 +37,7 @@ export { dlqList, dlqShow, dlqRetry, dlqCancel } from './engine/dlq.js';
 export { maintenanceServices, type MaintenanceService } from './maintenance/index.js';
 export { prune, prunePreview, type PruneOptions, type PruneCounts, type RetentionPreview } from './engine/retention.js';
 export { traceEmitterStart, type TraceEmitter } from './observability/tracing.js';
-export { dagentIdGenerator, attemptTraceparent } from './observability/trace-ids.js';
+export { dagentIdGenerator, attemptTraceparent, dagTraceId } from './observability/trace-ids.js';
 
 // Validators: what a validation agent returns.
 export { verdictSchema, judgeAnswerSchema, verdictParse, type Verdict, type StepVerdict } from './validation/verdict.js';

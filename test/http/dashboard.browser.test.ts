@@ -342,3 +342,41 @@ describe('a task\'s log in the dashboard', () => {
     expect(pageErrors).toEqual([]);
   });
 });
+
+describe('a DAG\'s timeline and cost in the dashboard', () => {
+  it('draws a Gantt row per task with its stretches (a failed attempt, its retry wait), marks the critical path and lists cost per model, live', async () => {
+    expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
+    await agentRegister(db, { id: 'timed', type: 'worker', capabilities: [], maxConcurrent: 10, models: ['*'] });
+    const submitted = await http.call('POST', '/api/dags', {
+      raw: 'name: timeline-demo\ntasks:\n  fetch: { type: t, max_attempts: 2, retry: { strategy: immediate } }\n  side: { type: t }\n  summarize: { type: t, depends_on: [fetch] }\n',
+      contentType: 'application/yaml',
+    });
+    const dagId: string = submitted.body.results[0].dagId;
+    const byKey = async () => new Map((await taskClaim(db, 'timed', { start: true, dagId, limit: 5 })).map((t) => [t.key, t]));
+    const first = await byKey();
+    await new Promise((r) => setTimeout(r, 50));
+    await taskFail(db, { taskId: first.get('fetch')!.id, fence: first.get('fetch')!.fence, errorClass: 'crash', message: 'reset by peer', costUsd: 0.12, model: 'model-small' });
+    await taskComplete(db, { taskId: first.get('side')!.id, fence: first.get('side')!.fence, output: {}, costUsd: 0.5, model: 'model-large' });
+    const again = (await byKey()).get('fetch')!;
+    await taskComplete(db, { taskId: again.id, fence: again.fence, output: {}, costUsd: 0.2, model: 'model-small' });
+
+    await page.goto(`${http.url}/#token=${encodeURIComponent(http.adminToken)}`);
+    await page.goto(`${http.url}/#/dags/${encodeURIComponent(dagId)}`);
+    await page.waitForSelector('#dag-timeline svg.timeline g.row[data-key="fetch"] rect[data-kind="retry_wait"]', { timeout: LIVE_MS });
+    const fetchRow = page.locator('#dag-timeline g.row[data-key="fetch"]');
+    expect(await fetchRow.locator('rect.seg').evaluateAll((rs) => rs.map((r) => r.getAttribute('class')))).toEqual([
+      'seg seg-queued', 'seg seg-running outcome-failed', 'seg seg-retry_wait', 'seg seg-running outcome-completed',
+    ]);
+    expect(await fetchRow.locator('rect.seg-running title').first().textContent()).toMatch(/^fetch: running, attempt 1 \(failed\), model-small, /);
+    expect(await page.locator('#dag-cost table.cost-models tr[data-model="model-small"] td').allTextContents()).toEqual(['model-small', '$0.32', '0', '0', '2']);
+    expect(await page.locator('#dag-cost table.cost-models tr[data-model="model-large"] td').first().textContent()).toBe('model-large');
+
+    // summarize runs now: its row appears without a reload, and the path through fetch is critical.
+    const last = (await byKey()).get('summarize')!;
+    await taskComplete(db, { taskId: last.id, fence: last.fence, output: {} });
+    await page.waitForSelector('#dag-timeline g.row.critical[data-key="summarize"] rect.seg-running', { timeout: LIVE_MS });
+    expect(await page.locator('#dag-timeline g.row.critical').evaluateAll((gs) => gs.map((g) => g.getAttribute('data-key')))).toEqual(['fetch', 'summarize']);
+    await shot('08-dag-timeline');
+    expect(pageErrors).toEqual([]);
+  });
+});

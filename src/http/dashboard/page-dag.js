@@ -4,6 +4,7 @@ import { renderSvg, setNodeStatus, sameShape, STATUS_ORDER, statusLabel } from '
 import { api, errorText, liveStreams } from './api.js';
 import { h, fill, main, link, hrefTask, hrefDlq, badge, table, empty, usd, when, progressBar, flash, confirmButton, pageError } from './dom.js';
 import { OFFLINE_POLL_MS } from './live.js';
+import { timelineView, costView } from './timeline.js';
 
 function legend() {
   return h('div', { class: 'legend' },
@@ -16,9 +17,13 @@ export function pageDag(ctx, dagId) {
   const graphBox = h('div', { class: 'graph-scroll' });
   const dlBox = h('div');
   const tasksBox = h('div');
+  const timelineBox = h('div', { id: 'dag-timeline' });
+  const costBox = h('div', { id: 'dag-cost' });
   const msg = h('p', { class: 'error', role: 'alert' });
   fill(main, head, msg,
     h('section', { class: 'card' }, h('h2', null, 'Graph'), legend(), graphBox),
+    h('section', { class: 'card' }, h('h2', null, 'Timeline'), timelineBox),
+    h('section', { class: 'card' }, h('h2', null, 'Cost'), costBox),
     h('section', { class: 'card' }, h('h2', null, 'Open dead letters'), dlBox),
     h('section', { class: 'card flush' }, h('h2', null, 'Tasks'), tasksBox));
 
@@ -111,8 +116,13 @@ export function pageDag(ctx, dagId) {
   };
 
   const load = ctx.refetcher({
-    load: () => api('GET', `/api/dags/${encodeURIComponent(dagId)}`),
-    apply: (g) => { msg.textContent = ''; apply(g); },
+    load: () => Promise.all([api('GET', `/api/dags/${encodeURIComponent(dagId)}`), api('GET', `/api/dags/${encodeURIComponent(dagId)}/timeline`)]),
+    apply: ([g, tl]) => {
+      msg.textContent = '';
+      apply(g);
+      fill(timelineBox, timelineView(tl));
+      fill(costBox, costView(tl));
+    },
     fail: (err) => { if (!graph) fill(main, pageError(err)); else msg.textContent = errorText(err); },
   });
   void load.now();

@@ -12,6 +12,7 @@ import { rateLimitRoutes } from './rate-limits.js';
 import { rerunRoutes } from './rerun.js';
 import { signalRoutes } from './signals.js';
 import { streamRoutes } from './stream.js';
+import { timelineRoutes } from './timeline.js';
 import { whoamiRoutes } from './whoami.js';
 
 /**
@@ -21,6 +22,7 @@ import { whoamiRoutes } from './whoami.js';
  */
 const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   humanRoutes,
+  timelineRoutes,
   rerunRoutes,
   signalRoutes,
   approvalRoutes,
