@@ -127,6 +127,8 @@ export interface DagRow {
   completedAt: Date | null;
   /** When retention began pruning it (it is being deleted); null otherwise. */
   prunedAt: Date | null;
+  /** Every tag its tasks carried at submit. */
+  tags: string[];
 }
 
 /** A row of `attempts`: one attempt of a task. */
@@ -182,7 +184,13 @@ export interface StatusCount { status: string; tier: string; n: number }
 export interface CancelledRow { id: string; dagId: string; key: string; previous: TaskState; fence: number }
 
 /** Which open entries a bulk action selects: every given field must match; `agentId` matches any attempt in the history. */
-export interface DeadLetterSelector { dagId?: string; type?: string; errorClass?: string; agentId?: string }
+export interface DeadLetterSelector {
+  dagId?: string; type?: string; errorClass?: string; agentId?: string;
+  /** The entry's id, or part of its task's key or of its reason (any case). */
+  q?: string;
+  /** Dead-lettered at or after / before these instants (ISO 8601). */
+  from?: string; to?: string;
+}
 export interface AgentRegistration {
   id: string;
   type: string;

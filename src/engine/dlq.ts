@@ -8,17 +8,28 @@ import { eventInsertMany } from '../db/queries/events.js';
 import { taskCancelCascade } from '../db/queries/tasks-cancel.js';
 import { taskDeadLetterEdit, taskDeadLetterRetry, type TaskEdit } from '../db/queries/tasks-dead-letter.js';
 import { taskGet } from '../db/queries/tasks-read.js';
+import { cursorDecode, cursorEncode } from '../db/queries/keyset.js';
 import { capabilitySchema } from '../dag/file-schema.js';
 import { modelNameSchema } from '../model-names.js';
 import { DeadLetterResolvedError, InvalidInputError, NotFoundError } from '../errors.js';
 import { cancelledSettle } from './cancel.js';
 import type { DeadLetterRow, DeadLetterSelector, TaskRow } from '../db/rows.js';
 
-export interface DlqFilter { all?: boolean; dagId?: string; limit?: number }
+/** Which entries to list: open ones unless `all`, matching every selector field given. */
+export interface DlqFilter extends DlqSelector { all?: boolean; limit?: number }
 
+/** Entries newest first (the first page: `limit`, default 200), each with its task's key and type. */
 export async function dlqList(db: Db, filter: DlqFilter = {}) {
-  const rows = await deadLetterList(db, { open: !filter.all, dagId: filter.dagId, limit: filter.limit });
-  return rows.map((r) => ({ ...r.entry, taskKey: r.taskKey, taskType: r.taskType }));
+  return (await dlqPage(db, filter)).entries;
+}
+
+/** A page of entries newest first; `next` (null on the last page) is the `cursor` of the page after. */
+export async function dlqPage(db: Db, filter: DlqFilter & { cursor?: string } = {}) {
+  const cursor = filter.cursor === undefined ? undefined : cursorDecode(filter.cursor);
+  if (cursor === null) throw new InvalidInputError('cursor: not a cursor this list gave (take `next` from the previous page)', { field: 'cursor' });
+  const { all, limit, cursor: _raw, ...selector } = filter;
+  const page = await deadLetterList(db, { ...selector, open: !all, limit, cursor });
+  return { entries: page.rows.map((r) => ({ ...r.entry, taskKey: r.taskKey, taskType: r.taskType })), next: page.next ? cursorEncode(page.next) : null };
 }
 
 export async function dlqShow(db: Db, id: string): Promise<{ entry: DeadLetterRow; task: TaskRow }> {
@@ -94,8 +105,8 @@ export const DLQ_BULK_MAX = 1000;
 export async function dlqBulk(
   db: Db, selector: DlqSelector, action: 'retry' | 'cancel', opts: Resolution & { resetAttempts?: boolean } = {},
 ): Promise<{ action: 'retry' | 'cancel'; ids: string[] }> {
-  if (!selector.dagId && !selector.type && !selector.errorClass && !selector.agentId) {
-    throw new InvalidInputError('a bulk action needs a filter: dag, type, error class or agent');
+  if (!selector.dagId && !selector.type && !selector.errorClass && !selector.agentId && !selector.q && !selector.from && !selector.to) {
+    throw new InvalidInputError('a bulk action needs a filter: dag, type, error class, agent, search or date range');
   }
   return withTx(db, async (tx) => {
     // The oldest entries first for the limit, then DAG by DAG in id order: the lock order every

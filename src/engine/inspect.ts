@@ -1,7 +1,8 @@
 import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
 import { attemptCountsForDag as attemptCountsOfDag, attemptListForTask } from '../db/queries/attempts.js';
-import { dagGet, dagList as dagRowsWithCounts } from '../db/queries/dags.js';
+import { dagGet, dagPage, type DagListFilter } from '../db/queries/dags.js';
+import { cursorDecode, cursorEncode } from '../db/queries/keyset.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
 import { modelPauseList, type ModelPauseRow } from '../db/queries/model-pauses.js';
@@ -32,7 +33,7 @@ export async function dagStatus(db: Db, dagId: string) {
     dag,
     tasks,
     edges: edges.map((e) => ({ upstream: e.upstreamKey, downstream: e.downstreamKey })),
-    deadLetters: deadLetters.map((d) => ({ ...d.entry, taskKey: d.taskKey })),
+    deadLetters: deadLetters.rows.map((d) => ({ ...d.entry, taskKey: d.taskKey })),
   };
 }
 
@@ -66,9 +67,17 @@ export async function statsGet(db: Db) {
   };
 }
 
-/** DAGs, newest first, with their task counts by status. */
-export function dagList(db: Db, filter: { status?: string; limit?: number } = {}): Promise<Array<DagRow & { taskCounts: Record<string, number> }>> {
-  return dagRowsWithCounts(db, filter);
+/**
+ * DAGs, newest first, with their task counts by status, a page at a time: `next` (null on the last page) is the
+ * `cursor` of the page after. Filters: status, `q` (the id, or part of the name or title), a tag, a creation range.
+ */
+export async function dagList(
+  db: Db, filter: Omit<DagListFilter, 'cursor'> & { cursor?: string } = {},
+): Promise<{ dags: Array<DagRow & { taskCounts: Record<string, number> }>; next: string | null }> {
+  const cursor = filter.cursor === undefined ? undefined : cursorDecode(filter.cursor);
+  if (cursor === null) throw new InvalidInputError('cursor: not a cursor this list gave (take `next` from the previous page)', { field: 'cursor' });
+  const page = await dagPage(db, { ...filter, cursor });
+  return { dags: page.dags, next: page.next ? cursorEncode(page.next) : null };
 }
 
 /** Attempts of a DAG by outcome, and how many failures were retried: the run summary's figures. */

@@ -94,6 +94,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
     createdBy,
     scheduledAt: o.scheduledAt,
     spawnPolicy: spec.spawn ?? null,
+    tags: [...new Set(spec.tasks.flatMap((t) => t.tags))].sort(),
   });
   await dagLockGraph(tx, dagId);
   const idByKey = new Map(spec.tasks.map((t) => [t.key, newTaskId()]));

@@ -5,7 +5,7 @@
  * and one SVG bar chart per figure in docs/bench/.
  *
  * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), disk per finished task and the claim's latency
- * during a prune (retention.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
+ * during a prune (retention.ts), the DAG list's pages at 100,000 DAGs (lists.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
  * READY tasks with 90 % capability skew, and scheduling quality (makespan against
  * its lower bound, dagent's effective priority beside FIFO; makespan.ts).
  *
@@ -30,6 +30,7 @@ import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { agentLatency } from './agent-latency.js';
 import { cliStartup } from './startup.js';
 import { retentionBench } from './retention.js';
+import { listsBench } from './lists.js';
 import { makespanBench } from './makespan.js';
 import { graphileBench, pgBossBench } from './peers.js';
 import { barChartSvg, plotWrite } from './plot.js';
@@ -49,6 +50,7 @@ const MAKESPAN_INSTANCES = quick ? 10 : 50;
 const LAYER_DAGS = quick ? 4 : 20;
 const JOIN_WIDTH = quick ? 2_000 : 10_000;
 const PRUNE_TASKS = quick ? 20_000 : 100_000;
+const LIST_DAGS = quick ? 20_000 : 100_000;
 const LAYER_DEPTH = 5;
 const LAYER_WIDTH = 100;
 
@@ -350,6 +352,11 @@ async function main() {
       lines.push(`disk per finished no-op task (chains of 10; tables, indexes and TOAST after vacuum): ${fmt(r.bytesPerTask)} bytes, ${(r.bytesPerTask * 1e6 / 2 ** 30).toFixed(2)} GiB per million`);
       console.log(lines.at(-1));
       lines.push(`prune of ${fmt(PRUNE_TASKS)} finished tasks: ${r.pruneSeconds.toFixed(2)} s (${fmt(PRUNE_TASKS / r.pruneSeconds)} tasks/s); claim of 1 beside it p50 ${pct(r.claimsDuring, 50).toFixed(2)} ms, p99 ${pct(r.claimsDuring, 99).toFixed(2)} ms (${r.claimsDuring.length} claims; without it p50 ${pct(r.claimsIdle, 50).toFixed(2)} ms, p99 ${pct(r.claimsIdle, 99).toFixed(2)} ms)`);
+      console.log(lines.at(-1));
+    }
+    await reset(d);
+    for (const f of await listsBench(d, LIST_DAGS)) {
+      lines.push(`DAG list at ${fmt(LIST_DAGS)} DAGs, page of 50, ${f.name}: p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms`);
       console.log(lines.at(-1));
     }
     for (const line of cliStartup(server.url, quick ? 5 : 15)) {

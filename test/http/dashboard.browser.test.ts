@@ -380,3 +380,123 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
     expect(pageErrors).toEqual([]);
   });
 });
+
+describe('the dashboard at scale', () => {
+  it('searches and pages the DAG list on the server; draws a 3,000-task fan-out folded, live, pannable; filters the dead letters and retries every match at once', async () => {
+    expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
+    const { dagSubmit } = await import('../../src/engine/submit.js');
+    const { dagSourceLoad } = await import('../../src/dag/load.js');
+    for (let i = 0; i < 120; i++) {
+      const tags = i % 24 === 0 ? '\n    tags: [nightly]' : '';
+      await dagSubmit(db, [await dagSourceLoad(`name: bulk-${String(i).padStart(3, '0')}\ntasks:\n  a:\n    type: idle${tags}\n`, 'inline.yaml')]);
+    }
+    await page.goto(`${http.url}/#token=${encodeURIComponent(http.adminToken)}`);
+    await page.waitForSelector('table.dags');
+    const rows = () => page.locator('table.dags tr[data-dag-id]');
+    const firstName = async () => (await rows().first().locator('td a').first().textContent())!;
+    await page.fill('form.filters input[name="q"]', 'BULK-');
+    await page.press('form.filters input[name="q"]', 'Enter');
+    await page.waitForSelector('.page-no:text-is("page 1 · 50 shown")', { timeout: LIVE_MS });
+    expect(await firstName()).toBe('bulk-119');
+    await page.click('button[data-action="page-older"]');
+    await page.waitForSelector('.page-no:text-is("page 2 · 50 shown")', { timeout: LIVE_MS });
+    expect(await firstName()).toBe('bulk-069');
+    await page.click('button[data-action="page-older"]');
+    await page.waitForSelector('.page-no:text-is("page 3 · 20 shown")', { timeout: LIVE_MS });
+    expect(await page.locator('button[data-action="page-older"]').isDisabled()).toBe(true);
+    await page.click('button[data-action="page-newer"]');
+    await page.waitForSelector('.page-no:text-is("page 2 · 50 shown")', { timeout: LIVE_MS });
+    await page.fill('form.filters input[name="q"]', '');
+    await page.fill('form.filters input[name="tag"]', 'nightly');
+    await page.click('button[data-action="filters-apply"]');
+    await page.waitForSelector('.page-no:text-is("page 1 · 5 shown")', { timeout: LIVE_MS });
+    expect(await rows().locator('td a').allTextContents()).toEqual(['bulk-096', 'bulk-072', 'bulk-048', 'bulk-024', 'bulk-000']);
+    await shot('09-dag-list-search');
+
+    // A plan, 3,000 reviews after it and a join after them all: three nodes, the reviews folded into one.
+    const reviews = Array.from({ length: 3000 }, (_, i) => `  review-${i}: { type: review, depends_on: [plan] }`);
+    const big = await http.call('POST', '/api/dags', {
+      raw: ['name: wide-review', 'tasks:', '  plan: { type: plan }', ...reviews, `  join: { type: join, depends_on: [${Array.from({ length: 3000 }, (_, i) => `review-${i}`).join(', ')}] }`].join('\n'),
+      contentType: 'application/yaml',
+    });
+    expect(big.status, JSON.stringify(big.body)).toBe(201);
+    const bigId: string = big.body.results[0].dagId;
+    await page.goto(`${http.url}/#/dags/${encodeURIComponent(bigId)}`);
+    const group = page.locator('svg.dag-graph g.node.group');
+    await group.waitFor({ timeout: LIVE_MS });
+    expect(await page.locator('svg.dag-graph g.node').count()).toBe(3);
+    expect(await page.locator('svg.dag-graph path.edge').count()).toBe(2);
+    expect(await group.getAttribute('data-group')).toBe('3000');
+    expect(await group.getAttribute('aria-label')).toBe('3000 tasks review-0 to review-2999: 3000 pending');
+    // Fitted to the frame, and it zooms.
+    await page.waitForSelector('svg.dag-graph[data-scale]');
+    const fitted = Number(await page.locator('svg.dag-graph').getAttribute('data-scale'));
+    expect(fitted).toBeGreaterThan(0);
+    expect(fitted).toBeLessThanOrEqual(1);
+    await page.click('button[data-action="graph-zoom-in"]');
+    const scale = async () => Number(/scale\(([\d.]+)\)/.exec((await page.locator('svg.dag-graph').getAttribute('style')) ?? '')?.[1] ?? 1);
+    await expect.poll(scale, { timeout: LIVE_MS }).toBeGreaterThan(fitted);
+
+    // The reviews start: the folded node counts them live, and turns to the most urgent status among them.
+    await agentRegister(db, { id: 'reviewer', type: 'worker', capabilities: [], maxConcurrent: 100 });
+    const [plan] = await taskClaim(db, 'reviewer', { start: true, dagId: bigId });
+    await taskComplete(db, { taskId: plan!.id, fence: plan!.fence, output: {} });
+    const batch = await taskClaim(db, 'reviewer', { start: true, dagId: bigId, limit: 12 });
+    for (const t of batch.slice(0, 10)) await taskComplete(db, { taskId: t.id, fence: t.fence, output: {} });
+    await page.waitForSelector('svg.dag-graph g.node.group[data-status="running"] .node-sub:text-matches("2988 ready · 10 completed · 2 running|10 completed")', { timeout: LIVE_MS });
+    expect(await group.locator('title').textContent()).toContain('10 completed');
+    // The timeline draws the first 200 rows, and all of them on demand.
+    await page.waitForSelector('#dag-timeline button[data-action="timeline-all"]:text-is("Show all 3002 tasks")', { timeout: LIVE_MS });
+    expect(await page.locator('#dag-timeline g.row').count()).toBe(200);
+    // The Tasks table lists the most urgent first, 500 of them, and the rest on demand.
+    expect(await page.locator('button[data-action="tasks-all"]').textContent()).toBe('Show all 3002 tasks');
+    expect(await page.locator('section.card.flush table tr[data-key]').count()).toBe(500);
+    // (Live recolouring keeps the rows where they are; the refetch after it sorts them again.)
+    await expect.poll(() => page.locator('section.card.flush table tr[data-key] .badge').first().textContent(), { timeout: LIVE_MS }).toBe('running');
+    await shot('10-wide-dag');
+
+    // Dead letters: filter by error class, and retry every match at once (the filter is the bulk action's).
+    const poison = await http.call('POST', '/api/dags', {
+      raw: ['name: poison-many', 'tasks:', ...Array.from({ length: 6 }, (_, i) => `  p${i}: { type: poison, max_attempts: 1 }`)].join('\n'), contentType: 'application/yaml',
+    });
+    const poisonId: string = poison.body.results[0].dagId;
+    for (const [i, t] of (await taskClaim(db, 'reviewer', { start: true, dagId: poisonId, limit: 6 })).entries()) {
+      await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: i < 4 ? 'timeout' : 'crash', message: `poisoned ${t.key}` });
+    }
+    await page.click('a[data-nav="dlq"]');
+    await page.waitForSelector('form.filters input[name="error_class"]');
+    await page.fill('form.filters input[name="error_class"]', 'timeout');
+    await page.fill('form.filters input[name="dag_id"]', poisonId);
+    await page.click('button[data-action="filters-apply"]');
+    await page.waitForSelector('.page-no:text-is("page 1 · 4 shown")', { timeout: LIVE_MS });
+    await page.click('button[data-action="bulk-retry"]');
+    await page.click('button[data-action="bulk-retry"]');
+    await page.waitForSelector('#dlq-bulk-msg:text-is("Retried 4 task(s).")', { timeout: LIVE_MS });
+    await page.waitForSelector('.page-no:text-is("page 1 · 0 shown")', { timeout: LIVE_MS });
+    const open = await db.execute<{ n: number }>(sql`select count(*)::int as n from dead_letters where dag_id = ${poisonId} and resolution is null`);
+    expect(open.rows[0]!.n).toBe(2);
+    expect(pageErrors).toEqual([]);
+  });
+});
+
+describe('a page whose load the network failed', () => {
+  it('says so, tries again, and shows the DAG once the server answers', async () => {
+    expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
+    const submitted = await http.call('POST', '/api/dags', { raw: 'name: flaky-network\ntasks:\n  only: { type: t }\n', contentType: 'application/yaml' });
+    const dagId: string = submitted.body.results[0].dagId;
+    // A new document (the query string), whatever page the tests before left open.
+    await page.goto(`${http.url}/?fresh=1#token=${encodeURIComponent(http.adminToken)}`);
+    await page.waitForSelector('table.dags', { timeout: LIVE_MS });
+    let dropped = 0;
+    await page.route(`**/api/dags/${dagId}`, (route) => (dropped++ < 2 ? route.abort('connectionreset') : route.continue()));
+    try {
+      await page.goto(`${http.url}/#/dags/${encodeURIComponent(dagId)}`);
+      await page.waitForSelector('main p.error:has-text("cannot reach the server")', { timeout: LIVE_MS });
+      await page.waitForSelector('g.node[data-key="only"]', { timeout: LIVE_MS });
+      expect(dropped).toBeGreaterThanOrEqual(3);
+      expect(await page.locator('main p.error').textContent()).toBe('');
+    } finally {
+      await page.unroute(`**/api/dags/${dagId}`);
+    }
+  });
+});

@@ -1,7 +1,8 @@
-import { and, asc, desc, eq, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, getTableColumns, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from './run.js';
+import { keysetAfter, likeContaining, type Cursor } from './keyset.js';
 import type { DagRow } from '../rows.js';
 
 export type { DagRow } from '../rows.js';
@@ -143,17 +144,55 @@ export async function dagRunningIdsByCreator(db: Db, createdBy: string): Promise
 }
 
 /** Newest DAGs first, with their task counts by status (the dashboard's list and GET /api/dags). */
-export async function dagList(db: Db, filter: { status?: string; limit?: number } = {}) {
-  const rows = await db.select().from(dags)
-    .where(filter.status ? eq(dags.status, filter.status) : undefined)
-    .orderBy(desc(dags.createdAt)).limit(filter.limit ?? 100);
-  if (rows.length === 0) return [];
+/** What dagent's ids look like (src/ids.ts): `dag_` and 14 letters or digits. */
+const ID_SHAPE = /^[a-z]{3}_[0-9a-z]{14}$/;
+
+/** What the DAG list shows: any of these, all of them must match. */
+export interface DagListFilter {
+  status?: string;
+  /** The id, or a part of the name or title (any case). */
+  q?: string;
+  /** A tag one of its tasks carries. */
+  tag?: string;
+  /** Created at or after / before these instants (ISO 8601). */
+  from?: string;
+  to?: string;
+  limit?: number;
+  /** The page after this row (keyset.ts). */
+  cursor?: Cursor;
+}
+
+/**
+ * DAGs newest first, a page at a time (keyset on created_at, id: dags_created_idx, or dags_status_idx with a
+ * status), with their task counts by status; `next` is the cursor of the page after, null on the last page.
+ */
+export async function dagPage(db: Db, f: DagListFilter = {}) {
+  const limit = f.limit ?? 100;
+  const rows = await db.select({ ...getTableColumns(dags), cursorAt: sql<string>`${dags.createdAt}::text` }).from(dags)
+    .where(and(
+      f.status ? eq(dags.status, f.status) : undefined,
+      // An id is looked up by its key (one index probe); any other text is a part of a name or title, which scans
+      // (docs/benchmarks.md: ~50 ms at 100,000 DAGs).
+      f.q ? (ID_SHAPE.test(f.q) ? eq(dags.id, f.q) : sql`(${dags.name} ilike ${likeContaining(f.q)} or ${dags.title} ilike ${likeContaining(f.q)})`) : undefined,
+      f.tag ? sql`${dags.tags} @> array[${f.tag}]::text[]` : undefined,
+      f.from ? sql`${dags.createdAt} >= ${f.from}::timestamptz` : undefined,
+      f.to ? sql`${dags.createdAt} < ${f.to}::timestamptz` : undefined,
+      keysetAfter('dags', f.cursor),
+    ))
+    .orderBy(desc(dags.createdAt), desc(dags.id)).limit(limit + 1);
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  const next: Cursor | null = rows.length > limit && last ? { at: last.cursorAt, id: last.id } : null;
+  if (page.length === 0) return { dags: [], next };
   const counts = await rowsOf<{ dag_id: string; status: string; n: number }>(db, sql`
-    select dag_id, status, count(*)::int as n from tasks where dag_id = any(${textArray(rows.map((r) => r.id))}) group by dag_id, status`);
-  return rows.map((d) => ({
-    ...d,
-    taskCounts: Object.fromEntries(counts.filter((c) => c.dag_id === d.id).map((c) => [c.status, c.n])) as Record<string, number>,
-  }));
+    select dag_id, status, count(*)::int as n from tasks where dag_id = any(${textArray(page.map((r) => r.id))}) group by dag_id, status`);
+  return {
+    dags: page.map(({ cursorAt: _at, ...d }) => ({
+      ...d,
+      taskCounts: Object.fromEntries(counts.filter((c) => c.dag_id === d.id).map((c) => [c.status, c.n])) as Record<string, number>,
+    })),
+    next,
+  };
 }
 
 /** DAGs changed since `since` (status, counts, spend): the live stream's DAG progress. */

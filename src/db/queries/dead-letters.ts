@@ -1,7 +1,8 @@
-import { and, desc, eq, getTableColumns, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { attempts, deadLetters, tasks } from '../schema/index.js';
 import type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
+import { keysetAfter, likeContaining, type Cursor } from './keyset.js';
 
 export type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
 
@@ -25,14 +26,36 @@ export async function deadLetterInsert(
 const { history: _history, ...listed } = getTableColumns(deadLetters);
 export type DeadLetterListed = Omit<DeadLetterRow, 'history'>;
 
-export function deadLetterList(db: Db, filter: { open?: boolean; dagId?: string; limit?: number } = {}) {
-  return db
-    .select({ entry: listed, taskKey: tasks.key, taskType: tasks.type })
+/** What a selector matches, as a condition on dead_letters (and tasks, joined): the list and the bulk actions share it. */
+function deadLetterWhere(f: DeadLetterSelector & { open?: boolean }): SQL | undefined {
+  return and(
+    f.open === false ? undefined : isNull(deadLetters.resolution),
+    f.dagId ? eq(deadLetters.dagId, f.dagId) : undefined,
+    f.type ? eq(tasks.type, f.type) : undefined,
+    f.errorClass ? eq(deadLetters.errorClass, f.errorClass) : undefined,
+    f.agentId ? sql`${deadLetters.history} @> ${JSON.stringify([{ agent: f.agentId }])}::jsonb` : undefined,
+    f.q ? (/^dlq_[0-9a-z]{14}$/.test(f.q) ? eq(deadLetters.id, f.q) : sql`(${tasks.key} ilike ${likeContaining(f.q)} or ${deadLetters.reason} ilike ${likeContaining(f.q)})`) : undefined,
+    f.from ? sql`${deadLetters.createdAt} >= ${f.from}::timestamptz` : undefined,
+    f.to ? sql`${deadLetters.createdAt} < ${f.to}::timestamptz` : undefined,
+  );
+}
+
+/**
+ * Entries newest first, a page at a time (keyset on created_at, id; dead_letters_created_idx), each with its
+ * task's key and type; `next` is the cursor of the page after, null on the last page.
+ */
+export async function deadLetterList(db: Db, filter: DeadLetterSelector & { open?: boolean; limit?: number; cursor?: Cursor } = {}) {
+  const limit = filter.limit ?? 200;
+  const rows = await db
+    .select({ entry: listed, taskKey: tasks.key, taskType: tasks.type, cursorAt: sql<string>`${deadLetters.createdAt}::text` })
     .from(deadLetters)
     .innerJoin(tasks, eq(tasks.id, deadLetters.taskId))
-    .where(and(filter.open === false ? undefined : isNull(deadLetters.resolution), filter.dagId ? eq(deadLetters.dagId, filter.dagId) : undefined))
-    .orderBy(desc(deadLetters.createdAt))
-    .limit(filter.limit ?? 200);
+    .where(and(deadLetterWhere(filter), keysetAfter('dead_letters', filter.cursor)))
+    .orderBy(desc(deadLetters.createdAt), desc(deadLetters.id))
+    .limit(limit + 1);
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return { rows: page, next: rows.length > limit && last ? { at: last.cursorAt, id: last.entry.id } : null };
 }
 
 export async function deadLetterGet(db: Db, id: string): Promise<DeadLetterRow | undefined> {
@@ -64,12 +87,6 @@ export async function deadLetterResolveForTasks(
 export async function deadLetterIdsMatching(db: Db, f: DeadLetterSelector, limit: number): Promise<Array<{ id: string; dagId: string }>> {
   return db.select({ id: deadLetters.id, dagId: deadLetters.dagId }).from(deadLetters)
     .innerJoin(tasks, eq(tasks.id, deadLetters.taskId))
-    .where(and(
-      isNull(deadLetters.resolution),
-      f.dagId ? eq(deadLetters.dagId, f.dagId) : undefined,
-      f.type ? eq(tasks.type, f.type) : undefined,
-      f.errorClass ? eq(deadLetters.errorClass, f.errorClass) : undefined,
-      f.agentId ? sql`${deadLetters.history} @> ${JSON.stringify([{ agent: f.agentId }])}::jsonb` : undefined,
-    ))
+    .where(deadLetterWhere(f))
     .orderBy(deadLetters.createdAt).limit(limit);
 }

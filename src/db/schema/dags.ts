@@ -35,11 +35,16 @@ export const dags = pgTable(
      * being pruned is not run again (rerun answers 409), so a prune that a crash interrupted resumes where it was.
      */
     prunedAt: timestamp('pruned_at', { withTimezone: true }),
+    /** Every tag its tasks carry at submit (`defaults.tags` and each task's): what the DAG list filters by. */
+    tags: text('tags').array().notNull().default(sql`'{}'::text[]`),
   },
   (t) => [
     check('dags_status_ck', sql.raw(`status in (${DAG_STATES.map((s) => `'${s}'`).join(', ')})`)),
     uniqueIndex('dags_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     index('dags_status_idx').on(t.status, t.createdAt),
+    // The DAG list, newest first, a page at a time (keyset on created_at, id), and its tag filter.
+    index('dags_created_idx').on(t.createdAt, t.id),
+    index('dags_tags_idx').using('gin', t.tags),
     // The claim reads the open DAGs whose budget is spent once per statement (tasks-claim.ts, broke): this keeps it off the history.
     // Retention: finished DAGs, oldest first, and those a prune has begun.
     index('dags_finished_idx').on(t.completedAt).where(sql`${t.status} in ('completed', 'cancelled') and ${t.prunedAt} is null`),

@@ -1,7 +1,15 @@
-// The DAG drawing: a pure layout (columns by depth, rows ordered to keep edges
-// short) and an SVG renderer. No state and no network: app.js owns those.
+// The DAG drawing: large fan-outs folded into one node each, a layered layout by dagre (a column layout
+// beyond GRAPH_DAGRE_MAX nodes, where dagre would take seconds), and an SVG renderer. No network: the page owns it.
+import dagre from './dagre.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/** Tasks with the same parent, upstream and downstream tasks are drawn as one node from this many on. */
+export const GRAPH_COLLAPSE_MIN = 12;
+/** Beyond this many nodes (after folding), the quick column layout instead of dagre's. */
+export const GRAPH_DAGRE_MAX = 1500;
+/** A folded node shows the most urgent status among its tasks: the first of these any of them has. */
+const URGENCY = ['dead_lettered', 'failed', 'retrying', 'running', 'claimed', 'validating', 'waiting', 'ready', 'pending', 'completed', 'cancelled'];
 
 /** Sizes of the drawing, in SVG user units. */
 export const GRAPH_SIZES = { nodeW: 168, nodeH: 44, colGap: 72, rowGap: 18, pad: 20 };
@@ -18,7 +26,7 @@ export const STATUS_ORDER = ['pending', 'ready', 'claimed', 'running', 'validati
  * @param {Array<{upstream: string, downstream: string}>} edges
  * @returns {{positions: Map<string, {x: number, y: number, w: number, h: number, col: number, row: number}>, width: number, height: number}}
  */
-export function layout(nodes, edges, sizes = GRAPH_SIZES) {
+export function columnLayout(nodes, edges, sizes = GRAPH_SIZES) {
   const { nodeW, nodeH, colGap, rowGap, pad } = sizes;
   const columns = new Map();
   for (const n of nodes) {
@@ -63,6 +71,89 @@ export function layout(nodes, edges, sizes = GRAPH_SIZES) {
   };
 }
 
+/**
+ * Where each node goes, and each edge's route: dagre's layered layout, left to right, for graphs up to
+ * GRAPH_DAGRE_MAX nodes; the column layout (straight curves between columns) beyond.
+ */
+export function layout(nodes, edges, sizes = GRAPH_SIZES) {
+  if (nodes.length > GRAPH_DAGRE_MAX) return { ...columnLayout(nodes, edges, sizes), routes: new Map() };
+  const { nodeW, nodeH, colGap, rowGap, pad } = sizes;
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: 'LR', nodesep: rowGap, ranksep: colGap, marginx: pad, marginy: pad });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const n of nodes) g.setNode(n.key, { width: nodeW, height: nodeH });
+  for (const e of edges) if (g.hasNode(e.upstream) && g.hasNode(e.downstream)) g.setEdge(e.upstream, e.downstream);
+  dagre.layout(g);
+  const positions = new Map();
+  for (const n of nodes) {
+    const p = g.node(n.key);
+    positions.set(n.key, { x: p.x - nodeW / 2, y: p.y - nodeH / 2, w: nodeW, h: nodeH });
+  }
+  const routes = new Map();
+  for (const e of g.edges()) routes.set(`${e.v}->${e.w}`, g.edge(e).points);
+  const size = g.graph();
+  return { positions, routes, width: Math.max(size.width ?? 0, nodeW + 2 * pad), height: Math.max(size.height ?? 0, nodeH + 2 * pad) };
+}
+
+/**
+ * Fold fan-outs: tasks that share their parent, their upstream and their downstream tasks (a map's children,
+ * the reviewers between a plan and a join), GRAPH_COLLAPSE_MIN or more of them, become one node with their
+ * count and statuses. Returns the graph to draw and which group each folded task is in.
+ */
+export function collapse(graph, min = GRAPH_COLLAPSE_MIN) {
+  const ups = new Map();
+  const downs = new Map();
+  for (const e of graph.edges) {
+    (ups.get(e.downstream) ?? ups.set(e.downstream, []).get(e.downstream)).push(e.upstream);
+    (downs.get(e.upstream) ?? downs.set(e.upstream, []).get(e.upstream)).push(e.downstream);
+  }
+  const bySignature = new Map();
+  for (const n of graph.nodes) {
+    const sig = `${n.parentKey ?? ''}|${[...(ups.get(n.key) ?? [])].sort().join(',')}|${[...(downs.get(n.key) ?? [])].sort().join(',')}`;
+    (bySignature.get(sig) ?? bySignature.set(sig, []).get(sig)).push(n);
+  }
+  const groupOf = new Map();
+  const members = new Map();
+  const nodes = [];
+  for (const list of bySignature.values()) {
+    if (list.length < min) { nodes.push(...list); continue; }
+    list.sort((a, b) => a.key.localeCompare(b.key, undefined, { numeric: true }));
+    // A space: no task key has one, so a group's key never names a task.
+    const key = `group ${list[0].key}`;
+    members.set(key, new Map(list.map((m) => [m.key, m.status])));
+    for (const m of list) groupOf.set(m.key, key);
+    nodes.push({ key, group: list.length, status: groupStatus(members.get(key)), depth: list[0].depth, type: list[0].type, first: list[0].key, last: list.at(-1).key });
+  }
+  const at = (k) => groupOf.get(k) ?? k;
+  const seen = new Set();
+  const edges = [];
+  for (const e of graph.edges) {
+    const [u, d] = [at(e.upstream), at(e.downstream)];
+    if (u === d || seen.has(`${u}->${d}`)) continue;
+    seen.add(`${u}->${d}`);
+    edges.push({ upstream: u, downstream: d });
+  }
+  const criticalPath = (graph.criticalPath ?? []).map(at).filter((k, i, all) => i === 0 || all[i - 1] !== k);
+  return { nodes, edges, criticalPath, groupOf, members };
+}
+
+/** The counts by status of a group's tasks, and the most urgent status among them. */
+function groupCounts(statuses) {
+  const counts = {};
+  for (const st of statuses.values()) counts[st] = (counts[st] ?? 0) + 1;
+  return counts;
+}
+function groupStatus(statuses) {
+  const counts = groupCounts(statuses);
+  return URGENCY.find((st) => counts[st]) ?? Object.keys(counts)[0] ?? 'pending';
+}
+function groupSummary(statuses) {
+  return Object.entries(groupCounts(statuses)).sort((a, b) => b[1] - a[1]).map(([st, n]) => `${n} ${statusLabel(st)}`).join(' · ');
+}
+
+/** A drawn graph's folded groups (renderSvg), for live recolouring. */
+const drawnGroups = new WeakMap();
+
 /** The edges of a path of keys, as "up->down" strings. */
 export function pathEdges(path) {
   const set = new Set();
@@ -76,6 +167,18 @@ export function edgePath(a, b) {
   const x2 = b.x - 4, y2 = b.y + b.h / 2;
   const dx = Math.max(24, (x2 - x1) / 2);
   return `M ${x1} ${y1} C ${x1 + dx} ${y1}, ${x2 - dx} ${y2}, ${x2} ${y2}`;
+}
+
+/** A path through dagre's route points, its corners rounded by quadratic curves. */
+function routePath(points) {
+  if (points.length < 2) return '';
+  let d = `M ${points[0].x} ${points[0].y}`;
+  for (let i = 1; i < points.length - 1; i++) {
+    const [p, q] = [points[i], points[i + 1]];
+    d += ` Q ${p.x} ${p.y} ${(p.x + q.x) / 2} ${(p.y + q.y) / 2}`;
+  }
+  const last = points.at(-1);
+  return `${d} L ${last.x} ${last.y}`;
 }
 
 function el(name, attrs = {}, children = []) {
@@ -96,14 +199,16 @@ function truncate(s, n) {
  * @param {{onNodeClick?: (key: string) => void}} [opts]
  * @returns {SVGSVGElement}
  */
-export function renderSvg(graph, opts = {}) {
-  const { positions, width, height } = layout(graph.nodes, graph.edges);
-  const critical = new Set(graph.criticalPath ?? []);
-  const criticalEdges = pathEdges(graph.criticalPath ?? []);
+export function renderSvg(full, opts = {}) {
+  const graph = collapse(full);
+  const { positions, routes, width, height } = layout(graph.nodes, graph.edges);
+  const critical = new Set(graph.criticalPath);
+  const criticalEdges = pathEdges(graph.criticalPath);
   const svg = el('svg', {
     class: 'dag-graph', width, height, viewBox: `0 0 ${width} ${height}`,
-    role: 'img', 'aria-label': `task graph with ${graph.nodes.length} tasks`,
+    role: 'img', 'aria-label': `task graph with ${full.nodes.length} tasks`,
   });
+  drawnGroups.set(svg, graph);
   svg.append(el('defs', {}, [
     el('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, [
       el('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead' }),
@@ -121,8 +226,9 @@ export function renderSvg(graph, opts = {}) {
     const a = positions.get(e.upstream), b = positions.get(e.downstream);
     if (!a || !b) continue;
     const isCritical = criticalEdges.has(`${e.upstream}->${e.downstream}`);
+    const route = routes.get(`${e.upstream}->${e.downstream}`);
     edgeLayer.append(el('path', {
-      d: edgePath(a, b), class: isCritical ? 'edge critical' : 'edge',
+      d: route ? routePath(route) : edgePath(a, b), class: isCritical ? 'edge critical' : 'edge',
       'marker-end': isCritical ? 'url(#arrow-critical)' : 'url(#arrow)',
       'data-from': e.upstream, 'data-to': e.downstream,
     }));
@@ -134,20 +240,23 @@ export function renderSvg(graph, opts = {}) {
     const p = positions.get(n.key);
     if (!p) continue;
     const g = el('g', {
-      class: `node status-${n.status}${critical.has(n.key) ? ' critical' : ''}`,
-      'data-key': n.key, 'data-status': n.status, transform: `translate(${p.x} ${p.y})`,
-      tabindex: 0, role: 'link', 'aria-label': `${n.key}: ${n.status}`,
+      class: `node panzoom-exclude${n.group ? ' group' : ''} status-${n.status}${critical.has(n.key) ? ' critical' : ''}`,
+      'data-key': n.key, 'data-status': n.status, 'data-group': n.group, transform: `translate(${p.x} ${p.y})`,
+      tabindex: 0, role: 'link', 'aria-label': n.group ? `${n.group} tasks ${n.first} to ${n.last}: ${groupSummary(graph.members.get(n.key))}` : `${n.key}: ${n.status}`,
     });
     const tip = el('title');
-    tip.textContent = `${n.key}${n.title ? ` — ${n.title}` : ''}\n${n.type ?? ''} · ${n.status}`;
+    tip.textContent = n.group
+      ? `${n.group} tasks, ${n.first} … ${n.last}\n${groupSummary(graph.members.get(n.key))}`
+      : `${n.key}${n.title ? ` — ${n.title}` : ''}\n${n.type ?? ''} · ${n.status}`;
     const label = el('text', { x: 12, y: 19, class: 'node-key' });
-    label.textContent = truncate(n.key, 20);
+    label.textContent = n.group ? truncate(`${n.group} × ${n.first}…`, 22) : truncate(n.key, 20);
     const sub = el('text', { x: 12, y: 34, class: 'node-sub' });
-    sub.textContent = statusLabel(n.status);
+    sub.textContent = n.group ? truncate(groupSummary(graph.members.get(n.key)), 26) : statusLabel(n.status);
     g.append(tip, el('rect', { width: p.w, height: p.h, rx: 9, ry: 9 }), label, sub);
+    const target = n.group ? n.first : n.key;
     if (opts.onNodeClick) {
-      g.addEventListener('click', () => opts.onNodeClick(n.key));
-      g.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') opts.onNodeClick(n.key); });
+      g.addEventListener('click', () => opts.onNodeClick(target, n.group ? n.key : undefined));
+      g.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') opts.onNodeClick(target, n.group ? n.key : undefined); });
     }
     nodeLayer.append(g);
   }
@@ -159,8 +268,27 @@ export function statusLabel(status) {
   return String(status).replace(/_/g, ' ');
 }
 
-/** Recolour one node in place (a live status change); false if the key is not drawn. */
+/** Recolour one node in place (a live status change), or the group it is folded into; false if it is not drawn. */
 export function setNodeStatus(svg, key, status) {
+  const drawn = drawnGroups.get(svg);
+  const group = drawn?.groupOf.get(key);
+  if (group) {
+    const statuses = drawn.members.get(group);
+    statuses.set(key, status);
+    const g = [...svg.querySelectorAll('g.node.group')].find((x) => x.getAttribute('data-key') === group);
+    if (!g) return false;
+    const next = groupStatus(statuses);
+    g.classList.remove(`status-${g.getAttribute('data-status')}`);
+    g.classList.add(`status-${next}`);
+    g.setAttribute('data-status', next);
+    const sub = g.querySelector('.node-sub');
+    if (sub) sub.textContent = truncate(groupSummary(statuses), 26);
+    const n = drawn.nodes.find((x) => x.key === group);
+    g.setAttribute('aria-label', `${n.group} tasks ${n.first} to ${n.last}: ${groupSummary(statuses)}`);
+    const tip = g.querySelector('title');
+    if (tip) tip.textContent = `${n.group} tasks, ${n.first} … ${n.last}\n${groupSummary(statuses)}`;
+    return true;
+  }
   const g = [...svg.querySelectorAll('g.node')].find((x) => x.getAttribute('data-key') === key);
   if (!g) return false;
   const prev = g.getAttribute('data-status');

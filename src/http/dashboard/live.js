@@ -4,6 +4,8 @@ import { api, streamOpen } from './api.js';
 
 /** Coalesce bursts of stream events into one refetch at most this often. */
 const REFETCH_MS = 250;
+/** The longest wait between two tries of a load the network failed. */
+const NETWORK_RETRY_MAX_MS = 10_000;
 /** While no event stream is connected, live pages refetch this often instead. */
 export const OFFLINE_POLL_MS = 10_000;
 
@@ -59,20 +61,29 @@ export function pageContext() {
       const t = setInterval(fn, ms);
       cleanups.push(() => clearInterval(t));
     },
-    /** Run `fn` at most every `ms`, always after the latest request; only the newest answer is applied. */
+    /**
+     * Run `fn` at most every `ms`, always after the latest request; only the newest answer is applied. A load
+     * the network failed (no answer at all) is tried again, 1 s, 2 s, 4 s … up to 10 s apart, while the page is shown.
+     */
     refetcher: (fn, ms = REFETCH_MS) => {
       let timer;
+      let retryTimer;
+      let failures = 0;
       let seq = 0;
       const now = async () => {
         const mine = ++seq;
+        clearTimeout(retryTimer);
         try {
           const result = await fn.load();
+          failures = 0;
           if (ctx.alive && mine === seq) fn.apply(result);
         } catch (err) {
-          if (ctx.alive && mine === seq) fn.fail?.(err);
+          if (!ctx.alive || mine !== seq) return;
+          fn.fail?.(err);
+          if (err?.status === 0) retryTimer = setTimeout(() => void now(), Math.min(NETWORK_RETRY_MAX_MS, 1000 * 2 ** failures++));
         }
       };
-      cleanups.push(() => clearTimeout(timer));
+      cleanups.push(() => { clearTimeout(timer); clearTimeout(retryTimer); });
       return {
         now,
         soon: () => {

@@ -5,6 +5,48 @@ import { api, errorText, liveStreams } from './api.js';
 import { h, fill, main, link, hrefTask, hrefDlq, badge, table, empty, usd, when, progressBar, flash, confirmButton, pageError } from './dom.js';
 import { OFFLINE_POLL_MS } from './live.js';
 import { timelineView, costView } from './timeline.js';
+import Panzoom from './panzoom.js';
+
+/**
+ * The drawing in a frame that pans (drag the background) and zooms (wheel, or the buttons), fitted to the
+ * frame's width at first: a 3,000-task DAG is legible as a whole, then as a part.
+ */
+function pannable(svg) {
+  const frame = h('div', { class: 'graph-frame' }, svg);
+  const width = Number(svg.getAttribute('width'));
+  const height = Number(svg.getAttribute('height'));
+  // Panzoom measures the element: it starts once the frame is in the page.
+  let pz;
+  const fit = () => {
+    if (!pz) return;
+    const scale = Math.min(1, Math.max(0.05, (frame.clientWidth - 8) / width));
+    pz.zoom(scale, { animate: false });
+    pz.pan(0, 0, { animate: false });
+    frame.style.height = `${Math.min(Math.max(160, height * scale + 8), window.innerHeight * 0.7)}px`;
+    svg.dataset.scale = String(scale);
+  };
+  const button = (label, action, fn) => {
+    const b = h('button', { type: 'button', class: 'small', 'data-action': action }, label);
+    b.addEventListener('click', () => fn());
+    return b;
+  };
+  const tools = h('div', { class: 'graph-tools' }, button('Fit', 'graph-fit', fit), button('+', 'graph-zoom-in', () => pz?.zoomIn()), button('−', 'graph-zoom-out', () => pz?.zoomOut()));
+  requestAnimationFrame(() => {
+    if (!frame.isConnected) return;
+    pz = Panzoom(svg, { maxScale: 4, minScale: 0.05, step: 0.2, excludeClass: 'panzoom-exclude', origin: '0 0' });
+    frame.addEventListener('wheel', (ev) => pz.zoomWithWheel(ev));
+    fit();
+  });
+  return h('div', null, tools, frame);
+}
+
+/** Rows of the Tasks table drawn before "Show all": a 3,000-row table takes the browser seconds to lay out. */
+export const TASKS_SHOWN = 500;
+const URGENT_FIRST = ['dead_lettered', 'failed', 'retrying', 'running', 'claimed', 'validating', 'waiting', 'ready', 'pending', 'completed', 'cancelled'];
+const urgency = (status) => {
+  const i = URGENT_FIRST.indexOf(status);
+  return i < 0 ? URGENT_FIRST.length : i;
+};
 
 function legend() {
   return h('div', { class: 'legend' },
@@ -14,7 +56,7 @@ function legend() {
 
 export function pageDag(ctx, dagId) {
   const head = h('div', { class: 'page-head' }, h('h1', null, 'DAG'));
-  const graphBox = h('div', { class: 'graph-scroll' });
+  const graphBox = h('div', { class: 'graph-box' });
   const dlBox = h('div');
   const tasksBox = h('div');
   const timelineBox = h('div', { id: 'dag-timeline' });
@@ -29,6 +71,7 @@ export function pageDag(ctx, dagId) {
 
   let graph;
   let svg;
+  let allTasks = false;
   const statusCells = new Map();
 
   const statusEl = h('span', { id: 'dag-status', class: 'badge' });
@@ -61,6 +104,7 @@ export function pageDag(ctx, dagId) {
   const subtitle = h('div', { class: 'muted small' });
   fill(head, h('div', { class: 'head-row' }, title, statusEl, h('span', { class: 'spacer' }), rerunBtn, cancelBtn), subtitle, progressSlot, facts);
 
+  // A folded group opens its first task (the Tasks table below lists them all).
   const nodeClick = (key) => {
     const n = graph?.nodes.find((x) => x.key === key);
     if (n) location.hash = hrefTask(n.id);
@@ -90,7 +134,7 @@ export function pageDag(ctx, dagId) {
 
     if (!svg || !sameShape(graph, g)) {
       svg = renderSvg(g, { onNodeClick: nodeClick });
-      fill(graphBox, g.nodes.length ? svg : empty('This DAG has no tasks.'));
+      fill(graphBox, g.nodes.length ? pannable(svg) : empty('This DAG has no tasks.'));
     } else {
       for (const n of g.nodes) setNodeStatus(svg, n.key, n.status);
     }
@@ -100,8 +144,15 @@ export function pageDag(ctx, dagId) {
       link(hrefDlq(d.id), d.taskKey), ' ', h('span', { class: 'chip' }, d.errorClass), ' ', h('span', { class: 'muted' }, d.reason), ' ', when(d.createdAt)))));
 
     statusCells.clear();
+    // By depth; in a DAG too large to list at once, the most urgent first (a failure, what runs), and past
+    // TASKS_SHOWN rows a button draws the rest.
+    const large = g.nodes.length > TASKS_SHOWN;
+    const ordered = [...g.nodes].sort((a, b) => (large ? urgency(a.status) - urgency(b.status) : 0) || a.depth - b.depth || a.key.localeCompare(b.key, undefined, { numeric: true }));
+    const shown = allTasks ? ordered : ordered.slice(0, TASKS_SHOWN);
+    const more = ordered.length > shown.length ? h('button', { type: 'button', 'data-action': 'tasks-all' }, `Show all ${ordered.length} tasks`) : null;
+    more?.addEventListener('click', () => { allTasks = true; apply(graph); });
     fill(tasksBox, table(['Task', 'Type', 'Status', 'Attempts', 'Priority', 'Claimed by', 'Cost', 'Last error'],
-      [...g.nodes].sort((a, b) => a.depth - b.depth || a.key.localeCompare(b.key)).map((n) => {
+      shown.map((n) => {
         const cell = h('td', null, badge(n.status));
         statusCells.set(n.key, cell);
         return h('tr', { 'data-key': n.key },
@@ -112,7 +163,7 @@ export function pageDag(ctx, dagId) {
           h('td', null, n.claimedBy ?? ''),
           h('td', { class: 'num' }, usd(n.costUsd)),
           h('td', { class: 'small clip' }, n.lastError ?? ''));
-      })));
+      })), more);
   };
 
   const load = ctx.refetcher({
@@ -123,7 +174,9 @@ export function pageDag(ctx, dagId) {
       fill(timelineBox, timelineView(tl));
       fill(costBox, costView(tl));
     },
-    fail: (err) => { if (!graph) fill(main, pageError(err)); else msg.textContent = errorText(err); },
+    // A DAG that does not exist replaces the page; anything else (the network, say) is said above it, and the
+    // refetcher tries again.
+    fail: (err) => { if (!graph && err.status === 404) fill(main, pageError(err)); else msg.textContent = errorText(err); },
   });
   void load.now();
   ctx.every(OFFLINE_POLL_MS, () => { if (liveStreams === 0) load.soon(); });

@@ -1,16 +1,30 @@
-// The DAG list: every DAG with its status, progress and spend.
+// The DAG list: DAGs with their status, progress and spend, newest first, searched and filtered on the
+// server and paged by its cursors, so it stays quick with 100,000 DAGs.
 import { api, liveStreams } from './api.js';
-import { h, fill, main, link, hrefDag, badge, table, empty, usd, when, agoText, progressBar, pageError } from './dom.js';
+import { h, fill, main, link, hrefDag, badge, table, empty, usd, when, agoText, progressBar, pageError, chips } from './dom.js';
 import { OFFLINE_POLL_MS } from './live.js';
+import { filterForm, pagedList } from './list-filter.js';
+
+/** DAGs per page. */
+export const DAGS_PAGE = 50;
 
 export function pageDags(ctx) {
   const stats = h('p', { class: 'muted stats' });
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
-  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'DAGs'), stats), h('div', { class: 'card flush' }, body));
+  const pager = pagedList(DAGS_PAGE, () => void load.now());
+  const filters = filterForm([
+    { name: 'q', label: 'Name, title or id', type: 'search' },
+    { name: 'status', label: 'Status', type: 'select', options: ['running', 'blocked', 'completed', 'cancelled'] },
+    { name: 'tag', label: 'Tag', type: 'text' },
+    { name: 'from', label: 'From', type: 'date' },
+    { name: 'to', label: 'To', type: 'date' },
+  ], (p) => pager.filter(p));
+  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'DAGs'), stats), filters.el, h('div', { class: 'card flush' }, body), pager.el);
 
   const load = ctx.refetcher({
-    load: () => Promise.all([api('GET', '/api/dags?limit=100'), api('GET', '/api/stats').catch(() => null)]),
-    apply: ([{ dags }, st]) => {
+    load: () => Promise.all([api('GET', `/api/dags${pager.query()}`), api('GET', '/api/stats').catch(() => null)]),
+    apply: ([{ dags, next }, st]) => {
+      pager.loaded(next, dags.length);
       if (st) {
         const by = {};
         for (const c of st.counts) by[c.status] = (by[c.status] ?? 0) + c.n;
@@ -20,11 +34,11 @@ export function pageDags(ctx) {
           ` · agents ${st.agents.length}`);
       }
       if (dags.length === 0) {
-        fill(body, empty('No DAGs yet. Submit one with `dagent submit FILE` or POST /api/dags.'));
+        fill(body, empty(Object.keys(pager.current()).length ? 'No DAG matches.' : 'No DAGs yet. Submit one with `dagent submit FILE` or POST /api/dags.'));
         return;
       }
       fill(body, table(['Name', 'Status', 'Progress', 'Spent / budget', 'Created'], dags.map((d) => h('tr', { 'data-dag-id': d.id },
-        h('td', null, link(hrefDag(d.id), d.name), d.title ? h('div', { class: 'muted small' }, d.title) : null, h('div', { class: 'muted small mono' }, d.id)),
+        h('td', null, link(hrefDag(d.id), d.name), d.title ? h('div', { class: 'muted small' }, d.title) : null, h('div', { class: 'muted small mono' }, d.id), d.tags?.length ? chips(d.tags) : null),
         h('td', null, badge(d.status), d.blockedReason ? h('div', { class: 'muted small' }, d.blockedReason) : null),
         h('td', null, progressBar(d.taskCounts, d.tasksTotal)),
         h('td', { class: 'num' }, usd(d.spentUsd), d.budgetUsd != null ? ` / ${usd(d.budgetUsd)}` : ''),

@@ -1,7 +1,12 @@
-// The dead-letter queue: retry, edit & retry, or cancel each open entry.
+// The dead-letter queue: retry, edit & retry, or cancel each open entry; search, filter and page through them on
+// the server, and retry or cancel every entry a filter matches at once.
 import { api, errorText } from './api.js';
-import { h, add, fill, main, link, hrefDag, hrefTask, table, empty, usd, when, duration, flash, pageError, verdictRows } from './dom.js';
+import { h, add, fill, main, link, hrefDag, hrefTask, table, empty, usd, when, duration, flash, pageError, verdictRows, confirmButton } from './dom.js';
 import { DLQ_EVENTS, dlqCountRefreshSoon } from './live.js';
+import { filterForm, pagedList } from './list-filter.js';
+
+/** Entries per page. */
+export const DLQ_PAGE = 50;
 
 function historyTable(history) {
   if (!history?.length) return empty('No attempts recorded.');
@@ -14,10 +19,51 @@ function historyTable(history) {
 
 export function pageDlq(ctx, selectedId) {
   const list = h('div', { class: 'dlq-list' }, h('p', { class: 'muted' }, 'Loading…'));
+  const pager = pagedList(DLQ_PAGE, () => void load.now());
+  const filters = filterForm([
+    { name: 'q', label: 'Task key, reason or id', type: 'search' },
+    { name: 'error_class', label: 'Error class', type: 'text' },
+    { name: 'type', label: 'Task type', type: 'text' },
+    { name: 'dag_id', label: 'DAG id', type: 'text' },
+    { name: 'from', label: 'From', type: 'date' },
+    { name: 'to', label: 'To', type: 'date' },
+  ], (p) => pager.filter(p));
+
+  // Every open entry the filter matches, at once (up to 1,000, one transaction): the same filter as the list's.
+  const bulkNote = h('input', { type: 'text', class: 'note', placeholder: 'note (required to cancel)', maxlength: 2000, 'aria-label': 'bulk note' });
+  const bulkReset = h('input', { type: 'checkbox', class: 'reset' });
+  const bulkMsg = h('p', { class: 'action-msg', role: 'status', id: 'dlq-bulk-msg' });
+  const bulk = async (action) => {
+    const filter = pager.current();
+    if (Object.keys(filter).length === 0) {
+      bulkMsg.className = 'action-msg error';
+      bulkMsg.textContent = 'Filter the list first: a bulk action applies to the entries a filter matches.';
+      return;
+    }
+    if (action === 'cancel' && !bulkNote.value.trim()) {
+      bulkMsg.className = 'action-msg error';
+      bulkMsg.textContent = 'A note is required to cancel: say why these tasks are given up.';
+      return;
+    }
+    try {
+      const r = await api('POST', '/api/dlq/bulk', { action, filter, ...(bulkNote.value.trim() ? { note: bulkNote.value.trim() } : {}), ...(action === 'retry' ? { reset_attempts: bulkReset.checked } : {}) });
+      bulkMsg.className = 'action-msg ok';
+      bulkMsg.textContent = `${action === 'retry' ? 'Retried' : 'Cancelled'} ${r.ids.length} task(s).`;
+      flash(bulkMsg.textContent);
+      dlqCountRefreshSoon();
+      void load.now();
+    } catch (err) {
+      bulkMsg.className = 'action-msg error';
+      bulkMsg.textContent = `Bulk ${action} failed: ${errorText(err)}`;
+    }
+  };
+  const bulkBar = h('div', { class: 'card actions-bar bulk' }, h('strong', null, 'All matching: '), bulkNote, h('label', { class: 'check' }, bulkReset, ' reset attempts'),
+    confirmButton('Retry all matching', { class: 'primary', 'data-action': 'bulk-retry' }, () => bulk('retry')),
+    confirmButton('Cancel all matching', { 'data-action': 'bulk-cancel' }, () => bulk('cancel')), bulkMsg);
   fill(main, 
     h('div', { class: 'page-head' }, h('h1', null, 'Dead letters'),
       h('p', { class: 'muted' }, 'Tasks that used up their attempts or failed in a way retrying cannot fix. Retry them (optionally with a fresh attempt budget), edit their spec and retry, or cancel them and what depends on them.')),
-    list);
+    filters.el, bulkBar, list, pager.el);
 
   /** Entries stay the same elements across refetches, so typed notes and open forms survive live updates. */
   const cards = new Map();
@@ -186,18 +232,24 @@ export function pageDlq(ctx, selectedId) {
 
   let first = true;
   const load = ctx.refetcher({
-    load: () => api('GET', '/api/dlq?limit=500'),
-    apply: ({ entries }) => {
+    load: () => api('GET', `/api/dlq${pager.query()}`),
+    apply: ({ entries, next }) => {
+      pager.loaded(next, entries.length);
       const ids = new Set(entries.map((e) => e.id));
       for (const [id, card] of cards) if (!ids.has(id)) { card.remove(); cards.delete(id); }
       const ordered = entries.map((e) => {
         if (!cards.has(e.id)) cards.set(e.id, buildCard(e));
         return cards.get(e.id);
       });
-      if (ordered.length === 0) fill(list, empty('No open dead letters. Everything is flowing.'));
+      if (ordered.length === 0) fill(list, empty(Object.keys(pager.current()).length ? 'No open dead letter matches.' : 'No open dead letters. Everything is flowing.'));
       else fill(list, ...ordered);
       if (first && selectedId && cards.has(selectedId)) cards.get(selectedId).scrollIntoView({ block: 'start' });
-      else if (first && selectedId) flash(`Dead letter ${selectedId} is not open any more.`, 'warn');
+      else if (first && selectedId) {
+        // Not on the first page: show it by its id, unless it was resolved meanwhile.
+        api('GET', `/api/dlq/${encodeURIComponent(selectedId)}`)
+          .then(({ entry }) => (entry.resolution ? flash(`Dead letter ${selectedId} is not open any more.`, 'warn') : pager.filter({ q: selectedId })))
+          .catch(() => flash(`Dead letter ${selectedId} is not open any more.`, 'warn'));
+      }
       first = false;
     },
     fail: (err) => fill(list, pageError(err)),

@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { NotFoundError } from '../../errors.js';
@@ -12,9 +13,17 @@ export const DASHBOARD_DIR = path.join(packageRoot(), 'src/http/dashboard');
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
 const ASSETS = new Set(readdirSync(DASHBOARD_DIR).filter((f) => path.extname(f) in TYPES && f !== 'index.html'));
 
+const require = createRequire(import.meta.url);
+const packageDir = (name: string) => path.dirname(require.resolve(`${name}/package.json`));
+/** The graph's layout and pan-and-zoom libraries, served from their own packages as ES modules (no bundling). */
+const VENDOR: Record<string, string> = {
+  'dagre.js': path.join(packageDir('@dagrejs/dagre'), 'dist/dagre.esm.js'),
+  'panzoom.js': path.join(packageDir('@panzoom/panzoom'), 'dist/panzoom.es.js'),
+};
+
 function send(file: string, reply: FastifyReply): string {
   reply.header('content-type', TYPES[path.extname(file)]!).header('cache-control', 'no-cache');
-  return readFileSync(path.join(DASHBOARD_DIR, file), 'utf8');
+  return readFileSync(VENDOR[file] ?? path.join(DASHBOARD_DIR, file), 'utf8');
 }
 
 /**
@@ -26,7 +35,7 @@ export function dashboardRoutes(app: FastifyInstance): void {
   route(app, {
     method: 'GET', url: '/assets/:file', access: 'public', tag: 'dashboard', summary: 'The dashboard\'s JS modules and CSS', responds: 'text/javascript or text/css',
   }, ({ params, reply }) => {
-    if (!ASSETS.has(params.file!)) throw new NotFoundError('dashboard file', params.file!);
+    if (!ASSETS.has(params.file!) && !Object.hasOwn(VENDOR, params.file!)) throw new NotFoundError('dashboard file', params.file!);
     return send(params.file!, reply);
   });
 }

@@ -5,7 +5,7 @@ import { agentList } from '../../engine/agents.js';
 import { DAG_STATES, TASK_STATES } from '../../model/state-machine.js';
 import { dagCancel, taskCancel } from '../../engine/cancel.js';
 import { dagBudgetSet } from '../../engine/dag-status.js';
-import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, taskEditSchema } from '../../engine/dlq.js';
+import { dlqBulk, dlqCancel, dlqEditRetry, dlqPage, dlqRetry, dlqShow, taskEditSchema } from '../../engine/dlq.js';
 import { dagGraph, dagList, statsGet, taskListFiltered, taskShow } from '../../engine/inspect.js';
 import { dagSubmitOrSchedule } from '../../engine/intake.js';
 import { priorityOverride } from '../../engine/scheduling.js';
@@ -17,6 +17,17 @@ import path from 'node:path';
 
 const note = resolutionNote.optional();
 const limit = z.coerce.number().int().min(1).max(1000).optional();
+/** The fields that select dead letters, for the list and for the bulk actions alike. */
+const dlqFilterQuery = {
+  dag_id: z.string().max(64).optional(), type: z.string().max(200).optional(), error_class: z.string().max(64).optional(), agent_id: z.string().max(128).optional(),
+};
+/** What the long lists (DAGs, dead letters) are searched and paged by. */
+const listQuery = {
+  q: z.string().min(1).max(200).optional().describe('search: an id, or part of a name (DAGs: name or title; dead letters: task key or reason), any case'),
+  from: z.iso.datetime({ offset: true }).optional().describe('created at or after this instant (ISO 8601 with offset)'),
+  to: z.iso.datetime({ offset: true }).optional().describe('created before this instant'),
+  cursor: z.string().max(400).optional().describe('the `next` of the previous page'),
+};
 
 const dagSubmitBody = z.union([
   z.string().min(1).describe('the DAG file as YAML text (Content-Type: application/yaml)'),
@@ -63,9 +74,10 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'GET', url: '/api/dags', access: 'read', tag,
-    query: z.object({ status: z.enum(DAG_STATES).optional(), limit }),
-    summary: 'DAGs, newest first, with task counts by status', responds: '{dags: [...]}',
-  }, async ({ query }) => ({ dags: await dagList(d.db, query) }));
+    query: z.object({ status: z.enum(DAG_STATES).optional(), ...listQuery, tag: z.string().min(1).max(64).optional().describe('a tag one of its tasks carries'), limit }),
+    summary: 'DAGs, newest first, with task counts by status, a page at a time (pass `next` as `cursor` for the page after); filters: status, q (the id, or part of the name or title), tag, from/to (created)',
+    responds: '{dags: [...], next: cursor | null}',
+  }, ({ query }) => dagList(d.db, query));
 
   route(app, {
     method: 'GET', url: '/api/dags/:id', access: 'read', tag,
@@ -115,9 +127,13 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'GET', url: '/api/dlq', access: 'read', tag,
-    query: z.object({ all: z.enum(['true', 'false']).optional().describe('include resolved entries'), dag_id: z.string().optional(), limit }),
-    summary: 'Dead-letter entries (open ones unless all=true)', responds: '{entries: [...]}',
-  }, async ({ query }) => ({ entries: await dlqList(d.db, { all: query.all === 'true', dagId: query.dag_id, limit: query.limit }) }));
+    query: z.object({ all: z.enum(['true', 'false']).optional().describe('include resolved entries'), ...dlqFilterQuery, ...listQuery, limit }),
+    summary: 'Dead-letter entries (open ones unless all=true), newest first, a page at a time (pass `next` as `cursor`); filters: dag_id, type, error_class, agent_id, q (the id, or part of the task key or reason), from/to',
+    responds: '{entries: [...], next: cursor | null}',
+  }, ({ query }) => dlqPage(d.db, {
+    all: query.all === 'true', dagId: query.dag_id, type: query.type, errorClass: query.error_class, agentId: query.agent_id,
+    q: query.q, from: query.from, to: query.to, cursor: query.cursor, limit: query.limit,
+  }));
 
   route(app, {
     method: 'GET', url: '/api/dlq/:id', access: 'read', tag,
@@ -147,13 +163,14 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
     method: 'POST', url: '/api/dlq/bulk', access: 'admin', tag,
     body: z.strictObject({
       action: z.enum(['retry', 'cancel']),
-      filter: z.strictObject({ dag_id: z.string().optional(), type: z.string().optional(), error_class: z.string().optional(), agent_id: z.string().optional() }),
+      filter: z.strictObject({ ...dlqFilterQuery, q: listQuery.q, from: listQuery.from, to: listQuery.to }),
       note, reset_attempts: z.boolean().optional(),
     }),
-    summary: 'Retry or cancel every open entry matching the filter (DAG, task type, error class, agent), in one transaction',
+    summary: 'Retry or cancel every open entry matching the filter (the list\'s: DAG, task type, error class, agent, search, date range), up to 1000, in one transaction',
     responds: '{action, ids}',
   }, ({ body, principal }) => dlqBulk(d.db, {
     dagId: body.filter.dag_id, type: body.filter.type, errorClass: body.filter.error_class, agentId: body.filter.agent_id,
+    q: body.filter.q, from: body.filter.from, to: body.filter.to,
   }, body.action, { by: actor(principal), note: body.note, resetAttempts: body.reset_attempts }));
 
   route(app, {
