@@ -6,6 +6,7 @@ import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { testDatabase } from '../helpers/db.js';
+import { testHttp } from '../helpers/http.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
@@ -20,6 +21,7 @@ import { tracingWanted } from '../../src/observability/tracing-env.js';
 
 const database = await testDatabase();
 const { db } = database;
+const http = await testHttp(database);
 const { run } = agentRunners(database);
 
 const exporter = new InMemorySpanExporter();
@@ -131,6 +133,20 @@ tasks:
     expect(tracingWanted({ OTEL_TRACES_EXPORTER: 'console' })).toBe('console');
     expect(tracingWanted({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBeNull();
     expect(tracingWanted({ OTEL_SDK_DISABLED: 'true', OTEL_TRACES_EXPORTER: 'otlp' })).toBeNull();
+  });
+});
+
+describe('the trace context over HTTP', () => {
+  it('a claim gives each task its attempt\'s traceparent, and one task also as the traceparent header', async () => {
+    const dagId = await dagCreate(db, 'name: over-http\ntasks:\n  one: { type: t }\n');
+    const token = await http.agentToken('http-tracer');
+    const reg = await http.call('POST', '/api/agents', { token, body: { id: 'http-tracer', type: 'py', capabilities: [] } });
+    expect(reg.status).toBe(201);
+    const r = await http.call('POST', '/api/agents/http-tracer/claim', { token, body: { limit: 1, dag_id: dagId } });
+    expect(r.status).toBe(200);
+    const [t] = r.body.tasks;
+    expect(t.traceparent).toBe(attemptTraceparent(dagId, t.id, t.fence));
+    expect(r.headers.get('traceparent')).toBe(t.traceparent);
   });
 });
 

@@ -83,7 +83,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     }).optional(),
     summary: 'Claim the most urgent READY tasks this agent is capable of and can afford (may return none)',
     responds: '{tasks: [{id, fence, spec, inputs, children, leaseExpiresAt, heartbeatSec, ...}]}',
-  }, async ({ params, body, principal }) => {
+  }, async ({ params, body, principal, reply }) => {
     actingAs(principal, params.id!);
     // Whatever the agent row says (an older registration, an operator's), an agent token claims only within its grant.
     const grant = principal?.role === 'agent' ? principal.grant : null;
@@ -95,6 +95,8 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities,
       grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
     });
+    // One task claimed: its attempt's trace context also as the W3C header, for clients that propagate headers.
+    if (tasks.length === 1) reply.header('traceparent', tasks[0]!.traceparent);
     return { tasks };
   });
 
