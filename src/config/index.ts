@@ -12,14 +12,16 @@ export { LIMITS, LIMIT_DEFAULTS, limitEnvName } from './limits.js';
 /**
  * Retention (DAGENT_RETENTION, `dagent prune`): completed and cancelled DAGs finished more than `period` ago go with
  * their tasks, attempts, outputs, logs and events; so do events of no DAG, finished webhook deliveries and agents
- * offline for that long. DAGs with an open dead letter stay until a person resolves it. The retention loop runs
- * every `intervalMs`, marking up to `dagsPerPass` DAGs at a time and deleting `batchTasks` tasks (or `batchRows`
- * other rows) per statement. A period shorter than `minSec` is refused for the loop (a typo would empty the history).
+ * offline for that long (unless they have a budget). DAGs with an open dead letter stay until a person resolves
+ * it. The retention loop runs every `intervalMs` for at most `passMs`, marking up to `dagsPerPass` DAGs at a time
+ * and deleting `batchTasks` tasks (or `batchRows` log lines and other rows) per statement. A period shorter than `minSec` is refused for the loop (a typo would empty the history).
  */
 export const RETENTION_DEFAULTS = {
   period: '30d',
   minSec: 3600,
   intervalMs: 60_000,
+  /** A pass of the loop stops after this long (between two statements) and goes on at the next tick. */
+  passMs: 20_000,
   dagsPerPass: 100,
   batchTasks: 1_000,
   batchRows: 5_000,

@@ -239,3 +239,22 @@ export interface PreviousAttempt {
   verdicts?: unknown[];
   endedAt: string;
 }
+
+/** Where a keyset-paged list goes on from (db/queries/keyset.ts): the last row shown, its exact created_at as PostgreSQL prints it, and id. */
+export interface Cursor { at: string; id: string }
+
+/** What the DAG list shows: any of these, all of them must match. */
+export interface DagListFilter {
+  status?: string;
+  /** The id, or a part of the name or title (any case). */
+  q?: string;
+  /** A tag one of its tasks carries. */
+  tag?: string;
+  /** Created at or after / before these instants (ISO 8601). */
+  from?: string;
+  to?: string;
+  limit?: number;
+  /** The page after this row (db/queries/keyset.ts). */
+  cursor?: Cursor;
+}
+

@@ -1,14 +1,14 @@
 import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
 import { attemptCountsForDag as attemptCountsOfDag, attemptListForTask } from '../db/queries/attempts.js';
-import { dagGet, dagPage, type DagListFilter } from '../db/queries/dags.js';
+import { dagGet, dagPage } from '../db/queries/dags.js';
 import { cursorDecode, cursorEncode } from '../db/queries/keyset.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
 import { modelPauseList, type ModelPauseRow } from '../db/queries/model-pauses.js';
 import { eventListForTask } from '../db/queries/events.js';
 import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
-import type { DagRow } from '../db/rows.js';
+import type { DagListFilter, DagRow } from '../db/rows.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { TaskBody } from '../dag/spec.js';
 import { didYouMean } from '../dag/suggest.js';

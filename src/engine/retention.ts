@@ -1,7 +1,7 @@
 import type { Db } from '../db/connection.js';
 import {
   retentionAgentsDelete, retentionDagsDelete, retentionDagsMark, retentionDaglessEventsDelete, retentionDeliveriesDelete,
-  retentionPreview, retentionTasksDelete, type RetentionPreview,
+  retentionLogsDelete, retentionPreview, retentionTasksDelete, type RetentionPreview,
 } from '../db/queries/retention.js';
 import { RETENTION_DEFAULTS } from '../config/index.js';
 import { eventInsertMany } from '../db/queries/events.js';
@@ -24,6 +24,11 @@ export interface PruneOptions {
   onProgress?: (soFar: PruneCounts) => void;
   /** Who pruned, for the `retention.pruned` event: `retention` (the loop) or `cli:<user>`. */
   by?: string;
+  /**
+   * Asked before each statement: false stops the prune there (the loop's time box, a shutdown). What was not
+   * deleted yet is left for the next prune, which finishes marked DAGs first.
+   */
+  goOn?: () => boolean;
 }
 
 export function pruneCountsZero(): PruneCounts {
@@ -51,9 +56,17 @@ export async function prune(db: Db, o: PruneOptions): Promise<PruneCounts> {
   const dagsPerPass = o.dagsPerPass ?? RETENTION_DEFAULTS.dagsPerPass;
   const total = pruneCountsZero();
   const progress = () => o.onProgress?.({ ...total });
+  const goOn = o.goOn ?? (() => true);
 
-  for (let marked = Infinity; ;) {
+  prune: for (let marked = Infinity; ;) {
     for (;;) {
+      if (!goOn()) break prune;
+      const n = await retentionLogsDelete(db, batchRows);
+      total.logLines += n;
+      if (n < batchRows) break;
+    }
+    for (;;) {
+      if (!goOn()) break prune;
       const b = await retentionTasksDelete(db, batchTasks);
       total.tasks += b.tasks;
       total.attempts += b.attempts;
@@ -67,22 +80,22 @@ export async function prune(db: Db, o: PruneOptions): Promise<PruneCounts> {
     total.events += d.events;
     total.deadLetters += d.deadLetters;
     progress();
-    if (marked < dagsPerPass) break;
+    if (marked < dagsPerPass || !goOn()) break;
     marked = await retentionDagsMark(db, o.olderThanSec, dagsPerPass);
     if (marked === 0) break;
   }
 
-  for (;;) {
+  while (goOn()) {
     const n = await retentionDaglessEventsDelete(db, o.olderThanSec, batchRows);
     total.events += n;
     if (n < batchRows) break;
   }
-  for (;;) {
+  while (goOn()) {
     const n = await retentionDeliveriesDelete(db, o.olderThanSec, batchRows);
     total.deliveries += n;
     if (n < batchRows) break;
   }
-  for (;;) {
+  while (goOn()) {
     const gone = await retentionAgentsDelete(db, o.olderThanSec, batchRows);
     total.agents += gone.length;
     if (gone.length < batchRows) break;

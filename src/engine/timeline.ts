@@ -4,7 +4,7 @@ import { timelineCostByModel, timelineEdges, timelineTasks, type TimelineTaskRow
 import { NotFoundError } from '../errors.js';
 
 /** What a task was doing over a stretch of time. */
-export type SegmentKind = 'queued' | 'running' | 'validating' | 'retry_wait';
+export type SegmentKind = 'queued' | 'running' | 'validating' | 'retry_wait' | 'waiting';
 
 export interface TimelineSegment {
   kind: SegmentKind;
@@ -36,7 +36,8 @@ export interface DagTimeline {
 
 /**
  * A DAG's attempts as a Gantt chart: per task, queued (READY, no agent yet), running (an attempt, by outcome),
- * validating (its output with a validation task) and retry waits (after a failure, until the next claim); the
+ * validating (its output with a validation task), retry waits (after a failure, until the next claim) and waiting
+ * (for the subtasks an attempt spawned, until it is claimed again); the
  * critical path as it happened: from the task that finished last back through, at each step, the upstream task
  * that finished last (what it waited for); and what it cost per model. Validation tasks show as their
  * validated task's validating stretches.
@@ -64,10 +65,14 @@ function segmentsOf(r: TimelineTaskRow, now: Date): TimelineSegment[] {
   const push = (s: TimelineSegment) => {
     if (s.to.getTime() > s.from.getTime()) out.push(s);
   };
-  // It could start once it existed and its upstream tasks were done.
-  let free = r.upstreamDoneAt && r.upstreamDoneAt > r.createdAt ? r.upstreamDoneAt : r.createdAt;
+  // It could start once it existed and its upstream tasks were done; upstream tasks done after its first attempt
+  // are the subtasks that attempt spawned (they are its upstream now).
+  const first = r.attempts[0]?.startedAt ?? r.claimedAt;
+  const up = r.upstreamDoneAt;
+  let free = up && up > r.createdAt && (!first || up <= first) ? up : r.createdAt;
   let lastOutcome: string | null = null;
-  const wait = (until: Date) => push({ kind: lastOutcome === 'failed' ? 'retry_wait' : 'queued', from: free, to: until });
+  // After a failure, the retry's wait; after an attempt that spawned subtasks to wait for, the subtasks' run.
+  const wait = (until: Date) => push({ kind: lastOutcome === 'failed' ? 'retry_wait' : lastOutcome === 'waiting' ? 'waiting' : 'queued', from: free, to: until });
   for (const a of r.attempts) {
     if (a.startedAt > free) wait(a.startedAt);
     const running = { attempt: a.attempt, outcome: a.outcome, model: a.model };
@@ -86,7 +91,7 @@ function segmentsOf(r: TimelineTaskRow, now: Date): TimelineSegment[] {
   if (r.claimedAt) {
     if (r.claimedAt > free) wait(r.claimedAt);
     push({ kind: 'running', from: r.claimedAt, to: now, attempt: r.attempts.length + 1, outcome: 'running' });
-  } else if (r.status === 'ready' || r.status === 'retrying') {
+  } else if (r.status === 'ready' || r.status === 'retrying' || (r.status === 'pending' && lastOutcome === 'waiting')) {
     if (r.status === 'retrying') lastOutcome = 'failed';
     wait(now);
   }

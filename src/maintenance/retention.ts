@@ -18,17 +18,26 @@ export interface RetentionLoopOptions {
  */
 export function retentionLoopCreate(o: RetentionLoopOptions): MaintenanceService {
   const log = o.log?.child({ service: 'retention' });
-  return serviceCreate({
+  let stopping = false;
+  const service = serviceCreate({
     name: 'retention',
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? RETENTION_DEFAULTS.intervalMs,
     async work() {
       if (o.retentionSec == null) return 0;
-      const c = await prune(o.db, { olderThanSec: o.retentionSec, by: 'retention' });
+      // A time box well inside the interval: a large first prune goes on at the next tick, never two at once,
+      // and a shutdown waits for one statement at most.
+      const until = Date.now() + RETENTION_DEFAULTS.passMs;
+      const c = await prune(o.db, { olderThanSec: o.retentionSec, by: 'retention', goOn: () => !stopping && Date.now() < until });
       const handled = c.dags + c.events + c.agents + c.deliveries;
       if (handled > 0) log?.info({ ...c }, 'retention pruned');
       return handled;
     },
   });
+  return {
+    ...service,
+    start: () => { stopping = false; service.start(); },
+    stop: () => { stopping = true; return service.stop(); },
+  };
 }

@@ -12,7 +12,8 @@ import { attemptSpanId, dagSpanId, dagTraceId, stepSpanId, withSpanIds } from '.
  * agent's own spans (it got its attempt's `traceparent` at claim) nest under its attempt wherever it ran.
  *
  * The engine says what ended (engine-events: attemptsEnded, dagsFinished); the emitter batches those, reads the
- * rows once committed, and starts and ends the spans on the registered tracer provider. An attempt still under
+ * rows once committed, and starts and ends the spans on the registered tracer provider. A DAG's span comes from
+ * the process that finished the DAG (its last completion, or its cancel), so one process sends it. An attempt still under
  * validation, or a row whose transaction has not committed yet, is looked at again on the next flushes.
  */
 
@@ -23,8 +24,8 @@ export const TRACE_DEFAULTS = {
   batch: 500,
   /** Flushes a ref is looked at again while its row is missing (uncommitted) or its attempt still under validation. */
   retries: 30,
-  /** DAGs whose span this process emitted, remembered so it emits each once. */
-  dagsRemembered: 10_000,
+  /** DAGs and attempts whose span this process emitted, remembered (the latest this many of each) so it emits each once. */
+  remembered: 10_000,
 } as const;
 
 const TRACER_NAME = 'dagent';
@@ -42,9 +43,15 @@ interface Pending<T> { value: T; tries: number }
 export function traceEmitterStart(db: Db, opts: { log?: Logger; flushIntervalMs?: number } = {}): TraceEmitter {
   const attempts = new Map<string, Pending<{ taskId: string; fence: number }>>();
   const dags = new Map<string, Pending<string>>();
+  // What this process emitted lately, so a report replayed or a DAG finished twice over is not sent twice.
   const dagsEmitted = new Set<string>();
+  const attemptsEmitted = new Set<string>();
+  const remember = (set: Set<string>, k: string) => {
+    set.add(k);
+    if (set.size > TRACE_DEFAULTS.remembered) set.delete(set.values().next().value!);
+  };
   const onAttempts = ({ refs }: { refs: Array<{ taskId: string; fence: number }> }) => {
-    for (const r of refs) attempts.set(`${r.taskId}:${r.fence}`, { value: r, tries: 0 });
+    for (const r of refs) if (!attemptsEmitted.has(`${r.taskId}:${r.fence}`)) attempts.set(`${r.taskId}:${r.fence}`, { value: r, tries: 0 });
   };
   const onDags = ({ dagIds }: { dagIds: string[] }) => {
     for (const id of dagIds) if (!dagsEmitted.has(id)) dags.set(id, { value: id, tries: 0 });
@@ -67,8 +74,10 @@ export function traceEmitterStart(db: Db, opts: { log?: Logger; flushIntervalMs?
           if (p.tries < TRACE_DEFAULTS.retries) retry.push([k, { ...p, tries: p.tries + 1 }]);
           continue;
         }
+        // An attempt event that came again (a replayed report) while this one waited: its span is out already.
+        if (attemptsEmitted.has(k)) continue;
         attemptSpanEmit(tracer, row);
-        if (!dagsEmitted.has(row.dagId) && !dags.has(row.dagId)) dags.set(row.dagId, { value: row.dagId, tries: TRACE_DEFAULTS.retries });
+        remember(attemptsEmitted, k);
       }
     }
     if (dags.size > 0) {
@@ -82,8 +91,7 @@ export function traceEmitterStart(db: Db, opts: { log?: Logger; flushIntervalMs?
           continue;
         }
         dagSpanEmit(tracer, row);
-        dagsEmitted.add(id);
-        if (dagsEmitted.size > TRACE_DEFAULTS.dagsRemembered) dagsEmitted.delete(dagsEmitted.values().next().value!);
+        remember(dagsEmitted, id);
       }
     }
   };

@@ -1,3 +1,4 @@
+import { readFileSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import { nanoid } from 'nanoid';
 import type { Logger } from 'pino';
@@ -54,6 +55,19 @@ export const AGENT_ID_SLOTS_MAX = 64;
 /** Tells this process apart from an earlier one that had the same pid (a restarted container's pid 1). */
 const PROCESS_NONCE = nanoid(10);
 
+/**
+ * Which process table this process's pid belongs to: the machine's boot and the pid namespace (Linux). Two
+ * containers can share a host name and each be pid 1; only a holder in this very table can be looked up by pid.
+ * Null where it cannot be known: then no holder is taken for gone by its pid.
+ */
+const PID_SPACE = (() => {
+  try {
+    return `${readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}/${readlinkSync('/proc/self/ns/pid')}`;
+  } catch {
+    return null;
+  }
+})();
+
 /** Seconds before a failed claim that its lost tasks may have been claimed (clocks and in-flight time). */
 const LOST_CLAIM_MARGIN_SEC = 5;
 
@@ -109,7 +123,7 @@ export class AgentRunner {
     if (problem) throw new InvalidInputError(`agent ${this.def.name} cannot start: ${problem}`, { agent: this.def.name, preflight: true });
     const registration = (id: string) => ({
       id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models, maxConcurrent: this.concurrency,
-      budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, process: PROCESS_NONCE, instance: this.instance },
+      budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, pidSpace: PID_SPACE, process: PROCESS_NONCE, instance: this.instance },
     });
     if (this.o.id) await agentRegister(db, registration(this.o.id));
     else await this.stableIdRegister(registration);
@@ -238,10 +252,14 @@ export class AgentRunner {
   }
 }
 
-/** Whether the process that registered `metadata` is gone: it ran on this host, and its pid is no process, or is this one. */
+/**
+ * Whether the process that registered `metadata` is gone: it ran in this process table (same host, boot and pid
+ * namespace), and its pid is no process, or is this one (it was an earlier process with our pid).
+ */
 function holderGone(metadata: Record<string, unknown>): boolean {
   const pid = metadata.pid;
-  if (metadata.host !== os.hostname() || typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0 || typeof metadata.instance !== 'string') return false;
+  if (PID_SPACE === null || metadata.pidSpace !== PID_SPACE || metadata.host !== os.hostname()) return false;
+  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0 || typeof metadata.instance !== 'string') return false;
   if (metadata.process === PROCESS_NONCE) return false;
   if (pid === process.pid) return true;
   try {

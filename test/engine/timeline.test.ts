@@ -6,6 +6,7 @@ import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factor
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete } from '../../src/engine/lifecycle.js';
 import { taskFail } from '../../src/engine/failure.js';
+import { taskSpawn } from '../../src/engine/spawn.js';
 import { dagTimeline, type DagTimeline } from '../../src/engine/timeline.js';
 
 const database = await testDatabase();
@@ -110,6 +111,24 @@ describe('a DAG\'s timeline', () => {
     expect(r.body.criticalPath).toEqual(['plan', 'slow', 'report']);
     expect(r.body.tasks[0].segments[0]).toMatchObject({ kind: 'queued', from: expect.stringMatching(/^\d{4}-/) });
     expect((await http.call('GET', '/api/dags/dag_nope/timeline')).status).toBe(404);
+  });
+
+  it('an attempt that spawned subtasks to wait for is followed by a waiting stretch until the task runs again', async () => {
+    const dagId = await dagCreate(db, 'name: parent\ntasks:\n  boss: { type: t }\n');
+    await agentCreate(db, 'w');
+    await sleep(20);
+    const [boss] = await taskClaim(db, 'w', { start: true });
+    await taskSpawn(db, { taskId: boss!.id, fence: boss!.fence }, [{ key: 'helper', type: 't' }], { wait: true });
+    expect(kinds(await dagTimeline(db, dagId), 'boss')).toEqual(['queued', 'running:waiting', 'waiting']);
+    await sleep(20);
+    const [helper] = await taskClaim(db, 'w', { start: true });
+    expect(helper!.key).toBe('boss/helper');
+    await taskComplete(db, { taskId: helper!.id, fence: helper!.fence, output: {} });
+    const [again] = await taskClaim(db, 'w', { start: true });
+    await taskComplete(db, { taskId: again!.id, fence: again!.fence, output: {} });
+    const tl = await dagTimeline(db, dagId);
+    expect(kinds(tl, 'boss')).toEqual(['queued', 'running:waiting', 'waiting', 'running:completed']);
+    expect(tl.tasks.find((t) => t.key === 'boss/helper')!.parentKey).toBe('boss');
   });
 
   it('a task still running, or waiting for its retry, runs to now', async () => {

@@ -65,6 +65,11 @@ describe('the DAG list: search, filters and keyset paging', () => {
     expect([badCursor.status, badCursor.body.error.code, badCursor.body.error.message]).toEqual([400, 'INVALID_INPUT', expect.stringContaining('cursor: not a cursor this list gave')]);
     const forged = Buffer.from(JSON.stringify(['now(); drop table dags', 'x'])).toString('base64url');
     expect((await http.call('GET', `/api/dags?cursor=${forged}`)).status).toBe(400);
+    // The right shape, a date that does not exist: refused here, not by PostgreSQL.
+    const month13 = Buffer.from(JSON.stringify(['2026-13-01 00:00:00+00', 'dag_x'])).toString('base64url');
+    expect((await http.call('GET', `/api/dags?cursor=${month13}`)).status).toBe(400);
+    const feb30 = Buffer.from(JSON.stringify(['2026-02-30 00:00:00.5+00', 'dag_x'])).toString('base64url');
+    expect((await http.call('GET', `/api/dlq?cursor=${feb30}`)).status).toBe(400);
     const badDate = await http.call('GET', '/api/dags?from=yesterday');
     expect([badDate.status, badDate.body.error.message]).toEqual([400, expect.stringContaining('query.from')]);
     const badDlq = await http.call('GET', '/api/dlq?cursor=%7B%7D');

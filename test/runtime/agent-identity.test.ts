@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readFileSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
@@ -29,10 +30,14 @@ const paid = defineAgent({
 });
 const idle = defineAgent({ name: 'writer', capabilities: [], async run() { return null; } });
 
+/** This process's process table, as the runtime records it (boot and pid namespace). */
+const PID_SPACE = `${readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}/${readlinkSync('/proc/self/ns/pid')}`;
+
 /** A row another process registered under `id`, as the runtime writes it. */
-async function heldBy(id: string, holder: { host: string; pid: number; silentSec?: number; status?: string }) {
+async function heldBy(id: string, holder: { host: string; pid: number; silentSec?: number; status?: string; pidSpace?: string }) {
+  const metadata = { host: holder.host, pid: holder.pid, pidSpace: holder.pidSpace ?? PID_SPACE, process: 'elsewhere', instance: 'theirs' };
   await db.execute(sql`insert into agents (id, type, status, heartbeat_at, metadata) values (${id}, 'writer', ${holder.status ?? 'active'},
-    now() - make_interval(secs => ${holder.silentSec ?? 0}), ${JSON.stringify({ host: holder.host, pid: holder.pid, process: 'elsewhere', instance: 'theirs' })}::jsonb)`);
+    now() - make_interval(secs => ${holder.silentSec ?? 0}), ${JSON.stringify(metadata)}::jsonb)`);
 }
 
 /** The pid of a process that has exited. */
@@ -76,7 +81,7 @@ describe('stable agent identity', () => {
     expect((await run(idle, { instance: 'box' })).id).toBe('writer-box-2');
   });
 
-  it('takes over an id whose holder is gone (a process of this host that exited, or silent past the stale limit) and passes over a live one', async () => {
+  it('takes over an id whose holder is gone (a process of this process table that exited, an earlier one with this pid, or one silent past the stale limit) and passes over a live one', async () => {
     await heldBy('writer-dead', { host: os.hostname(), pid: await deadPid() });
     expect((await run(idle, { instance: 'dead' })).id).toBe('writer-dead');
     expect((await agentGet(db, 'writer-dead'))!.metadata).toMatchObject({ pid: process.pid, host: os.hostname() });
@@ -97,6 +102,11 @@ describe('stable agent identity', () => {
     } finally {
       alive.kill('SIGKILL');
     }
+    // Same host name, another process table (a container beside this one, also pid 1): its pid says nothing here.
+    await heldBy('writer-neighbour', { host: os.hostname(), pid: process.pid, pidSpace: 'other-boot/pid:[1]' });
+    expect((await run(idle, { instance: 'neighbour' })).id).toBe('writer-neighbour-2');
+    await heldBy('writer-earlier', { host: os.hostname(), pid: process.pid });
+    expect((await run(idle, { instance: 'earlier' })).id).toBe('writer-earlier');
     const [remote] = await rowsOf<{ metadata: { instance: string } }>(db, sql`select metadata from agents where id = 'writer-remote'`);
     expect(remote!.metadata.instance).toBe('theirs');
   });

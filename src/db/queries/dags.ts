@@ -2,10 +2,10 @@ import { and, asc, desc, eq, getTableColumns, sql, type SQL } from 'drizzle-orm'
 import type { Db } from '../connection.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from './run.js';
-import { keysetAfter, likeContaining, type Cursor } from './keyset.js';
-import type { DagRow } from '../rows.js';
+import { keysetAfter, likeContaining } from './keyset.js';
+import type { Cursor, DagListFilter, DagRow } from '../rows.js';
 
-export type { DagRow } from '../rows.js';
+export type { DagListFilter, DagRow } from '../rows.js';
 
 export type DagInsert = typeof dags.$inferInsert;
 
@@ -146,21 +146,6 @@ export async function dagRunningIdsByCreator(db: Db, createdBy: string): Promise
 /** Newest DAGs first, with their task counts by status (the dashboard's list and GET /api/dags). */
 /** What dagent's ids look like (src/ids.ts): `dag_` and 14 letters or digits. */
 const ID_SHAPE = /^[a-z]{3}_[0-9a-z]{14}$/;
-
-/** What the DAG list shows: any of these, all of them must match. */
-export interface DagListFilter {
-  status?: string;
-  /** The id, or a part of the name or title (any case). */
-  q?: string;
-  /** A tag one of its tasks carries. */
-  tag?: string;
-  /** Created at or after / before these instants (ISO 8601). */
-  from?: string;
-  to?: string;
-  limit?: number;
-  /** The page after this row (keyset.ts). */
-  cursor?: Cursor;
-}
 
 /**
  * DAGs newest first, a page at a time (keyset on created_at, id: dags_created_idx, or dags_status_idx with a

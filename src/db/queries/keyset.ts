@@ -1,11 +1,13 @@
 import { sql, type SQL } from 'drizzle-orm';
+import type { Cursor } from '../rows.js';
+
+export type { Cursor };
 
 /**
  * Keyset paging for the lists that grow without bound (DAGs, dead letters): newest first by (created_at, id),
  * the next page strictly after the last row shown. A cursor is that row's exact created_at (as PostgreSQL prints
  * it: JavaScript dates would lose its microseconds and repeat or skip rows) and id, as base64url JSON.
  */
-export interface Cursor { at: string; id: string }
 
 export function cursorEncode(c: Cursor): string {
   return Buffer.from(JSON.stringify([c.at, c.id])).toString('base64url');
@@ -16,7 +18,11 @@ export function cursorDecode(s: string): Cursor | null {
   try {
     const v: unknown = JSON.parse(Buffer.from(s, 'base64url').toString('utf8'));
     if (!Array.isArray(v) || v.length !== 2 || typeof v[0] !== 'string' || typeof v[1] !== 'string') return null;
-    if (!/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2})?$/.test(v[0]) || v[1].length > 64) return null;
+    const m = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?[+-]\d{2}(:\d{2})?$/.exec(v[0]);
+    if (!m || v[1].length > 64) return null;
+    // A date PostgreSQL would refuse (month 13) is no cursor either: a 400, not the database's error.
+    const [, y, mo, d, h, mi, sec] = m.map(Number) as number[];
+    if (mo! < 1 || mo! > 12 || d! < 1 || d! > new Date(Date.UTC(y!, mo!, 0)).getUTCDate() || h! > 23 || mi! > 59 || sec! > 59) return null;
     return { at: v[0], id: v[1] };
   } catch {
     return null;

@@ -37,6 +37,21 @@ export async function retentionDagsMark(db: Db, olderThanSec: number, limit: num
   return rows[0]?.n ?? 0;
 }
 
+/**
+ * Delete up to `batch` log lines of tasks of DAGs being pruned: logs are the bulk of a task's rows (up to
+ * LIMITS.logLinesPerAttempt an attempt), so they go first, bounded by rows, before the task batches.
+ */
+export async function retentionLogsDelete(db: Db, batch: number): Promise<number> {
+  const [r] = await rowsOf<{ n: number }>(db, sql`
+    with doomed as (
+      select l.id from attempt_logs l
+      where l.task_id in (select t.id from tasks t join dags d on d.id = t.dag_id where d.pruned_at is not null)
+      limit ${batch}
+    ), gone as (delete from attempt_logs l using doomed x where l.id = x.id returning 1)
+    select count(*)::int as n from gone`);
+  return r?.n ?? 0;
+}
+
 export interface TaskBatchCounts { tasks: number; attempts: number; logLines: number; events: number }
 
 /**
@@ -109,9 +124,12 @@ export async function retentionDeliveriesDelete(db: Db, olderThanSec: number, ba
   return r?.n ?? 0;
 }
 
-/** An agent offline for longer than the period that holds no task: what retention may prune. `a` is the agents row. */
+/**
+ * An agent offline for longer than the period that holds no task and has no budget (an agent with one keeps its
+ * spend, or it would get its whole budget again when it comes back): what retention may prune. `a` is the agents row.
+ */
 function agentPrunableSql(olderThanSec: number): SQL {
-  return sql`a.status = 'offline' and a.heartbeat_at < now() - make_interval(secs => ${olderThanSec}::double precision)
+  return sql`a.status = 'offline' and a.budget_usd is null and a.heartbeat_at < now() - make_interval(secs => ${olderThanSec}::double precision)
     and not exists (select 1 from tasks t where t.claimed_by = a.id and t.status in (${sql.raw(HELD_STATES.map((st) => `'${st}'`).join(', '))}))`;
 }
 

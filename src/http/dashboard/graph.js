@@ -137,18 +137,20 @@ export function collapse(graph, min = GRAPH_COLLAPSE_MIN) {
   return { nodes, edges, criticalPath, groupOf, members };
 }
 
-/** The counts by status of a group's tasks, and the most urgent status among them. */
+/** The counts by status of a group's tasks (kept up to date as they change: setNodeStatus), and the most urgent status among them. */
 function groupCounts(statuses) {
+  if (statuses.counts) return statuses.counts;
   const counts = {};
   for (const st of statuses.values()) counts[st] = (counts[st] ?? 0) + 1;
+  statuses.counts = counts;
   return counts;
 }
 function groupStatus(statuses) {
   const counts = groupCounts(statuses);
-  return URGENCY.find((st) => counts[st]) ?? Object.keys(counts)[0] ?? 'pending';
+  return URGENCY.find((st) => counts[st]) ?? Object.keys(counts).find((st) => counts[st]) ?? 'pending';
 }
 function groupSummary(statuses) {
-  return Object.entries(groupCounts(statuses)).sort((a, b) => b[1] - a[1]).map(([st, n]) => `${n} ${statusLabel(st)}`).join(' · ');
+  return Object.entries(groupCounts(statuses)).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).map(([st, n]) => `${n} ${statusLabel(st)}`).join(' · ');
 }
 
 /** A drawn graph's folded groups (renderSvg), for live recolouring. */
@@ -258,6 +260,7 @@ export function renderSvg(full, opts = {}) {
       g.addEventListener('click', () => opts.onNodeClick(target, n.group ? n.key : undefined));
       g.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') opts.onNodeClick(target, n.group ? n.key : undefined); });
     }
+    if (n.group) (graph.groupEls ??= new Map()).set(n.key, g);
     nodeLayer.append(g);
   }
   svg.append(nodeLayer);
@@ -274,8 +277,13 @@ export function setNodeStatus(svg, key, status) {
   const group = drawn?.groupOf.get(key);
   if (group) {
     const statuses = drawn.members.get(group);
+    const before = statuses.get(key);
+    if (before === status) return true;
+    const counts = groupCounts(statuses);
+    counts[before] -= 1;
+    counts[status] = (counts[status] ?? 0) + 1;
     statuses.set(key, status);
-    const g = [...svg.querySelectorAll('g.node.group')].find((x) => x.getAttribute('data-key') === group);
+    const g = drawn.groupEls?.get(group);
     if (!g) return false;
     const next = groupStatus(statuses);
     g.classList.remove(`status-${g.getAttribute('data-status')}`);

@@ -57,7 +57,15 @@ export function pagedList(pageSize, render) {
   const query = () => queryString({ ...filter, limit: pageSize, cursor });
   const go = () => render(query());
   newer.addEventListener('click', () => { cursor = before.pop(); go(); });
-  older.addEventListener('click', () => { if (!next) return; before.push(cursor); cursor = next; go(); });
+  // Until the page it asks for answers, a second click would walk past it.
+  older.addEventListener('click', () => {
+    if (!next) return;
+    before.push(cursor);
+    cursor = next;
+    next = null;
+    older.disabled = true;
+    go();
+  });
   return {
     el: h('div', { class: 'pager' }, newer, status, older),
     query,

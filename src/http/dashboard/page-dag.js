@@ -40,6 +40,9 @@ function pannable(svg) {
   return h('div', null, tools, frame);
 }
 
+/** The timeline is read again at most this often while the DAG changes (the graph: every 250 ms). */
+const TIMELINE_REFETCH_MS = 2_000;
+
 /** Rows of the Tasks table drawn before "Show all": a 3,000-row table takes the browser seconds to lay out. */
 export const TASKS_SHOWN = 500;
 const URGENT_FIRST = ['dead_lettered', 'failed', 'retrying', 'running', 'claimed', 'validating', 'waiting', 'ready', 'pending', 'completed', 'cancelled'];
@@ -166,18 +169,30 @@ export function pageDag(ctx, dagId) {
       })), more);
   };
 
-  const load = ctx.refetcher({
-    load: () => Promise.all([api('GET', `/api/dags/${encodeURIComponent(dagId)}`), api('GET', `/api/dags/${encodeURIComponent(dagId)}/timeline`)]),
-    apply: ([g, tl]) => {
+  const graphLoad = ctx.refetcher({
+    load: () => api('GET', `/api/dags/${encodeURIComponent(dagId)}`),
+    apply: (g) => {
       msg.textContent = '';
       apply(g);
-      fill(timelineBox, timelineView(tl));
-      fill(costBox, costView(tl));
     },
     // A DAG that does not exist replaces the page; anything else (the network, say) is said above it, and the
     // refetcher tries again.
     fail: (err) => { if (!graph && err.status === 404) fill(main, pageError(err)); else msg.textContent = errorText(err); },
   });
+  // The timeline reads every attempt of the DAG: on its own, at most every TIMELINE_REFETCH_MS, and its failure
+  // is its card's alone.
+  const timelineLoad = ctx.refetcher({
+    load: () => api('GET', `/api/dags/${encodeURIComponent(dagId)}/timeline`),
+    apply: (tl) => {
+      fill(timelineBox, timelineView(tl));
+      fill(costBox, costView(tl));
+    },
+    fail: (err) => { if (err.status !== 404) fill(timelineBox, h('p', { class: 'error' }, `Could not load the timeline: ${errorText(err)}`)); },
+  }, TIMELINE_REFETCH_MS);
+  const load = {
+    now: () => Promise.all([graphLoad.now(), timelineLoad.now()]),
+    soon: () => { graphLoad.soon(); timelineLoad.soon(); },
+  };
   void load.now();
   ctx.every(OFFLINE_POLL_MS, () => { if (liveStreams === 0) load.soon(); });
 

@@ -8,7 +8,7 @@ export const TIMELINE_SIZES = { labelW: 190, chartW: 860, rowH: 18, barH: 10, ax
 /** Rows drawn before "Show all": a 3,000-task DAG's chart would be 54,000 units tall. */
 export const TIMELINE_ROWS_SHOWN = 200;
 
-export const SEGMENT_LABELS = { queued: 'queued', running: 'running', validating: 'validating', retry_wait: 'retry wait' };
+export const SEGMENT_LABELS = { queued: 'queued', running: 'running', validating: 'validating', retry_wait: 'retry wait', waiting: 'waiting for subtasks' };
 
 function s(tag, attrs, ...children) {
   const el = document.createElementNS(SVG_NS, tag);
