@@ -85,6 +85,14 @@ describe('a prune killed halfway (kill -9)', () => {
     expect(child.exitCode, `the prune ended before it could be killed: ${out}`).toBeNull();
     child.kill('SIGKILL');
     await exited;
+    // The statement the killed process had sent runs to its end on the server (PostgreSQL does not cancel it when the
+    // client vanishes) and commits whole; wait for its backend to go before counting what is left.
+    for (let i = 0; i < 600; i++) {
+      const [busy] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend' and state <> 'idle'`);
+      if (busy!.n === 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
 
     const afterKill = await historyTasks();
     expect(afterKill).toBeGreaterThan(0);
