@@ -6,6 +6,7 @@ import { taskFail } from '../../src/engine/failure.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js';
 import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { leash } from '../helpers/child-leash.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -18,7 +19,8 @@ describe('dagent up (real process)', () => {
     await taskFail(db, { taskId: x!.id, fence: x!.fence, errorClass: 'crash', message: 'boom' });
     expect((await taskStatusByKey(db, dagId)).x).toBe('retrying');
 
-    const child = spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Leashed: a failed assertion before the SIGTERM below must not leave `dagent up` running after the tests.
+    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let stdout = '';
     child.stdout.on('data', (b) => (stdout += b));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -41,9 +43,9 @@ tasks:
   a: { type: t, spec: { constraints: { capabilities: [alpha] } } }
   b: { type: t, depends_on: [a], spec: { constraints: { capabilities: [beta] } } }
 `);
-    const child = spawn(process.execPath, [...CLI_FROM_SOURCES, 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
+    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
       env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_AGENTS: 'test/fixtures/agents/beta.ts' }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    }));
     let stdout = '';
     child.stdout.on('data', (b) => (stdout += b));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
