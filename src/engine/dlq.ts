@@ -8,7 +8,7 @@ import { eventInsertMany } from '../db/queries/events.js';
 import { taskCancelCascade } from '../db/queries/tasks-cancel.js';
 import { taskDeadLetterEdit, taskDeadLetterRetry, type TaskEdit } from '../db/queries/tasks-dead-letter.js';
 import { taskGet } from '../db/queries/tasks-read.js';
-import { cursorDecode, cursorEncode } from '../db/queries/keyset.js';
+import { cursorEncode, cursorParse } from '../db/queries/keyset.js';
 import { capabilitySchema } from '../dag/file-schema.js';
 import { modelNameSchema } from '../model-names.js';
 import { DeadLetterResolvedError, InvalidInputError, NotFoundError } from '../errors.js';
@@ -25,8 +25,7 @@ export async function dlqList(db: Db, filter: DlqFilter = {}) {
 
 /** A page of entries newest first; `next` (null on the last page) is the `cursor` of the page after. */
 export async function dlqPage(db: Db, filter: DlqFilter & { cursor?: string } = {}) {
-  const cursor = filter.cursor === undefined ? undefined : cursorDecode(filter.cursor);
-  if (cursor === null) throw new InvalidInputError('cursor: not a cursor this list gave (take `next` from the previous page)', { field: 'cursor' });
+  const cursor = cursorParse(filter.cursor);
   const { all, limit, cursor: _raw, ...selector } = filter;
   const page = await deadLetterList(db, { ...selector, open: !all, limit, cursor });
   return { entries: page.rows.map((r) => ({ ...r.entry, taskKey: r.taskKey, taskType: r.taskType })), next: page.next ? cursorEncode(page.next) : null };

@@ -2,7 +2,7 @@ import type { Db } from '../db/connection.js';
 import { agentList } from '../db/queries/agents.js';
 import { attemptCountsForDag as attemptCountsOfDag, attemptListForTask } from '../db/queries/attempts.js';
 import { dagGet, dagPage } from '../db/queries/dags.js';
-import { cursorDecode, cursorEncode } from '../db/queries/keyset.js';
+import { cursorEncode, cursorParse } from '../db/queries/keyset.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
 import { modelPauseList, type ModelPauseRow } from '../db/queries/model-pauses.js';
@@ -74,8 +74,7 @@ export async function statsGet(db: Db) {
 export async function dagList(
   db: Db, filter: Omit<DagListFilter, 'cursor'> & { cursor?: string } = {},
 ): Promise<{ dags: Array<DagRow & { taskCounts: Record<string, number> }>; next: string | null }> {
-  const cursor = filter.cursor === undefined ? undefined : cursorDecode(filter.cursor);
-  if (cursor === null) throw new InvalidInputError('cursor: not a cursor this list gave (take `next` from the previous page)', { field: 'cursor' });
+  const cursor = cursorParse(filter.cursor);
   const page = await dagPage(db, { ...filter, cursor });
   return { dags: page.dags, next: page.next ? cursorEncode(page.next) : null };
 }

@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Cursor } from '../rows.js';
+import { InvalidInputError } from '../../errors.js';
 
 export type { Cursor };
 
@@ -27,6 +28,14 @@ export function cursorDecode(s: string): Cursor | null {
   } catch {
     return null;
   }
+}
+
+/** A list's `cursor` parameter: absent, or one this API gave; anything else is INVALID_INPUT naming the field. */
+export function cursorParse(s: string | undefined): Cursor | undefined {
+  if (s === undefined) return undefined;
+  const c = cursorDecode(s);
+  if (!c) throw new InvalidInputError('cursor: not a cursor this list gave (take `next` from the previous page)', { field: 'cursor' });
+  return c;
 }
 
 /** Rows after the cursor in (created_at desc, id desc) order; `t` is the table's alias. */
