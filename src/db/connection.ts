@@ -161,24 +161,52 @@ function connectionDropOnTimeout(client: pg.PoolClient): void {
   };
 }
 
+/** Work to run once a transaction has committed, with the handle the transaction was opened on. */
+type AfterCommit = (db: Db) => Promise<unknown>;
+const afterCommitQueues = new WeakMap<object, AfterCommit[]>();
+
 /**
  * Run `fn` in one transaction (a savepoint inside another). On the pool, the connection is taken
  * here rather than by drizzle, whose transaction never gives its connection back when BEGIN itself
  * fails (a server lost or gone silent at that moment): here it goes back, dropped if it broke.
+ * What `afterCommit` queued inside runs once the outermost transaction has committed, not on rollback.
  */
 export async function withTx<T>(db: Db, fn: (tx: Db) => Promise<T>): Promise<T> {
+  const outer = afterCommitQueues.get(db);
+  const queue = outer ?? [];
+  const inTx = (tx: Db) => {
+    afterCommitQueues.set(tx, queue);
+    return fn(tx);
+  };
   const pool = (db as unknown as { $client?: unknown }).$client;
-  if (!(pool instanceof pg.Pool)) return db.transaction((tx) => fn(tx as unknown as Db));
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    return await clientDb(client).transaction((tx) => fn(tx as unknown as Db));
-  } catch (e) {
-    if (isConnectionLost(e)) broken = e as Error;
-    throw e;
-  } finally {
-    client.release(broken);
+  let result: T;
+  if (!(pool instanceof pg.Pool)) {
+    result = await db.transaction((tx) => inTx(tx as unknown as Db));
+  } else {
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    try {
+      result = await clientDb(client).transaction((tx) => inTx(tx as unknown as Db));
+    } catch (e) {
+      if (isConnectionLost(e)) broken = e as Error;
+      throw e;
+    } finally {
+      client.release(broken);
+    }
   }
+  if (!outer) for (const work of queue) await work(db);
+  return result;
+}
+
+/**
+ * Run `work` once what `db` is in has committed: at once when `db` is no transaction (its
+ * statements commit as they run), else after withTx's outermost transaction commits.
+ * For work that must see a transaction's effects from a fresh snapshot and must not hold its locks.
+ */
+export async function afterCommit(db: Db, work: AfterCommit): Promise<void> {
+  const queue = afterCommitQueues.get(db);
+  if (queue) queue.push(work);
+  else await work(db);
 }
 
 /** One drizzle handle per pooled connection, made once (building it reads the whole schema). */
@@ -207,6 +235,30 @@ export function isConnectionLost(e: unknown): boolean {
     if (/Connection terminated|connection is closed|Client has encountered a connection error|Client was closed|timeout exceeded when trying to connect|Query read timeout/i.test(err.message ?? '')) return true;
   }
   return false;
+}
+
+// deadlock_detected, serialization_failure: the transaction was rolled back whole and may simply be run again.
+const TRANSIENT_CODES = new Set(['40P01', '40001']);
+
+/** A deadlock or serialization failure: PostgreSQL rolled the transaction back, and running it again is safe. */
+export function isTransientConflict(e: unknown): boolean {
+  const err = e as { code?: string; cause?: { code?: string } } | undefined;
+  return TRANSIENT_CODES.has(err?.code ?? '') || TRANSIENT_CODES.has(err?.cause?.code ?? '');
+}
+
+/**
+ * withTx, run again (up to `tries` times in all) when PostgreSQL aborts it as a deadlock victim or a
+ * serialization failure; for transactions that lock rows other writers hold in another order and
+ * whose every effect is inside the transaction.
+ */
+export async function withTxRetried<T>(db: Db, fn: (tx: Db) => Promise<T>, tries = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withTx(db, fn);
+    } catch (e) {
+      if (attempt >= tries || !isTransientConflict(e)) throw e;
+    }
+  }
 }
 
 /** The driver's message for an error drizzle wrapped (its own message repeats the whole statement). */

@@ -18,6 +18,7 @@ export interface TaskRow {
   key: string;
   parentId: string | null;
   hasChildren: boolean;
+  lateDependents: boolean;
   validatesId: string | null;
   validatesFence: number | null;
   validationStep: number | null;

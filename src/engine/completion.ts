@@ -1,5 +1,6 @@
-import type { Db } from '../db/connection.js';
+import { afterCommit, withTx, type Db } from '../db/connection.js';
 import { taskCompleteMark } from '../db/queries/tasks-complete.js';
+import { taskLateDependentsRecount } from '../db/queries/tasks-spawn.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { jsonPathFormat, jsonProblem, jsonSizeExceeds } from '../json-guard.js';
@@ -52,7 +53,9 @@ export function completionInput(c: TaskRef & { output: unknown } & Spent, detail
  * so the `completed` engine event (and the completion metric) counts each exactly once.
  */
 export async function completionWrite(db: Db, items: CompletionInput[], mode: CompletionMode = {}): Promise<CompletionResult> {
-  const r = await taskCompleteMark(db, items, mode);
+  const { lateUpstreams, ...r } = await taskCompleteMark(db, items, mode);
+  // Dependents added while these were completing may have been missed by the statement's snapshot.
+  if (lateUpstreams.length > 0) await afterCommit(db, (top) => withTx(top, (tx) => taskLateDependentsRecount(tx, lateUpstreams)));
   if (r.completed.length > 0) engineEvents.emit('completed', { byType: r.completedByType });
   attemptsEndedEmit(() => {
     const done = new Set(r.completed);

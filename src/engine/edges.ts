@@ -4,7 +4,7 @@ import { edgeInsertMany, edgeListForDag } from '../db/queries/edges.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskDepsAdd } from '../db/queries/tasks-intake.js';
 import { taskGraphRows } from '../db/queries/tasks-read.js';
-import { taskDepsRecount } from '../db/queries/tasks-spawn.js';
+import { taskUpstreamsHold } from '../db/queries/tasks-spawn.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import { graphCheckAcyclic } from './graph-check.js';
 import { dagRanksRefresh } from './critical-path.js';
@@ -18,9 +18,11 @@ export interface EdgeByKey { upstream: string; downstream: string }
  * it waits (READY → PENDING) for each new upstream that has not completed.
  */
 export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Promise<void> {
-  const waiting = await withTx(db, async (tx) => {
+  await withTx(db, async (tx) => {
     if (!(await dagGet(tx, dagId))) throw new NotFoundError('DAG', dagId);
     await dagLockGraph(tx, dagId);
+    // The new upstreams are held before the DAG is read: the states read stay true until commit (see taskUpstreamsHold).
+    await taskUpstreamsHold(tx, dagId, [...new Set(add.map((e) => e.upstream))]);
     const taskRows = await taskGraphRows(tx, dagId);
     const byKey = new Map(taskRows.map((t) => [t.key, t]));
     for (const e of add) {
@@ -52,8 +54,5 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
     }
     if (fresh.length) await dagRanksRefresh(tx, dagId);
     await eventInsertMany(tx, [{ type: 'dag.edges_added', dagId, data: { edges: fresh } }]);
-    return [...waits.keys()];
   });
-  // An upstream may have completed while the edges were being added, unseen by its completion (see taskDepsRecount).
-  await withTx(db, (tx) => taskDepsRecount(tx, waiting));
 }

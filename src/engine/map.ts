@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
 import { taskOutputsByKeys } from '../db/queries/tasks-read.js';
-import { taskDepsRecount } from '../db/queries/tasks-spawn.js';
 import { taskMapChildren, taskMapChildrenSize, taskMapLock, taskMapWait, taskMapWaiting, type MapParentRow } from '../db/queries/tasks-map.js';
 import { dagLockGraph } from '../db/queries/dags.js';
 import { DagentError } from '../errors.js';
@@ -39,7 +38,7 @@ export async function mapTasksSettle(db: Db, opts: { batch: number; log?: Logger
   return n;
 }
 
-type Pass = { settled: Settled; failure?: string; recount?: string[]; dagId?: string; children?: number };
+type Pass = { settled: Settled; failure?: string; dagId?: string; children?: number };
 
 async function mapTaskSettle(db: Db, t: { id: string; fence: number; dagId: string }, log?: Logger): Promise<Settled> {
   const r = await withTx(db, (tx) => mapPass(tx, t)).catch((e: unknown): Pass => {
@@ -48,7 +47,6 @@ async function mapTaskSettle(db: Db, t: { id: string; fence: number; dagId: stri
     if (e instanceof DagentError) return { settled: 'failed', failure: `its children could not be added: ${e.message}` };
     throw e;
   });
-  if (r.recount) await withTx(db, (tx) => taskDepsRecount(tx, r.recount!));
   if (r.failure !== undefined) {
     await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: MAP_ERROR_CLASS, message: `for_each: ${r.failure}`, retryable: false }, { log });
   }
@@ -91,10 +89,10 @@ async function mapPass(tx: Db, t: { id: string; fence: number; dagId: string }):
   }
   // Items an upstream agent produced are data it gave: the children's origin says so (as a template's fields).
   const origin: TaskOrigin = 'over' in forEach ? 'template' : p.origin as TaskOrigin;
-  const added = await subtasksAdd(tx, p, items.map((item, index) => childSpec(p, item, index, origin)), {
+  await subtasksAdd(tx, p, items.map((item, index) => childSpec(p, item, index, origin)), {
     wait: true, event: 'task.mapped', parentWait: (n) => taskMapWait(tx, { id: p.id, fence: p.fence, children: n }),
   });
-  return { settled: 'mapped', recount: added.recount, dagId: p.dagId, children: items.length };
+  return { settled: 'mapped', dagId: p.dagId, children: items.length };
 }
 
 /** The list to map over, or why it is not one. */

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { attemptsEndedEmit } from '../observability/engine-events.js';
-import { withTx, type Db } from '../db/connection.js';
+import { withTxRetried, type Db } from '../db/connection.js';
 import { agentsLock } from '../db/queries/agents.js';
 import { dagGet } from '../db/queries/dags.js';
-import { taskDepsRecount, taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
+import { taskLockLeased, taskWaitForChildren } from '../db/queries/tasks-spawn.js';
 import { SPAWN_POLICY_DEFAULT, subtaskSpecsParse } from '../dag/subtask-spec.js';
 import type { SpawnPolicy } from '../dag/spec.js';
 import { BudgetExceededError } from '../errors.js';
@@ -39,7 +39,8 @@ export interface SpawnResult {
  * handler written as a resumable step may spawn the same subtasks on every run.
  */
 export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: SpawnOptions = {}): Promise<SpawnResult> {
-  const result = await withTx(db, async (tx) => {
+  // Retried when chosen as a deadlock victim: it locks its parent, its agent and then upstream rows that completions hold.
+  const result = await withTxRetried(db, async (tx) => {
     const p = await taskLockLeased(tx, parent.taskId, parent.fence);
     if (!p) return null;
     // A wait charges the parent's agent after the DAG's row was updated below: take the agent first (the lock order).
@@ -60,7 +61,6 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
     return { ...added, dagId: p.dagId };
   });
   if (!result) return guardExplain(db, parent.taskId, parent.fence, 'waitForChildren');
-  await withTx(db, (tx) => taskDepsRecount(tx, result.recount));
   const created = result.children.filter((c) => c.created).length;
   opts.log?.info({ taskId: parent.taskId, dagId: result.dagId, created, waiting: result.waiting }, 'subtasks spawned');
   if (result.waiting) attemptsEndedEmit(() => [{ taskId: parent.taskId, fence: parent.fence }]);

@@ -4,7 +4,7 @@ import { eventInsertMany } from '../db/queries/events.js';
 import { MAP_WAIT_PREFIX } from '../db/queries/signals.js';
 import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks-intake.js';
 import { taskGraphRows } from '../db/queries/tasks-read.js';
-import { taskChildOutputs } from '../db/queries/tasks-spawn.js';
+import { taskChildOutputs, taskUpstreamsHold } from '../db/queries/tasks-spawn.js';
 import type { Db } from '../db/connection.js';
 import { ancestors, dagGraphBuild } from '../dag/graph.js';
 import type { TaskSpec } from '../dag/spec.js';
@@ -43,15 +43,18 @@ export interface SubtasksAddOptions {
  */
 export async function subtasksAdd(
   tx: Db, p: { id: string; dagId: string; key: string }, subtasks: TaskSpec[], opts: SubtasksAddOptions,
-): Promise<{ children: SpawnedChild[]; waiting: boolean; recount: string[] }> {
+): Promise<{ children: SpawnedChild[]; waiting: boolean }> {
   await dagLockGraph(tx, p.dagId);
-  // Keys, ids and states only: a DAG of many large outputs must not be read whole on every spawn.
-  const rows = await taskGraphRows(tx, p.dagId);
-  const byKey = new Map(rows.map((r) => [r.key, r]));
   const fullKey = (local: string) => `${p.key}/${local}`;
   const siblings = new Set(subtasks.map((s) => s.key));
   const siblingKeys = new Set(subtasks.map((s) => fullKey(s.key)));
   const resolve = (k: string) => (siblings.has(k) ? fullKey(k) : k);
+  // Every existing task that may become an upstream (a named dependency, a child waited for again) is held
+  // before the DAG is read, so the states read below stay true until this transaction commits.
+  await taskUpstreamsHold(tx, p.dagId, [...new Set([...siblingKeys, ...subtasks.flatMap((s) => s.dependsOn.map(resolve))])]);
+  // Keys, ids and states only: a DAG of many large outputs must not be read whole on every spawn.
+  const rows = await taskGraphRows(tx, p.dagId);
+  const byKey = new Map(rows.map((r) => [r.key, r]));
 
   const existing: SpawnedChild[] = [];
   const fresh: Array<TaskSpec & { id: string }> = [];
@@ -149,6 +152,5 @@ export async function subtasksAdd(
     if (!f) return existingByKey.get(s.key)!;
     return { key: s.key, id: f.id, status: f.dependsOn.some(open) || f.notBefore ? 'pending' : 'ready', created: true };
   });
-  const recount = [...fresh.filter((f) => f.dependsOn.some(open)).map((f) => f.id), ...(waiting ? [p.id] : [])];
-  return { children, waiting, recount };
+  return { children, waiting };
 }

@@ -2,7 +2,7 @@ import helmet from '@fastify/helmet';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
-import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
+import { errorMessage, isConnectionLost, isTransientConflict, type Db } from '../db/connection.js';
 import type { ReadyListener } from '../db/ready-listener.js';
 import type { Socket } from 'node:net';
 import {
@@ -163,6 +163,10 @@ function httpErrorOf(err: unknown, bodyLimitBytes: number): { error: DagentError
   // Fastify's other 4xx (malformed JSON, a URL it cannot route) keep their status, under the API's code.
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) return { error: new BadRequestError(fe.message), status: fe.statusCode };
   if (isConnectionLost(err)) return { error: new UnavailableError(), status: ERROR_CODES.UNAVAILABLE.status };
+  // A deadlock victim or serialization failure was rolled back whole: the same request, made again, is safe.
+  if (isTransientConflict(err)) {
+    return { error: new UnavailableError(1, 'a concurrent write conflicted with this request and it was rolled back; retry in 1s (a report made again is applied once)'), status: ERROR_CODES.UNAVAILABLE.status };
+  }
   return { error: new InternalError(), status: ERROR_CODES.INTERNAL.status };
 }
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { errorMessage, isConnectionLost } from '../db/connection.js';
+import { errorMessage, isConnectionLost, isTransientConflict } from '../db/connection.js';
 
 /** Retry backoff while the database is unreachable: from DELIVER_MIN_MS doubling to DELIVER_MAX_MS. */
 export const DELIVER_MIN_MS = 200;
@@ -20,18 +20,10 @@ export async function deliver<T>(what: string, fn: () => Promise<T>, log: Logger
     try {
       return await fn();
     } catch (e) {
-      if (!(isConnectionLost(e) || isTransient(e)) || Date.now() - started > giveUpMs) throw e;
+      if (!(isConnectionLost(e) || isTransientConflict(e)) || Date.now() - started > giveUpMs) throw e;
       const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** failures);
-      log.warn({ err: errorMessage(e), retryInMs: delay }, `${what}: ${isTransient(e) ? 'transient database error' : 'database unreachable'}, retrying`);
+      log.warn({ err: errorMessage(e), retryInMs: delay }, `${what}: ${isTransientConflict(e) ? 'transient database error' : 'database unreachable'}, retrying`);
       await new Promise((r) => setTimeout(r, delay));
     }
   }
-}
-
-// deadlock_detected, serialization_failure: the statement was rolled back and may simply be run again.
-const TRANSIENT_CODES = new Set(['40P01', '40001']);
-
-function isTransient(e: unknown): boolean {
-  const err = e as { code?: string; cause?: { code?: string } } | undefined;
-  return TRANSIENT_CODES.has(err?.code ?? '') || TRANSIENT_CODES.has(err?.cause?.code ?? '');
 }

@@ -13,12 +13,14 @@ export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.
  * unblock dependents, settle cost on the DAG (and the agent), count the DAG down
  * and complete it at zero, and NOTIFY once if anything became READY. Each row is
  * guarded by its fencing token and state, so a zombie's completion changes nothing.
+ * `lateUpstreams`: completed tasks that gained dependents at runtime (late_dependents),
+ * whose dependents the caller recounts once this has committed.
  */
-export async function taskCompleteMark(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult> {
-  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {} };
+export async function taskCompleteMark(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult & { lateUpstreams: string[] }> {
+  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {}, lateUpstreams: [] };
   // Prepared: one jsonb parameter carries the batch, so the text never changes and is planned once per connection.
-  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null }>(db, taskCompleteMarkSql(items, opts));
-  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {} };
+  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null; late: string[] | null }>(db, taskCompleteMarkSql(items, opts));
+  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {}, lateUpstreams: r?.late ?? [] };
 }
 
 /**
@@ -50,7 +52,8 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
       from input i
       where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(states)})
         ${opts.checked ? sql`` : sql`and not ${validationRequiredSql('t')}`}
-      returning t.id, t.dag_id, t.type, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
+      -- late_dependents comes from the row as updated, the newest version even when this statement's snapshot is older.
+      returning t.id, t.dag_id, t.type, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, t.late_dependents, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
     ),
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model, details)
@@ -98,5 +101,6 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
       (select array_agg(id) from done) as completed,
       (select count(*)::int from unblocked where status = 'ready') + (select count(*)::int * 0 from woke) as unblocked,
       (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed,
-      (select jsonb_object_agg(type, n) from (select type, count(*)::int as n from done group by type) x) as by_type`;
+      (select jsonb_object_agg(type, n) from (select type, count(*)::int as n from done group by type) x) as by_type,
+      (select array_agg(id) from done where late_dependents) as late`;
 }

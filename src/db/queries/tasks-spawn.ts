@@ -65,14 +65,39 @@ export async function taskWaitForChildren(db: Db, w: SpentSoFar & { id: string; 
 }
 
 /**
- * Recount the unfinished upstream tasks of PENDING tasks that gained edges at
- * runtime, and unblock those left with none. Run in its own transaction after
- * the edges committed: a completion that ran concurrently with the edge insert
- * read the edges from its own snapshot and may have missed the new one, leaving
- * a counter one too high for ever. The row locks come first, in their own
- * statements, so the count (a new snapshot) sees every completion that held
- * them. A completion whose snapshot predates the edge but which had not yet
- * locked its task when the recount did can still slip through; see docs/operations.md.
+ * Before runtime edges from existing tasks are added (a spawn, dagEdgesAdd), lock the unfinished ones
+ * among `keys` in DAG `dagId` and mark them `late_dependents`, in the edge insert's transaction and
+ * before its snapshot of the DAG is read. A completion already holding one of them is waited out, so
+ * the read that follows sees it completed; one that comes later finds the mark on the row it updates,
+ * even when its own snapshot predates the new edge, and recounts (taskLateDependentsRecount).
+ */
+export async function taskUpstreamsHold(db: Db, dagId: string, keys: string[]): Promise<void> {
+  if (keys.length === 0) return;
+  // Locked in id order first (the order completions and recounts take rows in), then marked.
+  await db.execute(sql`
+    update tasks t set late_dependents = true
+    from (select id from tasks where dag_id = ${dagId} and key = any(${textArray(keys)}) and status <> 'completed' order by id for no key update) h
+    where t.id = h.id and not t.late_dependents`);
+}
+
+/**
+ * After the completion of tasks marked `late_dependents` has committed, recount their PENDING
+ * dependents in a fresh snapshot: the completion statement counted dependents down from edges in
+ * its own snapshot, which may predate an edge added while it ran. Its own transaction, like any
+ * recount, so it holds no row of the completion while it waits for other upstreams.
+ */
+export async function taskLateDependentsRecount(db: Db, upstreamIds: string[]): Promise<number> {
+  if (upstreamIds.length === 0) return 0;
+  const dependents = await rowsOf<{ id: string }>(db, sql`
+    select distinct downstream_id as id from edges where upstream_id = any(${textArray(upstreamIds)})`);
+  return taskDepsRecount(db, dependents.map((d) => d.id));
+}
+
+/**
+ * Recount the unfinished upstream tasks of PENDING tasks and unblock those left
+ * with none: the repair the deps-reconciler and taskLateDependentsRecount run.
+ * The row locks come first, in their own statements, so the count (a new
+ * snapshot) sees every completion that held them.
  * Call it inside a transaction, so the lock lasts until the count is written.
  */
 export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {

@@ -20,6 +20,12 @@ export const tasks = pgTable(
     parentId: text('parent_id'),
     /** Set once the task spawns a subtask, so the claim looks up child outputs only for such tasks. */
     hasChildren: boolean('has_children').notNull().default(false),
+    /**
+     * Set, under the row's lock, when an edge from this unfinished task is added at runtime (a spawn,
+     * dagEdgesAdd). A completion whose snapshot predates that edge still sees the flag on the row it
+     * updates, and recounts this task's dependents after it commits (taskLateDependentsRecount).
+     */
+    lateDependents: boolean('late_dependents').notNull().default(false),
     /** Validation tasks only: the task whose output this one judges, and the fence of the attempt that produced it. */
     validatesId: text('validates_id'),
     validatesFence: integer('validates_fence'),

@@ -1,0 +1,1 @@
+ALTER TABLE "tasks" ADD COLUMN "late_dependents" boolean DEFAULT false NOT NULL;
