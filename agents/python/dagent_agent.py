@@ -218,6 +218,8 @@ class Agent:
     capabilities: list[str]
     handler: Handler
     poll_sec: float = 0.5
+    # Long poll: with nothing READY for it, the claim waits on the server up to this long (0: poll every poll_sec).
+    wait_sec: float = 10.0
     grace_sec: float = 10.0
     max_tasks: Optional[int] = None
     exit_when_idle: Optional[float] = None
@@ -233,7 +235,10 @@ class Agent:
         p.add_argument("--token", default=env("DAGENT_TOKEN"), help="agent token (env DAGENT_TOKEN)")
         p.add_argument("--id", default=env("DAGENT_AGENT_ID"),
                        help="agent id (env DAGENT_AGENT_ID); default: the agent its token acts as")
-        p.add_argument("--poll-sec", type=float, default=float(env("DAGENT_POLL_SEC", "0.5")))
+        p.add_argument("--poll-sec", type=float, default=float(env("DAGENT_POLL_SEC", "0.5")),
+                       help="pause between claims that found nothing, when not waiting on the server (--wait-sec 0)")
+        p.add_argument("--wait-sec", type=float, default=float(env("DAGENT_WAIT_SEC", "10")),
+                       help="with nothing READY, the claim waits on the server up to this long, at most 30 (env DAGENT_WAIT_SEC)")
         p.add_argument("--grace-sec", type=float, default=10.0, help="on SIGTERM, time to finish before release")
         p.add_argument("--max-tasks", type=int, help="exit after handling this many tasks")
         p.add_argument("--exit-when-idle", type=float, metavar="SECONDS", help="exit after this long without a task")
@@ -245,8 +250,9 @@ class Agent:
         logging.basicConfig(level=env("DAGENT_LOG_LEVEL", "INFO").upper(),
                             format="%(asctime)s %(levelname)s %(message)s")
         models = [m.strip() for m in a.models.split(",") if m.strip()]
-        return cls(Client(a.url, a.token), a.id, agent_type, capabilities, handler,
-                   a.poll_sec, a.grace_sec, a.max_tasks, a.exit_when_idle, models)
+        # A waiting claim holds the request open: the socket timeout allows for it.
+        return cls(Client(a.url, a.token, timeout=30.0 + max(0.0, min(30.0, a.wait_sec))), a.id, agent_type, capabilities, handler,
+                   a.poll_sec, max(0.0, min(30.0, a.wait_sec)), a.grace_sec, a.max_tasks, a.exit_when_idle, models)
 
     def _stop(self, signum: int, _frame: Any) -> None:
         log.info("%s: stopping (signal %d)", self.id, signum)
@@ -276,11 +282,18 @@ class Agent:
         beat_at = idle_since  # registering counts as a heartbeat
         while not self.stopping and (self.max_tasks is None or done < self.max_tasks):
             now, tasks = time.monotonic(), []
+            # Wait on the server, but never past the idle exit.
+            wait = self.wait_sec
+            if self.exit_when_idle is not None:
+                wait = min(wait, max(0.0, self.exit_when_idle - (now - idle_since)))
+            body: dict[str, Any] = {"limit": 1, "start": True}
+            if wait >= 0.1:
+                body["wait_sec"] = round(wait, 1)
             try:
                 if now - beat_at >= 10:  # agents silent for 90 s go offline, and offline agents claim nothing
                     self.client.call(f"/api/agents/{self.id}/heartbeat")
                     beat_at = now
-                tasks = self.client.call(f"/api/agents/{self.id}/claim", {"limit": 1, "start": True})["tasks"]
+                tasks = self.client.call(f"/api/agents/{self.id}/claim", body)["tasks"]
             except ApiError as e:
                 if e.status < 500:
                     log.error("%s: %s", self.id, e)
@@ -289,10 +302,12 @@ class Agent:
             except (urllib.error.URLError, ConnectionError) as e:
                 log.warning("%s: server unreachable (%s); retrying", self.id, e)
             if not tasks:
-                if self.exit_when_idle is not None and now - idle_since >= self.exit_when_idle:
-                    log.info("%s: idle for %.1f s, exiting", self.id, now - idle_since)
+                idle = time.monotonic() - idle_since
+                if self.exit_when_idle is not None and idle >= self.exit_when_idle:
+                    log.info("%s: idle for %.1f s, exiting", self.id, idle)
                     break
-                self._sleep(self.poll_sec)
+                if "wait_sec" not in body or time.monotonic() - now < 0.05:
+                    self._sleep(self.poll_sec)  # no wait on the server (or it answered at once: an error, a ceiling)
                 continue
             self._run_one(Task.from_json(tasks[0]))
             done += 1

@@ -128,6 +128,17 @@ export const AGENT_TOKEN_DEFAULTS = {
 } as const;
 
 /**
+ * Long-poll claims (`POST /api/agents/:id/claim` with `wait_sec`): a request waits at most `waitMaxSec`. Each waiting
+ * claim holds an HTTP connection and no database connection; an agent has at most `waitingPerAgent` of them at once
+ * and a node `waitingMax`, so no agent can pile them up: past either, the claim answers at once with what it found.
+ */
+export const CLAIM_WAIT_DEFAULTS = {
+  waitMaxSec: 30,
+  waitingPerAgent: 4,
+  waitingMax: 10_000,
+} as const;
+
+/**
  * The MCP server over HTTP (`/mcp`): each session holds a little memory and its tasks' heartbeats, so a process
  * keeps at most `sessionsMax` (each token at most `sessionsPerToken`), and closes one idle for `idleSec`.
  */

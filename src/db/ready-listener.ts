@@ -37,7 +37,7 @@ export function listenerReconnectsTotal(): number {
  */
 export class ReadyListener {
   private client: pg.Client | undefined;
-  private readonly subscribers = new Set<{ fn: () => void; channel: string | undefined }>();
+  private readonly subscribers = new Set<{ fn: (payload?: string) => void; channel: string | undefined }>();
   private stopped = true;
   private failures = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -54,10 +54,10 @@ export class ReadyListener {
   }
 
   /**
-   * Call `fn` on every notification on `channel` (default: any of them), and after every
-   * reconnect; returns the unsubscribe function.
+   * Call `fn` with the payload of every notification on `channel` (default: any of them), and
+   * without one after every reconnect; returns the unsubscribe function.
    */
-  subscribe(fn: () => void, channel?: string): () => void {
+  subscribe(fn: (payload?: string) => void, channel?: string): () => void {
     const s = { fn, channel };
     this.subscribers.add(s);
     return () => this.subscribers.delete(s);
@@ -82,8 +82,8 @@ export class ReadyListener {
     return this.client !== undefined;
   }
 
-  private notifyAll(channel?: string): void {
-    for (const s of this.subscribers) if (channel === undefined || s.channel === undefined || s.channel === channel) s.fn();
+  private notifyAll(channel?: string, payload?: string): void {
+    for (const s of this.subscribers) if (channel === undefined || s.channel === undefined || s.channel === channel) s.fn(payload);
   }
 
   private async connect(): Promise<void> {
@@ -108,7 +108,7 @@ export class ReadyListener {
     };
     client.on('notification', (n) => {
       if (n.channel === this.pingChannel) pingSentAt = undefined;
-      else this.notifyAll(n.channel);
+      else this.notifyAll(n.channel, n.payload);
     });
     client.on('error', onLost);
     client.on('end', () => onLost());

@@ -144,8 +144,22 @@ export async function tokenList(db: Db) {
   }));
 }
 
-/** Record that a request with this token succeeded (refused requests change nothing). */
-export const tokenTouch = apiTokenTouch;
+/** When this process last stamped each token: the stamp is kept to the minute, so a busy agent's requests skip it. */
+const touchedAt = new Map<string, number>();
+const TOUCH_EVERY_MS = 60_000;
+
+/**
+ * Record that a request with this token succeeded (refused requests change nothing). The column is
+ * stamped at most once a minute (the statement checks too, across processes); within this process
+ * the statement itself is skipped, so it costs an agent's claims and reports no round trip.
+ */
+export async function tokenTouch(db: Db, id: string): Promise<void> {
+  const now = Date.now();
+  if (now - (touchedAt.get(id) ?? 0) < TOUCH_EVERY_MS) return;
+  if (touchedAt.size > 10_000) touchedAt.clear();
+  touchedAt.set(id, now);
+  await apiTokenTouch(db, id);
+}
 
 /** Whether a token that checked out earlier is still live: long-lived requests (the event stream) ask again. */
 export const tokenLive = apiTokenLive;

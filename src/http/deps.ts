@@ -1,14 +1,17 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import type { MetricsCollector } from '../observability/metrics.js';
+import type { ClaimWaiters } from './claim-waiters.js';
 import type { EventHub } from './event-hub.js';
 
-/** What every route module is given: the database, the logger, the event stream's hub, the metrics registry and the server's settings. */
+/** What every route module is given: the database, the logger, the event stream's hub, the metrics registry, the waiting claims and the server's settings. */
 export interface HttpDeps {
   db: Db;
   log: Logger;
   hub: EventHub;
   metrics: MetricsCollector;
+  /** Claims waiting for READY work (`wait_sec`), on the node's LISTEN connection. */
+  claimWaiters: ClaimWaiters;
   /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). */
   maxQueued?: number;
   /** Directories beyond the server's working directory that paths in a posted DAG may reach (DAGENT_FILE_ROOTS). */

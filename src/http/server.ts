@@ -1,9 +1,10 @@
 import helmet from '@fastify/helmet';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
-import { CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
+import { CLAIM_WAIT_DEFAULTS, CONFIG_DEFAULTS, LIMITS } from '../config/index.js';
 import { errorMessage, isConnectionLost, isTransientConflict, type Db } from '../db/connection.js';
 import type { ReadyListener } from '../db/ready-listener.js';
+import { ClaimWaiters } from './claim-waiters.js';
 import type { Socket } from 'node:net';
 import {
   BadRequestError, BodyTooLargeError, DagentError, DagValidationError, ERROR_CODES, ForbiddenError, HeadersTooLargeError, InternalError,
@@ -33,7 +34,7 @@ export interface HttpOptions {
   metricsPublic?: boolean;
   /** How often the event stream re-reads when no NOTIFY came (ms). Default 1000. */
   streamPollMs?: number;
-  /** The process's LISTEN connection (READY and events channels), shared with its agents. Default: the event stream opens its own. */
+  /** The process's LISTEN connection (READY and events channels), shared with its agents. Default: the event stream and the waiting claims open their own. */
   listener?: ReadyListener;
 }
 
@@ -63,6 +64,10 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   });
   const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs, listener: o.listener });
   const metrics = new MetricsCollector(o.db);
+  const claimWaiters = new ClaimWaiters({
+    databaseUrl: o.databaseUrl, log, listener: o.listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
+  });
+  metrics.processGauge('dagent_claims_waiting', 'HTTP claims waiting on this node for READY work (wait_sec)', () => claimWaiters.size);
 
   // Security headers on every answer (the dashboard's pages above all): only its own scripts, styles and
   // connections, never framed (clickjacking), no content-type sniffing, no referrer leaking tokens in URLs.
@@ -129,7 +134,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     return reply.status(ERROR_CODES.NOT_FOUND.status).send(errorBody(error));
   });
 
-  routesRegister(app, { db: o.db, log, hub, metrics, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
+  routesRegister(app, { db: o.db, log, hub, metrics, claimWaiters, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
   await app.ready();
 
   return {
@@ -142,6 +147,8 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
       return `http://${host.includes(':') ? `[${host}]` : host}:${bound}`;
     },
     async close() {
+      // Waiting claims first: the server waits for requests in flight, and a long poll may have 30 s to go.
+      await claimWaiters.close();
       await hub.close();
       metrics.close();
       await app.close();

@@ -135,6 +135,11 @@ export class MetricsCollector {
     return this.registry.contentType;
   }
 
+  /** A figure of this process that only it knows (say, claims waiting on this node), read at each scrape. */
+  processGauge(name: string, help: string, read: () => number): void {
+    new client.Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
+  }
+
   close(): void {
     for (const u of this.unsubscribe) u();
   }

@@ -6,6 +6,8 @@ import type { DagSpec, TaskSpec } from '../../src/dag/spec.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
+import { httpServerCreate } from '../../src/http/server.js';
+import { tokenCreate } from '../../src/engine/tokens.js';
 
 export interface LatencyFigures { dispatchMs: number[]; dependencyMs: number[] }
 
@@ -47,5 +49,42 @@ export async function agentLatency(d: Database, n: number, task: (key: string, d
     return { dispatchMs, dependencyMs: (rows as Array<{ ms: number }>).map((r) => r.ms) };
   } finally {
     await runner.stop({ graceMs: 1000 });
+  }
+}
+
+/**
+ * Dispatch to an idle HTTP agent that long-polls (`wait_sec`): the agent's claim is waiting on the
+ * server when a one-task DAG is submitted; from the submit's commit to the claim's answer reaching
+ * the client, on the process clock. The same measure as the runtime's dispatch, over HTTP.
+ */
+export async function httpLongPollDispatch(d: Database, n: number, task: (key: string) => TaskSpec): Promise<number[]> {
+  const server = await httpServerCreate({ db: d.db, databaseUrl: d.url, log: pino({ level: 'silent' }) });
+  const url = await server.listen(0, '127.0.0.1');
+  try {
+    const { token } = await tokenCreate(d.db, { role: 'admin', name: 'bench' });
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const post = (path: string, body: unknown) => fetch(`${url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+    const id = `http-latency-${Date.now()}`;
+    await post('/api/agents', { id, type: 'bench', capabilities: [], max_concurrent: 1 });
+    const waiting = async () => {
+      for (;;) {
+        const text = await (await fetch(`${url}/metrics`, { headers })).text();
+        if (/^dagent_claims_waiting 1$/m.test(text)) return;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    };
+    const ms: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const answered = post(`/api/agents/${id}/claim`, { wait_sec: 30, start: true }).then((r: { tasks: Array<{ id: string; fence: number }> }) => ({ at: performance.now(), task: r.tasks[0]! }));
+      await waiting();
+      await dagSubmit(d.db, [{ name: `http-dispatch-${i}`, params: {}, tasks: [task('only')] }]);
+      const committed = performance.now();
+      const { at, task: claimed } = await answered;
+      ms.push(at - committed);
+      await post(`/api/tasks/${claimed.id}/complete`, { fence: claimed.fence, output: null });
+    }
+    return ms;
+  } finally {
+    await server.close();
   }
 }

@@ -27,7 +27,7 @@ import { agentRegister } from '../../src/engine/agents.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
-import { agentLatency } from './agent-latency.js';
+import { agentLatency, httpLongPollDispatch } from './agent-latency.js';
 import { cliStartup } from './startup.js';
 import { retentionBench } from './retention.js';
 import { listsBench } from './lists.js';
@@ -337,6 +337,10 @@ async function main() {
     lines.push(`agent runtime, idle agent (30 s poll), ${LATENCY_TASKS} tasks: dispatch (submitted → handler running) ${ms(lat.dispatchMs)}`);
     console.log(lines.at(-1));
     lines.push(`agent runtime, chain of ${LATENCY_TASKS}: dependency (upstream completed → dependent claimed) ${ms(lat.dependencyMs)}`);
+    console.log(lines.at(-1));
+    const httpMs = await httpLongPollDispatch(d, LATENCY_TASKS, task);
+    mine.httpDispatchP50 = pct(httpMs, 50);
+    lines.push(`HTTP agent long-polling (wait_sec), ${LATENCY_TASKS} tasks: dispatch (submitted → claim answered) ${ms(httpMs)}; ÷ agent runtime's p50: ${(pct(httpMs, 50) / mine.dispatchP50!).toFixed(2)} (target ≤ 2)`);
     console.log(lines.at(-1));
     for (const family of ['layered', 'shorts-then-chain'] as const) {
       const [ours, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES)];

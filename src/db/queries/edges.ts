@@ -45,6 +45,6 @@ export function edgeUnblockDependentsCtes(doneCte: SQL): SQL {
       updated_at = now()
     from dep_counts c
     where t.id = c.id and t.status = any(${textArray(fromStates('unblock'))})
-    returning t.id, t.status
+    returning t.id, t.status, t.cap_key
   )`;
 }

@@ -2,8 +2,8 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
-import { READY_CHANNEL, rowsOfPrepared, textArray } from './run.js';
-import { AFTER_AGENT_LOCK, agentLockCte } from './tasks-fragments.js';
+import { rowsOfPrepared, textArray } from './run.js';
+import { AFTER_AGENT_LOCK, agentLockCte, notifyIfReady } from './tasks-fragments.js';
 import type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
 export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
@@ -11,7 +11,7 @@ export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.
 /**
  * Complete a batch of tasks in one statement: store outputs, record the attempts,
  * unblock dependents, settle cost on the DAG (and the agent), count the DAG down
- * and complete it at zero, and NOTIFY once if anything became READY. Each row is
+ * and complete it at zero, and NOTIFY once per claim group that gained READY tasks. Each row is
  * guarded by its fencing token and state, so a zombie's completion changes nothing.
  * `lateUpstreams`: completed tasks that gained dependents at runtime (late_dependents),
  * whose dependents the caller recounts once this has committed.
@@ -94,12 +94,10 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
     dag_events as (
       insert into events (type, dag_id) select 'dag.completed', id from dag_update where tasks_open = 0 and status = 'completed'
     ),
-    woke as (
-      select pg_notify(${READY_CHANNEL}, '') from (select 1 from unblocked where status = 'ready' limit 1) x
-    )
+    woke as (select ${notifyIfReady(sql`unblocked`)} as n)
     select
       (select array_agg(id) from done) as completed,
-      (select count(*)::int from unblocked where status = 'ready') + (select count(*)::int * 0 from woke) as unblocked,
+      (select count(*)::int from unblocked where status = 'ready') + (select n::int * 0 from woke) as unblocked,
       (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed,
       (select jsonb_object_agg(type, n) from (select type, count(*)::int as n from done group by type) x) as by_type,
       (select array_agg(id) from done where late_dependents) as late`;

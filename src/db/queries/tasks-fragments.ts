@@ -1,13 +1,13 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { LEASE_DEFAULTS } from '../../config/index.js';
 import type { Instant } from '../../durations.js';
-import { READY_CHANNEL } from './run.js';
+import { readyNotifySql } from './ready-hint.js';
 
 /** SQL fragments the task statements share: the READY hint, an attempt's spend and its settlement, the heartbeat lease. */
 
-/** Statement fragment: NOTIFY once if the CTE `source(status)` holds a READY row. */
+/** Statement fragment: the READY hint, one NOTIFY per claim group of the CTE `source(status, cap_key)`'s READY rows (ready-hint.ts). */
 export function notifyIfReady(source: SQL): SQL {
-  return sql`(select count(*) from (select pg_notify(${READY_CHANNEL}, '') from (select 1 from ${source} where status = 'ready' limit 1) x) n)`;
+  return readyNotifySql(source);
 }
 
 /** What an attempt reported spending: recorded on its attempts row and charged, however it ended. */

@@ -47,7 +47,7 @@ export async function taskActivateCreated(db: Db, dagId: string): Promise<{ read
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       where dag_id = ${dagId} and status = any(${textArray(fromStates('activate'))})
-      returning status
+      returning status, cap_key
     )
     select count(*) filter (where status = 'ready')::int as ready,
            count(*) filter (where status = 'pending')::int as pending,

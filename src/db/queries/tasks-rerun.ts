@@ -78,7 +78,7 @@ export async function taskWaitRecount(db: Db, ids: string[]): Promise<void> {
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       from counted c where t.id = c.id
-      returning t.status
+      returning t.status, t.cap_key
     )
     select ${notifyIfReady(sql`fixed`)} as notified`);
 }

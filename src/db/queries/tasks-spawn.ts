@@ -124,7 +124,7 @@ export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       from counted c where t.id = c.id and t.deps_remaining <> c.open
-      returning t.status
+      returning t.status, t.cap_key
     )
     select count(*)::int as n, ${notifyIfReady(sql`fixed`)} as notified from fixed`);
   return r?.n ?? 0;

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { agentBeat, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/agents.js';
 import { taskClaim } from '../../engine/claim.js';
@@ -6,7 +6,7 @@ import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engin
 import { taskFail } from '../../engine/failure.js';
 import { taskSpawn } from '../../engine/spawn.js';
 import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../engine/tokens.js';
-import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS } from '../../config/index.js';
+import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS, CLAIM_WAIT_DEFAULTS } from '../../config/index.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
 import { agentModelSchema } from '../../model-names.js';
 import { LIMITS } from '../../config/index.js';
@@ -15,6 +15,7 @@ import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
 import { reportFailure, reportProgress, reportSpend } from '../../engine/report-schemas.js';
 import type { HttpDeps } from '../deps.js';
+import type { Claimant, WaiterReach } from '../claim-waiters.js';
 
 const spend = reportSpend;
 
@@ -22,6 +23,33 @@ const spend = reportSpend;
 function actingAs(p: Principal | null, agentId: string): void {
   if (p?.role === 'agent' && p.agentId !== agentId) {
     throw new ForbiddenError(`token ${p.tokenId} acts as agent ${p.agentId}, not ${agentId}`, { agentId });
+  }
+}
+
+/**
+ * A long poll: wait for READY hints this agent can take (claim-waiters.ts), claiming after each, until it
+ * claims something, `waitSec` pass or the client hangs up. Between hints, no claim statement runs.
+ */
+async function claimWhenReady<T>(
+  d: HttpDeps, who: Claimant, reach: WaiterReach, since: number, waitSec: number, reply: FastifyReply, claim: () => Promise<T[]>,
+): Promise<T[]> {
+  if (!d.claimWaiters.mayWait(who.agentId)) return [];
+  const deadline = Date.now() + waitSec * 1000;
+  const gone = new AbortController();
+  const hangUp = () => gone.abort();
+  reply.raw.once('close', hangUp);
+  try {
+    for (;;) {
+      const end = await d.claimWaiters.wait(who, reach, since, deadline - Date.now(), gone.signal);
+      if (!end.woken) return [];
+      since = await d.claimWaiters.mark();
+      const tasks = await claim();
+      if (tasks.length > 0 || gone.signal.aborted) return tasks;
+      d.claimWaiters.passOn(who, end.wake);
+      if (Date.now() >= deadline) return [];
+    }
+  } finally {
+    reply.raw.off('close', hangUp);
   }
 }
 
@@ -80,8 +108,10 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       start: z.boolean().optional().describe('claim straight into RUNNING under the heartbeat lease; default false (call start)'),
       dag_id: z.string().optional(),
       claim_ttl_sec: z.number().int().min(1).max(3600).optional().describe('seconds to start a claimed task; default 60'),
+      wait_sec: z.number().min(0).max(CLAIM_WAIT_DEFAULTS.waitMaxSec).optional()
+        .describe(`when nothing is READY for this agent, hold the request up to this many seconds (at most ${CLAIM_WAIT_DEFAULTS.waitMaxSec}) until something is; default 0`),
     }).optional(),
-    summary: 'Claim the most urgent READY tasks this agent is capable of and can afford (may return none)',
+    summary: 'Claim the most urgent READY tasks this agent is capable of and can afford (may return none; with wait_sec, waits for some)',
     responds: '{tasks: [{id, fence, spec, inputs, children, leaseExpiresAt, heartbeatSec, ...}]}',
   }, async ({ params, body, principal, reply }) => {
     actingAs(principal, params.id!);
@@ -90,11 +120,19 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     if (grant && body?.claim_ttl_sec !== undefined && body.claim_ttl_sec > AGENT_TOKEN_DEFAULTS.claimTtlMaxSec) {
       throw new ForbiddenError(`body.claim_ttl_sec: an agent token may leave a claimed task unstarted for at most ${AGENT_TOKEN_DEFAULTS.claimTtlMaxSec} s, not ${body.claim_ttl_sec}`, { field: 'body.claim_ttl_sec' });
     }
-    const capabilities = grant ? (await agentRequire(d.db, params.id!)).capabilities.filter((c) => grantCovers(grant, c)) : undefined;
-    const tasks = await taskClaim(d.db, params.id!, {
+    const agent = grant || body?.wait_sec ? await agentRequire(d.db, params.id!) : undefined;
+    const capabilities = grant ? agent!.capabilities.filter((c) => grantCovers(grant, c)) : undefined;
+    const claim = () => taskClaim(d.db, params.id!, {
       limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities,
       grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
     });
+    // A waiting claim listens before its first claim statement, so no hint can fall between the two.
+    const since = body?.wait_sec ? await d.claimWaiters.mark() : 0;
+    let tasks = await claim();
+    if (tasks.length === 0 && body?.wait_sec) {
+      const reach = { capabilities: capabilities ?? agent!.capabilities, models: agent!.models };
+      tasks = await claimWhenReady(d, { agentId: params.id! }, reach, since, body.wait_sec, reply, claim);
+    }
     // One task claimed: its attempt's trace context also as the W3C header, for clients that propagate headers.
     if (tasks.length === 1) reply.header('traceparent', tasks[0]!.traceparent);
     return { tasks };

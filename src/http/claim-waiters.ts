@@ -1,0 +1,168 @@
+import type { Logger } from 'pino';
+import { READY_CHANNEL } from '../db/queries/run.js';
+import { readyHintParse, type ReadyHint } from '../db/queries/ready-hint.js';
+import { ReadyListener } from '../db/ready-listener.js';
+
+/** How many of the latest hints are kept for claims that were running when they came. */
+const RECENT_MAX = 256;
+
+/** What a waiting claim can take: the agent's capabilities (within its token's grant) and models. */
+export interface WaiterReach { capabilities: readonly string[]; models: readonly string[] }
+
+/** A hint on its way through the waiters: who has tried it already (each waiting claim tries a hint once). */
+export interface Wake { hint: ReadyHint | null; tried: WeakSet<Claimant> }
+
+/** Why a wait ended: a hint woke it, or time ran out, or the caller gave up. */
+export type WaitEnd = { woken: true; wake: Wake } | { woken: false };
+
+/** One waiting claim (an HTTP request, across its waits), and the agent it claims for. */
+export interface Claimant { agentId: string }
+
+interface Waiter {
+  who: Claimant;
+  reach: WaiterReach;
+  wake: (w: Wake) => void;
+  stop: () => void;
+}
+
+/**
+ * The long-poll side of `POST /api/agents/:id/claim` (`wait_sec`): requests that found nothing
+ * wait here, on the node's one LISTEN connection, for a READY hint naming work their agent may
+ * take. A hint names a claim group and how many of its tasks became READY; it wakes that many of
+ * the waiters whose agent covers the group, oldest first, so one READY task costs one claim
+ * statement, not one per waiting agent. A woken waiter that claims nothing (another node's agent
+ * was faster, its budget or a concurrency key said no) hands its turn to the next (`passOn`).
+ * A hint without a group, and every reconnect of the LISTEN connection (hints sent meanwhile are
+ * lost), wakes everyone.
+ */
+export class ClaimWaiters {
+  private readonly waiting = new Set<Waiter>();
+  private readonly perAgent = new Map<string, number>();
+  /** Hints heard so far, and the latest RECENT_MAX of them: a claim checks those that came while it ran. */
+  private heard = 0;
+  private readonly recent: Array<{ seq: number; wake: Wake }> = [];
+  private listener: ReadyListener | undefined;
+  private own = false;
+  private starting: Promise<void> | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private closed = false;
+
+  /**
+   * `listener`: the process's LISTEN connection; without one, a connection of its own is opened at the first wait.
+   * `perAgent`, `max`: how many claims may wait at once, for one agent and in all.
+   */
+  constructor(private readonly o: { databaseUrl: string; log?: Logger; listener?: ReadyListener; perAgent: number; max: number }) {}
+
+  get size(): number {
+    return this.waiting.size;
+  }
+
+  /** Whether another claim of `agentId` may wait now (its own and the node's ceilings). */
+  mayWait(agentId: string): boolean {
+    return !this.closed && this.waiting.size < this.o.max && (this.perAgent.get(agentId) ?? 0) < this.o.perAgent;
+  }
+
+  /**
+   * Listening (the first call opens the connection when the server has none of its own); resolves
+   * to a mark to take just before a claim statement and to give `wait` after it came back empty.
+   */
+  async mark(): Promise<number> {
+    await this.listen();
+    return this.heard;
+  }
+
+  /**
+   * Resolves when a hint wakes this waiter, or after `ms`, or on `signal`. A hint heard since `since`
+   * (a `mark()` taken before the claim that found nothing) that the agent may take ends it at once:
+   * the claim's snapshot may have missed that work. Call `passOn` with the hint when the claim that
+   * followed a wake came back empty.
+   */
+  async wait(who: Claimant, reach: WaiterReach, since: number, ms: number, signal?: AbortSignal): Promise<WaitEnd> {
+    await this.listen();
+    if (signal?.aborted || this.closed) return { woken: false };
+    const missed = this.heardSince(since, who, reach);
+    if (missed) return { woken: true, wake: missed };
+    return new Promise((resolve) => {
+      const done = (end: WaitEnd) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', abort);
+        if (this.waiting.delete(w)) this.counted(who.agentId, -1);
+        resolve(end);
+      };
+      const abort = () => done({ woken: false });
+      const w: Waiter = { who, reach, wake: (wake) => done({ woken: true, wake }), stop: abort };
+      const timer = setTimeout(abort, ms);
+      signal?.addEventListener('abort', abort, { once: true });
+      this.waiting.add(w);
+      this.counted(who.agentId, +1);
+    });
+  }
+
+  /** `who` was woken by `wake` and claimed nothing: its turn goes to the next waiter covering the group that has not tried it. */
+  passOn(who: Claimant, wake: Wake): void {
+    wake.tried.add(who);
+    if (wake.hint?.group) this.dispatch({ hint: { ...wake.hint, count: 1 }, tried: wake.tried });
+  }
+
+  /** Ends every wait (they answer with nothing) and stops listening. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const w of [...this.waiting]) w.stop();
+    this.unsubscribe?.();
+    if (this.own) await this.listener?.stop();
+    this.listener = undefined;
+  }
+
+  private listen(): Promise<void> {
+    this.starting ??= (async () => {
+      this.own = !this.o.listener;
+      this.listener = this.o.listener ?? new ReadyListener({ url: this.o.databaseUrl, log: this.o.log, channels: [READY_CHANNEL] });
+      this.unsubscribe = this.listener.subscribe((payload) => {
+        const wake: Wake = { hint: payload === undefined ? null : readyHintParse(payload), tried: new WeakSet() };
+        this.recent.push({ seq: ++this.heard, wake });
+        if (this.recent.length > RECENT_MAX) this.recent.shift();
+        this.dispatch(wake);
+      }, READY_CHANNEL);
+      if (this.own) await this.listener.start();
+    })();
+    return this.starting;
+  }
+
+  private heardSince(since: number, who: Claimant, reach: WaiterReach): Wake | undefined {
+    if (since >= this.heard) return undefined;
+    // More hints than are kept came meanwhile: one of them may have been for this agent.
+    if (this.recent.length === 0 || this.recent[0]!.seq > since + 1) return { hint: null, tried: new WeakSet() };
+    return this.recent.find((r) => r.seq > since && !r.wake.tried.has(who) && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))?.wake;
+  }
+
+  private counted(agentId: string, by: number): void {
+    const n = (this.perAgent.get(agentId) ?? 0) + by;
+    if (n > 0) this.perAgent.set(agentId, n);
+    else this.perAgent.delete(agentId);
+  }
+
+  /**
+   * Wake `count` waiters covering the hint's group that have not tried it, oldest first; a hint
+   * without a group (a reconnect, a payload naming none) wakes all of them.
+   */
+  private dispatch(wake: Wake): void {
+    const group = wake.hint?.group;
+    let left = group ? wake.hint!.count : Infinity;
+    for (const w of [...this.waiting]) {
+      if (left <= 0) break;
+      if (group && (!covers(w.reach, group) || wake.tried.has(w.who))) continue;
+      w.wake(wake);
+      left--;
+    }
+  }
+}
+
+/**
+ * True when an agent with `reach` may take tasks of `group`, as far as the claim's own check goes
+ * without the database: the group's capabilities are the agent's, and a group naming models shares
+ * one with the agent (or the agent takes any). Budgets, limits and pauses are left to the claim.
+ */
+export function covers(reach: WaiterReach, group: { capabilities: readonly string[]; models: readonly string[] }): boolean {
+  if (!group.capabilities.every((c) => reach.capabilities.includes(c))) return false;
+  return group.models.length === 0 || reach.models.includes('*') || group.models.some((m) => reach.models.includes(m));
+}

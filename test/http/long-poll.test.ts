@@ -1,0 +1,123 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { testDatabase } from '../helpers/db.js';
+import { testHttp } from '../helpers/http.js';
+import { dagCreate, databaseReset } from '../helpers/factories.js';
+import { eventually } from '../helpers/wait.js';
+import { CLAIM_WAIT_DEFAULTS } from '../../src/config/index.js';
+
+const database = await testDatabase();
+const { db } = database;
+const http = await testHttp(database);
+beforeEach(() => databaseReset(db));
+
+/** A figure of this server's /metrics (0 when absent). */
+async function metric(name: string, labels = ''): Promise<number> {
+  const r = await http.call('GET', '/metrics');
+  const line = (r.body as string).split('\n').find((l) => l.startsWith(`${name}${labels ? `{${labels}}` : ''} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+const claims = async () => ({ empty: await metric('dagent_claims_total', 'result="empty"'), claimed: await metric('dagent_claims_total', 'result="claimed"') });
+
+async function agent(id: string, capabilities: string[]): Promise<string> {
+  const token = await http.agentToken(id, capabilities);
+  expect((await http.call('POST', '/api/agents', { token, body: { id, type: 'w', capabilities, max_concurrent: 8 } })).status).toBe(201);
+  return token;
+}
+
+function longPoll(id: string, token: string, waitSec: number, signal?: AbortSignal) {
+  return fetch(`${http.url}/api/agents/${id}/claim`, {
+    method: 'POST', signal, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ wait_sec: waitSec }),
+  }).then(async (r) => ({ status: r.status, tasks: ((await r.json()) as { tasks: Array<{ key: string }> }).tasks }));
+}
+
+const waiting = (n: number) => eventually(`${n} claims waiting`, async () => (await metric('dagent_claims_waiting')) === n);
+
+describe('long-poll claims (wait_sec)', () => {
+  it('wait for READY work the agent can take, and claim only when it comes: work for others wakes only them', async () => {
+    const shellToken = await agent('lp-shell', ['shell']);
+    const gpuToken = await agent('lp-gpu', ['gpu']);
+    const before = await claims();
+    const shell = longPoll('lp-shell', shellToken, 25);
+    const gpu = longPoll('lp-gpu', gpuToken, 25);
+    await waiting(2);
+    await dagCreate(db, 'name: g\ntasks:\n  train: { type: w, spec: { constraints: { capabilities: [gpu] } } }\n');
+    const g = await gpu;
+    expect(g.tasks.map((t) => t.key)).toEqual(['train']);
+    // The gpu task's hint went by the shell agent's claim without waking it: still waiting, no claim statement run.
+    expect(await metric('dagent_claims_waiting')).toBe(1);
+    await dagCreate(db, 'name: s\ntasks:\n  build: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
+    const s = await shell;
+    expect(s.tasks.map((t) => t.key)).toEqual(['build']);
+    const after = await claims();
+    // One empty claim each, when they came in; then one claim each, when their work came.
+    expect(after.empty - before.empty).toBe(2);
+    expect(after.claimed - before.claimed).toBe(2);
+  });
+
+  it('one READY task wakes one of several waiting agents; the others time out without another claim', async () => {
+    const ids = ['lp-a', 'lp-b', 'lp-c'];
+    const tokens = await Promise.all(ids.map((id) => agent(id, ['shell'])));
+    const before = await claims();
+    const polls = ids.map((id, i) => longPoll(id, tokens[i]!, 3));
+    await waiting(3);
+    await dagCreate(db, 'name: one\ntasks:\n  only: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
+    const answers = await Promise.all(polls);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(answers.flatMap((a) => a.tasks.map((t) => t.key))).toEqual(['only']);
+    const after = await claims();
+    expect(after.empty - before.empty).toBe(3);
+    expect(after.claimed - before.claimed).toBe(1);
+  });
+
+  it('a woken agent that cannot take the task (at its max_concurrent) hands its turn to the next waiting agent', async () => {
+    const fullToken = await http.agentToken('lp-full', ['shell']);
+    await http.call('POST', '/api/agents', { token: fullToken, body: { id: 'lp-full', type: 'w', capabilities: ['shell'], max_concurrent: 1 } });
+    const nextToken = await agent('lp-next', ['shell']);
+    await dagCreate(db, 'name: held\ntasks:\n  held: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
+    expect((await http.call('POST', '/api/agents/lp-full/claim', { token: fullToken, body: {} })).body.tasks).toHaveLength(1);
+    const before = await claims();
+    const full = longPoll('lp-full', fullToken, 3);
+    await waiting(1);
+    const next = longPoll('lp-next', nextToken, 25);
+    await waiting(2);
+    await dagCreate(db, 'name: more\ntasks:\n  more: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
+    // The first in line is woken first, claims nothing, and passes the hint on: the next one claims at once.
+    expect((await next).tasks.map((t) => t.key)).toEqual(['more']);
+    expect((await full).tasks).toEqual([]);
+    const after = await claims();
+    expect(after.claimed - before.claimed).toBe(1);
+    expect(after.empty - before.empty).toBe(3);
+  });
+
+  it('a client that hangs up stops waiting', async () => {
+    const token = await agent('lp-gone', ['shell']);
+    const gone = new AbortController();
+    const poll = longPoll('lp-gone', token, 25, gone.signal).catch((e: Error) => e);
+    await waiting(1);
+    gone.abort();
+    expect(await poll).toBeInstanceOf(Error);
+    await waiting(0);
+  });
+
+  it(`an agent keeps at most ${CLAIM_WAIT_DEFAULTS.waitingPerAgent} claims waiting; one more answers at once`, async () => {
+    const token = await agent('lp-many', ['shell']);
+    const n = CLAIM_WAIT_DEFAULTS.waitingPerAgent;
+    const polls = Array.from({ length: n }, () => longPoll('lp-many', token, 25));
+    await waiting(n);
+    const extra = await longPoll('lp-many', token, 25);
+    expect(extra).toEqual({ status: 200, tasks: [] });
+    expect(await metric('dagent_claims_waiting')).toBe(n);
+    await dagCreate(db, `name: n\ntasks:\n${Array.from({ length: n }, (_, i) => `  t${i}: { type: w, spec: { constraints: { capabilities: [shell] } } }`).join('\n')}\n`);
+    expect((await Promise.all(polls)).flatMap((p) => p.tasks).length).toBe(n);
+  });
+
+  it('refuses a wait longer than the ceiling, naming the field, and claims nothing', async () => {
+    const token = await agent('lp-long', ['shell']);
+    await dagCreate(db, 'name: x\ntasks:\n  t: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
+    const r = await http.call('POST', '/api/agents/lp-long/claim', { token, body: { wait_sec: CLAIM_WAIT_DEFAULTS.waitMaxSec + 1 } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toMatch(/wait_sec/);
+    expect((await http.call('POST', '/api/agents/lp-long/claim', { token, body: {} })).body.tasks).toHaveLength(1);
+  });
+});
