@@ -299,15 +299,21 @@ class Agent:
                     log.error("%s: %s", self.id, e)
                     return 1
                 log.warning("%s: claim failed (%s); retrying", self.id, e)
-            except (urllib.error.URLError, ConnectionError) as e:
+            except OSError as e:  # URLError, a refused or reset connection, a read timeout
                 log.warning("%s: server unreachable (%s); retrying", self.id, e)
+            if tasks and self.stopping:
+                # Stopped while the claim waited: give the task back at once rather than run it into the grace period.
+                first = Task.from_json(tasks[0])
+                self._report(first, "release", reason="agent shutting down")
+                break
             if not tasks:
                 idle = time.monotonic() - idle_since
                 if self.exit_when_idle is not None and idle >= self.exit_when_idle:
                     log.info("%s: idle for %.1f s, exiting", self.id, idle)
                     break
-                if "wait_sec" not in body or time.monotonic() - now < 0.05:
-                    self._sleep(self.poll_sec)  # no wait on the server (or it answered at once: an error, a ceiling)
+                if "wait_sec" not in body or time.monotonic() - now < min(wait, 1.0):
+                    # No wait on the server, or it answered well before the wait (an error, its ceiling): pause.
+                    self._sleep(self.poll_sec)
                 continue
             self._run_one(Task.from_json(tasks[0]))
             done += 1

@@ -134,6 +134,11 @@ export const AGENT_TOKEN_DEFAULTS = {
  */
 export const CLAIM_WAIT_DEFAULTS = {
   waitMaxSec: 30,
+  /**
+   * A waiting claim whose agent covers READY work it could not take (a concurrency key at its limit, its budget,
+   * a row another claim held) claims again this often (± 20 %): nothing announces when that changes.
+   */
+  blockedRecheckSec: 2,
   waitingPerAgent: 4,
   waitingMax: 10_000,
 } as const;

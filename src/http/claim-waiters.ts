@@ -38,6 +38,7 @@ interface Waiter {
 export class ClaimWaiters {
   private readonly waiting = new Set<Waiter>();
   private readonly perAgent = new Map<string, number>();
+  private inFlight = 0;
   /** Hints heard so far, and the latest RECENT_MAX of them: a claim checks those that came while it ran. */
   private heard = 0;
   private readonly recent: Array<{ seq: number; wake: Wake }> = [];
@@ -53,13 +54,29 @@ export class ClaimWaiters {
    */
   constructor(private readonly o: { databaseUrl: string; log?: Logger; listener?: ReadyListener; perAgent: number; max: number }) {}
 
+  /** Long polls under way on this node: waiting, or claiming between two waits. */
   get size(): number {
-    return this.waiting.size;
+    return this.inFlight;
   }
 
-  /** Whether another claim of `agentId` may wait now (its own and the node's ceilings). */
-  mayWait(agentId: string): boolean {
-    return !this.closed && this.waiting.size < this.o.max && (this.perAgent.get(agentId) ?? 0) < this.o.perAgent;
+  /**
+   * A long poll of `agentId` begins, within its own and the node's ceilings (false: it may not
+   * wait now). Counted until `leave`, its claims between waits included, so re-waiting after a
+   * wake can never take it past them.
+   */
+  enter(agentId: string): boolean {
+    const mine = this.perAgent.get(agentId) ?? 0;
+    if (this.closed || this.inFlight >= this.o.max || mine >= this.o.perAgent) return false;
+    this.perAgent.set(agentId, mine + 1);
+    this.inFlight++;
+    return true;
+  }
+
+  leave(agentId: string): void {
+    const mine = (this.perAgent.get(agentId) ?? 0) - 1;
+    if (mine > 0) this.perAgent.set(agentId, mine);
+    else this.perAgent.delete(agentId);
+    this.inFlight--;
   }
 
   /**
@@ -86,7 +103,7 @@ export class ClaimWaiters {
       const done = (end: WaitEnd) => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', abort);
-        if (this.waiting.delete(w)) this.counted(who.agentId, -1);
+        this.waiting.delete(w);
         resolve(end);
       };
       const abort = () => done({ woken: false });
@@ -94,7 +111,6 @@ export class ClaimWaiters {
       const timer = setTimeout(abort, ms);
       signal?.addEventListener('abort', abort, { once: true });
       this.waiting.add(w);
-      this.counted(who.agentId, +1);
     });
   }
 
@@ -133,12 +149,6 @@ export class ClaimWaiters {
     // More hints than are kept came meanwhile: one of them may have been for this agent.
     if (this.recent.length === 0 || this.recent[0]!.seq > since + 1) return { hint: null, tried: new WeakSet() };
     return this.recent.find((r) => r.seq > since && !r.wake.tried.has(who) && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))?.wake;
-  }
-
-  private counted(agentId: string, by: number): void {
-    const n = (this.perAgent.get(agentId) ?? 0) + by;
-    if (n > 0) this.perAgent.set(agentId, n);
-    else this.perAgent.delete(agentId);
   }
 
   /**

@@ -67,7 +67,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   const claimWaiters = new ClaimWaiters({
     databaseUrl: o.databaseUrl, log, listener: o.listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
   });
-  metrics.processGauge('dagent_claims_waiting', 'HTTP claims waiting on this node for READY work (wait_sec)', () => claimWaiters.size);
+  metrics.processGauge('dagent_claims_waiting', 'HTTP long-poll claims (wait_sec) under way on this node', () => claimWaiters.size);
 
   // Security headers on every answer (the dashboard's pages above all): only its own scripts, styles and
   // connections, never framed (clickjacking), no content-type sniffing, no referrer leaking tokens in URLs.

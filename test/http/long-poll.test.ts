@@ -1,7 +1,9 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
-import { dagCreate, databaseReset } from '../helpers/factories.js';
+import { sql } from 'drizzle-orm';
+import { dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { tokenRevoke } from '../../src/engine/tokens.js';
 import { eventually } from '../helpers/wait.js';
 import { CLAIM_WAIT_DEFAULTS } from '../../src/config/index.js';
 
@@ -88,6 +90,44 @@ describe('long-poll claims (wait_sec)', () => {
     const after = await claims();
     expect(after.claimed - before.claimed).toBe(1);
     expect(after.empty - before.empty).toBe(3);
+  });
+
+  it('a woken claim that takes a more urgent task of another group hands the hint on to an agent for the first', async () => {
+    const wideToken = await agent('lp-wide', ['x']);
+    const plainToken = await agent('lp-plain', []);
+    const wide = longPoll('lp-wide', wideToken, 25);
+    await waiting(1);
+    const plain = longPoll('lp-plain', plainToken, 25);
+    await waiting(2);
+    // One statement makes both READY; hints go out in key order, so the plain group's ('') comes first and wakes
+    // lp-wide (first in line, and it covers it too), whose claim takes the more urgent x task. The x hint found no
+    // one else to wake. The plain task is still READY, so lp-wide's turn goes on to lp-plain.
+    await dagCreate(db, 'name: mixed\ntasks:\n  plain: { type: w, priority: 60 }\n  urgent: { type: w, priority: 10, spec: { constraints: { capabilities: [x] } } }\n');
+    expect((await wide).tasks.map((t) => t.key)).toEqual(['urgent']);
+    expect((await plain).tasks.map((t) => t.key)).toEqual(['plain']);
+  });
+
+  it('READY work held back by a concurrency key is claimed again when the key frees, though no hint announces it', async () => {
+    const holderToken = await agent('lp-holder', ['shell']);
+    const nextToken = await agent('lp-keyed', ['shell']);
+    await dagCreate(db, 'name: keyed\nconcurrency: { key: repo, limit: 1 }\ntasks:\n  k1: { type: w, priority: 10, spec: { constraints: { capabilities: [shell] } } }\n  k2: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
+    const [held] = (await http.call('POST', '/api/agents/lp-holder/claim', { token: holderToken, body: { start: true } })).body.tasks;
+    expect(held.key).toBe('k1');
+    const keyed = longPoll('lp-keyed', nextToken, 25);
+    await waiting(1);
+    expect((await http.call('POST', `/api/tasks/${held.id}/complete`, { token: holderToken, body: { fence: held.fence, output: 1 } })).status).toBe(200);
+    expect((await keyed).tasks.map((t) => t.key)).toEqual(['k2']);
+  });
+
+  it('a token revoked while its claim waits claims nothing more', async () => {
+    const token = await agent('lp-revoked', ['shell']);
+    const poll = longPoll('lp-revoked', token, 25);
+    await waiting(1);
+    const [row] = await rowsOf<{ id: string }>(db, sql`select id from api_tokens where agent_id = 'lp-revoked' and revoked_at is null`);
+    await tokenRevoke(db, row!.id);
+    await dagCreate(db, 'name: after\ntasks:\n  t: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
+    expect((await poll).tasks).toEqual([]);
+    expect(await taskStatusByKey(db, (await rowsOf<{ id: string }>(db, sql`select id from dags where name = 'after'`))[0]!.id)).toEqual({ t: 'ready' });
   });
 
   it('a client that hangs up stops waiting', async () => {

@@ -189,14 +189,14 @@ describe('completion racing edge insertion', () => {
     }
   });
 
-  // The narrow window, made wide: a batch completion of [v, up] takes its snapshot, then waits on v's row
-  // (held by another transaction) while the spawn adds the edge up → k and commits. When it reaches up, the
-  // edge is not in its snapshot; up's row tells it that dependents were added late, and it recounts them.
-  it('a completion whose snapshot predates the edge still unblocks the new dependent, at once', async () => {
+  /**
+   * Tasks v, up and parent claimed by `agentId`; another transaction holds v's row, and a batch completion of
+   * `order` (v and up) has taken its snapshot and waits on v. `release` lets it go on.
+   */
+  async function completionHeldOnV(agentId: string, order: Array<'v' | 'up'>) {
     const dagId = await dagCreate(db, 'name: late\ntasks:\n  v: { type: t }\n  up: { type: t }\n  parent: { type: t }\n');
-    await agentCreate(db, 'race-2');
-    const claimed = await taskClaim(db, 'race-2', { limit: 3 });
-    const byKey = new Map(claimed.map((t) => [t.key, t]));
+    await agentCreate(db, agentId);
+    const byKey = new Map((await taskClaim(db, agentId, { limit: 3 })).map((t) => [t.key, t]));
     let release!: () => void;
     const holding = new Promise<void>((r) => { release = r; });
     let held!: () => void;
@@ -207,46 +207,37 @@ describe('completion racing edge insertion', () => {
       await holding;
     });
     await isHeld;
-    const completing = taskCompleteMany(db, ['v', 'up'].map((k) => ({ taskId: byKey.get(k)!.id, fence: byKey.get(k)!.fence, output: k })));
-    await eventually('the completion waiting on v', async () => (await rows<{ n: number }>(sql`
-      select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%jsonb_to_recordset%'`))[0]!.n === 1);
+    const completing = taskCompleteMany(db, order.map((k) => ({ taskId: byKey.get(k)!.id, fence: byKey.get(k)!.fence, output: k })));
+    await lockWaiters(1);
     const parent = byKey.get('parent')!;
-    await taskSpawn(db, { taskId: parent.id, fence: parent.fence }, [{ key: 'k', type: 't', depends_on: ['up'] }]);
-    release();
-    await holder;
-    const done = await completing;
-    expect(done.completed.sort()).toEqual([byKey.get('v')!.id, byKey.get('up')!.id].sort());
-    expect(await taskStatusByKey(db, dagId)).toMatchObject({ up: 'completed', 'parent/k': 'ready' });
-    const [k] = await rows<{ deps_remaining: number }>(sql`select deps_remaining from tasks where dag_id = ${dagId} and key = 'parent/k'`);
+    return { dagId, byKey, parentRef: { taskId: parent.id, fence: parent.fence }, completing, release: async () => { release(); await holder; } };
+  }
+  const lockWaiters = (n: number) => eventually(`${n} statements waiting on a row lock`, async () => (await rows<{ n: number }>(sql`
+    select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.n === n);
+
+  // The narrow window, made wide: a batch completion of [v, up] takes its snapshot, then waits on v's row
+  // while the spawn adds the edge up → k and commits. When it reaches up, the edge is not in its snapshot;
+  // up's row tells it that dependents were added late, and it recounts them.
+  it('a completion whose snapshot predates the edge still unblocks the new dependent, at once', async () => {
+    const r = await completionHeldOnV('race-2', ['v', 'up']);
+    await taskSpawn(db, r.parentRef, [{ key: 'k', type: 't', depends_on: ['up'] }]);
+    await r.release();
+    const done = await r.completing;
+    expect(done.completed.sort()).toEqual([r.byKey.get('v')!.id, r.byKey.get('up')!.id].sort());
+    expect(await taskStatusByKey(db, r.dagId)).toMatchObject({ up: 'completed', 'parent/k': 'ready' });
+    const [k] = await rows<{ deps_remaining: number }>(sql`select deps_remaining from tasks where dag_id = ${r.dagId} and key = 'parent/k'`);
     expect(k!.deps_remaining).toBe(0);
   });
 
   it('a spawn that finds its upstream mid-completion waits for it, and creates the dependent READY', async () => {
-    const dagId = await dagCreate(db, 'name: late\ntasks:\n  v: { type: t }\n  up: { type: t }\n  parent: { type: t }\n');
-    await agentCreate(db, 'race-3');
-    const claimed = await taskClaim(db, 'race-3', { limit: 3 });
-    const byKey = new Map(claimed.map((t) => [t.key, t]));
-    let release!: () => void;
-    const holding = new Promise<void>((r) => { release = r; });
-    let held!: () => void;
-    const isHeld = new Promise<void>((r) => { held = r; });
-    const holder = withTx(db, async (tx) => {
-      await tx.execute(sql`select id from tasks where id = ${byKey.get('v')!.id} for update`);
-      held();
-      await holding;
-    });
-    await isHeld;
-    // This time up comes first: the completion holds up's row while it waits on v.
-    const completing = taskCompleteMany(db, ['up', 'v'].map((k) => ({ taskId: byKey.get(k)!.id, fence: byKey.get(k)!.fence, output: k })));
-    await eventually('the completion waiting on v', async () => (await rows<{ n: number }>(sql`
-      select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%jsonb_to_recordset%'`))[0]!.n === 1);
-    const parent = byKey.get('parent')!;
-    const spawning = taskSpawn(db, { taskId: parent.id, fence: parent.fence }, [{ key: 'k', type: 't', depends_on: ['up'] }]);
-    release();
-    await holder;
-    await completing;
+    // This time up comes first: the completion holds up's row while it waits on v, and the spawn waits on up.
+    const r = await completionHeldOnV('race-3', ['up', 'v']);
+    const spawning = taskSpawn(db, r.parentRef, [{ key: 'k', type: 't', depends_on: ['up'] }]);
+    await lockWaiters(2);
+    await r.release();
+    await r.completing;
     const [child] = (await spawning).children;
     expect(child!.status).toBe('ready');
-    expect(await taskStatusByKey(db, dagId)).toMatchObject({ up: 'completed', 'parent/k': 'ready' });
+    expect(await taskStatusByKey(db, r.dagId)).toMatchObject({ up: 'completed', 'parent/k': 'ready' });
   });
 });

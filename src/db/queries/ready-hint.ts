@@ -1,16 +1,17 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { READY_CHANNEL } from './run.js';
+import type { Db } from '../connection.js';
+import { READY_CHANNEL, rowsOf, textArray } from './run.js';
 
 /**
  * The payload of a READY notification: how many tasks of one claim group became READY, and the
- * group (`<count> <cap_key>`), so a node's waiting HTTP claims wake only agents that can take them
+ * group (`<count>/<µs> <cap_key>`), so a node's waiting HTTP claims wake only agents that can take them
  * (http/claim-waiters.ts). A payload without a group (an empty one, or one whose key would not fit
  * in a NOTIFY) means "something became READY": everyone wakes. Decided in docs/architecture.md#notify.
  */
 export interface ReadyHint {
   count: number;
   /** Null: any group. */
-  group: { capabilities: string[]; models: string[] } | null;
+  group: { key: string; capabilities: string[]; models: string[] } | null;
 }
 
 /** NOTIFY payloads are at most 8,000 bytes; a key longer than this is announced without its group. */
@@ -19,20 +20,48 @@ const KEY_BYTES_MAX = 7_000;
 /**
  * One NOTIFY per claim group among `source`'s rows (a CTE with `status` and `cap_key`) that are
  * READY, as an expression that counts them; nothing when none is. PostgreSQL folds identical
- * payloads of one transaction into one, which only merges hints that wake the same waiters.
+ * payloads of one transaction into one (a bulk dead-letter retry makes the same group READY
+ * statement after statement), so each payload carries the clock in microseconds after its count
+ * (`<count>/<µs> <cap_key>`), which keeps them apart. Sent in key order.
  */
 export function readyNotifySql(source: SQL): SQL {
   return sql`(select count(*) from (
-    select pg_notify(${READY_CHANNEL}, case when octet_length(g.cap_key) > ${KEY_BYTES_MAX} then g.n::text else g.n::text || ' ' || g.cap_key end)
-    from (select cap_key, count(*) as n from ${source} where status = 'ready' group by cap_key) g) x)`;
+    select pg_notify(${READY_CHANNEL}, g.n::text || '/' || (extract(epoch from clock_timestamp()) * 1e6)::bigint::text
+      || case when octet_length(g.cap_key) > ${KEY_BYTES_MAX} then '' else ' ' || g.cap_key end)
+    from (select cap_key, count(*) as n from ${source} where status = 'ready' group by cap_key order by cap_key) g) x)`;
+}
+
+/**
+ * Whether any task of claim group `capKey` is READY: a woken claim's turn goes on only while
+ * there is still something to take. One probe of tasks_ready_group_idx.
+ */
+export async function readyInGroup(db: Db, capKey: string): Promise<boolean> {
+  const [r] = await rowsOf<{ ready: boolean }>(db, sql`select exists (select 1 from tasks where status = 'ready' and cap_key = ${capKey}) as ready`);
+  return r?.ready ?? false;
+}
+
+/**
+ * Whether a task is READY in a claim group an agent with these capabilities and models covers,
+ * as the claim's own group check reads it (budgets, limits and pauses aside). After a claim that
+ * found nothing, true means the work is there but was not for this agent now (a concurrency key,
+ * its budget, a row another claim held), and no hint will say when that changes.
+ */
+export async function readyForReach(db: Db, capabilities: readonly string[], models: readonly string[]): Promise<boolean> {
+  const [r] = await rowsOf<{ ready: boolean }>(db, sql`
+    select exists (
+      select 1 from capability_groups g
+      where g.capabilities <@ ${textArray(capabilities)}
+        and (cardinality(g.models) = 0 or g.models && ${textArray(models)} or '*' = any(${textArray(models)}))
+        and exists (select 1 from tasks t where t.status = 'ready' and t.cap_key = g.cap_key)) as ready`);
+  return r?.ready ?? false;
 }
 
 /** The hint a payload carries; null for one that names nothing (wake everyone). */
 export function readyHintParse(payload: string): ReadyHint | null {
-  const m = /^(\d+)(?: (.*))?$/s.exec(payload);
+  const m = /^(\d+)(?:\/\d+)?(?: (.*))?$/s.exec(payload);
   if (!m) return null;
   const count = Number(m[1]);
   if (m[2] === undefined) return { count, group: null };
   const [caps, models] = m[2].split(' models=');
-  return { count, group: { capabilities: caps ? caps.split(',') : [], models: models ? models.split(',') : [] } };
+  return { count, group: { key: m[2], capabilities: caps ? caps.split(',') : [], models: models ? models.split(',') : [] } };
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { agentBeat, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/agents.js';
 import { taskClaim } from '../../engine/claim.js';
@@ -15,7 +15,7 @@ import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
 import { reportFailure, reportProgress, reportSpend } from '../../engine/report-schemas.js';
 import type { HttpDeps } from '../deps.js';
-import type { Claimant, WaiterReach } from '../claim-waiters.js';
+import { claimWhenReady } from '../long-poll.js';
 
 const spend = reportSpend;
 
@@ -23,33 +23,6 @@ const spend = reportSpend;
 function actingAs(p: Principal | null, agentId: string): void {
   if (p?.role === 'agent' && p.agentId !== agentId) {
     throw new ForbiddenError(`token ${p.tokenId} acts as agent ${p.agentId}, not ${agentId}`, { agentId });
-  }
-}
-
-/**
- * A long poll: wait for READY hints this agent can take (claim-waiters.ts), claiming after each, until it
- * claims something, `waitSec` pass or the client hangs up. Between hints, no claim statement runs.
- */
-async function claimWhenReady<T>(
-  d: HttpDeps, who: Claimant, reach: WaiterReach, since: number, waitSec: number, reply: FastifyReply, claim: () => Promise<T[]>,
-): Promise<T[]> {
-  if (!d.claimWaiters.mayWait(who.agentId)) return [];
-  const deadline = Date.now() + waitSec * 1000;
-  const gone = new AbortController();
-  const hangUp = () => gone.abort();
-  reply.raw.once('close', hangUp);
-  try {
-    for (;;) {
-      const end = await d.claimWaiters.wait(who, reach, since, deadline - Date.now(), gone.signal);
-      if (!end.woken) return [];
-      since = await d.claimWaiters.mark();
-      const tasks = await claim();
-      if (tasks.length > 0 || gone.signal.aborted) return tasks;
-      d.claimWaiters.passOn(who, end.wake);
-      if (Date.now() >= deadline) return [];
-    }
-  } finally {
-    reply.raw.off('close', hangUp);
   }
 }
 
@@ -131,7 +104,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     let tasks = await claim();
     if (tasks.length === 0 && body?.wait_sec) {
       const reach = { capabilities: capabilities ?? agent!.capabilities, models: agent!.models };
-      tasks = await claimWhenReady(d, { agentId: params.id! }, reach, since, body.wait_sec, reply, claim);
+      tasks = await claimWhenReady(d, { who: { agentId: params.id! }, reach, since, waitSec: body.wait_sec, tokenId: principal?.tokenId, reply, claim });
     }
     // One task claimed: its attempt's trace context also as the W3C header, for clients that propagate headers.
     if (tasks.length === 1) reply.header('traceparent', tasks[0]!.traceparent);
