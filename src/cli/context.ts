@@ -66,7 +66,7 @@ async function databaseOpenError(e: unknown, url: string | undefined, dataDir: s
 export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => Promise<T>): Promise<T> {
   const [{ configFromEnv }, { databaseOpen }] = await Promise.all([import('../config/index.js'), import('../db/connection.js')]);
   const cfg = configFromEnv(ctx.io.env);
-  const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, schema: cfg.dbSchema, log: ctx.log }).catch(async (e: unknown) => {
+  const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, schema: cfg.dbSchema, poolSize: cfg.dbPool, log: ctx.log }).catch(async (e: unknown) => {
     throw await databaseOpenError(e, cfg.databaseUrl, cfg.dataDir);
   });
   // Traces only when the OTEL_* variables ask for them: the SDK is not even loaded otherwise.

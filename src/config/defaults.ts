@@ -17,6 +17,11 @@ export const CONFIG_DEFAULTS = {
    * Migrations run without it.
    */
   dbQueryTimeoutSec: 60,
+  /**
+   * Connections in a process's pool (DAGENT_DB_POOL): the most it holds at PostgreSQL besides its one LISTEN
+   * connection, however many HTTP agents, long polls and event-stream subscribers it serves.
+   */
+  dbPool: 10,
   /** Where the embedded server keeps its data (DAGENT_DATA_DIR), relative to the working directory. */
   dataDir: '.dagent',
   /** Log level (DAGENT_LOG_LEVEL) of long-running processes and of loggers an embedding program does not pass in. */

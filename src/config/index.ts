@@ -74,6 +74,8 @@ export const configSchema = z.object({
    * addresses (DAGENT_WEBHOOK_ALLOW_HOSTS, comma-separated names or addresses). Default none.
    */
   webhookAllowHosts: z.array(z.string().min(1)).default([]),
+  /** Connections in this process's pool (DAGENT_DB_POOL), besides its one LISTEN connection. */
+  dbPool: z.coerce.number().int().min(2).max(1000).default(CONFIG_DEFAULTS.dbPool),
   /** The PostgreSQL schema of dagent's tables (DAGENT_DB_SCHEMA): a plain lower-case identifier. */
   dbSchema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'expected a plain lower-case identifier (letters, digits, _), at most 63 characters' })
     // pg_ names are PostgreSQL's own; public and information_schema are where an application's tables and the catalog live.
@@ -106,11 +108,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     fileRoots: env.DAGENT_FILE_ROOTS ? env.DAGENT_FILE_ROOTS.split(',').map((r) => r.trim()).filter(Boolean) : undefined,
     webhookAllowHosts: env.DAGENT_WEBHOOK_ALLOW_HOSTS ? env.DAGENT_WEBHOOK_ALLOW_HOSTS.split(',').map((h) => h.trim()).filter(Boolean) : undefined,
     dbSchema: env.DAGENT_DB_SCHEMA || undefined,
+    dbPool: env.DAGENT_DB_POOL || undefined,
     retentionSec: env.DAGENT_RETENTION || undefined,
     agentInstance: env.DAGENT_AGENT_INSTANCE || undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', dbPool: 'DAGENT_DB_POOL', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }

@@ -55,7 +55,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
   // Every connection resolves dagent's unqualified table names in its own schema, and only there:
   // an application's tables of the same names in the database are never touched.
   const pool = new pg.Pool({
-    connectionString: url, max: opts.poolSize ?? 10, options: `-c search_path=${identifierQuote(dbSchema)}`,
+    connectionString: url, max: opts.poolSize ?? CONFIG_DEFAULTS.dbPool, options: `-c search_path=${identifierQuote(dbSchema)}`,
     connectionTimeoutMillis: (opts.connectTimeoutSec ?? CONFIG_DEFAULTS.dbConnectTimeoutSec) * 1000,
     query_timeout: (opts.queryTimeoutSec ?? CONFIG_DEFAULTS.dbQueryTimeoutSec) * 1000,
     keepAlive: true,

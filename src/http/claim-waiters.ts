@@ -30,9 +30,8 @@ interface Waiter {
  * wait here, on the node's one LISTEN connection, for a READY hint naming work their agent may
  * take. A hint names a claim group and how many of its tasks became READY; it wakes that many of
  * the waiters whose agent covers the group, oldest first, so one READY task costs one claim
- * statement, not one per waiting agent. A woken waiter that claims nothing (another node's agent
- * was faster, its budget or a concurrency key said no) hands its turn to the next (`passOn`).
- * A hint without a group, and every reconnect of the LISTEN connection (hints sent meanwhile are
+ * statement, not one per waiting agent. Once a woken waiter's claim is done, its turn may go on
+ * to the next (`passOn`; the long poll decides, http/long-poll.ts). A hint without a group, and every reconnect of the LISTEN connection (hints sent meanwhile are
  * lost), wakes everyone.
  */
 export class ClaimWaiters {
@@ -91,8 +90,7 @@ export class ClaimWaiters {
   /**
    * Resolves when a hint wakes this waiter, or after `ms`, or on `signal`. A hint heard since `since`
    * (a `mark()` taken before the claim that found nothing) that the agent may take ends it at once:
-   * the claim's snapshot may have missed that work. Call `passOn` with the hint when the claim that
-   * followed a wake came back empty.
+   * the claim's snapshot may have missed that work.
    */
   async wait(who: Claimant, reach: WaiterReach, since: number, ms: number, signal?: AbortSignal): Promise<WaitEnd> {
     await this.listen();
@@ -114,7 +112,7 @@ export class ClaimWaiters {
     });
   }
 
-  /** `who` was woken by `wake` and claimed nothing: its turn goes to the next waiter covering the group that has not tried it. */
+  /** `who` was woken by `wake` and is done with it: the turn goes to the next waiter covering the group that has not tried it. */
   passOn(who: Claimant, wake: Wake): void {
     wake.tried.add(who);
     if (wake.hint?.group) this.dispatch({ hint: { ...wake.hint, count: 1 }, tried: wake.tried });

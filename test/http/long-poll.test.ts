@@ -2,7 +2,13 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { sql } from 'drizzle-orm';
-import { dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import pg from 'pg';
+import { READY_CHANNEL } from '../../src/db/queries/run.js';
+import { readyHintParse } from '../../src/db/queries/ready-hint.js';
+import { agentCreate, dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { taskClaim } from '../../src/engine/claim.js';
+import { taskFail } from '../../src/engine/failure.js';
+import { dlqBulk } from '../../src/engine/dlq.js';
 import { tokenRevoke } from '../../src/engine/tokens.js';
 import { eventually } from '../helpers/wait.js';
 import { CLAIM_WAIT_DEFAULTS } from '../../src/config/index.js';
@@ -128,6 +134,28 @@ describe('long-poll claims (wait_sec)', () => {
     await dagCreate(db, 'name: after\ntasks:\n  t: { type: w, spec: { constraints: { capabilities: [shell] } } }\n');
     expect((await poll).tasks).toEqual([]);
     expect(await taskStatusByKey(db, (await rowsOf<{ id: string }>(db, sql`select id from dags where name = 'after'`))[0]!.id)).toEqual({ t: 'ready' });
+  });
+
+  it('a bulk dead-letter retry, one transaction making one group READY entry by entry, sends a hint per task (none folded)', async () => {
+    await agentCreate(db, 'lp-breaker', ['shell']);
+    const dagId = await dagCreate(db, `name: broken\ntasks:\n${[1, 2, 3].map((i) => `  b${i}: { type: w, max_attempts: 1, spec: { constraints: { capabilities: [shell] } } }`).join('\n')}\n`);
+    for (const t of await taskClaim(db, 'lp-breaker', { limit: 3 })) {
+      await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'crash', message: 'broke', retryable: false });
+    }
+    expect(Object.values(await taskStatusByKey(db, dagId))).toEqual(['dead_lettered', 'dead_lettered', 'dead_lettered']);
+    const listener = new pg.Client({ connectionString: database.url });
+    await listener.connect();
+    try {
+      const heard: string[] = [];
+      listener.on('notification', (n) => { if (n.channel === READY_CHANNEL) heard.push(n.payload ?? ''); });
+      await listener.query(`listen ${READY_CHANNEL}`);
+      expect((await dlqBulk(db, { dagId }, 'retry')).ids).toHaveLength(3);
+      // Three statements of one transaction, three hints of the same group: PostgreSQL folds identical payloads into one.
+      await eventually('three hints', async () => heard.length >= 3);
+      expect(heard.map((h) => readyHintParse(h))).toEqual([1, 2, 3].map(() => ({ count: 1, group: { key: 'shell', capabilities: ['shell'], models: [] } })));
+    } finally {
+      await listener.end();
+    }
   });
 
   it('a client that hangs up stops waiting', async () => {
