@@ -62,26 +62,47 @@ export function pageContext() {
       cleanups.push(() => clearInterval(t));
     },
     /**
-     * Run `fn` at most every `ms`, always after the latest request; only the newest answer is applied. A load
-     * the network failed (no answer at all) is tried again, 1 s, 2 s, 4 s … up to 10 s apart, while the page is shown.
+     * Load and apply: `now()` at once, `soon()` at most every `ms`. One load at a time: asked for while one is
+     * under way, it runs once more when that one ends, however often it was asked (a 3,000-task DAG's creation
+     * events each ask; a browser given thousands of parallel fetches refuses them all), and answers arrive in
+     * order. A load the network failed (no answer) or the server could not serve (503) is tried again, 1 s, 2 s,
+     * 4 s … up to 10 s apart, while the page is shown.
      */
     refetcher: (fn, ms = REFETCH_MS) => {
       let timer;
       let retryTimer;
       let failures = 0;
-      let seq = 0;
-      const now = async () => {
-        const mine = ++seq;
+      let running = null;
+      let again = false;
+      const once = async () => {
         clearTimeout(retryTimer);
         try {
           const result = await fn.load();
           failures = 0;
-          if (ctx.alive && mine === seq) fn.apply(result);
+          if (ctx.alive) fn.apply(result);
         } catch (err) {
-          if (!ctx.alive || mine !== seq) return;
+          // A newer load is about to run: it says what is true now.
+          if (!ctx.alive || again) return;
           fn.fail?.(err);
-          if (err?.status === 0) retryTimer = setTimeout(() => void now(), Math.min(NETWORK_RETRY_MAX_MS, 1000 * 2 ** failures++));
+          if (err?.status === 0 || err?.status === 503) retryTimer = setTimeout(() => void now(), Math.min(NETWORK_RETRY_MAX_MS, 1000 * 2 ** failures++));
         }
+      };
+      const now = () => {
+        if (running) {
+          again = true;
+          return running;
+        }
+        running = (async () => {
+          try {
+            do {
+              again = false;
+              await once();
+            } while (again && ctx.alive);
+          } finally {
+            running = null;
+          }
+        })();
+        return running;
       };
       cleanups.push(() => { clearTimeout(timer); clearTimeout(retryTimer); });
       return {
