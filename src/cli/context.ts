@@ -1,7 +1,7 @@
 import { tracingWanted } from '../observability/tracing-env.js';
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LOG_LEVELS } from '../config/defaults.js';
-import type { Database } from '../db/connection.js';
+import type { Database, DirectUrlError } from '../db/connection.js';
 import type { Io } from './output.js';
 import { InvalidInputError, UnavailableError } from '../errors.js';
 
@@ -37,20 +37,26 @@ export function commandContext(io: Io, defaultLevel: string = CONFIG_DEFAULTS.co
 }
 
 /** What a failed open becomes: one line that says what could not be reached and what to do. */
-async function databaseOpenError(e: unknown, url: string | undefined, dataDir: string): Promise<Error> {
+async function databaseOpenError(e: unknown, pooledUrl: string | undefined, dataDir: string): Promise<Error> {
   const { errorMessage, isConnectionLost } = await import('../db/connection.js');
+  // An error met connecting to DATABASE_DIRECT_URL names that variable.
+  const direct = (e as DirectUrlError | undefined)?.directUrl;
+  const url = direct ?? pooledUrl;
+  const variable = direct ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL';
   const code = (e as NodeJS.ErrnoException)?.code ?? ((e as { cause?: NodeJS.ErrnoException })?.cause)?.code;
   if (url && isConnectionLost(e)) {
-    const where = (() => { try { const u = new URL(url); return `${u.hostname}:${u.port || 5432}`; } catch { return 'DATABASE_URL'; } })();
-    return new UnavailableError(2, `cannot reach PostgreSQL at ${where} (${errorMessage(e)}): is it running? Unset DATABASE_URL to use the embedded server in ${dataDir}`);
+    const where = (() => { try { const u = new URL(url); return `${u.hostname}:${u.port || 5432}`; } catch { return variable; } })();
+    return new UnavailableError(2, direct
+      ? `cannot reach PostgreSQL at ${where} (DATABASE_DIRECT_URL: ${errorMessage(e)}): is it running, and is that address the database's own, past the pooler?`
+      : `cannot reach PostgreSQL at ${where} (${errorMessage(e)}): is it running? Unset DATABASE_URL to use the embedded server in ${dataDir}`);
   }
   // The server answered but refused: say what it said, where, and what to change. 3D000 no such
   // database, 28xxx credentials, 53300 too many connections, 42501 not allowed to create the schema.
   if (url && typeof code === 'string' && /^(3D000|28...|53300|42501)$/.test(code)) {
     const u = (() => { try { return new URL(url); } catch { return undefined; } })();
-    const where = u ? `${u.hostname}:${u.port || 5432}${u.pathname}` : 'DATABASE_URL';
-    const hint = code === '3D000' ? `create it (createdb ${u?.pathname.slice(1) ?? ''}) or point DATABASE_URL at one that exists`
-      : code.startsWith('28') ? 'check the user and password in DATABASE_URL'
+    const where = u ? `${u.hostname}:${u.port || 5432}${u.pathname}` : variable;
+    const hint = code === '3D000' ? `create it (createdb ${u?.pathname.slice(1) ?? ''}) or point ${variable} at one that exists`
+      : code.startsWith('28') ? `check the user and password in ${variable}`
       : code === '53300' ? 'the server has no free connections; retry, or lower other clients\' pools'
       : `grant the user CREATE on the database, or set DAGENT_DB_SCHEMA to a schema it owns`;
     const message = `PostgreSQL at ${where} refused: ${errorMessage(e)}; ${hint}`;
@@ -66,7 +72,9 @@ async function databaseOpenError(e: unknown, url: string | undefined, dataDir: s
 export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => Promise<T>): Promise<T> {
   const [{ configFromEnv }, { databaseOpen }] = await Promise.all([import('../config/index.js'), import('../db/connection.js')]);
   const cfg = configFromEnv(ctx.io.env);
-  const d = await databaseOpen({ url: cfg.databaseUrl, dataDir: cfg.dataDir, schema: cfg.dbSchema, poolSize: cfg.dbPool, log: ctx.log }).catch(async (e: unknown) => {
+  const d = await databaseOpen({
+    url: cfg.databaseUrl, directUrl: cfg.databaseDirectUrl, prepared: cfg.dbPrepared, dataDir: cfg.dataDir, schema: cfg.dbSchema, poolSize: cfg.dbPool, log: ctx.log,
+  }).catch(async (e: unknown) => {
     throw await databaseOpenError(e, cfg.databaseUrl, cfg.dataDir);
   });
   // Traces only when the OTEL_* variables ask for them: the SDK is not even loaded otherwise.

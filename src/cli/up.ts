@@ -32,7 +32,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
       await withDatabase(ctx, async (d) => {
         const services = maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec });
         // One LISTEN connection for the whole process: the agents' wake-ups and the event stream share it.
-        const listener = new ReadyListener({ url: d.url, log: ctx.log, channels: [READY_CHANNEL, EVENTS_CHANNEL] });
+        const listener = new ReadyListener({ url: d.sessionUrl, log: ctx.log, channels: [READY_CHANNEL, EVENTS_CHANNEL] });
         const fleet = new AgentFleet(d, members, { log: ctx.log, listener, instance: cfg.agentInstance });
         let http: Awaited<ReturnType<typeof httpServerCreate>> | undefined;
         try {
@@ -40,7 +40,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
           await listener.start();
           await fleet.start({ onUnready: (message) => ctx.io.stderr(`dagent up: ${message}; the other agents and the loops run on\n`) });
           http = opts.http
-            ? await httpServerCreate({ db: d.db, databaseUrl: d.url, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener })
+            ? await httpServerCreate({ db: d.db, databaseUrl: d.sessionUrl, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener })
             : undefined;
           const url = await http?.listen(cfg.httpPort, cfg.httpHost).catch((e: NodeJS.ErrnoException) => {
             if (e.code !== 'EADDRINUSE' && e.code !== 'EACCES' && e.code !== 'EADDRNOTAVAIL') throw e;

@@ -2,6 +2,10 @@
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/** How hot-path statements are prepared (DAGENT_DB_PREPARED); see db/pool-mode.ts. */
+export const PREPARED_STATEMENTS = ['named', 'unnamed'] as const;
+export type PreparedStatements = (typeof PREPARED_STATEMENTS)[number];
+
 /** What a process uses when the environment says nothing. Each default is defined here once. */
 export const CONFIG_DEFAULTS = {
   /** The PostgreSQL schema dagent's tables live in (DAGENT_DB_SCHEMA), so it can share a database with an application. */

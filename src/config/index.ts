@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
 import { LIMITS_INVALID_ENV } from './limits.js';
 
-import { CONFIG_DEFAULTS, LOG_LEVELS } from './defaults.js';
+import { CONFIG_DEFAULTS, LOG_LEVELS, PREPARED_STATEMENTS } from './defaults.js';
 import { DURATION_PATTERN, durationSeconds } from '../durations.js';
 
 export { CONFIG_DEFAULTS, LOG_LEVELS, type LogLevel } from './defaults.js';
@@ -56,6 +56,13 @@ export function agentInstanceDefault(): string {
 export const configSchema = z.object({
   /** Postgres URL. Default: unset, which starts (or joins) the embedded server in `dataDir`. */
   databaseUrl: z.string().url().optional(),
+  /**
+   * The same database without the pooler DATABASE_URL goes through (DATABASE_DIRECT_URL): set, DATABASE_URL is taken
+   * for a transaction-mode pooler, and LISTEN and migrations connect here. Default: unset (no pooler).
+   */
+  databaseDirectUrl: z.string().url().optional(),
+  /** Hot-path prepared statements (DAGENT_DB_PREPARED): `named` (default) or `unnamed` (default behind a pooler). */
+  dbPrepared: z.enum(PREPARED_STATEMENTS).optional(),
   dataDir: z.string().min(1).default(CONFIG_DEFAULTS.dataDir),
   logLevel: z.enum(LOG_LEVELS).default(CONFIG_DEFAULTS.logLevel),
   /** Agent modules `dagent up` runs, from DAGENT_AGENTS (comma-separated; `file:concurrency` allowed). Default none. */
@@ -99,6 +106,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
   if (LIMITS_INVALID_ENV.length) throw new InvalidInputError(`environment ${LIMITS_INVALID_ENV[0]}: expected a positive whole number`);
   const parsed = configSchema.safeParse({
     databaseUrl: env.DATABASE_URL || undefined,
+    databaseDirectUrl: env.DATABASE_DIRECT_URL || undefined,
+    dbPrepared: env.DAGENT_DB_PREPARED || undefined,
     dataDir: env.DAGENT_DATA_DIR || undefined,
     logLevel: env.DAGENT_LOG_LEVEL || undefined,
     agents: env.DAGENT_AGENTS ? env.DAGENT_AGENTS.split(',').map((a) => a.trim()).filter(Boolean) : undefined,
@@ -113,9 +122,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     agentInstance: env.DAGENT_AGENT_INSTANCE || undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', dbPool: 'DAGENT_DB_POOL', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', databaseDirectUrl: 'DATABASE_DIRECT_URL', dbPrepared: 'DAGENT_DB_PREPARED', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', dbPool: 'DAGENT_DB_POOL', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
+  }
+  if (parsed.data.databaseDirectUrl && !parsed.data.databaseUrl) {
+    throw new InvalidInputError('environment DATABASE_DIRECT_URL: set without DATABASE_URL; it is the direct way to the database DATABASE_URL reaches through a pooler (unset both to use the embedded server)');
   }
   return parsed.data;
 }

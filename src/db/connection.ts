@@ -10,6 +10,8 @@ import { embeddedWatch } from './embedded-watch.js';
 import { packageRoot } from '../package-root.js';
 import { CONFIG_DEFAULTS } from '../config/defaults.js';
 import { identifierQuote, legacyLayoutMove, MIGRATIONS_TABLE } from './schema-layout.js';
+import { poolModeSet, type PreparedStatements } from './pool-mode.js';
+import { InvalidInputError } from '../errors.js';
 
 import type { Database, Db } from './handle.js';
 
@@ -18,6 +20,15 @@ export type { Database, Db } from './handle.js';
 export interface DatabaseOptions {
   /** Postgres URL; without it the embedded server in `dataDir` is started or joined. */
   url?: string;
+  /**
+   * The same database without a pooler (DATABASE_DIRECT_URL). Given, `url` is taken to be a transaction-mode pooler
+   * (PgBouncer): the pool sends no startup options and keeps no session state, and what needs a session (LISTEN,
+   * migrations) connects here. The pooler's connections must resolve dagent's tables in `schema` on their own
+   * (ALTER ROLE … SET search_path): open refuses them otherwise.
+   */
+  directUrl?: string;
+  /** Hot-path prepared statements (DAGENT_DB_PREPARED). Default `named`; behind a pooler (`directUrl`), `unnamed`. */
+  prepared?: PreparedStatements;
   dataDir?: string;
   /** Apply pending migrations on open. Default true. */
   migrate?: boolean;
@@ -35,10 +46,16 @@ export const MIGRATIONS_DIR = path.join(packageRoot(), 'migrations');
 // Arbitrary but fixed: every dagent process serializes migrations on this advisory lock key.
 const MIGRATION_LOCK_KEY = 0x64616731;
 
+/** An error met on DATABASE_DIRECT_URL's connections: the CLI blames that variable, not DATABASE_URL. */
+export interface DirectUrlError extends Error {
+  directUrl?: string;
+}
+
 export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database> {
   const owned: EmbeddedServer[] = [];
   let url = opts.url;
   let unwatch = () => {};
+  if (opts.directUrl && !url) throw new InvalidInputError('a direct URL (DATABASE_DIRECT_URL) needs the pooler\'s URL (DATABASE_URL) too');
   if (!url) {
     const dataDir = opts.dataDir ?? '.dagent';
     const server = await embeddedServerStart({ dataDir, log: opts.log });
@@ -52,14 +69,19 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     for (const s of owned.splice(0)) await s.stop();
   };
   const dbSchema = opts.schema ?? CONFIG_DEFAULTS.dbSchema;
+  const pooler = opts.directUrl !== undefined;
   // Every connection resolves dagent's unqualified table names in its own schema, and only there:
-  // an application's tables of the same names in the database are never touched.
+  // an application's tables of the same names in the database are never touched. A transaction-mode pooler
+  // refuses startup options (PgBouncer: "unsupported startup parameter"), or would lose them between
+  // transactions: there the server's own setting for the role or database must say it (checked below).
+  const searchPath = `-c search_path=${identifierQuote(dbSchema)}`;
   const pool = new pg.Pool({
-    connectionString: url, max: opts.poolSize ?? CONFIG_DEFAULTS.dbPool, options: `-c search_path=${identifierQuote(dbSchema)}`,
+    connectionString: url, max: opts.poolSize ?? CONFIG_DEFAULTS.dbPool, ...(pooler ? {} : { options: searchPath }),
     connectionTimeoutMillis: (opts.connectTimeoutSec ?? CONFIG_DEFAULTS.dbConnectTimeoutSec) * 1000,
     query_timeout: (opts.queryTimeoutSec ?? CONFIG_DEFAULTS.dbQueryTimeoutSec) * 1000,
     keepAlive: true,
   });
+  poolModeSet(pool, { pooler, prepared: opts.prepared ?? (pooler ? 'unnamed' : 'named') });
   pool.on('connect', connectionDropOnTimeout);
   let closing = false;
   // An idle client losing its server (restart, network) must not crash the process; during close it is expected.
@@ -67,8 +89,15 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     if (!closing) opts.log?.warn({ err }, 'idle database client error');
   });
   const db = drizzle(pool, { schema });
+  // Migrations hold a session-level advisory lock and set the session's search_path: on the direct URL.
+  const session: pg.ClientConfig | undefined = opts.directUrl !== undefined
+    ? { connectionString: opts.directUrl, options: searchPath, connectionTimeoutMillis: (opts.connectTimeoutSec ?? CONFIG_DEFAULTS.dbConnectTimeoutSec) * 1000 }
+    : undefined;
   try {
-    if (opts.migrate !== false) await migrationsApply(pool, dbSchema, opts.log);
+    if (opts.migrate !== false) {
+      await migrationsApply(pool, dbSchema, opts.log, session);
+    }
+    if (session) await poolerCheck(pool, dbSchema, session);
   } catch (e) {
     await pool.end();
     await stopOwned();
@@ -78,6 +107,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     db,
     pool,
     url,
+    sessionUrl: opts.directUrl ?? url,
     async close() {
       closing = true;
       await pool.end();
@@ -91,7 +121,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
  * own schema is moved into it first, schema-layout.ts); concurrent callers wait on one advisory lock,
  * so this is safe from many processes.
  */
-export async function migrationsApply(pool: Database['pool'], dbSchema: string = CONFIG_DEFAULTS.dbSchema, log?: Logger): Promise<void> {
+export async function migrationsApply(pool: Database['pool'], dbSchema: string = CONFIG_DEFAULTS.dbSchema, log?: Logger, session?: pg.ClientConfig): Promise<void> {
   // Every command opens the database: when the journal already holds the newest migration, one
   // statement says so, without the lock, the DDL checks and reading every migration file.
   const pooled = await pool.connect();
@@ -101,9 +131,12 @@ export async function migrationsApply(pool: Database['pool'], dbSchema: string =
     pooled.release();
   }
   // Its own connection, without the pool's query timeout: a migration of a large table may take minutes.
-  const client = new pg.Client({ ...(pool as unknown as { options: pg.ClientConfig }).options, query_timeout: undefined });
+  const client = new pg.Client(session ?? { ...(pool as unknown as { options: pg.ClientConfig }).options, query_timeout: undefined });
   client.on('error', () => {}); // a lost connection fails the statement in progress, which throws below
-  await client.connect();
+  await client.connect().catch((e: DirectUrlError) => {
+    if (session) e.directUrl = session.connectionString;
+    throw e;
+  });
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
@@ -121,6 +154,40 @@ export async function migrationsApply(pool: Database['pool'], dbSchema: string =
     }
   } finally {
     await client.end();
+  }
+}
+
+/**
+ * Behind a pooler: the schema dagent's unqualified names resolve in must be dagent's (the server's own setting for
+ * the role or database: a transaction-mode pooler cannot carry the one dagent sends when it connects), and the
+ * direct URL must reach the same database of the same server (else LISTEN would hear nothing of what the pool does).
+ */
+async function poolerCheck(pool: pg.Pool, dbSchema: string, session: pg.ClientConfig): Promise<void> {
+  type Facts = { schema: string | null; search_path: string; usr: string; db: string; started: string };
+  const facts = `select current_schema() as schema, current_setting('search_path') as search_path, current_user as usr,
+    current_database() as db, pg_postmaster_start_time()::text as started`;
+  const { rows: [pooled] } = await pool.query<Facts>(facts);
+  if (pooled!.schema !== dbSchema) {
+    throw new InvalidInputError(`DATABASE_URL: the pooler's connections have search_path ${pooled!.search_path}, so dagent's tables in `
+      + `schema "${dbSchema}" are not found there, and a transaction-mode pooler cannot carry the setting dagent sends when it `
+      + `connects; set it on the server: ALTER ROLE ${identifierQuote(pooled!.usr)} IN DATABASE ${identifierQuote(pooled!.db)} `
+      + `SET search_path TO ${identifierQuote(dbSchema)} (or PgBouncer's connect_query for that database)`);
+  }
+  const client = new pg.Client(session);
+  client.on('error', () => {});
+  await client.connect().catch((e: DirectUrlError) => {
+    e.directUrl = session.connectionString;
+    throw e;
+  });
+  try {
+    const { rows: [direct] } = await client.query<Facts>(facts);
+    if (direct!.db !== pooled!.db || direct!.started !== pooled!.started) {
+      throw new InvalidInputError(`DATABASE_DIRECT_URL: reaches database "${direct!.db}" of a server up since ${direct!.started}, `
+        + `but DATABASE_URL reaches "${pooled!.db}" of a server up since ${pooled!.started}: both must reach the same database `
+        + `(DATABASE_DIRECT_URL without the pooler), or what LISTEN hears is not what the pool does`);
+    }
+  } finally {
+    await client.end().catch(() => {});
   }
 }
 

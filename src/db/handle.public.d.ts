@@ -19,5 +19,7 @@ export interface Database {
   db: Db;
   pool: DatabasePool;
   url: string;
+  /** Where connections that need a session go (LISTEN): DATABASE_DIRECT_URL behind a pooler, else `url`. */
+  sessionUrl: string;
   close(): Promise<void>;
 }

@@ -14,5 +14,7 @@ export interface Database {
   db: NodePgDatabase<typeof schema>;
   pool: pg.Pool;
   url: string;
+  /** Where connections that need a session go (LISTEN): DATABASE_DIRECT_URL behind a pooler, else `url`. */
+  sessionUrl: string;
   close(): Promise<void>;
 }

@@ -21,7 +21,7 @@ import { MetricsCollector } from '../observability/metrics.js';
 
 export interface HttpOptions {
   db: Db;
-  /** For the event stream's LISTEN connection. */
+  /** For the LISTEN connection of the event stream and the waiting claims: `Database.sessionUrl` (direct, past any pooler). */
   databaseUrl: string;
   log: Logger;
   /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). Default: none. */

@@ -28,8 +28,8 @@ export const SHUTDOWN_GRACE_MS_DEFAULT = 30_000;
 export const SHUTDOWN_SETTLE_MS = 15_000;
 
 export interface AgentRunnerOptions {
-  /** The database, and its URL for the LISTEN connection. */
-  database: { db: Db; url: string };
+  /** The database, and its URLs: the LISTEN connection goes to `sessionUrl` (past a pooler) when given, else `url`. */
+  database: { db: Db; url: string; sessionUrl?: string };
   /**
    * A fixed id. Reusing an id re-registers the same agent (its spend is kept), even while another process holds it
    * (a rolling deploy). Default: `<name>-<instance>`, the same across restarts, or `<name>-<instance>-<n>` (the
@@ -104,7 +104,7 @@ export class AgentRunner {
     this.log = (o.log ?? logger()).child({ agentId: this.id });
     this.batcher = new CompletionBatcher({ db: o.database.db });
     this.ownsListener = !o.listener;
-    this.listener = o.listener ?? new ReadyListener({ url: o.database.url, log: this.log });
+    this.listener = o.listener ?? new ReadyListener({ url: o.database.sessionUrl ?? o.database.url, log: this.log });
   }
 
   /** The agent's id: known for certain once start() registered it (a default id may move to a free slot). */

@@ -14,8 +14,9 @@ import { faultProxy } from './helpers/proxy.js';
 // connection and it is made again within seconds, waking everyone.
 const database = await testDatabase();
 const { db } = database;
-const proxy = await faultProxy(database.url);
-const agentProcess = agentProcesses(proxy.url);
+// On the LISTEN connection's way: DATABASE_DIRECT_URL's when the database is reached through a pooler.
+const proxy = await faultProxy(database.sessionUrl);
+const agentProcess = database.sessionUrl === database.url ? agentProcesses(proxy.url) : agentProcesses(database.url, proxy.url);
 
 describe('a half-open LISTEN connection', () => {
   it('is found by the health check and made again; subscribers are woken and the reconnect is counted', async () => {

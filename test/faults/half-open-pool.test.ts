@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { databaseOpen, isConnectionLost, withTx } from '../../src/db/connection.js';
-import { testDatabase } from '../helpers/db.js';
+import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { faultProxy } from './helpers/proxy.js';
 
 // A server that went silent (a half-open path: no reset ever arrives) held every request for good,
@@ -11,7 +11,7 @@ const proxy = await faultProxy(database.url);
 
 describe('a database that goes silent', () => {
   it('fails statements after the query timeout as unavailable, and the first statement after the network heals succeeds', async () => {
-    const d = await databaseOpen({ url: proxy.url, migrate: false, poolSize: 1, queryTimeoutSec: 1, connectTimeoutSec: 1 });
+    const d = await databaseOpen({ ...openOptionsLike(database, proxy.url), migrate: false, poolSize: 1, queryTimeoutSec: 1, connectTimeoutSec: 1 });
     try {
       expect((await d.db.execute(sql`select 1 as one`)).rows).toEqual([{ one: 1 }]);
       proxy.set('blackhole');

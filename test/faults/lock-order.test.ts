@@ -4,7 +4,7 @@ import { databaseOpen } from '../../src/db/connection.js';
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskComplete } from '../../src/engine/lifecycle.js';
 import { taskFail } from '../../src/engine/failure.js';
-import { testDatabase } from '../helpers/db.js';
+import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, rowsOf } from '../helpers/factories.js';
 
 // Budgeted claims locked the agent row, then the DAG row; completions and failures locked the
@@ -22,7 +22,7 @@ describe('one lock order for agents and DAGs', () => {
     const dags = [await dagCreate(db, dag('ledger-a')), await dagCreate(db, dag('ledger-b'))];
     const workers = [];
     for (let i = 0; i < 16; i++) workers.push({
-      conn: await databaseOpen({ url: database.url, migrate: false, poolSize: 1 }),
+      conn: await databaseOpen({ ...openOptionsLike(database), migrate: false, poolSize: 1 }),
       // Four connections per agent, as an agent with four slots (or four processes of one agent) has.
       agentId: i < 4 ? await agentCreate(db, `spender-${i}`, [], 10_000) : `spender-${i % 4}`,
     });

@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../src/db/connection.js';
-import { testDatabase } from '../helpers/db.js';
+import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
@@ -16,7 +16,7 @@ const database = await testDatabase();
 const { db } = database;
 // The HTTP server reaches PostgreSQL through the proxy; the test reads the database directly.
 const proxy = await faultProxy(database.url);
-const through = await databaseOpen({ url: proxy.url, migrate: false, poolSize: 4 });
+const through = await databaseOpen({ ...openOptionsLike(database, proxy.url), migrate: false, poolSize: 4 });
 afterAll(() => through.close());
 const http = await testHttp({ ...database, db: through.db, url: proxy.url });
 

@@ -8,9 +8,9 @@ export interface AgentProcess { child: ChildProcess; output: () => string; exite
 
 /**
  * `dagent agent run FILE --id ID` as real processes on a test's database; each
- * resolves once its agent is running, and any still alive after a test is killed.
+ * resolves once its agent is running, and any still alive after a test is killed. `directUrl`: DATABASE_DIRECT_URL.
  */
-export function agentProcesses(databaseUrl: string) {
+export function agentProcesses(databaseUrl: string, directUrl?: string) {
   const started: AgentProcess[] = [];
   afterEach(() => {
     for (const p of started.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
@@ -19,7 +19,7 @@ export function agentProcesses(databaseUrl: string) {
   return async (file: string, id: string, extra: string[] = [], o: { maintenance?: boolean } = {}): Promise<AgentProcess> => {
     const args = [...CLI_FROM_SOURCES, 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...(o.maintenance ? [] : ['--no-maintenance']), ...extra];
     const child = leash(spawn(process.execPath, args, {
-      env: { ...process.env, DATABASE_URL: databaseUrl, DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, DATABASE_URL: databaseUrl, ...(directUrl ? { DATABASE_DIRECT_URL: directUrl } : {}), DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
     }));
     let out = '';
     child.stdout!.on('data', (b) => (out += b));

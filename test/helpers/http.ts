@@ -16,7 +16,7 @@ export interface TestHttp {
 
 /** The HTTP API on a free port of 127.0.0.1 over this test file's database, closed after the file. */
 export async function testHttp(database: Database, opts: Partial<HttpOptions> = {}): Promise<TestHttp> {
-  const server = await httpServerCreate({ db: database.db, databaseUrl: database.url, log: pino({ level: 'silent' }), streamPollMs: 200, ...opts });
+  const server = await httpServerCreate({ db: database.db, databaseUrl: database.sessionUrl, log: pino({ level: 'silent' }), streamPollMs: 200, ...opts });
   const url = await server.listen(0, '127.0.0.1');
   afterAll(() => server.close());
   const adminToken = (await tokenCreate(database.db, { role: 'admin', name: 'test' })).token;

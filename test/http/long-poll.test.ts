@@ -143,7 +143,7 @@ describe('long-poll claims (wait_sec)', () => {
       await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'crash', message: 'broke', retryable: false });
     }
     expect(Object.values(await taskStatusByKey(db, dagId))).toEqual(['dead_lettered', 'dead_lettered', 'dead_lettered']);
-    const listener = new pg.Client({ connectionString: database.url });
+    const listener = new pg.Client({ connectionString: database.sessionUrl });
     await listener.connect();
     try {
       const heard: string[] = [];

@@ -3,6 +3,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import type { Db } from '../connection.js';
+import { poolModeOf } from '../pool-mode.js';
 
 /** Rows of a hand-written statement. Timestamps arrive as text from drizzle's raw path; callers map them. */
 export async function rowsOf<T>(db: Db, query: SQL): Promise<T[]> {
@@ -35,7 +36,8 @@ export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
   if (!(pool instanceof pg.Pool)) return rowsOf<T>(db, query);
   const { sql: text, params } = dialect.sqlToQuery(query);
-  return (await pool.query({ name: preparedName(text), text, values: params as unknown[] })).rows as T[];
+  const named = poolModeOf(pool).prepared === 'named';
+  return (await pool.query({ ...(named ? { name: preparedName(text) } : {}), text, values: params as unknown[] })).rows as T[];
 }
 
 /**
@@ -55,6 +57,8 @@ export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL, opts: { lockF
     return rowsOf<T>(db, query);
   }
   const q = dialect.sqlToQuery(query);
+  const mode = poolModeOf(pool);
+  if (mode.pooler) return rowsBehindPooler<T>(pool, q, opts.lockFirst && dialect.sqlToQuery(opts.lockFirst), mode.prepared === 'named');
   const name = `dagent_x_${createHash('sha1').update(q.sql).digest('hex').slice(0, 16)}`;
   const client = await pool.connect();
   let broken: Error | undefined;
@@ -87,6 +91,36 @@ export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL, opts: { lockF
       return client.query(text);
     })) as unknown as pg.QueryResult[];
     return results[results.length - 1]!.rows as T[];
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
+}
+
+/**
+ * rowsOfPreparedGeneric behind a transaction-mode pooler, which keeps no session for a client between
+ * transactions: a statement PREPAREd in SQL would be gone, or on another server connection, by its EXECUTE.
+ * One statement alone, protocol-level (named or not, as the pooler allows) and planned as PostgreSQL's plan cache
+ * decides; with `lock`, both in one explicit transaction (four round trips instead of one: the price of the pooler).
+ */
+async function rowsBehindPooler<T>(pool: pg.Pool, q: { sql: string; params: unknown[] }, lock: { sql: string; params: unknown[] } | undefined, named: boolean): Promise<T[]> {
+  const statement = { ...(named ? { name: preparedName(q.sql) } : {}), text: q.sql, values: q.params };
+  if (!lock) return (await pool.query(statement)).rows as T[];
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (e: Error) => { broken = e; };
+  client.on('error', onError);
+  try {
+    await client.query('begin');
+    try {
+      await client.query({ text: lock.sql, values: lock.params });
+      const { rows } = await client.query(statement);
+      await client.query('commit');
+      return rows as T[];
+    } catch (e) {
+      await client.query('rollback').catch(() => {});
+      throw e;
+    }
   } finally {
     client.off('error', onError);
     client.release(broken);

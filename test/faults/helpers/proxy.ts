@@ -29,6 +29,8 @@ export interface FaultProxy {
   delay(ms: number): void;
   /** Connections accepted so far. */
   readonly accepted: number;
+  /** What each connection accepted so far sent to the server (its whole byte stream, closed connections included). */
+  sent(): Buffer[];
   /** The client ports PostgreSQL sees (pg_stat_activity.client_port) for the open connections that do not LISTEN. */
   backendPorts(): number[];
   close(): Promise<void>;
@@ -47,9 +49,11 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
   let delayMs = 0;
   let accepted = 0;
   const pairs = new Set<{ client: Socket; upstream: Socket; listens: boolean; frozen: boolean }>();
+  const sentBy: Buffer[][] = [];
 
-  const forward = (from: Socket, to: Socket, toClient: boolean, pair: { listens: boolean; frozen: boolean }) => {
+  const forward = (from: Socket, to: Socket, toClient: boolean, pair: { listens: boolean; frozen: boolean; sent: Buffer[] }) => {
     from.on('data', (chunk) => {
+      if (!toClient) pair.sent.push(chunk);
       if (mode === 'blackhole' || pair.frozen) return; // swallowed: the peer waits for ever
       if (!toClient && /\bLISTEN\s/i.test(chunk.toString('latin1'))) pair.listens = true;
       if (mode === 'mute' && toClient && !pair.listens) return; // the server's answers are lost
@@ -66,7 +70,8 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
     }
     const upstream = new (client.constructor as typeof Socket)();
     upstream.connect(targetPort, targetHost);
-    const pair = { client, upstream, listens: false, frozen: false };
+    const pair = { client, upstream, listens: false, frozen: false, sent: [] as Buffer[] };
+    sentBy.push(pair.sent);
     pairs.add(pair);
     forward(client, upstream, false, pair);
     forward(upstream, client, true, pair);
@@ -100,6 +105,9 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
     },
     get accepted() {
       return accepted;
+    },
+    sent() {
+      return sentBy.map((chunks) => Buffer.concat(chunks));
     },
     backendPorts() {
       return [...pairs].filter((p) => !p.listens && p.upstream.localPort !== undefined).map((p) => p.upstream.localPort!);
