@@ -46,6 +46,13 @@ export const MIGRATIONS_DIR = path.join(packageRoot(), 'migrations');
 // Arbitrary but fixed: every dagent process serializes migrations on this advisory lock key.
 const MIGRATION_LOCK_KEY = 0x64616731;
 
+/** A connection that needs a session (migrations, the check at start): on DATABASE_DIRECT_URL, past the pooler. */
+export interface SessionConfig {
+  connectionString: string;
+  options: string;
+  connectionTimeoutMillis: number;
+}
+
 /** An error met on DATABASE_DIRECT_URL's connections: the CLI blames that variable, not DATABASE_URL. */
 export interface DirectUrlError extends Error {
   directUrl?: string;
@@ -90,7 +97,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
   });
   const db = drizzle(pool, { schema });
   // Migrations hold a session-level advisory lock and set the session's search_path: on the direct URL.
-  const session: pg.ClientConfig | undefined = opts.directUrl !== undefined
+  const session: SessionConfig | undefined = opts.directUrl !== undefined
     ? { connectionString: opts.directUrl, options: searchPath, connectionTimeoutMillis: (opts.connectTimeoutSec ?? CONFIG_DEFAULTS.dbConnectTimeoutSec) * 1000 }
     : undefined;
   try {
@@ -121,7 +128,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
  * own schema is moved into it first, schema-layout.ts); concurrent callers wait on one advisory lock,
  * so this is safe from many processes.
  */
-export async function migrationsApply(pool: Database['pool'], dbSchema: string = CONFIG_DEFAULTS.dbSchema, log?: Logger, session?: pg.ClientConfig): Promise<void> {
+export async function migrationsApply(pool: Database['pool'], dbSchema: string = CONFIG_DEFAULTS.dbSchema, log?: Logger, session?: SessionConfig): Promise<void> {
   // Every command opens the database: when the journal already holds the newest migration, one
   // statement says so, without the lock, the DDL checks and reading every migration file.
   const pooled = await pool.connect();
@@ -162,7 +169,7 @@ export async function migrationsApply(pool: Database['pool'], dbSchema: string =
  * the role or database: a transaction-mode pooler cannot carry the one dagent sends when it connects), and the
  * direct URL must reach the same database of the same server (else LISTEN would hear nothing of what the pool does).
  */
-async function poolerCheck(pool: pg.Pool, dbSchema: string, session: pg.ClientConfig): Promise<void> {
+async function poolerCheck(pool: pg.Pool, dbSchema: string, session: SessionConfig): Promise<void> {
   type Facts = { schema: string | null; search_path: string; usr: string; db: string; started: string };
   const facts = `select current_schema() as schema, current_setting('search_path') as search_path, current_user as usr,
     current_database() as db, pg_postmaster_start_time()::text as started`;
