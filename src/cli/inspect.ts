@@ -123,6 +123,9 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
         out.line('\nagents:');
         out.table(['id', 'type', 'status', 'capabilities', 'heartbeat', 'spent'],
           s.agents.map((a) => [a.id, a.type, a.status, a.capabilities.join(','), ago(a.heartbeatAt), `${usd(a.spentUsd)}${a.budgetUsd != null ? ` / ${usd(a.budgetUsd)}` : ''}`]));
+        out.line('\nmaintenance loops:');
+        out.table(['loop', 'node', 'since', 'last ran', 'lease'],
+          s.loops.map((l) => [l.name, l.holder, ago(l.acquiredAt), ago(l.ranAt), l.live ? 'held' : 'lapsed']));
       });
     });
 

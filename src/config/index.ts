@@ -168,6 +168,17 @@ export const MCP_DEFAULTS = {
   idleSec: 15 * 60,
 } as const;
 
+/**
+ * Maintenance loops on several nodes (maintenance/service.ts): each loop runs on the one process holding its lease.
+ * The holder renews it at every tick (and every `renewSec` when it ticks less often); a holder killed is replaced
+ * once `ttlSec` has passed without a renewal, at another process's next tick or within `renewSec`, whichever is
+ * first; a holder stopping gives it up at once.
+ */
+export const LOOP_LEASE_DEFAULTS = {
+  ttlSec: 15,
+  renewSec: 5,
+} as const;
+
 /** Lease and timing defaults for the task lifecycle, in seconds. */
 export const LEASE_DEFAULTS = {
   /**

@@ -5,6 +5,7 @@ import { dagGet, dagPage } from '../db/queries/dags.js';
 import { cursorEncode, cursorParse } from '../db/queries/keyset.js';
 import { deadLetterList } from '../db/queries/dead-letters.js';
 import { edgeListForDag } from '../db/queries/edges.js';
+import { loopLeaseList } from '../db/queries/maintenance-leases.js';
 import { modelPauseList, type ModelPauseRow } from '../db/queries/model-pauses.js';
 import { eventListForTask } from '../db/queries/events.js';
 import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
@@ -57,13 +58,15 @@ export async function taskListFiltered(db: Db, filter: { dagId?: string; status?
 
 /** Queue health at a glance: counts by status and priority tier, oldest READY age, agents. */
 export async function statsGet(db: Db) {
-  const [counts, oldestReadyAgeSec, agents, pauses] = await Promise.all([taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), modelPauseList(db)]);
+  const [counts, oldestReadyAgeSec, agents, pauses, loops] = await Promise.all([taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), modelPauseList(db), loopLeaseList(db)]);
   return {
     counts,
     oldestReadyAgeSec,
     /** Models paused now after a provider's rate limit: no claim hands out a task on them until `until`. */
     pausedModels: pauses.filter((p) => p.remainingSec > 0).map((p) => ({ model: p.model, until: p.until, remainingSec: p.remainingSec, reason: p.reason, hits: p.hits })),
     agents: agents.map((a) => ({ id: a.id, type: a.type, status: a.status, capabilities: a.capabilities, heartbeatAt: a.heartbeatAt, budgetUsd: a.budgetUsd, spentUsd: a.spentUsd })),
+    /** Which process runs each maintenance loop (`<host>/<pid>/<random>`), since when, when it last ran; `live` false: its holder stopped renewing. */
+    loops,
   };
 }
 

@@ -28,12 +28,14 @@ describe('dagent up (real process)', () => {
     for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).x !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
     expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
     expect(stdout).toContain('reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner, webhook-dispatcher, budget-watch, waits, rate-usage, retention running');
-    const { rows } = await db.execute<{ name: string }>(sql`select name from maintenance_gates`);
-    expect(rows.map((r) => r.name)).toContain('promoter');
+    // The promoter ran in the child because the child holds its lease; stopping gives its leases up at once.
+    const { rows } = await db.execute<{ name: string; holder: string }>(sql`select name, holder from maintenance_leases where name = 'promoter'`);
+    expect(rows).toEqual([{ name: 'promoter', holder: expect.stringMatching(new RegExp(`/${child.pid}/`)) }]);
 
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(stdout).toContain('dagent up: stopped');
+    expect((await db.execute(sql`select name from maintenance_leases`)).rows).toEqual([]);
   });
 
   it('also runs the agents named by --agent and DAGENT_AGENTS, and drains them on SIGTERM', async () => {

@@ -2,6 +2,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { dagentTableCount } from '../helpers/db.js';
 import { describe, expect, it, inject } from 'vitest';
 import { nanoid } from 'nanoid';
 import { databaseOpen, migrationsApply } from '../../src/db/connection.js';
@@ -25,7 +26,7 @@ describe('migrations', () => {
       await Promise.all(pools.map((p) => p.end()));
       expect(rows[0].n).toBeGreaterThan(0);
       // Every table in dagent's own schema (the journal too), none in public, no drizzle schema.
-      expect(tables.rows).toEqual([{ table_schema: 'dagent', n: 23 }]);
+      expect(tables.rows).toEqual([{ table_schema: 'dagent', n: await dagentTableCount() }]);
     } finally {
       await admin.query(`drop database ${name} with (force)`);
       await admin.end();

@@ -40,3 +40,9 @@ export async function testDatabase(opts: { poolSize?: number } = {}): Promise<Da
 export function openOptionsLike(database: Database, url: string = database.url): { url: string; directUrl?: string } {
   return database.sessionUrl !== database.url ? { url, directUrl: database.sessionUrl } : { url };
 }
+
+/** How many tables dagent's schema holds once migrated: one per table its schema modules define, and the migration journal. */
+export async function dagentTableCount(): Promise<number> {
+  const [{ is }, { PgTable }, schema] = await Promise.all([import('drizzle-orm'), import('drizzle-orm/pg-core'), import('../../src/db/schema/index.js')]);
+  return Object.values(schema).filter((x) => is(x, PgTable)).length + 1;
+}

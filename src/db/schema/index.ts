@@ -7,6 +7,7 @@ export * from './agents.js';
 export * from './dead-letters.js';
 export * from './events.js';
 export * from './maintenance-gates.js';
+export * from './maintenance-leases.js';
 export * from './schedules.js';
 export * from './capability-groups.js';
 export * from './api-tokens.js';

@@ -180,6 +180,6 @@ export function humanRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'GET', url: '/api/stats', access: 'read', tag,
-    summary: 'Queue health: task counts by status and priority tier, oldest READY age, agents', responds: '{counts, oldestReadyAgeSec, agents}',
+    summary: 'Queue health: task counts by status and priority tier, oldest READY age, agents, which node runs each maintenance loop', responds: '{counts, oldestReadyAgeSec, pausedModels, agents, loops}',
   }, () => statsGet(d.db));
 }

@@ -1,0 +1,135 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { testDatabase } from '../helpers/db.js';
+import { rowsOf } from '../helpers/factories.js';
+import { CLI_FROM_SOURCES, cliWith } from '../helpers/cli.js';
+import { leash } from '../helpers/child-leash.js';
+import { eventually } from '../helpers/wait.js';
+import { tokenCreate } from '../../src/engine/tokens.js';
+import { LOOP_LEASE_DEFAULTS } from '../../src/config/index.js';
+
+// Several `dagent up` nodes on one database: each maintenance loop runs on one node, another takes it over when
+// that node is killed; every node's event stream shows every node's events; a webhook is delivered once.
+const database = await testDatabase({ poolSize: 4 });
+const { db } = database;
+const env = { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_RETENTION: 'off', DAGENT_WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
+/** The loops that run on one node (the scheduler and the webhook dispatcher share their rows out on every node). */
+const ELECTED = ['budget-watch', 'deps-reconciler', 'duration-learner', 'priority-refresher', 'promoter', 'rate-usage', 'reaper', 'retention', 'waits'];
+
+interface Node { child: ChildProcess; url: string; exited: Promise<number | null>; output: () => string }
+const nodes: Node[] = [];
+afterAll(() => { for (const n of nodes) if (n.child.exitCode === null && n.child.signalCode === null) n.child.kill('SIGKILL'); });
+
+async function nodeStart(): Promise<Node> {
+  const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  let out = '';
+  child.stdout!.on('data', (b) => (out += b));
+  child.stderr!.on('data', (b) => (out += b));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const url = (await eventually('dagent up serving', async () => /on (http:\/\/\S+)\//.exec(out)?.[1]))!;
+  const node = { child, url, exited, output: () => out };
+  nodes.push(node);
+  return node;
+}
+
+const leases = () => rowsOf<{ name: string; holder: string; live: boolean }>(db, sql`
+  select name, holder, expires_at >= now() as live from maintenance_leases order by name`);
+const pidOf = (holder: string) => Number(holder.split('/').at(-2));
+
+describe('several dagent up nodes on one database', () => {
+  it('elect one node per maintenance loop, show each other\'s events, deliver a webhook once, and take a killed node\'s loops over within a lease', async () => {
+    const { token } = await tokenCreate(db, { role: 'admin', name: 'nodes' });
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const post = async (base: string, path: string, body: unknown) => {
+      const res = await fetch(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const deliveries: Array<{ delivery: string; dag: string }> = [];
+    const receiver = createServer((req: IncomingMessage, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        deliveries.push({ delivery: String(req.headers['dagent-delivery']), dag: (JSON.parse(body) as { dag_id: string }).dag_id });
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    try {
+      const hook = await cliWith(env)('webhooks', 'add', `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`, '--events', 'dag.completed');
+      expect(hook.code, hook.stderr).toBe(0);
+      const a = await nodeStart();
+      const b = await nodeStart();
+      const pids = [a.child.pid, b.child.pid];
+
+      // One holder per loop, each one of the two nodes.
+      await eventually('every elected loop has a holder', async () => (await leases()).length === ELECTED.length);
+      const held = await leases();
+      expect(held.map((l) => l.name)).toEqual(ELECTED);
+      for (const l of held) expect(pids).toContain(pidOf(l.holder));
+      const stats = await (await fetch(`${b.url}/api/stats`, { headers })).json() as { loops: Array<{ name: string; holder: string; live: boolean }> };
+      expect(stats.loops.map((l) => [l.name, l.holder, l.live])).toEqual(held.map((l) => [l.name, l.holder, true]));
+
+      // B's event stream shows what A did.
+      const seen: string[] = [];
+      const stream = new AbortController();
+      void (async () => {
+        const res = await fetch(`${b.url}/api/events`, { headers, signal: stream.signal });
+        const reader = res.body!.getReader();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return;
+          seen.push(new TextDecoder().decode(value));
+        }
+      })().catch(() => {});
+      expect((await post(a.url, '/api/agents', { id: 'worker', type: 'w', capabilities: ['web'], max_concurrent: 10 })).status).toBe(201);
+      const dagIds: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const r = await post(a.url, '/api/dags', { yaml: `name: across-${i}\ntasks:\n  only: { type: w, spec: { constraints: { capabilities: [web] } } }\n` });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+        dagIds.push(r.body.results[0].dagId);
+      }
+      const claimed = await post(a.url, '/api/agents/worker/claim', { limit: 5 });
+      expect(claimed.body.tasks).toHaveLength(5);
+      for (const t of claimed.body.tasks as Array<{ id: string; fence: number }>) {
+        expect((await post(a.url, `/api/tasks/${t.id}/complete`, { fence: t.fence, output: {} })).status).toBe(200);
+      }
+      const completedOnB = () => seen.join('').split('\n\n').map((block) => Object.fromEntries(block.split('\n').map((line) => [line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2)])))
+        .filter((e) => e.event === 'dag.completed').map((e) => (JSON.parse(e.data!) as { dagId: string }).dagId);
+      await eventually('B streamed the completions of the DAGs A ran', async () => dagIds.every((id) => completedOnB().includes(id)));
+      stream.abort();
+
+      // Two dispatchers, one delivery per completed DAG.
+      await eventually('5 webhook deliveries', async () => deliveries.length >= 5);
+      await new Promise((r) => setTimeout(r, 3_000)); // two more dispatcher ticks on each node
+      expect(deliveries.map((d) => d.dag).sort()).toEqual([...dagIds].sort());
+      expect(new Set(deliveries.map((d) => d.delivery)).size).toBe(5);
+
+      // Kill -9 the promoter's node: the other takes the loop over once the lease lapses, and promotes a retry.
+      const holder = held.find((l) => l.name === 'promoter')!.holder;
+      const [victim, survivor] = pidOf(holder) === a.child.pid ? [a, b] : [b, a];
+      const failing = await post(survivor.url, '/api/dags', { yaml: 'name: retried\ntasks:\n  again: { type: w, retry: { strategy: fixed, initial_delay: 1s, jitter: 0 }, spec: { constraints: { capabilities: [web] } } }\n' });
+      const [task] = (await post(survivor.url, '/api/agents/worker/claim', {})).body.tasks as Array<{ id: string; fence: number }>;
+      const killedAt = Date.now();
+      victim.child.kill('SIGKILL');
+      expect((await post(survivor.url, `/api/tasks/${task!.id}/fail`, { fence: task!.fence, error_class: 'crash', message: 'boom' })).body.status).toBe('retrying');
+      const promoterMoved = await eventually('the survivor holds the promoter', async () => {
+        const p = (await leases()).find((l) => l.name === 'promoter');
+        return p && pidOf(p.holder) === survivor.child.pid ? Date.now() : undefined;
+      }, (LOOP_LEASE_DEFAULTS.ttlSec + 10) * 1000);
+      // No sooner than the lease allowed: the killed node never gave it up.
+      expect(promoterMoved - killedAt).toBeGreaterThanOrEqual((LOOP_LEASE_DEFAULTS.ttlSec - 6) * 1000);
+      await eventually('the retry promoted', async () => (await rowsOf<{ status: string }>(db, sql`
+        select status from tasks where dag_id = ${failing.body.results[0].dagId}`))[0]!.status === 'ready', 10_000);
+      await eventually('the survivor holds every loop', async () => (await leases()).every((l) => pidOf(l.holder) === survivor.child.pid), (LOOP_LEASE_DEFAULTS.ttlSec + 10) * 1000);
+      expect(survivor.output()).toMatch(/maintenance loop lease taken/);
+      survivor.child.kill('SIGTERM');
+      expect(await survivor.exited).toBe(0);
+      expect(await leases()).toEqual([]);
+    } finally {
+      receiver.close();
+    }
+  });
+});
