@@ -170,9 +170,9 @@ export const MCP_DEFAULTS = {
 
 /**
  * Maintenance loops on several nodes (maintenance/service.ts): each loop runs on the one process holding its lease.
- * The holder renews it at every tick (and every `renewSec` when it ticks less often); a holder killed is replaced
- * once `ttlSec` has passed without a renewal, at another process's next tick or within `renewSec`, whichever is
- * first; a holder stopping gives it up at once.
+ * The holder renews it at every tick and every `renewSec` (not past `ttlSec` into a tick that never ends); a holder
+ * killed is replaced once `ttlSec` has passed without a renewal, within `renewSec` or at another process's next
+ * tick; a holder stopping gives it up at once.
  */
 export const LOOP_LEASE_DEFAULTS = {
   ttlSec: 15,

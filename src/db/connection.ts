@@ -101,10 +101,12 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
     ? { connectionString: opts.directUrl, options: searchPath, connectionTimeoutMillis: (opts.connectTimeoutSec ?? CONFIG_DEFAULTS.dbConnectTimeoutSec) * 1000 }
     : undefined;
   try {
+    // Behind a pooler: both URLs must reach one database before anything is written through either.
+    if (session) await directUrlCheck(pool, session);
     if (opts.migrate !== false) {
       await migrationsApply(pool, dbSchema, opts.log, session);
     }
-    if (session) await poolerCheck(pool, dbSchema, session);
+    if (session) await poolerSchemaCheck(pool, dbSchema);
   } catch (e) {
     await pool.end();
     await stopOwned();
@@ -140,62 +142,82 @@ export async function migrationsApply(pool: Database['pool'], dbSchema: string =
   // Its own connection, without the pool's query timeout: a migration of a large table may take minutes.
   const client = new pg.Client(session ?? { ...(pool as unknown as { options: pg.ClientConfig }).options, query_timeout: undefined });
   client.on('error', () => {}); // a lost connection fails the statement in progress, which throws below
-  await client.connect().catch((e: DirectUrlError) => {
-    if (session) e.directUrl = session.connectionString;
-    throw e;
-  });
   try {
-    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.connect();
+    await migrationsRun(client, dbSchema, log);
+  } catch (e) {
+    // Whatever failed on the direct connection (refused, dropped, not allowed to create the schema) names it.
+    if (session) (e as DirectUrlError).directUrl = session.connectionString;
+    throw e;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** The migrations on their own connection, under the advisory lock every dagent process takes for them. */
+async function migrationsRun(client: pg.Client, dbSchema: string, log?: Logger): Promise<void> {
+  await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+  try {
+    await client.query(`create schema if not exists ${identifierQuote(dbSchema)}`);
+    await legacyLayoutMove(client, dbSchema, MIGRATIONS_DIR, log);
+    // The migrations name no schema: they create and alter in this one, whatever pool this is.
+    await client.query(`set search_path to ${identifierQuote(dbSchema)}`);
     try {
-      await client.query(`create schema if not exists ${identifierQuote(dbSchema)}`);
-      await legacyLayoutMove(client, dbSchema, MIGRATIONS_DIR, log);
-      // The migrations name no schema: they create and alter in this one, whatever pool this is.
-      await client.query(`set search_path to ${identifierQuote(dbSchema)}`);
-      try {
-        await migrate(drizzle(client, { schema }), { migrationsFolder: MIGRATIONS_DIR, migrationsSchema: dbSchema, migrationsTable: MIGRATIONS_TABLE });
-      } finally {
-        await client.query('reset search_path');
-      }
+      await migrate(drizzle(client, { schema }), { migrationsFolder: MIGRATIONS_DIR, migrationsSchema: dbSchema, migrationsTable: MIGRATIONS_TABLE });
     } finally {
-      await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await client.query('reset search_path');
     }
   } finally {
-    await client.end();
+    await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
   }
 }
 
 /**
- * Behind a pooler: the schema dagent's unqualified names resolve in must be dagent's (the server's own setting for
- * the role or database: a transaction-mode pooler cannot carry the one dagent sends when it connects), and the
- * direct URL must reach the same database of the same server (else LISTEN would hear nothing of what the pool does).
+ * Behind a pooler, before anything is written: the direct URL must reach the same database of the same server as
+ * the pooler (else migrations would go elsewhere, and LISTEN would hear nothing of what the pool does).
  */
-async function poolerCheck(pool: pg.Pool, dbSchema: string, session: SessionConfig): Promise<void> {
-  type Facts = { schema: string | null; search_path: string; usr: string; db: string; started: string };
-  const facts = `select current_schema() as schema, current_setting('search_path') as search_path, current_user as usr,
-    current_database() as db, pg_postmaster_start_time()::text as started`;
+async function directUrlCheck(pool: pg.Pool, session: SessionConfig): Promise<void> {
+  type Facts = { db: string; started: string };
+  const facts = 'select current_database() as db, pg_postmaster_start_time()::text as started';
   const { rows: [pooled] } = await pool.query<Facts>(facts);
-  if (pooled!.schema !== dbSchema) {
-    throw new InvalidInputError(`DATABASE_URL: the pooler's connections have search_path ${pooled!.search_path}, so dagent's tables in `
-      + `schema "${dbSchema}" are not found there, and a transaction-mode pooler cannot carry the setting dagent sends when it `
-      + `connects; set it on the server: ALTER ROLE ${identifierQuote(pooled!.usr)} IN DATABASE ${identifierQuote(pooled!.db)} `
-      + `SET search_path TO ${identifierQuote(dbSchema)} (or PgBouncer's connect_query for that database)`);
-  }
   const client = new pg.Client(session);
   client.on('error', () => {});
-  await client.connect().catch((e: DirectUrlError) => {
-    e.directUrl = session.connectionString;
-    throw e;
-  });
+  let direct: Facts | undefined;
   try {
-    const { rows: [direct] } = await client.query<Facts>(facts);
-    if (direct!.db !== pooled!.db || direct!.started !== pooled!.started) {
-      throw new InvalidInputError(`DATABASE_DIRECT_URL: reaches database "${direct!.db}" of a server up since ${direct!.started}, `
-        + `but DATABASE_URL reaches "${pooled!.db}" of a server up since ${pooled!.started}: both must reach the same database `
-        + `(DATABASE_DIRECT_URL without the pooler), or what LISTEN hears is not what the pool does`);
-    }
+    await client.connect();
+    direct = (await client.query<Facts>(facts)).rows[0];
+  } catch (e) {
+    (e as DirectUrlError).directUrl = session.connectionString;
+    throw e;
   } finally {
     await client.end().catch(() => {});
   }
+  if (direct!.db !== pooled!.db || direct!.started !== pooled!.started) {
+    throw new InvalidInputError(`DATABASE_DIRECT_URL: reaches database "${direct!.db}" of a server up since ${direct!.started}, `
+      + `but DATABASE_URL reaches "${pooled!.db}" of a server up since ${pooled!.started}: both must reach the same database `
+      + `(DATABASE_DIRECT_URL without the pooler); nothing was written`);
+  }
+}
+
+/**
+ * Behind a pooler, once the schema exists: dagent's unqualified names must resolve in its schema on the pooler's
+ * connections. The server's own setting for the role or database must say so: a transaction-mode pooler cannot
+ * carry the one dagent sends when it connects.
+ */
+async function poolerSchemaCheck(pool: pg.Pool, dbSchema: string): Promise<void> {
+  const { rows: [r] } = await pool.query<{ schema: string | null; search_path: string; usr: string; db: string; usage: boolean | null }>(
+    `select current_schema() as schema, current_setting('search_path') as search_path, current_user as usr, current_database() as db,
+       (select has_schema_privilege(n.oid, 'USAGE') from pg_namespace n where n.nspname = $1) as usage`, [dbSchema]);
+  if (r!.schema === dbSchema) return;
+  if (r!.usage === false) {
+    throw new InvalidInputError(`DATABASE_URL: the pooler's user ${pg.escapeIdentifier(r!.usr)} may not use schema "${dbSchema}" (made by `
+      + `DATABASE_DIRECT_URL's user): GRANT USAGE ON SCHEMA ${identifierQuote(dbSchema)} TO ${pg.escapeIdentifier(r!.usr)}, and rights on its tables, `
+      + `or use the same user in both URLs`);
+  }
+  throw new InvalidInputError(`DATABASE_URL: the pooler's connections have search_path ${r!.search_path}, so dagent's tables in `
+    + `schema "${dbSchema}" are not found there, and a transaction-mode pooler cannot carry the setting dagent sends when it `
+    + `connects; set it on the server: ALTER ROLE ${pg.escapeIdentifier(r!.usr)} IN DATABASE ${pg.escapeIdentifier(r!.db)} `
+    + `SET search_path TO ${identifierQuote(dbSchema)} (or PgBouncer's connect_query for that database)`);
 }
 
 /** True when `dbSchema`'s journal holds the newest migration this build ships (migrations/meta/_journal.json). */

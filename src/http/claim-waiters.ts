@@ -118,6 +118,11 @@ export class ClaimWaiters {
     if (wake.hint?.group) this.dispatch({ hint: { ...wake.hint, count: 1 }, tried: wake.tried });
   }
 
+  /** True once the node is shutting down: a long poll answers with what it has, and waits no more. */
+  get closing(): boolean {
+    return this.closed;
+  }
+
   /** Ends every wait (they answer with nothing) and stops listening. */
   async close(): Promise<void> {
     this.closed = true;

@@ -40,8 +40,8 @@ export async function claimWhenReady<T>(d: HttpDeps, p: LongPoll<T>): Promise<T[
       const left = deadline - Date.now();
       const recheck = CLAIM_WAIT_DEFAULTS.blockedRecheckSec * 1000 * (0.8 + Math.random() * 0.4);
       const end = await waiters.wait(p.who, p.reach, since, blocked ? Math.min(left, recheck) : left, gone.signal);
-      if (gone.signal.aborted || Date.now() >= deadline) {
-        // Woken, but the client left or time is up: the hint is not this request's to drop.
+      if (gone.signal.aborted || Date.now() >= deadline || waiters.closing) {
+        // Woken, but the client left, time is up or the node is stopping: the hint is not this request's to drop.
         if (end.woken) handOn(d, p.who, end.wake);
         return [];
       }

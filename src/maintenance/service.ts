@@ -43,18 +43,32 @@ export function serviceCreate(o: ServiceOptions): MaintenanceService {
   let timer: NodeJS.Timeout | undefined;
   let renewTimer: NodeJS.Timeout | undefined;
   let inFlight: Promise<unknown> | undefined;
+  let tickStartedAt: number | undefined;
   let running = false;
   let held = false;
+  /** The lease statements, one at a time and in order, so `held` says what the last one found. */
+  let leaseQueue: Promise<unknown> = Promise.resolve();
   const jitter = o.jitter ?? 0.1;
   const log = o.log?.child({ service: o.name });
   const gated = o.gated !== false;
   const node = o.node ?? PROCESS_NODE;
+  const ttlMs = LOOP_LEASE_DEFAULTS.ttlSec * 1000;
 
-  const hold = async (tick: boolean) => {
-    const before = held;
-    held = await loopLeaseHold(o.db, o.name, node, LOOP_LEASE_DEFAULTS.ttlSec, tick);
-    if (held && !before) log?.info({ node }, 'maintenance loop lease taken: this process runs it');
-    if (!held && before) log?.warn({ node }, 'maintenance loop lease lost to another process');
+  const hold = (tick: boolean): Promise<void> => {
+    const done = leaseQueue.then(async () => {
+      const before = held;
+      try {
+        held = await loopLeaseHold(o.db, o.name, node, LOOP_LEASE_DEFAULTS.ttlSec, tick);
+      } catch (err) {
+        // Unknown, the database not answering: work only once a renewal succeeds again.
+        held = false;
+        throw err;
+      }
+      if (held && !before) log?.info({ node }, 'maintenance loop lease taken: this process runs it');
+      if (!held && before) log?.warn({ node }, 'maintenance loop lease lost to another process');
+    });
+    leaseQueue = done.catch(() => {});
+    return done;
   };
 
   const schedule = () => {
@@ -70,6 +84,7 @@ export function serviceCreate(o: ServiceOptions): MaintenanceService {
           await hold(true);
           if (!held) return;
         }
+        tickStartedAt = Date.now();
         const n = await o.work();
         if (n > 0) log?.debug({ handled: n }, 'maintenance tick');
       } catch (err) {
@@ -77,6 +92,7 @@ export function serviceCreate(o: ServiceOptions): MaintenanceService {
       }
     })().finally(() => {
       inFlight = undefined;
+      tickStartedAt = undefined;
       schedule();
     });
   };
@@ -87,16 +103,17 @@ export function serviceCreate(o: ServiceOptions): MaintenanceService {
       if (running) return;
       running = true;
       schedule();
+      if (!gated) return;
       // Take the lease now, not at the first tick (an interval away): which node runs the loop shows at once.
-      if (gated) hold(false).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease not taken'));
-      // A loop that ticks less often than the lease must be renewed keeps it alive between ticks, and takes over a
-      // lapsed one (its holder killed) within renewSec, not at its next tick minutes later.
-      if (gated && o.intervalMs > LOOP_LEASE_DEFAULTS.renewSec * 1000) {
-        renewTimer = setInterval(() => {
-          if (running) hold(false).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease renewal failed'));
-        }, LOOP_LEASE_DEFAULTS.renewSec * 1000);
-        renewTimer.unref();
-      }
+      hold(false).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease not taken'));
+      // Every renewSec besides the ticks: the lease stays alive through a long tick and between the ticks of a slow
+      // loop, and a lapsed one (its holder killed) moves within renewSec, not at a tick minutes later. A tick stuck
+      // past the lease (a statement that never answers) is not renewed: the loop moves to a process that can run it.
+      renewTimer = setInterval(() => {
+        if (!running || (tickStartedAt !== undefined && Date.now() - tickStartedAt > ttlMs)) return;
+        hold(false).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease renewal failed'));
+      }, LOOP_LEASE_DEFAULTS.renewSec * 1000);
+      renewTimer.unref();
     },
     async stop() {
       running = false;
@@ -105,10 +122,11 @@ export function serviceCreate(o: ServiceOptions): MaintenanceService {
       timer = undefined;
       renewTimer = undefined;
       await inFlight;
-      if (held) {
-        held = false;
-        await loopLeaseRelease(o.db, o.name, node).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease not given up; it lapses'));
-      }
+      if (!gated) return;
+      await leaseQueue;
+      held = false;
+      // Whether or not the last statement found it held: it may have been written after the last look.
+      await loopLeaseRelease(o.db, o.name, node).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease not given up; it lapses'));
     },
     runOnce: () => o.work(),
   };

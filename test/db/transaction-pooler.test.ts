@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { withDatabase } from '../helpers/global-setup.js';
+import { adminQuery, withDatabase } from '../helpers/global-setup.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { CLI_FROM_SOURCES, cliWith } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
@@ -54,6 +55,20 @@ describe('behind a transaction-mode pooler (DATABASE_DIRECT_URL set)', () => {
     expect([elsewhere.code, elsewhere.stderr]).toEqual([2, expect.stringMatching(/^error: DATABASE_DIRECT_URL: reaches database "postgres" .* but DATABASE_URL reaches "dagent_/)]);
     const ok = await cliWith(env)('tasks', '--json');
     expect(ok.code, ok.stderr).toBe(0);
+    // Checked before anything is written: a new database behind the pooler, the direct URL elsewhere, stays empty.
+    const fresh = `${dbName}_fresh`;
+    await adminQuery(withDatabase(database.url, 'postgres'), `create database ${fresh}`);
+    try {
+      const first = await cliWith({ ...env, DATABASE_URL: withDatabase(pooled.url, fresh), DATABASE_DIRECT_URL: withDatabase(direct.url, 'postgres') })('tasks');
+      expect([first.code, first.stderr]).toEqual([2, expect.stringMatching(/^error: DATABASE_DIRECT_URL: reaches database "postgres" .*nothing was written/)]);
+      const client = new pg.Client({ connectionString: withDatabase(database.url, fresh) });
+      await client.connect();
+      const { rows } = await client.query(`select count(*)::int as n from pg_namespace where nspname = 'dagent'`);
+      await client.end();
+      expect(rows).toEqual([{ n: 0 }]);
+    } finally {
+      await adminQuery(withDatabase(database.url, 'postgres'), `drop database if exists ${fresh} with (force)`);
+    }
   });
 
   it('dagent up runs a DAG through it (an in-process agent retrying a failure, an HTTP agent woken from a long poll, a subtask it spawns); nothing the pool sent needs a session, and LISTEN went direct', async () => {

@@ -189,3 +189,25 @@ describe('long-poll claims (wait_sec)', () => {
     expect((await http.call('POST', '/api/agents/lp-long/claim', { token, body: {} })).body.tasks).toHaveLength(1);
   });
 });
+
+describe('a node stopping while claims wait', () => {
+  it('answers every waiting claim with nothing, claims nothing more for them, and closes without waiting out their wait_sec', async () => {
+    const { httpServerCreate } = await import('../../src/http/server.js');
+    const { pino } = await import('pino');
+    const node = await httpServerCreate({ db, databaseUrl: database.sessionUrl, log: pino({ level: 'silent' }) });
+    const url = await node.listen(0, '127.0.0.1');
+    const token = await agent('stopping-1', ['shell']);
+    const polls = Array.from({ length: 3 }, () => fetch(`${url}/api/agents/stopping-1/claim`, {
+      method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ wait_sec: 30 }),
+    }).then(async (r) => ({ status: r.status, tasks: ((await r.json()) as { tasks: unknown[] }).tasks })));
+    await eventually('3 claims waiting', async () => /^dagent_claims_waiting 3$/m.test(await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${http.adminToken}` } })).text()));
+    const before = await claims();
+    const startedAt = Date.now();
+    await node.close();
+    expect(await Promise.all(polls)).toEqual([{ status: 200, tasks: [] }, { status: 200, tasks: [] }, { status: 200, tasks: [] }]);
+    // Before, a stopped wait went straight back to waiting, which now returned at once: each claim spun, asking the
+    // database whether work was READY, until its 30 s were up, and the node's close waited for them.
+    expect(Date.now() - startedAt).toBeLessThan(CLAIM_WAIT_DEFAULTS.waitMaxSec * 1000 / 3);
+    expect((await claims()).empty).toBe(before.empty);
+  });
+});

@@ -8,16 +8,24 @@ import { dateOf, rowsOf } from './run.js';
  * live one of another process is left alone, and the primary key leaves exactly one holder. `tick` stamps ran_at.
  */
 export async function loopLeaseHold(db: Db, name: string, holder: string, ttlSec: number, tick: boolean): Promise<boolean> {
+  // A holder's tick also moves the cadence gate of the versions before leases (maintenance_gates), so their
+  // nodes, during a rolling upgrade, skip what a new node runs.
   const rows = await rowsOf(db, sql`
-    insert into maintenance_leases as l (name, holder, acquired_at, ran_at, expires_at)
-    values (${name}, ${holder}, now(), case when ${tick}::boolean then now() end, now() + make_interval(secs => ${ttlSec}))
-    on conflict (name) do update set
-      holder = excluded.holder,
-      acquired_at = case when l.holder = excluded.holder then l.acquired_at else now() end,
-      ran_at = case when ${tick}::boolean then now() when l.holder = excluded.holder then l.ran_at end,
-      expires_at = excluded.expires_at
-    where l.holder = excluded.holder or l.expires_at < now()
-    returning 1`);
+    with lease as (
+      insert into maintenance_leases as l (name, holder, acquired_at, ran_at, expires_at)
+      values (${name}, ${holder}, now(), case when ${tick}::boolean then now() end, now() + make_interval(secs => ${ttlSec}))
+      on conflict (name) do update set
+        holder = excluded.holder,
+        acquired_at = case when l.holder = excluded.holder then l.acquired_at else now() end,
+        ran_at = case when ${tick}::boolean then now() else l.ran_at end,
+        expires_at = excluded.expires_at
+      where l.holder = excluded.holder or l.expires_at < now()
+      returning 1
+    ), gate as (
+      insert into maintenance_gates (name, ran_at) select ${name}, now() where ${tick}::boolean and exists (select 1 from lease)
+      on conflict (name) do update set ran_at = now()
+    )
+    select 1 from lease`);
   return rows.length > 0;
 }
 
