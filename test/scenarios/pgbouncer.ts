@@ -25,6 +25,7 @@ import { embeddedServerStart } from '../../src/db/embedded.js';
 import { agentRegister, taskClaim, taskComplete } from '../../src/index.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 import { TASK_DEFAULTS, type TaskSpec } from '../../src/dag/spec.js';
+import { percentile } from './percentile.js';
 
 const argValue = (flag: string) => { const i = process.argv.indexOf(flag); return i < 0 ? undefined : process.argv[i + 1]; };
 const TASKS = Number(argValue('--tasks') ?? 10_000);
@@ -129,7 +130,6 @@ function task(key: string): TaskSpec {
   };
 }
 
-const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN; };
 
 /** One claimer, one task at a time, nothing else running: what each call costs on its way, p50 claim and completion. */
 async function soloCalls(d: Database) {
@@ -146,7 +146,7 @@ async function soloCalls(d: Database) {
     claimMs.push(t1 - t0);
     completeMs.push(performance.now() - t1);
   }
-  return { claimP50: pct(claimMs, 50), completeP50: pct(completeMs, 50) };
+  return { claimP50: percentile(claimMs, 50), completeP50: percentile(completeMs, 50) };
 }
 
 /** Flat work through `d`: TASKS tasks, CLAIMERS concurrent claim → complete loops. */
@@ -180,7 +180,7 @@ async function flatLoad(d: Database, serverUrl: string, dbName: string) {
   watching = false;
   await watch;
   await watcher.end();
-  return { tasksPerSec: TASKS / seconds, claimP50: pct(claimMs, 50), claimP99: pct(claimMs, 99), peakConnections };
+  return { tasksPerSec: TASKS / seconds, claimP50: percentile(claimMs, 50), claimP99: percentile(claimMs, 99), peakConnections };
 }
 
 async function main() {

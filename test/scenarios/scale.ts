@@ -23,6 +23,7 @@ import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../src/db/connection.js';
 import { embeddedServerStart, type EmbeddedServer } from '../../src/db/embedded.js';
 import { tokenCreate } from '../../src/engine/tokens.js';
+import { percentile } from './percentile.js';
 
 const arg = (flag: string, fallback: number) => { const i = process.argv.indexOf(flag); return i < 0 ? fallback : Number(process.argv[i + 1]); };
 const NODES = arg('--nodes', 3);
@@ -65,7 +66,6 @@ async function nodeStart(i: number, databaseUrl: string): Promise<Node> {
   throw new Error(`node ${i} did not start: ${out}`);
 }
 
-const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN; };
 
 async function main() {
   console.log('building the CLI …');
@@ -238,7 +238,7 @@ async function main() {
   const rows: Array<[string, string]> = [
     ['tasks', `${total.toLocaleString('en-US')} in ${submitted} DAGs, submitted over ${submittedSec.toFixed(0)} s${submitted < dagCount ? ` (${dagCount} planned: the time bound stopped the rest)` : ''}`],
     ['throughput', `${Math.round((total - tasksOpen) / wallSec)} tasks/s over ${wallSec.toFixed(0)} s`],
-    ['dispatch (READY → claimed) p50 / p99', `${pct(dispatch, 50).toFixed(0)} / ${pct(dispatch, 99).toFixed(0)} ms`],
+    ['dispatch (READY → claimed) p50 / p99', `${percentile(dispatch, 50).toFixed(0)} / ${percentile(dispatch, 99).toFixed(0)} ms`],
     ['connections at PostgreSQL, peak', `${peakConnections} (${NODES} nodes of pool 10 + 1 LISTEN each, and this script's 4 + 1)`],
     ['CPU per node', nodes.map((n) => `node ${n.i}${n.alive ? '' : ' (killed)'}: ${(n.cpuSec / wallSec).toFixed(2)} cores`).join(', ')],
     ...(killedAt !== undefined ? [['loops off the killed node', loopsMovedSec === undefined ? 'not within the run' : `${loopsMovedSec.toFixed(1)} s after the kill`] as [string, string]] : []),
