@@ -15,7 +15,11 @@ const pretty = (): typeof prettyFactory => {
  */
 export function loggerCreate(level: string = process.env.DAGENT_LOG_LEVEL ?? CONFIG_DEFAULTS.logLevel): Logger {
   const usePretty = process.stderr.isTTY && process.env.DAGENT_LOG_FORMAT !== 'json';
-  const stream = usePretty ? pretty()({ destination: 2, sync: true, ignore: 'pid,hostname' }) : pino.destination(2);
+  // Synchronous, pino's own default: a line is written when the call returns, and nothing is left to flush at
+  // exit. The asynchronous destination flushes at exit in a loop that retries a failed write every 100 ms, EPIPE
+  // included, for ever: a node whose stderr reader stalled and then died never exited (test/cli/log-pipe.test.ts).
+  // The price: while a reader stalls with the pipe full, the process waits for it, as with any blocking stderr.
+  const stream = usePretty ? pretty()({ destination: 2, sync: true, ignore: 'pid,hostname' }) : pino.destination({ dest: 2, sync: true });
   return pino({ level, base: undefined }, stream);
 }
 
