@@ -25,6 +25,11 @@ export interface FaultProxy {
    * (no reset ever arrives). Every other connection, and every new one, passes.
    */
   freezeListening(): void;
+  /**
+   * Send new connections to another server from now on (a virtual IP or DNS name moved to a promoted standby);
+   * connections already open stay where they are.
+   */
+  retarget(url: string): void;
   /** Delay every chunk by this many milliseconds, both ways (0: none). */
   delay(ms: number): void;
   /** Connections accepted so far. */
@@ -43,8 +48,8 @@ export interface FaultProxy {
  */
 export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
   const target = new URL(targetUrl);
-  const targetPort = Number(target.port || 5432);
-  const targetHost = target.hostname;
+  let targetPort = Number(target.port || 5432);
+  let targetHost = target.hostname;
   let mode: ProxyMode = 'pass';
   let delayMs = 0;
   let accepted = 0;
@@ -99,6 +104,11 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
     },
     freezeListening() {
       for (const p of pairs) if (p.listens) p.frozen = true;
+    },
+    retarget(next) {
+      const u = new URL(next);
+      targetPort = Number(u.port || 5432);
+      targetHost = u.hostname;
     },
     delay(ms) {
       delayMs = ms;
