@@ -1,5 +1,5 @@
 /**
- * npm run scale [-- --nodes 3] [-- --agents 1000] [-- --tasks 100000] [-- --rate 200] [-- --dag-size 100] [-- --max-sec 900] [-- --no-faults]
+ * npm run scale [-- --nodes 3] [-- --agents 1000] [-- --tasks 100000] [-- --rate 200] [-- --dag-size 100] [-- --max-sec 900] [-- --no-faults] [-- --ephemeral]
  *
  * A fleet on loopback, bounded in time (submitting stops at 60 % of --max-sec, and what was submitted has until
  * --max-sec to complete): N `dagent up` nodes (the compiled CLI,
@@ -9,12 +9,14 @@
  * whose node does not answer goes to the next one, as behind a load balancer, and retries its report with the same
  * fence.
  *
- * Prints throughput, dispatch (READY to claimed) p50/p99, connections held at PostgreSQL, CPU per node, how long the
+ * PostgreSQL keeps its durable settings (fsync on) unless --ephemeral.
+ *
+ * Prints throughput, dispatch (READY to claimed) p50/p99, connections held at PostgreSQL, CPU of PostgreSQL and per node, how long the
  * loops took to leave the killed node and how long completions stopped across the restart; then checks that every
  * task completed, none twice, and no DAG spent past its budget. Exits 1 when a check fails. Not part of `npm test`.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -33,6 +35,10 @@ const RATE = arg('--rate', 200);
 const MAX_SEC = arg('--max-sec', 900);
 const DAG_SIZE = arg('--dag-size', 100);
 const FAULTS = !process.argv.includes('--no-faults');
+/** fsync and the other durability settings off, as the test clusters run; by default the server is durable, as in production. */
+const EPHEMERAL = process.argv.includes('--ephemeral');
+/** --profile DIR: each node writes a CPU profile there (node --cpu-prof), and pg_stat_statements' top statements are printed. */
+const PROFILE_DIR = process.argv.includes('--profile') ? path.resolve(process.argv[process.argv.indexOf('--profile') + 1]!) : undefined;
 const TASK_COST = 0.001;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
@@ -48,8 +54,30 @@ function cpuSeconds(pid: number): number {
   }
 }
 
+/**
+ * CPU seconds of the PostgreSQL server so far: the postmaster's own and its reaped children's, plus its live
+ * backends' (a backend is counted live until the postmaster reaps it, then in the postmaster's cutime/cstime).
+ */
+function serverCpuSeconds(dataDir: string): number {
+  try {
+    const postmaster = Number(readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const stat = (pid: string | number) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const own = stat(postmaster);
+    let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+    for (const pid of readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
+      try {
+        const f = stat(pid);
+        if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
+      } catch { /* gone meanwhile */ }
+    }
+    return ticks / 100;
+  } catch {
+    return NaN;
+  }
+}
+
 async function nodeStart(i: number, databaseUrl: string): Promise<Node> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/dagent.js'), 'up'], {
+  const child = spawn(process.execPath, [...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : []), path.join(ROOT, 'bin/dagent.js'), 'up'], {
     cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, DATABASE_URL: databaseUrl, DAGENT_HTTP_PORT: '0', DAGENT_RETENTION: 'off', DAGENT_LOG_LEVEL: 'warn', DAGENT_DB_POOL: '10' },
   });
@@ -72,14 +100,27 @@ async function main() {
   execFileSync(process.execPath, [path.join(ROOT, 'scripts/build.mjs')], { cwd: ROOT, stdio: 'ignore' });
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-scale-'));
   chmodSync(dataDir, 0o755);
-  let server: EmbeddedServer = await embeddedServerStart({ dataDir, database: 'scale', ephemeral: true });
+  let server: EmbeddedServer = await embeddedServerStart({ dataDir, database: 'scale', ephemeral: EPHEMERAL });
+  if (PROFILE_DIR) {
+    // pg_stat_statements must be preloaded: set, then restart once before anything runs.
+    const c = await databaseOpen({ url: server.url, poolSize: 1, migrate: false });
+    await c.db.execute(sql`alter system set shared_preload_libraries = 'pg_stat_statements'`);
+    await c.close();
+    await server.stop();
+    server = await embeddedServerStart({ dataDir, database: 'scale', ephemeral: EPHEMERAL });
+  }
   const d = await databaseOpen({ url: server.url, poolSize: 4 });
+  if (PROFILE_DIR) await d.db.execute(sql`create extension if not exists pg_stat_statements`);
   const { token } = await tokenCreate(d.db, { role: 'admin', name: 'scale' });
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   const nodes: Node[] = [];
   for (let i = 0; i < NODES; i++) nodes.push(await nodeStart(i, server.url));
   const cpuAtStart = nodes.map((n) => cpuSeconds(n.child.pid!));
-  console.log(`${NODES} nodes up; ${AGENTS} agents, ${TASKS.toLocaleString('en-US')} tasks in DAGs of ${DAG_SIZE}, submitted at ${RATE} tasks/s${FAULTS ? '; a node killed at 40 %, PostgreSQL restarted at 70 %' : ''}`);
+  const driverCpuAtStart = process.cpuUsage();
+  // PostgreSQL's CPU = serverCpuBase + the running server's so far (a restart adds the old server's to the base).
+  let serverCpuBase = -serverCpuSeconds(dataDir);
+  let serverCpuNow = -serverCpuBase;
+  console.log(`${NODES} nodes up; ${AGENTS} agents, ${TASKS.toLocaleString('en-US')} tasks in DAGs of ${DAG_SIZE}, submitted at ${RATE} tasks/s, PostgreSQL ${EPHEMERAL ? 'without fsync' : 'durable'}${FAULTS ? '; a node killed at 40 %, PostgreSQL restarted at 70 %' : ''}`);
 
   // One HTTP call through "the load balancer": the node given, else the next one alive; 503 and lost
   // connections are retried (a report with the same fence is idempotent).
@@ -145,6 +186,8 @@ async function main() {
         peakConnections = Math.max(peakConnections, (r.rows[0] as { n: number }).n);
       } catch { /* restarting */ }
       for (const n of nodes) if (n.alive) n.cpuSec = cpuSeconds(n.child.pid!) - cpuAtStart[n.i]!;
+      const serverCpu = serverCpuSeconds(dataDir);
+      if (Number.isFinite(serverCpu)) serverCpuNow = serverCpu;
       await sleep(1000);
     }
   })();
@@ -163,13 +206,19 @@ async function main() {
   let restartedAt: number | undefined;
   let loopsMovedSec: number | undefined;
   let submitted = 0;
+  const SUBMITTERS = 4;
+  const submitting = new Set<Promise<void>>();
   const elapsed = () => (performance.now() - started) / 1000;
   for (let k = 0; k < dagCount && elapsed() < MAX_SEC * 0.6; k++) {
     const due = started + (k * DAG_SIZE * 1000) / RATE;
     if (due > performance.now()) await sleep(due - performance.now());
-    const r = await call(k, '/api/dags', { yaml: yaml(k) });
-    if (r.status !== 201) throw new Error(`submit scale-${k}: ${r.status} ${JSON.stringify(r.body)}`);
-    submitted++;
+    // Up to SUBMITTERS submissions at once, as several clients would: one slow answer does not hold the rate back.
+    while (submitting.size >= SUBMITTERS) await Promise.race(submitting);
+    const one = call(k, '/api/dags', { yaml: yaml(k) }).then((r) => {
+      if (r.status !== 201) throw new Error(`submit scale-${k}: ${r.status} ${JSON.stringify(r.body)}`);
+      submitted++;
+    }).finally(() => submitting.delete(one));
+    submitting.add(one);
     if (FAULTS && NODES > 1 && killedAt === undefined && (k >= dagCount * 0.4 || elapsed() >= MAX_SEC * 0.25)) {
       const victim = nodes[0]!;
       victim.alive = false;
@@ -187,11 +236,14 @@ async function main() {
     if (FAULTS && restartAt === undefined && (k >= dagCount * 0.7 || elapsed() >= MAX_SEC * 0.45)) {
       restartAt = performance.now();
       console.log(`restarting PostgreSQL after ${((restartAt - started) / 1000).toFixed(1)} s`);
+      serverCpuBase += serverCpuSeconds(dataDir);
+      serverCpuNow = 0;
       await server.stop();
-      server = await embeddedServerStart({ dataDir, database: 'scale', ephemeral: true });
+      server = await embeddedServerStart({ dataDir, database: 'scale', ephemeral: EPHEMERAL });
       restartedAt = performance.now();
     }
   }
+  await Promise.all(submitting);
   const submittedSec = (performance.now() - started) / 1000;
 
   // Until every DAG submitted completed, or the time is up.
@@ -235,11 +287,14 @@ async function main() {
     stalledSec = 0;
     for (let i = 1; i < around.length; i++) stalledSec = Math.max(stalledSec, (around[i]! - around[i - 1]!) / 1000);
   }
+  const serverCpuTotal = serverCpuBase + serverCpuNow;
   const rows: Array<[string, string]> = [
     ['tasks', `${total.toLocaleString('en-US')} in ${submitted} DAGs, submitted over ${submittedSec.toFixed(0)} s${submitted < dagCount ? ` (${dagCount} planned: the time bound stopped the rest)` : ''}`],
     ['throughput', `${Math.round((total - tasksOpen) / wallSec)} tasks/s over ${wallSec.toFixed(0)} s`],
     ['dispatch (READY → claimed) p50 / p99', `${percentile(dispatch, 50).toFixed(0)} / ${percentile(dispatch, 99).toFixed(0)} ms`],
     ['connections at PostgreSQL, peak', `${peakConnections} (${NODES} nodes of pool 10 + 1 LISTEN each, and this script's 4 + 1)`],
+    ['CPU of this script (agents, submissions)', `${(((u) => (u.user + u.system) / 1e6)(process.cpuUsage(driverCpuAtStart)) / wallSec).toFixed(2)} cores`],
+    ['CPU of PostgreSQL', `${(serverCpuTotal / wallSec).toFixed(2)} cores; ${Math.round((total - tasksOpen) / serverCpuTotal)} tasks per PostgreSQL CPU-second`],
     ['CPU per node', nodes.map((n) => `node ${n.i}${n.alive ? '' : ' (killed)'}: ${(n.cpuSec / wallSec).toFixed(2)} cores`).join(', ')],
     ...(killedAt !== undefined ? [['loops off the killed node', loopsMovedSec === undefined ? 'not within the run' : `${loopsMovedSec.toFixed(1)} s after the kill`] as [string, string]] : []),
     ...(restartAt !== undefined ? [['PostgreSQL restart', `down ${((restartedAt! - restartAt) / 1000).toFixed(1)} s; longest pause between completions around it ${stalledSec?.toFixed(1) ?? '?'} s`] as [string, string]] : []),
@@ -264,6 +319,16 @@ async function main() {
     const why = new Map<string, number>();
     for (const u of await unclaimableList(d.db, 1000)) why.set(u.detail, (why.get(u.detail) ?? 0) + 1);
     console.log(`unclaimable READY tasks: ${JSON.stringify(Object.fromEntries(why))}`);
+  }
+  if (PROFILE_DIR) {
+    const done = total - tasksOpen;
+    const top = (await d.db.execute(sql`select calls::bigint as calls, total_exec_time as ms, left(regexp_replace(query, '\s+', ' ', 'g'), 90) as query
+      from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) order by total_exec_time desc limit 15`)).rows as Array<{ calls: number; ms: number; query: string }>;
+    const all = (await d.db.execute(sql`select sum(calls)::bigint as calls, sum(total_exec_time) as ms from pg_stat_statements
+      where dbid = (select oid from pg_database where datname = current_database())`)).rows[0] as { calls: number; ms: number };
+    console.log(`statements at PostgreSQL: ${(Number(all.calls) / done).toFixed(1)} per task, ${(all.ms / done).toFixed(2)} ms server time per task`);
+    for (const t of top) console.log(`  ${(Number(t.calls) / done).toFixed(2).padStart(6)}/task ${(t.ms / Number(t.calls)).toFixed(3).padStart(7)} ms ${((100 * t.ms) / all.ms).toFixed(1).padStart(5)} %  ${t.query}`);
+    console.log(`node CPU profiles in ${PROFILE_DIR}`);
   }
   console.log('');
   for (const [k, ok] of checks) console.log(`${ok ? 'ok  ' : 'FAIL'} ${k}${k.startsWith('nothing lost') && !ok ? ` (${tasksOpen} open)` : ''}`);
