@@ -1,5 +1,6 @@
 import type { Db } from '../db/connection.js';
-import { agentGet, agentHeartbeat, agentHolderGet, agentList as agentRows, agentStatusSet, agentUpsert, type UpsertGuard } from '../db/queries/agents.js';
+import { agentGet, agentHeartbeat, agentHolderGet, agentList as agentRows, agentSeen, agentStatusSet, agentUpsert, type UpsertGuard } from '../db/queries/agents.js';
+import { LEASE_DEFAULTS } from '../config/index.js';
 import { taskHolderGet } from '../db/queries/tasks-read.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { ForbiddenError, LeaseLostError, NotFoundError } from '../errors.js';
@@ -29,6 +30,15 @@ export function agentHolder(db: Db, id: string) {
 
 export async function agentBeat(db: Db, id: string): Promise<void> {
   if (!(await agentHeartbeat(db, id))) throw new NotFoundError('agent', id);
+}
+
+/**
+ * The agent claimed for itself (a long poll, its own token): a sign of life, so an agent that only long-polls is
+ * not marked offline after `agentStaleSec`. Written at most once per third of that period (the row is read anyway).
+ */
+export async function agentClaimSeen(db: Db, row: AgentRow): Promise<void> {
+  if (row.status === 'offline' || Date.now() - row.heartbeatAt.getTime() < (LEASE_DEFAULTS.agentStaleSec * 1000) / 3) return;
+  await agentSeen(db, row.id);
 }
 
 /** Stop the agent claiming. `instance`: only if the registration is still that process's (metadata.instance). */

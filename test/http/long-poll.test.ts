@@ -12,6 +12,7 @@ import { dlqBulk } from '../../src/engine/dlq.js';
 import { tokenRevoke } from '../../src/engine/tokens.js';
 import { eventually } from '../helpers/wait.js';
 import { CLAIM_WAIT_DEFAULTS } from '../../src/config/index.js';
+import { agentMarkStaleOffline } from '../../src/db/queries/agents.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -187,6 +188,23 @@ describe('long-poll claims (wait_sec)', () => {
     expect(r.status).toBe(400);
     expect(r.body.error.message).toMatch(/wait_sec/);
     expect((await http.call('POST', '/api/agents/lp-long/claim', { token, body: {} })).body.tasks).toHaveLength(1);
+  });
+
+  it('a long poll is a sign of life: an agent that only long-polls is not marked offline; one marked offline stays so', async () => {
+    const token = await agent('lp-alive', ['shell']);
+    const quiet = await agent('lp-quiet', ['shell']);
+    // Both last heard of 80 s ago, close to the 90 s after which the reaper marks an agent offline.
+    await rowsOf(db, sql`update agents set heartbeat_at = now() - interval '80 seconds' where id in ('lp-alive', 'lp-quiet')`);
+    expect((await longPoll('lp-alive', token, 0.2)).status).toBe(200);
+    const stale = await agentMarkStaleOffline(db, 79);
+    expect(stale).toEqual(['lp-quiet']);
+    const [alive] = await rowsOf<{ status: string; silent: number }>(db, sql`
+      select status, extract(epoch from now() - heartbeat_at)::float8 as silent from agents where id = 'lp-alive'`);
+    expect(alive!.status).toBe('active');
+    expect(alive!.silent).toBeLessThan(10);
+    // Offline (silent, or signed off) is left to a heartbeat or a registration: a claim does not bring it back.
+    expect((await longPoll('lp-quiet', quiet, 0.2)).tasks).toEqual([]);
+    expect((await rowsOf<{ status: string }>(db, sql`select status from agents where id = 'lp-quiet'`))[0]!.status).toBe('offline');
   });
 });
 

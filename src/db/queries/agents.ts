@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, ne, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { rowsOf, textArray } from './run.js';
 import { agents } from '../schema/index.js';
@@ -68,6 +68,15 @@ export async function agentHeartbeat(db: Db, id: string): Promise<boolean> {
     .set({ heartbeatAt: sql`now()`, status: sql`case when ${agents.status} = 'offline' then 'active' else ${agents.status} end` })
     .where(eq(agents.id, id)).returning({ id: agents.id });
   return r.length > 0;
+}
+
+/**
+ * A claim the agent made itself (a long poll, its own token) is a sign of life: its heartbeat time moves, so an
+ * agent that only long-polls is not marked offline. An offline agent stays offline (it signed off, or went silent
+ * long enough to be marked so): a heartbeat or a registration brings it back.
+ */
+export async function agentSeen(db: Db, id: string): Promise<void> {
+  await db.update(agents).set({ heartbeatAt: sql`now()` }).where(and(eq(agents.id, id), ne(agents.status, 'offline')));
 }
 
 /**

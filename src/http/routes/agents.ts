@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { agentBeat, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/agents.js';
+import { agentBeat, agentClaimSeen, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/agents.js';
 import { taskClaim } from '../../engine/claim.js';
 import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
 import { taskFail } from '../../engine/failure.js';
@@ -94,6 +94,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       throw new ForbiddenError(`body.claim_ttl_sec: an agent token may leave a claimed task unstarted for at most ${AGENT_TOKEN_DEFAULTS.claimTtlMaxSec} s, not ${body.claim_ttl_sec}`, { field: 'body.claim_ttl_sec' });
     }
     const agent = grant || body?.wait_sec ? await agentRequire(d.db, params.id!) : undefined;
+    if (agent) await agentClaimSeen(d.db, agent);
     const capabilities = grant ? agent!.capabilities.filter((c) => grantCovers(grant, c)) : undefined;
     const claim = () => taskClaim(d.db, params.id!, {
       limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities,
