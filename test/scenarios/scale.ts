@@ -1,5 +1,5 @@
 /**
- * npm run scale [-- --nodes 3] [-- --agents 1000] [-- --tasks 100000] [-- --rate 200] [-- --dag-size 100] [-- --max-sec 900] [-- --no-faults] [-- --ephemeral]
+ * npm run scale [-- --nodes 3] [-- --agents 1000] [-- --tasks 100000] [-- --rate 200] [-- --dag-size 100] [-- --max-sec 900] [-- --no-faults] [-- --ephemeral] [-- --profile DIR]
  *
  * A fleet on loopback, bounded in time (submitting stops at 60 % of --max-sec, and what was submitted has until
  * --max-sec to complete): N `dagent up` nodes (the compiled CLI,
