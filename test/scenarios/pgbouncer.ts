@@ -21,7 +21,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { databaseOpen, type Database } from '../../src/db/connection.js';
-import { embeddedServerStart } from '../../src/db/embedded.js';
+import { embeddedServerStart, freePortFind } from '../../src/db/embedded.js';
 import { agentRegister, taskClaim, taskComplete } from '../../src/index.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 import { TASK_DEFAULTS, type TaskSpec } from '../../src/dag/spec.js';
@@ -58,21 +58,13 @@ function pgbouncerFind(): { bin: string; libs?: string } {
   return { bin, libs: path.join(tools, 'usr/lib/x86_64-linux-gnu') };
 }
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 async function pgbouncerStart(server: URL): Promise<{ url: string; stop(): Promise<void>; version: string }> {
   const { bin, libs } = pgbouncerFind();
   const env = { ...process.env, ...(libs ? { LD_LIBRARY_PATH: libs } : {}) };
   const version = execFileSync(bin, ['--version'], { env, encoding: 'utf8' }).split('\n')[0]!;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-pgbouncer-'));
   chmodSync(dir, 0o777);
-  const port = await freePort();
+  const port = await freePortFind();
   const user = decodeURIComponent(server.username || 'postgres');
   const password = decodeURIComponent(server.password);
   writeFileSync(path.join(dir, 'userlist.txt'), `"${user}" ""\n`);

