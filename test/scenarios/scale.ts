@@ -16,7 +16,7 @@
  * task completed, none twice, and no DAG spent past its budget. Exits 1 when a check fails. Not part of `npm test`.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -26,6 +26,7 @@ import { databaseOpen } from '../../src/db/connection.js';
 import { embeddedServerStart, type EmbeddedServer } from '../../src/db/embedded.js';
 import { tokenCreate } from '../../src/engine/tokens.js';
 import { percentile } from './percentile.js';
+import { postmasterPid, procChildren, procStat } from '../helpers/proc.js';
 
 const arg = (flag: string, fallback: number) => { const i = process.argv.indexOf(flag); return i < 0 ? fallback : Number(process.argv[i + 1]); };
 const NODES = arg('--nodes', 3);
@@ -47,7 +48,7 @@ interface Node { i: number; child: ChildProcess; url: string; alive: boolean; cp
 /** User + system CPU seconds of a process so far (Linux). */
 function cpuSeconds(pid: number): number {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const fields = procStat(pid);
     return (Number(fields[11]) + Number(fields[12])) / 100;
   } catch {
     return NaN;
@@ -60,17 +61,11 @@ function cpuSeconds(pid: number): number {
  */
 function serverCpuSeconds(dataDir: string): number {
   try {
-    const postmaster = Number(readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    const stat = (pid: string | number) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    const own = stat(postmaster);
-    let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
-    for (const pid of readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
-      try {
-        const f = stat(pid);
-        if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
-      } catch { /* gone meanwhile */ }
-    }
-    return ticks / 100;
+    const postmaster = postmasterPid(path.join(dataDir, 'pg'));
+    const own = procStat(postmaster);
+    let seconds = (Number(own[13]) + Number(own[14])) / 100;
+    for (const pid of [postmaster, ...procChildren(postmaster)]) seconds += cpuSeconds(pid) || 0; // NaN: gone meanwhile
+    return seconds;
   } catch {
     return NaN;
   }

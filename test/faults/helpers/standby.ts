@@ -1,10 +1,11 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { embeddedServerStart, freePortFind, type EmbeddedServer } from '../../../src/db/embedded.js';
 import { eventually } from '../../helpers/wait.js';
+import { postmasterPid, procChildren } from '../../helpers/proc.js';
 
 /**
  * A primary and a synchronous streaming standby, as a highly available PostgreSQL runs them (Patroni, RDS Multi-AZ),
@@ -24,8 +25,6 @@ export interface ReplicatedPair {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const stat = (pid: string | number) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
 
 export async function replicatedPair(database: string): Promise<ReplicatedPair> {
   const primaryDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-primary-'));
@@ -66,12 +65,10 @@ export async function replicatedPair(database: string): Promise<ReplicatedPair> 
     primary,
     standbyUrl,
     primaryKill() {
-      const postmaster = Number(readFileSync(path.join(primaryDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-      const backends = readdirSync('/proc').filter((e) => /^\d+$/.test(e)).filter((pid) => {
-        try { return Number(stat(pid)[1]) === postmaster; } catch { return false; }
-      });
+      const postmaster = postmasterPid(path.join(primaryDir, 'pg'));
+      const backends = procChildren(postmaster);
       process.kill(postmaster, 'SIGKILL');
-      for (const pid of backends) try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone already */ }
+      for (const pid of backends) try { process.kill(pid, 'SIGKILL'); } catch { /* gone already */ }
       primaryDead = true;
     },
     async promote() {
@@ -79,10 +76,8 @@ export async function replicatedPair(database: string): Promise<ReplicatedPair> 
       const c = new pg.Client({ connectionString: standbyUrl });
       await c.connect();
       try {
+        // synchronous_standby_names was set on the primary after the copy: the promoted standby waits for no one.
         await c.query('select pg_promote(true, 60)');
-        // The old primary is gone: a synchronous commit would wait for it for ever.
-        await c.query(`alter system set synchronous_standby_names = ''`);
-        await c.query('select pg_reload_conf()');
       } finally {
         await c.end();
       }
