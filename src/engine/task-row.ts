@@ -2,12 +2,11 @@ import type { TaskSpec } from '../dag/spec.js';
 import { claimGroupKey, modelsAccepted } from '../db/queries/capability-groups.js';
 import type { TaskInsert } from '../db/queries/tasks-intake.js';
 import { APPROVAL_WAIT_PREFIX, MAP_WAIT_PREFIX } from '../db/queries/signals.js';
-import { instantSql } from '../db/queries/tasks-fragments.js';
 import { priorityConstants } from '../model/priority.js';
 import type { TaskPlan } from './critical-path.js';
 
 /**
- * The row of a new task, in state `created`; `parentId` is set for tasks spawned at runtime.
+ * The row of a new task (taskInsertMany decides its state); `parentId` is set for tasks spawned at runtime.
  * `plan` is its estimate and upward rank (default: the default estimate, as a DAG of one).
  */
 export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: string, plan?: TaskPlan): TaskInsert {
@@ -20,7 +19,6 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     parentId,
     type: t.type,
     title: t.title,
-    status: 'created',
     // A for_each task keeps its list in its spec: the waits loop maps over it (engine/map.ts).
     spec: t.forEach ? { ...t.body, forEach: t.forEach } : t.body,
     contextKeys: [...new Set(t.body.context.map((ref) => ref.split('.')[0]!))],
@@ -33,11 +31,10 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     heartbeatSec: t.heartbeatSec,
     priority: t.priority,
     boostPerMinute: t.boostPerMinute,
-    effectivePriority: t.priority,
     estimateSec,
     cpRankSec: plan?.cpRankSec ?? estimateSec,
-    deadline: instantSql(t.deadline),
-    runAt: instantSql(t.notBefore),
+    deadline: t.deadline,
+    runAt: t.notBefore,
     depsRemaining: t.dependsOn.length,
     maxAttempts: t.maxAttempts,
     retryPolicy: t.retry,

@@ -6,8 +6,8 @@ import { IllegalTransitionError } from '../errors.js';
  * changes no row and is reported by `assertTransition`.
  */
 export const TASK_STATES = [
-  'created', // inserted; the same transaction moves it on
-  'pending', // waiting on dependencies (or on its not_before time)
+  'created', // inserted so, only when it waits for a signal (wait_for, approval, for_each); the same transaction moves it on
+  'pending', // waiting on dependencies (or on its not_before time); a task is inserted PENDING or READY (taskInsertMany)
   'ready', // claimable
   'claimed', // leased by an agent, not yet started
   'running', // started, kept alive by heartbeats

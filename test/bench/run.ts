@@ -5,7 +5,7 @@
  * and one SVG bar chart per figure in docs/bench/.
  *
  * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), disk per finished task and the claim's latency
- * during a prune (retention.ts), the DAG list's pages at 100,000 DAGs (lists.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
+ * during a prune (retention.ts), a 10,000-task DAG's submit and the claim beside it (large-dag.ts), the DAG list's pages at 100,000 DAGs (lists.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
  * READY tasks with 90 % capability skew, and scheduling quality (makespan against
  * its lower bound, dagent's effective priority beside FIFO; makespan.ts).
  *
@@ -30,6 +30,7 @@ import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { agentLatency, httpLongPollDispatch } from './agent-latency.js';
 import { cliStartup } from './startup.js';
 import { retentionBench } from './retention.js';
+import { largeDagBench } from './large-dag.js';
 import { listsBench } from './lists.js';
 import { makespanBench } from './makespan.js';
 import { graphileBench, pgBossBench } from './peers.js';
@@ -51,6 +52,7 @@ const LAYER_DAGS = quick ? 4 : 20;
 const JOIN_WIDTH = quick ? 2_000 : 10_000;
 const PRUNE_TASKS = quick ? 20_000 : 100_000;
 const LIST_DAGS = quick ? 20_000 : 100_000;
+const LARGE_DAG_TASKS = 10_000;
 const LAYER_DEPTH = 5;
 const LAYER_WIDTH = 100;
 
@@ -315,6 +317,13 @@ async function main() {
     const join = await joinRun(d, JOIN_WIDTH);
     lines.push(`join of ${fmt(JOIN_WIDTH)} (one DAG: ${fmt(JOIN_WIDTH)} tasks, then one that depends on them all), 32 slots: submit ${join.submitSec.toFixed(2)} s; run ${fmt((JOIN_WIDTH + 1) / join.run.seconds)} tasks/s (${join.run.seconds.toFixed(2)} s)`);
     console.log(lines.at(-1));
+    {
+      await reset(d);
+      const big = await largeDagBench(d, LARGE_DAG_TASKS, quick ? 2 : 5, task);
+      [mine.largeSubmitSec, mine.largeClaimP99] = [pct(big.submitSec, 50), pct(big.claimsDuring, 99)];
+      lines.push(`DAG of ${fmt(big.tasks)} tasks and ${fmt(big.edges)} edges (10 layers), one submit with its cycle check: p50 ${pct(big.submitSec, 50).toFixed(2)} s, worst ${Math.max(...big.submitSec).toFixed(2)} s of ${big.submitSec.length}; claim of 1 in the same process meanwhile p50 ${pct(big.claimsDuring, 50).toFixed(2)} ms, p99 ${pct(big.claimsDuring, 99).toFixed(2)} ms, max ${Math.max(...big.claimsDuring).toFixed(1)} ms (${big.claimsDuring.length} claims; without it p50 ${pct(big.claimsIdle, 50).toFixed(2)} ms, p99 ${pct(big.claimsIdle, 99).toFixed(2)} ms)`);
+      console.log(lines.at(-1));
+    }
     await reset(d);
     const layered = await submitLayers(d, LAYER_DAGS, LAYER_DEPTH, LAYER_WIDTH);
     await analyze(d);

@@ -7,8 +7,16 @@ import { textArray } from './run.js';
 
 export interface EdgeRow { dagId: string; upstreamId: string; downstreamId: string }
 
+/**
+ * Insert edges (an edge that exists already is left alone), as three arrays in one statement: one parameter per
+ * column, however many edges. Each edge a parameter of its own cost ~0.1 s more to build at 10,000 edges.
+ */
 export async function edgeInsertMany(db: Db, rows: EdgeRow[]): Promise<void> {
-  for (let i = 0; i < rows.length; i += 5000) await db.insert(edges).values(rows.slice(i, i + 5000)).onConflictDoNothing();
+  if (rows.length === 0) return;
+  await db.execute(sql`
+    insert into edges (dag_id, upstream_id, downstream_id)
+    select * from unnest(${textArray(rows.map((r) => r.dagId))}, ${textArray(rows.map((r) => r.upstreamId))}, ${textArray(rows.map((r) => r.downstreamId))})
+    on conflict do nothing`);
 }
 
 /** Every edge of a DAG, as task keys: what the cycle check loads under the DAG's lock. */

@@ -1,0 +1,67 @@
+/**
+ * A large DAG's submit for `npm run bench`: how long one transaction takes to insert a DAG of `tasks` tasks with its
+ * cycle check and critical-path ranks, and what it costs a claimer beside it in the same process (a node serving
+ * the API and agents at once): claim of 1 from a live DAG, timed while the submit runs and without it.
+ */
+import { performance } from 'node:perf_hooks';
+import { sql } from 'drizzle-orm';
+import type { Database } from '../../src/db/connection.js';
+import type { TaskSpec } from '../../src/dag/spec.js';
+import { agentRegister } from '../../src/engine/agents.js';
+import { taskClaim } from '../../src/engine/claim.js';
+import { dagSubmit } from '../../src/engine/submit.js';
+import { textArray } from '../../src/db/queries/run.js';
+
+export interface LargeDagFigures {
+  tasks: number;
+  edges: number;
+  /** Each submit's seconds. */
+  submitSec: number[];
+  claimsDuring: number[];
+  claimsIdle: number[];
+}
+
+/**
+ * `layers` layers of `tasks / layers` tasks; from the second layer on, each task depends on two of the layer before
+ * (its own column and the next), so the graph has ~2 edges per task and the cycle check walks all of them.
+ */
+function layeredDag(tasks: number, layers: number, task: (key: string, dependsOn?: string[]) => TaskSpec): TaskSpec[] {
+  const width = tasks / layers;
+  return Array.from({ length: tasks }, (_, i) => {
+    const [l, c] = [Math.floor(i / width), i % width];
+    // A capability the claimer lacks: it claims from the live DAG only.
+    return { ...task(`l${l}-${c}`, l === 0 ? [] : [`l${l - 1}-${c}`, `l${l - 1}-${(c + 1) % width}`]), requiredCapabilities: ['big'] };
+  });
+}
+
+export async function largeDagBench(
+  d: Database, tasks: number, submits: number, task: (key: string, dependsOn?: string[]) => TaskSpec,
+): Promise<LargeDagFigures> {
+  for (let i = 0; i < 4; i++) {
+    await dagSubmit(d.db, [{ name: `live-${i}`, params: {}, tasks: Array.from({ length: 5000 }, (_, j) => ({ ...task(`t${j}`), requiredCapabilities: ['live'] })) }]);
+  }
+  await d.db.execute(sql`vacuum analyze tasks`);
+  await agentRegister(d.db, { id: 'claimer-large-dag', type: 'bench', capabilities: ['live'], maxConcurrent: 1 });
+  const claimOnce = async (into: number[]) => {
+    const t0 = performance.now();
+    const got = await taskClaim(d.db, 'claimer-large-dag', { limit: 1, capabilities: ['live'] });
+    into.push(performance.now() - t0);
+    if (got.length !== 1) throw new Error('the live DAG ran out of READY tasks');
+    await d.db.execute(sql`update tasks set status = 'completed', completed_at = now() where id = any(${textArray(got.map((t) => t.id))})`);
+  };
+  const claimsIdle: number[] = [];
+  for (let i = 0; i < 500; i++) await claimOnce(claimsIdle);
+
+  const spec = layeredDag(tasks, 10, task);
+  const claimsDuring: number[] = [];
+  const submitSec: number[] = [];
+  for (let s = 0; s < submits; s++) {
+    let submitting = true;
+    const t0 = performance.now();
+    const submitted = dagSubmit(d.db, [{ name: `large-${s}`, params: {}, tasks: spec }]).finally(() => { submitting = false; });
+    while (submitting) await claimOnce(claimsDuring);
+    await submitted;
+    submitSec.push((performance.now() - t0) / 1000);
+  }
+  return { tasks, edges: spec.reduce((n, t) => n + t.dependsOn.length, 0), submitSec, claimsDuring, claimsIdle };
+}
