@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -109,6 +110,16 @@ tasks:
     ]);
     // Three attempts, their three own spans, two steps and the DAG: nothing else in the trace.
     expect(spans).toHaveLength(9);
+  });
+
+  it('the ids are prefixes of the SHA-256 of their names, so every process derives the same ones (a trace id it remembers too)', () => {
+    const sha = (s: string, n: number) => createHash('sha256').update(s).digest('hex').slice(0, n);
+    for (const dagId of ['dag_a', 'dag_b', 'dag_a']) {
+      expect(dagTraceId(dagId)).toBe(sha(`dagent:trace:${dagId}`, 32));
+      expect(dagSpanId(dagId)).toBe(sha(`dagent:dag:${dagId}`, 16));
+    }
+    expect(attemptSpanId('tsk_1', 3)).toBe(sha('dagent:attempt:tsk_1:3', 16));
+    expect(attemptTraceparent('dag_a', 'tsk_1', 3)).toBe(`00-${sha('dagent:trace:dag_a', 32)}-${sha('dagent:attempt:tsk_1:3', 16)}-01`);
   });
 
   it('with no one listening (tracing off), the engine does not even build the list of what ended', () => {
