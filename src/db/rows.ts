@@ -2,6 +2,7 @@
 // out, so the published declarations never load drizzle's (schema/rows-match.ts fails to compile
 // when a column changes and these do not), with the other shapes the engine's functions take and give.
 import type { TaskState } from '../model/state-machine.js';
+import type { TaskOrigin } from '../dag/spec.js';
 
 /** A row of `tasks`. */
 export interface TaskRow {
@@ -222,6 +223,23 @@ export interface CompletionMode {
    * tasks, whose attempt row already exists and is finished here.
    */
   checked?: boolean;
+  /**
+   * Hand the dependents these completions unblock to this agent where a claim of it would take them first
+   * (tasks-hand-off.ts); the statement returns them as claimed. Only for completions of one agent's own tasks.
+   */
+  handTo?: HandOff;
+}
+
+/** The completing agent, and how many of the dependents its completion unblocks it would take. */
+export interface HandOff {
+  agentId: string;
+  /** The capabilities it claims with (a subset of its registered ones, as for a claim). */
+  capabilities: readonly string[];
+  /** Most tasks to hand it: the slots its completions free, as the claimer counts them. */
+  max: number;
+  /** Hand them RUNNING under the heartbeat lease (a claimer that starts what it claims), else CLAIMED under `claimTtlSec`. */
+  start: boolean;
+  claimTtlSec: number;
 }
 
 /**
@@ -259,3 +277,33 @@ export interface DagListFilter {
   cursor?: Cursor;
 }
 
+/** A task as the claim statement returns it (tasks-claim.ts), before engine/claim.ts shapes it for the agent. */
+export interface ClaimedRow {
+  id: string;
+  dagId: string;
+  key: string;
+  type: string;
+  title: string | null;
+  spec: Record<string, unknown>;
+  fence: number;
+  attempt: number;
+  maxAttempts: number;
+  maxDurationSec: number | null;
+  heartbeatSec: number | null;
+  maxCostUsd: number | null;
+  outputSpec: Record<string, unknown> | null;
+  origin: TaskOrigin;
+  leaseExpiresAt: Date;
+  /** Seconds it waited READY before this claim. */
+  waitSec: number;
+  /** Outputs of the upstream tasks named in the task's context refs, by task key. */
+  upstreamOutputs: Record<string, unknown>;
+  /** Outputs of completed subtasks this task spawned, by their key under the parent. */
+  childOutputs: Record<string, unknown>;
+  /** The claiming agent's registered models (`*`: any), to choose the one the task runs on. */
+  agentModels: string[];
+  /** Models or providers paused for the fleet now (a provider's rate limit, a declared limit spent): never the one chosen. */
+  pausedModels: string[];
+  /** The model a declared rate limit reserved this attempt under (the full statement), if any: the one to hand out. */
+  rateModel?: string | null;
+}

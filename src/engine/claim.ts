@@ -1,7 +1,7 @@
 import type { Db } from '../db/connection.js';
 import { agentGet } from '../db/queries/agents.js';
 import { taskClaimReady } from '../db/queries/tasks-claim.js';
-import type { PreviousAttempt } from '../db/rows.js';
+import type { ClaimedRow, PreviousAttempt } from '../db/rows.js';
 
 export type { PreviousAttempt } from '../db/rows.js';
 import { LEASE_DEFAULTS } from '../config/index.js';
@@ -91,37 +91,42 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
   const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, start: opts.start, grant: opts.grant });
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
-  return rows.map((r) => {
-    const spec = r.spec as unknown as TaskBody;
-    // A paused model (a provider's rate limit, a declared limit spent) is never the one to use while another the
-    // task accepts is free; the one a declared limit reserved for is handed out first.
-    const free = modelsForAgent(spec, r.attempt, r.agentModels).filter((m) => !modelPaused(m, r.pausedModels));
-    const models = r.rateModel ? [r.rateModel, ...free.filter((m) => m !== r.rateModel)] : free;
-    return {
-      id: r.id,
-      dagId: r.dagId,
-      key: r.key,
-      type: r.type,
-      title: r.title,
-      fence: r.fence,
-      attempt: r.attempt,
-      maxAttempts: r.maxAttempts,
-      leaseExpiresAt: r.leaseExpiresAt,
-      spec,
-      model: models[0] ?? null,
-      models,
-      inputs: contextResolve(spec.context, r.upstreamOutputs),
-      children: r.childOutputs,
-      maxDurationSec: r.maxDurationSec,
-      heartbeatSec: r.heartbeatSec ?? LEASE_DEFAULTS.heartbeatSec,
-      maxCostUsd: r.maxCostUsd,
-      started: opts.start === true,
-      origin: r.origin,
-      outputSpec: r.outputSpec,
-      previousAttempts: r.previousAttempts,
-      traceparent: attemptTraceparent(r.dagId, r.id, r.fence),
-    };
-  });
+  return rows.map((r) => claimedTaskOf(r, opts.start === true));
+}
+
+/** A claimed row as the agent receives it (a claim's, or a completion's hand-off: engine/completion.ts). */
+export function claimedTaskOf(
+  r: Omit<ClaimedRow, 'waitSec'> & { previousAttempts: PreviousAttempt[] }, started: boolean,
+): ClaimedTask {
+  const spec = r.spec as unknown as TaskBody;
+  // A paused model (a provider's rate limit, a declared limit spent) is never the one to use while another the
+  // task accepts is free; the one a declared limit reserved for is handed out first.
+  const free = modelsForAgent(spec, r.attempt, r.agentModels).filter((m) => !modelPaused(m, r.pausedModels));
+  const models = r.rateModel ? [r.rateModel, ...free.filter((m) => m !== r.rateModel)] : free;
+  return {
+    id: r.id,
+    dagId: r.dagId,
+    key: r.key,
+    type: r.type,
+    title: r.title,
+    fence: r.fence,
+    attempt: r.attempt,
+    maxAttempts: r.maxAttempts,
+    leaseExpiresAt: r.leaseExpiresAt,
+    spec,
+    model: models[0] ?? null,
+    models,
+    inputs: contextResolve(spec.context, r.upstreamOutputs),
+    children: r.childOutputs,
+    maxDurationSec: r.maxDurationSec,
+    heartbeatSec: r.heartbeatSec ?? LEASE_DEFAULTS.heartbeatSec,
+    maxCostUsd: r.maxCostUsd,
+    started,
+    origin: r.origin,
+    outputSpec: r.outputSpec,
+    previousAttempts: r.previousAttempts,
+    traceparent: attemptTraceparent(r.dagId, r.id, r.fence),
+  };
 }
 
 /**

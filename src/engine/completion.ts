@@ -1,5 +1,8 @@
 import { afterCommit, withTx, type Db } from '../db/connection.js';
-import { taskCompleteMark } from '../db/queries/tasks-complete.js';
+import { taskCompleteMark, type HandedRow } from '../db/queries/tasks-complete.js';
+import { attemptsFailedLatest, PREVIOUS_ATTEMPTS_MAX } from '../db/queries/attempts.js';
+import type { PreviousAttempt } from '../db/rows.js';
+import { claimedTaskOf, type ClaimedTask } from './claim.js';
 import { taskLateDependentsRecount } from '../db/queries/tasks-spawn.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
@@ -52,8 +55,8 @@ export function completionInput(c: TaskRef & { output: unknown } & Spent, detail
  * Every task that becomes COMPLETED, validation tasks included, comes through here,
  * so the `completed` engine event (and the completion metric) counts each exactly once.
  */
-export async function completionWrite(db: Db, items: CompletionInput[], mode: CompletionMode = {}): Promise<CompletionResult> {
-  const { lateUpstreams, ...r } = await taskCompleteMark(db, items, mode);
+export async function completionWrite(db: Db, items: CompletionInput[], mode: CompletionMode = {}): Promise<CompletionResult & { handed: ClaimedTask[] }> {
+  const { lateUpstreams, handed: handedRows, ...r } = await taskCompleteMark(db, items, mode);
   // Dependents added while these were completing may have been missed by the statement's snapshot.
   if (lateUpstreams.length > 0) await afterCommit(db, (top) => withTx(top, (tx) => taskLateDependentsRecount(tx, lateUpstreams)));
   if (r.completed.length > 0) engineEvents.emit('completed', { byType: r.completedByType });
@@ -62,5 +65,15 @@ export async function completionWrite(db: Db, items: CompletionInput[], mode: Co
     return items.filter((i) => done.has(i.id)).map((i) => ({ taskId: i.id, fence: i.fence }));
   });
   dagsFinishedEmit(r.dagsCompleted);
-  return r;
+  return { ...r, handed: await handedTasks(db, handedRows, mode) };
+}
+
+/** The dependents a completion handed its agent, as a claim gives them (a re-run's history included), counted as claims. */
+async function handedTasks(db: Db, rows: HandedRow[], mode: CompletionMode): Promise<ClaimedTask[]> {
+  if (rows.length === 0 || !mode.handTo) return [];
+  const retries = rows.filter((r) => r.attempt > 1).map((r) => r.id);
+  const history = retries.length ? await attemptsFailedLatest(db, retries, PREVIOUS_ATTEMPTS_MAX) : new Map<string, PreviousAttempt[]>();
+  engineEvents.emit('claim', { agentId: mode.handTo.agentId, requested: rows.length, claimed: rows.map((r) => ({ type: r.type, waitSec: 0 })) });
+  // A handed task names no model (tasks-hand-off.ts): the agent's models and the fleet's pauses do not apply.
+  return rows.map((r) => claimedTaskOf({ ...r, agentModels: [], pausedModels: [], previousAttempts: history.get(r.id) ?? [] }, mode.handTo!.start));
 }

@@ -9,7 +9,8 @@ import { completionReplayed } from './report-replay.js';
 import { completionInput, completionWrite, type Completion } from './completion.js';
 import { guardExplain, type TaskRef } from './guard.js';
 import { taskOutputSettle, type OutputOutcome } from './output-settle.js';
-import type { CompletionResult } from '../db/rows.js';
+import type { CompletionResult, HandOff } from '../db/rows.js';
+import type { ClaimedTask } from './claim.js';
 
 /**
  * What an agent does with a task it holds: start it, keep it, complete it or
@@ -59,12 +60,13 @@ export async function taskComplete(db: Db, c: Completion): Promise<CompletionRes
  * Complete a batch in one statement. Refused items (stale token, wrong state) are
  * reported in `refused`, not thrown, so one zombie does not fail a batch. Items the
  * statement refused because their output must be validated are settled one by one
- * (`settled`).
+ * (`settled`). With `handTo` (one agent completing its own tasks), the dependents they unblock
+ * that a claim of that agent would take first come back claimed for it (`handed`; tasks-hand-off.ts).
  */
 export async function taskCompleteMany(
-  db: Db, items: Completion[],
-): Promise<CompletionResult & { refused: string[]; settled: Map<string, OutputOutcome>; replayed: string[] }> {
-  const r = await completionWrite(db, items.map((c) => completionInput(c)));
+  db: Db, items: Completion[], opts: { handTo?: HandOff } = {},
+): Promise<CompletionResult & { refused: string[]; settled: Map<string, OutputOutcome>; replayed: string[]; handed: ClaimedTask[] }> {
+  const r = await completionWrite(db, items.map((c) => completionInput(c)), { handTo: opts.handTo });
   const done = new Set(r.completed);
   const settled = new Map<string, OutputOutcome>();
   const notDone = items.filter((i) => !done.has(i.taskId));

@@ -46,6 +46,12 @@ export interface AgentRunnerOptions {
   claimTtlSec?: number;
   /** Share one listener among the agents of a process. Default: the runner opens its own. */
   listener?: ReadyListener;
+  /**
+   * Take the dependents its completions unblock in the completion's own statement, where it would claim them
+   * first (docs/priority.md "Handing dependents on"). Default true; false: they go READY and are claimed like any
+   * task (the benchmark's --no-hand-off).
+   */
+  handOff?: boolean;
   log?: Logger;
 }
 
@@ -93,6 +99,8 @@ export class AgentRunner {
   private stopping = false;
   private stopped: Promise<void> | undefined;
   private claimFailures = 0;
+  /** While it looks for such tasks (releaseLostClaims): completions hand this agent nothing. */
+  private releasing = false;
   /** When a claim failed on a lost connection: it may have committed, its tasks held under this id with no run here. */
   private claimInDoubtSince: number | undefined;
   /** Tells this process's registration apart from another process that reuses the id. */
@@ -102,7 +110,19 @@ export class AgentRunner {
     this.agentId = o.id ?? `${def.name}-${o.instance ?? agentInstanceDefault()}`;
     this.concurrency = o.concurrency ?? def.maxConcurrent ?? 1;
     this.log = (o.log ?? logger()).child({ agentId: this.id });
-    this.batcher = new CompletionBatcher({ db: o.database.db });
+    this.batcher = new CompletionBatcher({
+      db: o.database.db,
+      // The dependents a completion unblocks go straight to this agent when it would claim them first: the slots
+      // are those its runs leave free, with the completing ones counted out (the server counts again, exactly).
+      handTo: (completing) => {
+        const max = this.concurrency - this.runs.size + completing;
+        return o.handOff === false || this.stopping || this.releasing || max <= 0 ? null : {
+          agentId: this.id, capabilities: this.def.capabilities, max, start: true, claimTtlSec: o.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec,
+        };
+      },
+      onHanded: (tasks) => tasks.forEach((t) => this.launch(t)),
+      onHandOffInDoubt: () => { this.claimInDoubtSince ??= Date.now(); },
+    });
     this.ownsListener = !o.listener;
     this.listener = o.listener ?? new ReadyListener({ url: o.database.sessionUrl ?? o.database.url, log: this.log });
   }
@@ -226,6 +246,17 @@ export class AgentRunner {
    * claimed since the failure (with a margin), so another process reusing this id keeps its own.
    */
   private async releaseLostClaims(): Promise<void> {
+    // A completion may hand this agent tasks it has not launched yet: none is asked to while this looks, and it
+    // looks only once none that was asked is in flight.
+    this.releasing = true;
+    try {
+      if (this.batcher.writing === 0) await this.heldWithoutRunRelease();
+    } finally {
+      this.releasing = false;
+    }
+  }
+
+  private async heldWithoutRunRelease(): Promise<void> {
     const sinceSec = Math.ceil((Date.now() - this.claimInDoubtSince!) / 1000) + LOST_CLAIM_MARGIN_SEC;
     try {
       const held = await taskHeldByAgent(this.o.database.db, this.id, sinceSec);

@@ -67,6 +67,18 @@ export class ClaimBuffer {
     this.wakeup.wake();
   }
 
+  /** Room for more: what a completion may hand this claimer (CompletionBatcher's handTo), counting `completing` out. */
+  room(completing: number): number {
+    return Math.max(0, this.maxHeld - this.held + completing);
+  }
+
+  /** Tasks a completion handed this claimer: held and taken like claimed ones. */
+  accept(tasks: ClaimedTask[]): void {
+    this.held += tasks.length;
+    this.buffer.push(...tasks);
+    if (tasks.length > 0) this.wake();
+  }
+
   private refill(): Promise<number> {
     if (!this.refilling) {
       // Cleared in a chained callback, never inside claimMore: a claimMore that

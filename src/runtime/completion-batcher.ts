@@ -1,5 +1,7 @@
 import { isConnectionLost, type Db } from '../db/connection.js';
+import type { ClaimedTask } from '../engine/claim.js';
 import type { Completion } from '../engine/completion.js';
+import type { HandOff } from '../db/rows.js';
 import { taskCompleteMany } from '../engine/lifecycle.js';
 import type { OutputOutcome } from '../engine/output-settle.js';
 
@@ -18,6 +20,18 @@ export interface CompletionBatcherOptions {
   maxInFlight?: number;
   /** Called after a flush with how many dependents became READY (to wake local claimers). */
   onUnblocked?: (n: number) => void;
+  /**
+   * The agent whose tasks these are, asked at each flush of `completing` completions: the dependents they unblock
+   * that a claim of it would take first are handed to it in the same statement (tasks-hand-off.ts) and given to
+   * `onHanded`. Null: hand nothing this time.
+   */
+  handTo?: (completing: number) => HandOff | null;
+  onHanded?: (tasks: ClaimedTask[]) => void;
+  /**
+   * A flush that asked for a hand-off failed on a lost connection: it may have committed, and its handed tasks
+   * are then held by the agent with no run (the agent releases such tasks once the database answers).
+   */
+  onHandOffInDoubt?: () => void;
 }
 
 export interface CompletionOutcome {
@@ -68,10 +82,24 @@ export class CompletionBatcher {
     }
   }
 
+  /** Flush statements in flight now. */
+  get writing(): number {
+    return this.inFlight;
+  }
+
   private async write(batch: Array<{ c: Completion; resolve: (o: CompletionOutcome) => void }>): Promise<void> {
-    const r = await taskCompleteMany(this.o.db, batch.map((b) => b.c));
+    const handTo = this.o.handTo?.(batch.length) ?? undefined;
+    let r: Awaited<ReturnType<typeof taskCompleteMany>>;
+    try {
+      r = await taskCompleteMany(this.o.db, batch.map((b) => b.c), { handTo });
+    } catch (e) {
+      if (handTo && isConnectionLost(e)) this.o.onHandOffInDoubt?.();
+      throw e;
+    }
     const refused = new Set(r.refused);
     for (const b of batch) b.resolve({ completed: !refused.has(b.c.taskId), settled: r.settled.get(b.c.taskId) });
+    // In the same turn as the resolutions, so no continuation of theirs runs before the handed tasks are given on.
+    if (r.handed.length > 0) this.o.onHanded?.(r.handed);
     if (r.unblocked > 0) this.o.onUnblocked?.(r.unblocked);
   }
 

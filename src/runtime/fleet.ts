@@ -19,12 +19,13 @@ export class AgentFleet {
 
   /** `listener`: the process's LISTEN connection, when it already has one (dagent up shares it with the event stream). */
   /** `instance`: the agents' instance label (DAGENT_AGENT_INSTANCE; default the host name). */
-  constructor(database: { db: Db; url: string; sessionUrl?: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger; listener?: ReadyListener; instance?: string }) {
+  constructor(database: { db: Db; url: string; sessionUrl?: string }, members: FleetMember[], opts: { pollIntervalMs?: number; log: Logger; listener?: ReadyListener; instance?: string; handOff?: boolean }) {
     this.ownsListener = !opts.listener;
     this.listener = opts.listener ?? new ReadyListener({ url: database.sessionUrl ?? database.url, log: opts.log });
     // The same module twice in one process gets distinct ids as it starts (`shell-host`, `shell-host-2`): start is in order.
     this.runners = members.map((m) => new AgentRunner(m.def, {
       database, id: m.id, instance: opts.instance, concurrency: m.concurrency, pollIntervalMs: opts.pollIntervalMs, listener: this.listener, log: opts.log,
+      handOff: opts.handOff,
     }));
   }
 

@@ -9,7 +9,7 @@ import { defineAgent } from '../../src/runtime/define-agent.js';
 import { httpServerCreate } from '../../src/http/server.js';
 import { tokenCreate } from '../../src/engine/tokens.js';
 
-export interface LatencyFigures { dispatchMs: number[]; dependencyMs: number[] }
+export interface LatencyFigures { dispatchMs: number[]; dependencyMs: number[]; handlerHopMs: number[] }
 
 /**
  * Latency through the real agent runtime (AgentRunner, NOTIFY wake-up, one
@@ -18,12 +18,25 @@ export interface LatencyFigures { dispatchMs: number[]; dependencyMs: number[] }
  *   from the submit's commit (returned to the caller) to the handler running
  *   (claimed and started), on the process clock;
  * - dependency: a chain of `n` tasks; from the upstream's completed_at to the
- *   dependent's claimed_at, both stamped by the database clock.
+ *   dependent's claimed_at, both stamped by the database clock (with the hand-off, the
+ *   dependent is claimed inside the statement that completed its upstream);
+ * - handler to handler: the same chain on the process clock, from the upstream's handler
+ *   returning to the dependent's handler running (the completion's round trip included).
  */
-export async function agentLatency(d: Database, n: number, task: (key: string, dependsOn?: string[]) => TaskSpec): Promise<LatencyFigures> {
+export async function agentLatency(d: Database, n: number, task: (key: string, dependsOn?: string[]) => TaskSpec, handOff = true): Promise<LatencyFigures> {
   let onRun: (() => void) | undefined;
-  const agent = defineAgent({ name: 'latency', capabilities: [], async run() { onRun?.(); return null; } });
-  const runner = new AgentRunner(agent, { database: d, id: `latency-${Date.now()}`, pollIntervalMs: 30_000, log: pino({ level: 'silent' }) });
+  // Per chain task: when its handler began and when it returned.
+  const ran = new Map<string, { start: number; end: number }>();
+  const agent = defineAgent({
+    name: 'latency', capabilities: [],
+    async run(t) {
+      const start = performance.now();
+      onRun?.();
+      if (t.key !== 'only') ran.set(t.key, { start, end: performance.now() });
+      return null;
+    },
+  });
+  const runner = new AgentRunner(agent, { database: d, id: `latency-${Date.now()}`, pollIntervalMs: 30_000, handOff, log: pino({ level: 'silent' }) });
   await runner.start();
   try {
     const dispatchMs: number[] = [];
@@ -46,7 +59,8 @@ export async function agentLatency(d: Database, n: number, task: (key: string, d
       select extract(epoch from down.claimed_at - up.completed_at)::float8 * 1000 as ms
       from edges e join tasks up on up.id = e.upstream_id join tasks down on down.id = e.downstream_id
       where e.dag_id = ${dagId}`);
-    return { dispatchMs, dependencyMs: (rows as Array<{ ms: number }>).map((r) => r.ms) };
+    const handlerHopMs = Array.from({ length: n - 1 }, (_, i) => ran.get(`t${i + 1}`)!.start - ran.get(`t${i}`)!.end);
+    return { dispatchMs, dependencyMs: (rows as Array<{ ms: number }>).map((r) => r.ms), handlerHopMs };
   } finally {
     await runner.stop({ graceMs: 1000 });
   }

@@ -88,13 +88,13 @@ export function lowerBoundMs(tasks: TaskSpec[]): number {
 }
 
 export async function makespanBench(
-  d: Database, family: 'layered' | 'shorts-then-chain', policy: 'dagent' | 'fifo', instances: number,
+  d: Database, family: 'layered' | 'shorts-then-chain', policy: 'dagent' | 'fifo', instances: number, handOff = true,
 ): Promise<MakespanFigures> {
   const before = priorityConfigure(policy === 'dagent' ? { cpScaleSec: CP_SCALE_SEC } : { cpMax: 0 });
   const sleeper = defineAgent({ name: 'sleeper', capabilities: [], run: (t) => new Promise((r) => setTimeout(() => r(null), (t.spec.input as { ms: number }).ms)) });
   // One process, one LISTEN connection for the 8 agents: how `dagent up` runs a fleet.
   const fleet = new AgentFleet(d, Array.from({ length: AGENTS }, (_, i) => ({ def: sleeper, id: `mk-${policy}-${i}`, concurrency: 1 })),
-    { pollIntervalMs: 1000, log: pino({ level: 'silent' }) });
+    { pollIntervalMs: 1000, log: pino({ level: 'silent' }), handOff });
   await fleet.start();
   const started = Date.now();
   const ratios: number[] = [];

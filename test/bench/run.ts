@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --quick] [-- --no-fsync] [-- --peers]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
  * and one SVG bar chart per figure in docs/bench/.
@@ -45,6 +45,8 @@ const CHAIN_LENGTH = 50;
 const BATCH = Number(process.env.BENCH_BATCH ?? 200);
 const EPHEMERAL = process.argv.includes('--no-fsync');
 const PEERS = process.argv.includes('--peers');
+/** --no-hand-off: completions hand nothing on (each dependent goes READY and is claimed), in the bench loop and the runtime, for comparison. */
+const HAND_OFF = !process.argv.includes('--no-hand-off');
 const LATENCY_TASKS = quick ? 100 : 500;
 const BACKLOG = quick ? 20_000 : 100_000;
 const MAKESPAN_INSTANCES = quick ? 10 : 50;
@@ -157,7 +159,12 @@ async function runAgent(d: Database, slots: number, expected: number, batch = BA
   // The agent may hold what its buffer holds: claimed ahead plus running.
   await agentRegister(d.db, { id: agentId, type: 'bench', capabilities: [], maxConcurrent: batch * 2 });
   const buffer = new ClaimBuffer({ db: d.db, agentId, batch, maxHeld: batch * 2, capabilities: [] });
-  const batcher = new CompletionBatcher({ db: d.db, maxBatch: batch, maxInFlight: 3, onUnblocked: () => buffer.wake() });
+  const batcher = new CompletionBatcher({
+    db: d.db, maxBatch: batch, maxInFlight: 3, onUnblocked: () => buffer.wake(),
+    // As the agent runtime does: the dependents a completion unblocks come back claimed when this agent would take them first.
+    handTo: (completing) => HAND_OFF ? { agentId, capabilities: [], max: buffer.room(completing), start: false, claimTtlSec: 60 } : null,
+    onHanded: (tasks) => buffer.accept(tasks),
+  });
   const completedAt = new Map<string, number>();
   const hopsMs: number[] = [];
   let done = 0;
@@ -339,7 +346,7 @@ async function main() {
     lines.push(`single chain of 200, 1 slot: dependency hop (upstream completed → dependent claimed) p50 ${pct(single.hopsMs, 50).toFixed(2)} ms, p95 ${pct(single.hopsMs, 95).toFixed(2)} ms`);
     console.log(lines.at(-1));
     await reset(d);
-    const lat = await agentLatency(d, LATENCY_TASKS, task);
+    const lat = await agentLatency(d, LATENCY_TASKS, task, HAND_OFF);
     const ms = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(2)} ms, p95 ${pct(xs, 95).toFixed(2)} ms, p99 ${pct(xs, 99).toFixed(2)} ms`;
     [mine.dispatchP50, mine.dispatchP95, mine.dispatchP99] = [pct(lat.dispatchMs, 50), pct(lat.dispatchMs, 95), pct(lat.dispatchMs, 99)];
     mine.runtimeHopP50 = pct(lat.dependencyMs, 50);
@@ -347,12 +354,15 @@ async function main() {
     console.log(lines.at(-1));
     lines.push(`agent runtime, chain of ${LATENCY_TASKS}: dependency (upstream completed → dependent claimed) ${ms(lat.dependencyMs)}`);
     console.log(lines.at(-1));
+    mine.runtimeHandlerHopP50 = pct(lat.handlerHopMs, 50);
+    lines.push(`agent runtime, chain of ${LATENCY_TASKS}: handler to handler (upstream's handler returned → dependent's running, process clock) ${ms(lat.handlerHopMs)}`);
+    console.log(lines.at(-1));
     const httpMs = await httpLongPollDispatch(d, LATENCY_TASKS, task);
     mine.httpDispatchP50 = pct(httpMs, 50);
     lines.push(`HTTP agent long-polling (wait_sec), ${LATENCY_TASKS} tasks: dispatch (submitted → claim answered) ${ms(httpMs)}; ÷ agent runtime's p50: ${(pct(httpMs, 50) / mine.dispatchP50!).toFixed(2)} (target ≤ 2)`);
     console.log(lines.at(-1));
     for (const family of ['layered', 'shorts-then-chain'] as const) {
-      const [ours, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES)];
+      const [ours, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES, HAND_OFF), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES, HAND_OFF)];
       mine[`makespan-${family}`] = ours.meanRatio;
       mine[`fifo-${family}`] = fifo.meanRatio;
       lines.push(`makespan / lower bound, ${family}, ${MAKESPAN_INSTANCES} instances, 8 agents: dagent ${ours.meanRatio.toFixed(3)} (worst ${ours.maxRatio.toFixed(2)}), FIFO ${fifo.meanRatio.toFixed(3)} (worst ${fifo.maxRatio.toFixed(2)})`);

@@ -50,4 +50,42 @@ describe('a claim whose reply is lost', () => {
     ]);
     expect(agent.output()).toMatch(/released a task whose claim reply was lost/);
   });
+
+  it('also when the reply lost is a completion\'s that handed the agent the next task: that task is released, then runs once', async () => {
+    const agent = await agentProcess('test/fixtures/agents/sleeper.ts', 'lost-hand-off', ['--poll-ms', '600000', '--no-maintenance']);
+    const dagId = await dagCreate(db, `name: lost-hand-off
+tasks:
+  slow: { type: t, spec: { input: { ms: 1500 }, constraints: { capabilities: [sleep] } } }
+  next: { type: t, depends_on: [slow], max_attempts: 1, spec: { input: { ms: 0 }, constraints: { capabilities: [sleep] } } }
+`);
+    const statusOf = async (key: string) => (await rowsOf<{ status: string; claimed_by: string | null }>(db, sql`
+      select status, claimed_by from tasks where dag_id = ${dagId} and key = ${key}`))[0]!;
+    await eventually('slow is running', async () => (await statusOf('slow')).status === 'running', 15_000);
+    // Its handler sleeps; the agent's connections go quiet, and from then on its answers are lost.
+    await eventually('the agent is quiet', async () => {
+      const ports = proxy.backendPorts();
+      const [row] = await rowsOf<{ busy: number }>(db, sql`
+        select count(*) filter (where state <> 'idle' or state_change > now() - interval '300 milliseconds')::int as busy
+          from pg_stat_activity where client_port = any(${sql.raw(`array[${ports.join(',') || 'null'}]::int[]`)})`);
+      return row!.busy === 0;
+    }, 15_000);
+    proxy.set('mute');
+    // The completion of slow commits unseen, and with it the hand-off of next to the agent.
+    await eventually('next handed to the agent', async () => {
+      const [slow, next] = [await statusOf('slow'), await statusOf('next')];
+      return slow.status === 'completed' && next.status === 'running' && next.claimed_by === 'lost-hand-off';
+    }, 15_000).catch((e: Error) => { throw new Error(`${e.message}\n${agent.output()}`); });
+    proxy.set('drop');
+    await new Promise((r) => setTimeout(r, 300));
+    proxy.set('pass');
+    await eventually('next completed', async () => (await statusOf('next')).status === 'completed', 20_000)
+      .catch((e: Error) => { throw new Error(`${e.message}\n${agent.output()}`); });
+    const attempts = await rowsOf<{ key: string; outcome: string; attempt: number }>(db, sql`
+      select t.key, a.outcome, a.attempt from attempts a join tasks t on t.id = a.task_id where t.dag_id = ${dagId} order by t.key, a.fence`);
+    expect(attempts).toEqual([
+      { key: 'next', outcome: 'released', attempt: 1 },
+      { key: 'next', outcome: 'completed', attempt: 1 },
+      { key: 'slow', outcome: 'completed', attempt: 1 },
+    ]);
+  });
 });

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { chainYaml, dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
@@ -58,6 +58,18 @@ tasks:
     expect(claims).toBe(1);
     expect(elapsed).toBeLessThan(30_000 * 0.8); // earlier than the first poll could have happened
     expect(t!.lag).toBeLessThan(1000);
+  });
+
+  it('a chain stays on the agent that completes each link (the completion hands it the next), while another agent idles', async () => {
+    const def = (name: string) => defineAgent({ name, capabilities: [], async run(task) { return task.key; } });
+    const [a, b] = [runner(def('first'), { pollIntervalMs: 30_000 }), runner(def('second'), { pollIntervalMs: 30_000 })];
+    await Promise.all([a.start(), b.start()]);
+    const dagId = await dagCreate(db, chainYaml('links', 20));
+    await eventually('chain completed', async () => (await dagGet(db, dagId))?.status === 'completed', 20_000);
+    const byAgent = await rows<{ agent_id: string; n: number }>(sql`select agent_id, count(*)::int as n from attempts where dag_id = ${dagId} group by agent_id`);
+    // Woken by each READY task's NOTIFY, the idle agent would take about half of the links.
+    expect(byAgent).toHaveLength(1);
+    expect(byAgent[0]!.n).toBe(20);
   });
 
   it('classifies handler errors: rate_limit retries, auth_failure dead-letters at once, anything else is error', async () => {

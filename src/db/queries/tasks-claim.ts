@@ -1,41 +1,13 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import type { TaskOrigin } from '../../dag/spec.js';
+import type { ClaimedRow } from '../rows.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { attemptsFailedLatest, PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
 import { dateOf, rowsOfPreparedGeneric, sqlStateList, textArray } from './run.js';
 import { leaseSql } from './tasks-fragments.js';
 import { rateWindowUsageSql } from './rate-limits.js';
 
-export interface ClaimedRow {
-  id: string;
-  dagId: string;
-  key: string;
-  type: string;
-  title: string | null;
-  spec: Record<string, unknown>;
-  fence: number;
-  attempt: number;
-  maxAttempts: number;
-  maxDurationSec: number | null;
-  heartbeatSec: number | null;
-  maxCostUsd: number | null;
-  outputSpec: Record<string, unknown> | null;
-  origin: TaskOrigin;
-  leaseExpiresAt: Date;
-  /** Seconds it waited READY before this claim. */
-  waitSec: number;
-  /** Outputs of the upstream tasks named in the task's context refs, by task key. */
-  upstreamOutputs: Record<string, unknown>;
-  /** Outputs of completed subtasks this task spawned, by their key under the parent. */
-  childOutputs: Record<string, unknown>;
-  /** The claiming agent's registered models (`*`: any), to choose the one the task runs on. */
-  agentModels: string[];
-  /** Models or providers paused for the fleet now (a provider's rate limit, a declared limit spent): never the one chosen. */
-  pausedModels: string[];
-  /** The model a declared rate limit reserved this attempt under (the full statement), if any: the one to hand out. */
-  rateModel?: string | null;
-}
+export type { ClaimedRow } from '../rows.js';
 
 export { PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
 

@@ -2,9 +2,10 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
-import { rowsOfPrepared, textArray } from './run.js';
+import { dateOf, rowsOfPrepared, textArray } from './run.js';
+import { taskHandOff } from './tasks-hand-off.js';
 import { AFTER_AGENT_LOCK, agentLockCte, notifyIfReady } from './tasks-fragments.js';
-import type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
+import type { ClaimedRow, CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
 export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
@@ -16,12 +17,24 @@ export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.
  * `lateUpstreams`: completed tasks that gained dependents at runtime (late_dependents),
  * whose dependents the caller recounts once this has committed.
  */
-export async function taskCompleteMark(db: Db, items: CompletionInput[], opts: CompletionMode = {}): Promise<CompletionResult & { lateUpstreams: string[] }> {
-  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {}, lateUpstreams: [] };
+export async function taskCompleteMark(
+  db: Db, items: CompletionInput[], opts: CompletionMode = {},
+): Promise<CompletionResult & { lateUpstreams: string[]; handed: HandedRow[] }> {
+  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {}, lateUpstreams: [], handed: [] };
   // Prepared: one jsonb parameter carries the batch, so the text never changes and is planned once per connection.
-  const [r] = await rowsOfPrepared<{ completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null; late: string[] | null }>(db, taskCompleteMarkSql(items, opts));
-  return { completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {}, lateUpstreams: r?.late ?? [] };
+  const [r] = await rowsOfPrepared<{
+    completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null; late: string[] | null;
+    handed?: Array<Omit<HandedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string }> | null;
+  }>(db, taskCompleteMarkSql(items, opts));
+  const handed = (r?.handed ?? []).map((h) => ({ ...h, leaseExpiresAt: dateOf(h.leaseExpiresAt)! }));
+  return {
+    completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {},
+    lateUpstreams: r?.late ?? [], handed,
+  };
 }
+
+/** A dependent handed to the completing agent (CompletionMode.handTo): as a claim returns it, less what the claimer knows. */
+export type HandedRow = Omit<ClaimedRow, 'waitSec' | 'agentModels' | 'pausedModels' | 'rateModel'>;
 
 /**
  * True for a task whose completion must go through the validation engine: it
@@ -39,6 +52,9 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
     cost_usd: i.costUsd ?? 0, tokens_in: i.tokensIn ?? 0, tokens_out: i.tokensOut ?? 0, model: i.model ?? null, details: i.details ?? null,
   })));
   const states = opts.checked ? fromStates('complete') : fromStates('complete').filter((s) => s !== 'validating');
+  // The validation engine completes on behalf of others: it hands nothing on.
+  const hand = opts.checked ? undefined : opts.handTo;
+  const charged = sql`select claimed_by from done where cost_usd > 0 or reserved_usd > 0`;
   return sql`
     with input as (
       select * from jsonb_to_recordset(${input}::jsonb)
@@ -53,7 +69,7 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
       where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(states)})
         ${opts.checked ? sql`` : sql`and not ${validationRequiredSql('t')}`}
       -- late_dependents comes from the row as updated, the newest version even when this statement's snapshot is older.
-      returning t.id, t.dag_id, t.type, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, t.late_dependents, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
+      returning t.id, t.dag_id, t.type, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, t.late_dependents, i.output, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
     ),
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model, details)
@@ -67,10 +83,11 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
         tokens_out = attempts.tokens_out + excluded.tokens_out, model = coalesce(excluded.model, attempts.model),
         details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)` : sql``}
     ),
-    ${edgeUnblockDependentsCtes(sql`done`)},
+    -- Lock order: the agents that are charged, then the DAGs, each by id (tasks-fragments.ts agentLockCte). With a
+    -- hand-off, its CTEs lock them (and the agent it may hand to) instead.
+    ${hand ? sql`` : sql`${agentLockCte(charged)},`}
+    ${edgeUnblockDependentsCtes(sql`done`, hand ? taskHandOff({ ...hand, charged }) : undefined)},
     per_dag as (select dag_id, count(*)::int as n, sum(cost_usd) as cost, sum(reserved_usd) as reserved from done group by dag_id),
-    -- Lock order: the agents that are charged, then the DAGs, each by id (tasks-fragments.ts agentLockCte).
-    ${agentLockCte(sql`select claimed_by from done where cost_usd > 0 or reserved_usd > 0`)},
     dag_lock as materialized (
       select g.id from dags g where g.id in (select dag_id from per_dag) and ${AFTER_AGENT_LOCK} order by g.id for no key update of g
     ),
@@ -85,10 +102,15 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
       from per_dag p where g.id = p.dag_id and (select count(*) from dag_lock) >= 0
       returning g.id, g.status, g.tasks_open
     ),
+    -- One UPDATE per agent row (a row is updated once per statement): the spend settled, and the stamp of a
+    -- hand-off (claim_writer, as a claim that took tasks writes it).
     agent_spend as (
       update agents a set spent_usd = a.spent_usd + s.cost, reserved_usd = greatest(0, a.reserved_usd - s.reserved)
-      from (select claimed_by, sum(cost_usd) as cost, sum(reserved_usd) as reserved from done
-            where cost_usd > 0 or reserved_usd > 0 group by claimed_by) s
+        ${hand ? sql`, claim_writer = case when s.handed then pg_current_xact_id() else a.claim_writer end` : sql``}
+      from (select claimed_by, sum(cost) as cost, sum(reserved) as reserved, bool_or(handed) as handed from (
+              select claimed_by, cost_usd as cost, reserved_usd as reserved, false as handed from done where cost_usd > 0 or reserved_usd > 0
+              ${hand ? sql`union all select ${hand.agentId}, 0, 0, true where exists (select 1 from handed_ids)` : sql``}
+            ) x group by claimed_by) s
       where a.id = s.claimed_by and ${AFTER_AGENT_LOCK}
     ),
     dag_events as (
@@ -100,5 +122,6 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
       (select count(*)::int from unblocked where status = 'ready') + (select n::int * 0 from woke) as unblocked,
       (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed,
       (select jsonb_object_agg(type, n) from (select type, count(*)::int as n from done group by type) x) as by_type,
-      (select array_agg(id) from done where late_dependents) as late`;
+      (select array_agg(id) from done where late_dependents) as late
+      ${hand ? sql`, (select jsonb_agg(to_jsonb(u) - 'status' - 'cap_key' - 'handed') from unblocked u where u.handed) as handed` : sql``}`;
 }

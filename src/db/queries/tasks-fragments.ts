@@ -1,6 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { LEASE_DEFAULTS } from '../../config/index.js';
-import type { Instant } from '../../durations.js';
 import { readyNotifySql } from './ready-hint.js';
 
 /** SQL fragments the task statements share: the READY hint, an attempt's spend and its settlement, the heartbeat lease. */
@@ -60,10 +59,4 @@ export function spendChargeCtes(source: string, cost: SQL, release?: SQL): SQL {
  */
 export function leaseSql(leaseSec: number | undefined): SQL {
   return sql`make_interval(secs => coalesce(${leaseSec ?? null}::float8, heartbeat_sec * ${LEASE_DEFAULTS.beatsPerLease}, ${LEASE_DEFAULTS.heartbeatLeaseSec}))`;
-}
-
-/** An instant as a column value: relative ones are resolved by the database clock at insert, never the process clock. */
-export function instantSql(i: Instant | undefined): SQL | undefined {
-  if (!i) return undefined;
-  return 'at' in i ? sql`${i.at}::timestamptz` : sql`now() + make_interval(secs => ${i.inSeconds})`;
 }

@@ -123,9 +123,9 @@ export const tasks = pgTable(
     index('tasks_validates_idx').on(t.validatesId).where(sql`${t.validatesId} is not null`),
     // Whether any keyed task is READY (the claim then takes the concurrency keys' steps); empty without keys.
     index('tasks_ready_keyed_idx').on(t.concKey).where(sql`${t.status} = 'ready' and ${t.concKey} is not null`),
-    // What an agent holds (claimed, running, or its output under validation): the claim counts these against max_concurrent.
     // The tasks a signal completes, and what the waits loop walks for signals that came early and timeouts.
     index('tasks_waiting_idx').on(t.waitKey).where(sql`${t.status} = 'waiting'`),
+    // What an agent holds (claimed, running, or its output under validation): the claim counts these against max_concurrent.
     index('tasks_held_idx').on(t.claimedBy).where(sql`${t.status} in (${sql.raw(HELD_STATES.map((s) => `'${s}'`).join(', '))})`),
   ],
 );
