@@ -112,10 +112,11 @@ export class AgentRunner {
     this.log = (o.log ?? logger()).child({ agentId: this.id });
     this.batcher = new CompletionBatcher({
       db: o.database.db,
-      // The dependents a completion unblocks go straight to this agent when it would claim them first: the slots
-      // are those its runs leave free, with the completing ones counted out (the server counts again, exactly).
+      // The dependents a completion unblocks go straight to this agent when it would claim them first: one per
+      // completed task at most (the slot it frees; the claim loop fills slots that were idle, and a claim takes a
+      // wide fan-out more cheaply), within the slots its runs leave free (the server counts again, exactly).
       handTo: (completing) => {
-        const max = this.concurrency - this.runs.size + completing;
+        const max = Math.min(completing, this.concurrency - this.runs.size + completing);
         return o.handOff === false || this.stopping || this.releasing || max <= 0 ? null : {
           agentId: this.id, capabilities: this.def.capabilities, max, start: true, claimTtlSec: o.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec,
         };

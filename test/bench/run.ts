@@ -162,7 +162,7 @@ async function runAgent(d: Database, slots: number, expected: number, batch = BA
   const batcher = new CompletionBatcher({
     db: d.db, maxBatch: batch, maxInFlight: 3, onUnblocked: () => buffer.wake(),
     // As the agent runtime does: the dependents a completion unblocks come back claimed when this agent would take them first.
-    handTo: (completing) => HAND_OFF ? { agentId, capabilities: [], max: buffer.room(completing), start: false, claimTtlSec: 60 } : null,
+    handTo: (completing) => HAND_OFF ? { agentId, capabilities: [], max: Math.min(completing, buffer.room(completing)), start: false, claimTtlSec: 60 } : null,
     onHanded: (tasks) => buffer.accept(tasks),
   });
   const completedAt = new Map<string, number>();
