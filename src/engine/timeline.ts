@@ -62,8 +62,10 @@ export async function dagTimeline(db: Db, dagId: string, now: Date = new Date())
 
 function segmentsOf(r: TimelineTaskRow, now: Date): TimelineSegment[] {
   const out: TimelineSegment[] = [];
+  // A stretch of no length is left out, except an attempt's run: one claimed and finished within the millisecond the
+  // times are read at is still an attempt (it showed as nothing, and a test that ran fast failed on it).
   const push = (s: TimelineSegment) => {
-    if (s.to.getTime() > s.from.getTime()) out.push(s);
+    if (s.to.getTime() > s.from.getTime() || (s.kind === 'running' && s.to.getTime() === s.from.getTime())) out.push(s);
   };
   // It could start once it existed and its upstream tasks were done; upstream tasks done after its first attempt
   // are the subtasks that attempt spawned (they are its upstream now).

@@ -131,6 +131,17 @@ describe('a DAG\'s timeline', () => {
     expect(tl.tasks.find((t) => t.key === 'boss/helper')!.parentKey).toBe('boss');
   });
 
+  it('an attempt claimed and finished within one millisecond still shows as a run', async () => {
+    const dagId = await dagCreate(db, 'name: quick\ntasks:\n  a: { type: t }\n');
+    await agentCreate(db, 'fast');
+    await sleep(5);
+    const [a] = await taskClaim(db, 'fast', { start: true });
+    await taskComplete(db, { taskId: a!.id, fence: a!.fence, output: {} });
+    // As when the two statements fall within the same millisecond (the times reach the timeline in milliseconds).
+    await db.execute(sql`update attempts set ended_at = started_at where task_id = ${a!.id}`);
+    expect(kinds(await dagTimeline(db, dagId), 'a')).toEqual(['queued', 'running:completed']);
+  });
+
   it('a task still running, or waiting for its retry, runs to now', async () => {
     const dagId = await dagCreate(db, 'name: open\ntasks:\n  a: { type: t, max_attempts: 3, retry: { strategy: fixed, initial_delay: 1h, jitter: 0 } }\n  b: { type: t }\n');
     await agentCreate(db, 'w');
