@@ -32,8 +32,13 @@ describe('a completion hands the dependents it unblocks to the completing agent'
   it('hands a dependent no one else should have first: RUNNING, claimed by the agent, with the upstream output just stored', async () => {
     const a = await agentCreate(db, 'hand-a');
     const dagId = await dagCreate(db, 'name: pair\ntasks:\n  plan: { type: t }\n  write: { type: t, depends_on: [plan], spec: { context: [plan] } }\n');
-    const r = await completeHanding(a, dagId, 'plan', { outline: [1, 2] });
+    const writer = async () => (await rowsOf<{ w: string | null }>(db, sql`select claim_writer::text as w from agents where id = ${a}`))[0]!.w;
+    const [plan] = await taskClaim(db, a, { limit: 1, dagId, start: true });
+    const claimedBy = await writer();
+    const r = await taskCompleteMany(db, [{ taskId: plan!.id, fence: plan!.fence, output: { outline: [1, 2] } }], { handTo: handTo(a) });
     expect(r.handed.map((t) => [t.key, t.attempt, t.started])).toEqual([['write', 1, true]]);
+    // Stamped as a claim stamps it: a claim of this agent whose snapshot predates the hand-off counts again.
+    expect(await writer()).not.toBe(claimedBy);
     expect(r.handed[0]!.inputs).toEqual({ plan: { outline: [1, 2] } });
     expect(r.unblocked).toBe(0);
     const write = await taskOf(dagId, 'write');
