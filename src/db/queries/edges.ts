@@ -44,6 +44,11 @@ export interface UnblockHandOff {
   assignments: (handed: SQL) => SQL;
   /** More RETURNING columns: the task as its agent receives it. */
   returning: SQL;
+  /**
+   * A condition run once before the UPDATE locks its first row (an uncorrelated subquery: an InitPlan): the
+   * hand-off takes the agent's lock there, so no statement holds a dependent while it waits for an agent.
+   */
+  before: SQL;
 }
 
 /**
@@ -75,7 +80,7 @@ export function edgeUnblockDependentsCtes(doneCte: SQL, handOff?: UnblockHandOff
       ${handed ? sql`${handOff!.assignments(handed)},` : sql``}
       updated_at = now()
     from dep_counts c
-    where t.id = c.id and t.status = any(${textArray(fromStates('unblock'))})
+    where t.id = c.id and t.status = any(${textArray(fromStates('unblock'))})${handOff ? sql` and ${handOff.before}` : sql``}
     returning t.id, t.status, t.cap_key${handOff ? sql`, ${handOff.returning}` : sql``}
   )`;
 }

@@ -4,7 +4,7 @@ import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import type { HandOff } from '../rows.js';
 import type { UnblockHandOff } from './edges.js';
 import { sqlStateList, textArray } from './run.js';
-import { leaseSql } from './tasks-fragments.js';
+import { AFTER_AGENT_LOCK, leaseSql } from './tasks-fragments.js';
 
 
 /**
@@ -73,6 +73,9 @@ export function taskHandOff(o: HandOff & { charged: SQL }): UnblockHandOff {
           and not pg_visible_in_snapshot(a.claim_writer, pg_current_snapshot()))
     ),
     handed_ids as materialized (select f.id from hand_first f where f.n <= (select slots from hand_agent))`,
+    // Done rows, then the agents, then the dependents: two completions of one agent never hold a dependent the
+    // other waits for while waiting for the agent (a dependent is PENDING, a completed row was held).
+    before: AFTER_AGENT_LOCK,
     handed: sql`t.id in (select id from handed_ids)`,
     status: handedState,
     // The claim's columns (tasks-claim.ts), for a handed task only.
