@@ -16,7 +16,11 @@ import { defineAgent } from '../../src/runtime/define-agent.js';
  *   equal to the true durations; the rank scale compressed like the durations);
  * - FIFO: priority and age only (critical-path term off), so ties go by ready_at.
  */
-export interface MakespanFigures { family: string; policy: string; instances: number; meanRatio: number; maxRatio: number; seconds: number }
+export interface MakespanFigures {
+  family: string; policy: string; instances: number; meanRatio: number; maxRatio: number; seconds: number;
+  /** Per dependent task: its start after its last upstream completed and its agent was free, ms, database clock. */
+  hopMs: number[];
+}
 
 const AGENTS = 8;
 /** Task durations, ms: short, medium, long (60 %, 30 %, 10 %). */
@@ -98,6 +102,7 @@ export async function makespanBench(
   await fleet.start();
   const started = Date.now();
   const ratios: number[] = [];
+  const hopMs: number[] = [];
   try {
     for (let i = 0; i < instances; i++) {
       const tasks = family === 'layered' ? layeredInstance(1000 + i) : shortsThenChainInstance(2000 + i);
@@ -111,6 +116,16 @@ export async function makespanBench(
         const row = rows[0] as { status: string; at: number | null };
         if (row.status === 'completed') {
           ratios.push((row.at! - committedAt) / lowerBoundMs(tasks));
+          // The scheduler's share of each hop: from when both its last upstream had completed and the agent that
+          // ran it was free (its previous attempt ended) to its start. Waits for a free agent are not counted.
+          const hops = await d.db.execute(sql`
+            select extract(epoch from da.started_at - greatest(max(up.completed_at), coalesce((
+                select max(pa.ended_at) from attempts pa where pa.agent_id = da.agent_id and pa.ended_at <= da.started_at), '-infinity')
+              ))::float8 * 1000 as ms
+            from attempts da join edges e on e.downstream_id = da.task_id join tasks up on up.id = e.upstream_id
+            where da.dag_id = ${dagId} and da.attempt = 1
+            group by da.task_id, da.fence, da.started_at, da.agent_id`);
+          hopMs.push(...(hops.rows as Array<{ ms: number }>).map((h) => h.ms));
           break;
         }
         await new Promise((r) => setTimeout(r, 5));
@@ -122,6 +137,6 @@ export async function makespanBench(
   }
   return {
     family, policy, instances, meanRatio: ratios.reduce((a, b) => a + b, 0) / ratios.length, maxRatio: Math.max(...ratios),
-    seconds: (Date.now() - started) / 1000,
+    seconds: (Date.now() - started) / 1000, hopMs,
   };
 }
