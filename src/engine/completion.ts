@@ -1,7 +1,6 @@
 import { afterCommit, withTx, type Db } from '../db/connection.js';
 import { taskCompleteMark, type HandedRow } from '../db/queries/tasks-complete.js';
-import { attemptsFailedLatest, PREVIOUS_ATTEMPTS_MAX } from '../db/queries/attempts.js';
-import type { PreviousAttempt } from '../db/rows.js';
+import { attemptsPreviousFor } from '../db/queries/attempts.js';
 import { claimedTaskOf, type ClaimedTask } from './claim.js';
 import { taskLateDependentsRecount } from '../db/queries/tasks-spawn.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
@@ -71,8 +70,7 @@ export async function completionWrite(db: Db, items: CompletionInput[], mode: Co
 /** The dependents a completion handed its agent, as a claim gives them (a re-run's history included), counted as claims. */
 async function handedTasks(db: Db, rows: HandedRow[], mode: CompletionMode): Promise<ClaimedTask[]> {
   if (rows.length === 0 || !mode.handTo) return [];
-  const retries = rows.filter((r) => r.attempt > 1).map((r) => r.id);
-  const history = retries.length ? await attemptsFailedLatest(db, retries, PREVIOUS_ATTEMPTS_MAX) : new Map<string, PreviousAttempt[]>();
+  const history = await attemptsPreviousFor(db, rows);
   engineEvents.emit('claim', { agentId: mode.handTo.agentId, requested: rows.length, claimed: rows.map((r) => ({ type: r.type, waitSec: 0 })) });
   // A handed task names no model (tasks-hand-off.ts): the agent's models and the fleet's pauses do not apply.
   return rows.map((r) => claimedTaskOf({ ...r, agentModels: [], pausedModels: [], previousAttempts: history.get(r.id) ?? [] }, mode.handTo!.start));

@@ -47,6 +47,15 @@ export async function attemptCountsForDag(db: Db, dagId: string): Promise<{ comp
 /** How many failed attempts a claim hands back (the latest), so a retry's context stays bounded. */
 export const PREVIOUS_ATTEMPTS_MAX = 3;
 
+/**
+ * What each just-claimed task's agent sees of its earlier failures: for a retry (attempt > 1), its latest failed
+ * attempts (attemptsFailedLatest); none for a first attempt, and no statement when no task is a retry.
+ */
+export async function attemptsPreviousFor(db: Db, claimed: ReadonlyArray<{ id: string; attempt: number }>): Promise<Map<string, PreviousAttempt[]>> {
+  const retries = claimed.filter((r) => r.attempt > 1).map((r) => r.id);
+  return retries.length ? attemptsFailedLatest(db, retries, PREVIOUS_ATTEMPTS_MAX) : new Map();
+}
+
 /** The latest `max` failed attempts of each task, oldest first: what a retry's agent sees of them. */
 export async function attemptsFailedLatest(db: Db, taskIds: string[], max: number): Promise<Map<string, PreviousAttempt[]>> {
   const rows = await rowsOf<PreviousAttempt & { taskId: string }>(db, sql`

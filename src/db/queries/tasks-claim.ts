@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import type { ClaimedRow } from '../rows.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
-import { attemptsFailedLatest, PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
+import { attemptsPreviousFor, type PreviousAttempt } from './attempts.js';
 import { dateOf, rowsOfPreparedGeneric, sqlStateList, textArray } from './run.js';
 import { leaseSql } from './tasks-fragments.js';
 import { rateWindowUsageSql } from './rate-limits.js';
@@ -80,8 +80,7 @@ export async function taskClaimReady(
   }
   rows = rows.filter((r) => r.id !== null);
   // A retry's history, in a statement of its own: in the claim it cost every claim planning time (custom plans).
-  const retries = rows.filter((r) => r.attempt > 1).map((r) => r.id);
-  const history = retries.length ? await attemptsFailedLatest(db, retries, PREVIOUS_ATTEMPTS_MAX) : new Map<string, PreviousAttempt[]>();
+  const history = await attemptsPreviousFor(db, rows);
   return rows.map((r) => ({ ...r, leaseExpiresAt: dateOf(r.leaseExpiresAt)!, previousAttempts: history.get(r.id) ?? [] }));
 }
 
