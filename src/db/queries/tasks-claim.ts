@@ -124,6 +124,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
   const inOrder = (a: string) => sql.raw(`${a}.effective_priority, ${a}.ready_at, ${a}.id`);
   const g = opts.grant;
   const keyed = opts.keyed === true;
+  const candidates = keyed ? sql`admitted` : sql`picked`;
   const budget = g?.budgetUsd != null ? sql`least(budget_usd, ${g.budgetUsd}::numeric)` : sql`budget_usd`;
   const maxHeld = g?.maxHeld != null ? sql`least(max_concurrent, ${g.maxHeld}::int)` : sql`max_concurrent`;
   // Declared rate limits (full statement only). Each candidate that names models runs on rate_model (the model
@@ -249,15 +250,22 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       where (r.conc_key is null or r.key_rank <= k.room)
         and r.id not in (select id from rate_refused)
     ),` : sql``}
+    -- The budgets' running sums, only when a candidate has a max cost: without one, every candidate fits (the
+    -- agent has budget left, or groups is empty), and the two sorts, the windows and a DAG lookup per candidate
+    -- would cost a claim of 200 ~0.8 ms of its ~5 (EXPLAIN ANALYZE, 200 READY; docs/benchmarks.md "Where a task's time goes").
     costed as (
       select p.id, p.dag_id, p.max_cost_usd, p.conc_key, ${keyed ? sql`p.rate_model,` : sql``}
         sum(coalesce(p.max_cost_usd, 0)) over (order by ${inOrder('p')}) as agent_sum,
         sum(coalesce(p.max_cost_usd, 0)) over (partition by p.dag_id order by ${inOrder('p')}) as dag_sum,
-        d.budget_usd - d.spent_usd - d.reserved_usd as dag_remaining
-      from ${keyed ? sql`admitted` : sql`picked`} p left join dags d on d.id = p.dag_id and p.max_cost_usd > 0
+        case when p.max_cost_usd > 0 then (select d.budget_usd - d.spent_usd - d.reserved_usd from dags d where d.id = p.dag_id) end as dag_remaining
+      from ${candidates} p
+      where exists (select 1 from ${candidates} q where q.max_cost_usd > 0)
     ),
     fitting as (
-      select * from costed
+      select p.id, p.dag_id, p.max_cost_usd, p.conc_key ${keyed ? sql`, p.rate_model` : sql``} from ${candidates} p
+      where not exists (select 1 from ${candidates} q where q.max_cost_usd > 0)
+      union all
+      select id, dag_id, max_cost_usd, conc_key ${keyed ? sql`, rate_model` : sql``} from costed
       where ((select remaining from agent) is null or agent_sum <= (select remaining from agent))
         and (coalesce(max_cost_usd, 0) = 0 or dag_remaining is null or dag_sum <= dag_remaining)
     ),
