@@ -1,8 +1,8 @@
 /**
- * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
- * and one SVG bar chart per figure in docs/bench/.
+ * and one SVG bar chart per figure in docs/bench/. --breakdown: only where a task's time goes (breakdown.ts).
  *
  * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), disk per finished task and the claim's latency
  * during a prune (retention.ts), a 10,000-task DAG's submit and the claim beside it (large-dag.ts), the DAG list's pages at 100,000 DAGs (lists.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
@@ -22,11 +22,10 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import { databaseOpen, type Database } from '../../src/db/connection.js';
 import { embeddedServerStart } from '../../src/db/embedded.js';
-import { TASK_DEFAULTS, type TaskSpec } from '../../src/dag/spec.js';
+import type { TaskSpec } from '../../src/dag/spec.js';
 import { agentRegister } from '../../src/engine/agents.js';
 import { dagSubmit } from '../../src/engine/submit.js';
-import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
-import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
+import { BATCH, analyze, fmt, pct, reset, submitChains, submitFlat, task, runAgent as agentLoop, type RunResult } from './workload.js';
 import { agentLatency, httpLongPollDispatch } from './agent-latency.js';
 import { cliStartup } from './startup.js';
 import { retentionBench } from './retention.js';
@@ -34,6 +33,7 @@ import { largeDagBench } from './large-dag.js';
 import { listsBench } from './lists.js';
 import { makespanBench } from './makespan.js';
 import { graphileBench, pgBossBench } from './peers.js';
+import { breakdownBench } from './breakdown.js';
 import { barChartSvg, plotWrite } from './plot.js';
 import { taskClaim } from '../../src/engine/claim.js';
 import { textArray } from '../../src/db/queries/run.js';
@@ -42,11 +42,11 @@ const quick = process.argv.includes('--quick');
 const FLAT_TASKS = quick ? 4_000 : 20_000;
 const CHAINS = quick ? 40 : 200;
 const CHAIN_LENGTH = 50;
-const BATCH = Number(process.env.BENCH_BATCH ?? 200);
 const EPHEMERAL = process.argv.includes('--no-fsync');
 const PEERS = process.argv.includes('--peers');
 /** --no-hand-off: completions hand nothing on (each dependent goes READY and is claimed), in the bench loop and the runtime, for comparison. */
 const HAND_OFF = !process.argv.includes('--no-hand-off');
+const runAgent = (d: Database, slots: number, expected: number, batch = BATCH): Promise<RunResult> => agentLoop(d, slots, expected, batch, HAND_OFF);
 const LATENCY_TASKS = quick ? 100 : 500;
 const BACKLOG = quick ? 20_000 : 100_000;
 const MAKESPAN_INSTANCES = quick ? 10 : 50;
@@ -58,18 +58,6 @@ const LARGE_DAG_TASKS = 10_000;
 const LAYER_DEPTH = 5;
 const LAYER_WIDTH = 100;
 
-function task(key: string, dependsOn: string[] = [], extra: Partial<TaskSpec> = {}): TaskSpec {
-  return {
-    key, type: 'noop', body: { context: [], models: [], fallbackModels: [], input: {} }, requiredCapabilities: [],
-    priority: 50, boostPerMinute: 0, dependsOn, maxAttempts: 3, retry: { ...TASK_DEFAULTS.retry }, tags: [], ...extra,
-  };
-}
-
-async function submitFlat(d: Database, total: number, perDag = 1000, extra: Partial<TaskSpec> = {}) {
-  for (let i = 0; i < total / perDag; i++) {
-    await dagSubmit(d.db, [{ name: `flat-${i}`, params: {}, tasks: Array.from({ length: perDag }, (_, j) => task(`t${j}`, [], extra)) }]);
-  }
-}
 
 /**
  * Claim latency with `total` READY tasks, 90 % of which need a capability the
@@ -142,78 +130,6 @@ async function joinRun(d: Database, width: number): Promise<{ submitSec: number;
   return { submitSec, run: await runAgent(d, 32, width + 1) };
 }
 
-async function submitChains(d: Database, chains: number, length: number) {
-  for (let c = 0; c < chains; c++) {
-    await dagSubmit(d.db, [{ name: `chain-${c}`, params: {}, tasks: Array.from({ length }, (_, i) => task(`t${i}`, i ? [`t${i - 1}`] : [])) }]);
-  }
-}
-
-interface RunResult { seconds: number; tasks: number; hopsMs: number[] }
-
-/**
- * One agent with `slots` concurrent no-op handlers, fed by a claim buffer and
- * writing through a completion batcher: the shape of the agent runtime.
- */
-async function runAgent(d: Database, slots: number, expected: number, batch = BATCH): Promise<RunResult> {
-  const agentId = `bench-${slots}-${Date.now()}`;
-  // The agent may hold what its buffer holds: claimed ahead plus running.
-  await agentRegister(d.db, { id: agentId, type: 'bench', capabilities: [], maxConcurrent: batch * 2 });
-  const buffer = new ClaimBuffer({ db: d.db, agentId, batch, maxHeld: batch * 2, capabilities: [] });
-  const batcher = new CompletionBatcher({
-    db: d.db, maxBatch: batch, maxInFlight: 3, onUnblocked: () => buffer.wake(),
-    // As the agent runtime does: the dependents a completion unblocks come back claimed when this agent would take them first.
-    handTo: (completing) => HAND_OFF ? { agentId, capabilities: [], max: Math.min(completing, buffer.room(completing)), start: false, claimTtlSec: 60 } : null,
-    onHanded: (tasks) => buffer.accept(tasks),
-  });
-  const completedAt = new Map<string, number>();
-  const hopsMs: number[] = [];
-  let done = 0;
-  const started = performance.now();
-  const slot = async () => {
-    while (done < expected) {
-      const t = await buffer.take();
-      if (!t) {
-        await buffer.waitForWork(20);
-        continue;
-      }
-      const claimedAt = performance.now();
-      const n = Number(t.key.slice(1));
-      const upstreamDone = n > 0 ? completedAt.get(`${t.dagId}:${n - 1}`) : undefined;
-      if (upstreamDone !== undefined) hopsMs.push(Math.max(0, claimedAt - upstreamDone));
-      // The handler is a no-op; the slot is free as soon as it returns, the write is batched.
-      void batcher.complete({ taskId: t.id, fence: t.fence, output: null }).then((o) => {
-        buffer.settled();
-        if (!o.completed) throw new Error(`completion of ${t.id} refused`);
-        completedAt.set(`${t.dagId}:${n}`, performance.now());
-        if (++done >= expected) buffer.wake();
-      });
-    }
-  };
-  await Promise.all(Array.from({ length: slots }, slot));
-  await batcher.drain();
-  const seconds = (performance.now() - started) / 1000;
-  return { seconds, tasks: done, hopsMs };
-}
-
-async function reset(d: Database) {
-  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, capability_groups, concurrency_keys, concurrency_releases, attempt_logs, attempt_log_stats`);
-}
-
-/**
- * Refresh planner statistics after loading, as autovacuum does for a queue in
- * steady state (tasks is analyzed after ~1% of it changes, migration 0002); a
- * 3-second bench ends before autovacuum's first nap does.
- */
-async function analyze(d: Database) {
-  await d.db.execute(sql`vacuum analyze tasks`);
-}
-
-const pct = (xs: number[], p: number) => {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-};
-const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 const PLOTS = [
   { key: 'flat10', title: 'flat no-op throughput, 10 slots', unit: 'tasks/s' },
@@ -269,6 +185,10 @@ function dagentOnlyPlots(mine: Record<string, number>) {
 }
 
 async function main() {
+  if (process.argv.includes('--breakdown')) {
+    for (const line of await breakdownBench(quick, HAND_OFF)) console.log(line);
+    return;
+  }
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-bench-'));
   chmodSync(dataDir, 0o755);
   const server = await embeddedServerStart({ dataDir, database: 'bench', ephemeral: EPHEMERAL });

@@ -142,7 +142,8 @@ function sqlLiteral(v: unknown): string {
   return pg.escapeLiteral(typeof v === 'string' ? v : JSON.stringify(v));
 }
 
-function inlineParams(text: string, params: unknown[]): string {
+/** `text` with its $n parameters written in as literals (an EXPLAIN EXECUTE takes no bound parameters). */
+export function inlineParams(text: string, params: unknown[]): string {
   return text.replace(/\$(\d+)/g, (_, n: string) => sqlLiteral(params[Number(n) - 1]));
 }
 

@@ -1,0 +1,228 @@
+/**
+ * npm run bench -- --breakdown [--quick]: where a task's time goes on the hot path (#19 item 1).
+ *
+ * A server of its own, with pg_stat_statements loaded (it costs a few per cent, so the figures' server runs
+ * without it). Three parts:
+ * - **Per statement.** The flat run and the chains run of the figures, after warm-up runs, with pg_stat_statements
+ *   reset before each: each statement kind's calls, execution and planning time, WAL and buffers, per task; beside them the wall time
+ *   per task, the Node process's CPU per task (process.cpuUsage) and the server's (every PostgreSQL process of
+ *   the cluster, from /proc, so the WAL writer and the checkpointer count too).
+ * - **Inside the two statements.** `EXPLAIN (ANALYZE, BUFFERS, WAL)` of a claim of 200 and of completing 200 chain
+ *   heads (each unblocks its next task), run as they run (a prepared statement, generic plan), 15 rounds on fresh
+ *   rows; each plan node's own time (its total less its children's) is charged to the CTE it belongs to, and the
+ *   medians are printed with the triggers' times.
+ * - **A narrow queue table**, measured beside the wide rows (narrow-queue.ts).
+ */
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import { databaseOpen, type Database } from '../../src/db/connection.js';
+import { embeddedServerStart } from '../../src/db/embedded.js';
+import { agentRegister } from '../../src/engine/agents.js';
+import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
+import { taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
+import { inlineParams } from '../../src/db/queries/run.js';
+import { graphileFlatReady } from './peers.js';
+import { narrowQueueCompare } from './narrow-queue.js';
+import { analyze, fmt, reset, runAgent, submitChains, submitFlat, BATCH } from './workload.js';
+
+const REPEATS = 15;
+
+/** User + system CPU (ms) of each process of the cluster in `clusterDir` (the postmaster and its children), by pid. */
+function clusterCpuMs(clusterDir: string): Map<number, number> {
+  const ticks = 100; // USER_HZ on Linux
+  const stats = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).flatMap((pid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return [{ pid: Number(pid), ppid: Number(fields[1]), cpu: (Number(fields[11]) + Number(fields[12])) * (1000 / ticks) }];
+    } catch {
+      return [];
+    }
+  });
+  const postmaster = stats.find((s) => {
+    try {
+      return readFileSync(`/proc/${s.pid}/cmdline`, 'utf8').split('\0').includes(clusterDir);
+    } catch {
+      return false;
+    }
+  });
+  return new Map(stats.filter((s) => postmaster && (s.pid === postmaster.pid || s.ppid === postmaster.pid)).map((s) => [s.pid, s.cpu]));
+}
+
+/**
+ * The cluster's CPU over a stretch of time. Sampled every 50 ms, because a backend that exits (a peer's pool
+ * closing) takes its counters with it: what it used after its last sample is lost (a few ms).
+ */
+function clusterCpuSampler(clusterDir: string): { stop: () => number } {
+  const first = clusterCpuMs(clusterDir);
+  const last = new Map(first);
+  const sample = () => { for (const [pid, ms] of clusterCpuMs(clusterDir)) last.set(pid, ms); };
+  const timer = setInterval(sample, 50);
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      return [...last].reduce((a, [pid, ms]) => a + ms - (first.get(pid) ?? 0), 0);
+    },
+  };
+}
+
+interface StatementRow { query: string; calls: string; exec: number; plan: number; rows: string; wal: string; blocks: string }
+
+/** The statement kinds of the hot path, by a phrase only their text holds. */
+function kindOf(query: string): string {
+  if (query.includes('agent_claimed as')) return 'claim';
+  if (query.includes('recorded as (')) return 'completion';
+  if (query.includes('plan_cache_mode')) return 'set plan_cache_mode (claim)';
+  if (/^\s*(begin|commit|rollback)/i.test(query)) return 'begin/commit';
+  if (query.includes('from attempts') && query.includes('fence <')) return 'retry history (claim)';
+  return query.replace(/\s+/g, ' ').trim().slice(0, 60);
+}
+
+/** Per statement kind and per task, over `run` (which returns the tasks done and the seconds it took), in `database`. */
+async function perStatement(d: Database, clusterDir: string, label: string, database: string, run: () => Promise<{ tasks: number; seconds: number }>): Promise<string[]> {
+  await d.db.execute(sql`select pg_stat_statements_reset()`);
+  const [node0, server0] = [process.cpuUsage(), clusterCpuSampler(clusterDir)];
+  const { tasks, seconds } = await run();
+  const node = process.cpuUsage(node0);
+  const server = server0.stop();
+  const { rows } = await d.db.execute(sql`
+    select query, calls::text, total_exec_time as exec, total_plan_time as plan, rows::text, wal_bytes::text as wal,
+      (shared_blks_hit + shared_blks_read)::text as blocks
+    from pg_stat_statements where dbid = (select oid from pg_database where datname = ${database})`);
+  const kinds = new Map<string, { calls: number; exec: number; plan: number; rows: number; wal: number; blocks: number }>();
+  for (const r of rows as unknown as StatementRow[]) {
+    const k = kindOf(r.query);
+    const v = kinds.get(k) ?? { calls: 0, exec: 0, plan: 0, rows: 0, wal: 0, blocks: 0 };
+    v.calls += Number(r.calls); v.exec += r.exec; v.plan += r.plan; v.rows += Number(r.rows); v.wal += Number(r.wal); v.blocks += Number(r.blocks);
+    kinds.set(k, v);
+  }
+  const us = (ms: number) => ((ms * 1000) / tasks).toFixed(1);
+  const all = [...kinds.values()].reduce((a, v) => ({ exec: a.exec + v.exec, plan: a.plan + v.plan }), { exec: 0, plan: 0 });
+  const out = [
+    `${label}: ${fmt(tasks / seconds)} tasks/s; per task: wall ${us(seconds * 1000)} µs, Node CPU ${us((node.user + node.system) / 1000)} µs, ` +
+      `PostgreSQL CPU (all its processes) ${us(server)} µs, of which statements executing ${us(all.exec)} µs and planning ${us(all.plan)} µs`,
+  ];
+  const sorted = [...kinds.entries()].sort((a, b) => b[1].exec - a[1].exec).filter(([, v]) => v.exec / tasks > 0.0005);
+  for (const [k, v] of sorted.slice(0, 6)) {
+    out.push(`  ${k}: ${fmt(v.calls)} calls; per task: execution ${us(v.exec)} µs, planning ${us(v.plan)} µs, WAL ${(v.wal / tasks).toFixed(0)} bytes, buffers ${(v.blocks / tasks).toFixed(1)}; per call ${(v.exec / v.calls).toFixed(2)} ms`);
+  }
+  return out;
+}
+
+/** The bench loop (workload.ts) over what `load` queued, after the statistics are fresh. */
+async function dagentRun(d: Database, tasks: number, load: () => Promise<void>, handOff: boolean): Promise<() => Promise<{ tasks: number; seconds: number }>> {
+  await reset(d);
+  await load();
+  await analyze(d);
+  return async () => ({ tasks, seconds: (await runAgent(d, 32, tasks, BATCH, handOff)).seconds });
+}
+
+interface PlanNode { 'Node Type': string; 'Actual Total Time': number; 'Actual Loops': number; 'Subplan Name'?: string; 'Relation Name'?: string; Plans?: PlanNode[] }
+interface Explained { Plan: PlanNode; 'Planning Time': number; 'Execution Time': number; Triggers?: Array<{ 'Trigger Name': string; Time: number; Calls: number }> }
+
+/** Each node's own time (less its children's), charged to the CTE it belongs to; a CTE Scan's is the CTE's own. */
+function timeByCte(plan: PlanNode, into: Map<string, number>, cte = 'main select'): void {
+  const name = plan['Subplan Name']?.startsWith('CTE ') ? plan['Subplan Name'].slice(4) : cte;
+  const total = plan['Actual Total Time'] * plan['Actual Loops'];
+  const children = (plan.Plans ?? []).reduce((a, c) => a + c['Actual Total Time'] * c['Actual Loops'], 0);
+  const own = plan['Node Type'] === 'CTE Scan' ? 0 : Math.max(0, total - children);
+  into.set(name, (into.get(name) ?? 0) + own);
+  for (const c of plan.Plans ?? []) timeByCte(c, into, name);
+}
+
+/** The own time of each CTE (p50 over the runs), the execution and planning times, and the triggers'. */
+function explainSummary(runs: Explained[]): string[] {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const byCte = runs.map((r) => { const m = new Map<string, number>(); timeByCte(r.Plan, m); return m; });
+  const names = [...new Set(byCte.flatMap((m) => [...m.keys()]))];
+  const rows = names.map((n) => [n, median(byCte.map((m) => m.get(n) ?? 0))] as const).sort((a, b) => b[1] - a[1]);
+  const triggers = new Map<string, number[]>();
+  for (const r of runs) for (const t of r.Triggers ?? []) triggers.set(t['Trigger Name'], [...(triggers.get(t['Trigger Name']) ?? []), t.Time]);
+  return [
+    `  execution p50 ${median(runs.map((r) => r['Execution Time'])).toFixed(2)} ms, planning p50 ${median(runs.map((r) => r['Planning Time'])).toFixed(2)} ms; own time by CTE (p50 of ${runs.length}):`,
+    `    ${rows.filter(([, ms]) => ms >= 0.005).map(([n, ms]) => `${n} ${ms.toFixed(2)}`).join(' · ')} ms`,
+    ...(triggers.size ? [`    triggers: ${[...triggers].map(([n, ts]) => `${n} ${median(ts).toFixed(2)} ms`).join(' · ')}`] : []),
+  ];
+}
+
+/**
+ * `EXPLAIN (ANALYZE, BUFFERS, WAL)` of the claim and the completion as they run: prepared, generic plans, on one
+ * connection, committed. 200 chains: each round claims their 200 heads and completes them, which makes the next 200
+ * READY, so every round works on fresh rows (rolled back and repeated, the same rows' dead versions pile up in the
+ * indexes and an UPDATE grows ~2× slower).
+ */
+async function explainRounds(d: Database, agentId: string, rounds: number): Promise<{ claim: Explained[]; completion: Explained[] }> {
+  const dialect = new PgDialect();
+  const client = await d.pool.connect();
+  const out = { claim: [] as Explained[], completion: [] as Explained[] };
+  const explain = async (name: string, statement: ReturnType<typeof sql>): Promise<Explained> => {
+    const q = dialect.sqlToQuery(statement);
+    await client.query(`prepare ${name} as ${q.sql}`).catch((e: { code?: string }) => { if (e.code !== '42P05') throw e; });
+    const args = q.params.map((_, i) => `$${i + 1}`).join(', ');
+    await client.query('begin');
+    await client.query('set local plan_cache_mode = force_generic_plan');
+    const { rows } = await client.query(inlineParams(`explain (analyze, buffers, wal, format json) execute ${name}${args ? `(${args})` : ''}`, q.params));
+    await client.query('commit');
+    return (rows[0] as { 'QUERY PLAN': Explained[] })['QUERY PLAN'][0]!;
+  };
+  try {
+    for (let i = 0; i < rounds; i++) {
+      const claim = await explain('breakdown_claim', taskClaimReadySql(agentId, [], 200, 60));
+      const { rows } = await client.query<{ id: string; fence: number }>(`select id, fence from tasks where claimed_by = $1 and status = 'claimed'`, [agentId]);
+      const completion = await explain('breakdown_complete', taskCompleteMarkSql(rows.map((t) => ({ id: t.id, fence: t.fence, output: null }))));
+      // The first two rounds plan the statements and warm the caches.
+      if (i >= 2) { out.claim.push(claim); out.completion.push(completion); }
+    }
+  } finally {
+    await client.query('deallocate all').catch(() => {});
+    client.release();
+  }
+  return out;
+}
+
+export async function breakdownBench(quick: boolean, handOff: boolean): Promise<string[]> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-breakdown-'));
+  chmodSync(dataDir, 0o755);
+  const clusterDir = path.join(dataDir, 'pg');
+  let server = await embeddedServerStart({ dataDir, database: 'bench' });
+  let d = await databaseOpen({ url: server.url, poolSize: 20 });
+  const lines: string[] = [];
+  try {
+    await d.db.execute(sql`alter system set shared_preload_libraries = 'pg_stat_statements'`);
+    await d.db.execute(sql`alter system set pg_stat_statements.track_planning = on`);
+    await d.close();
+    await server.stop();
+    server = await embeddedServerStart({ dataDir, database: 'bench' });
+    d = await databaseOpen({ url: server.url, poolSize: 20 });
+    await d.db.execute(sql`create extension if not exists pg_stat_statements`);
+    const flat = quick ? 4_000 : 20_000;
+    const chains = quick ? 40 : 200;
+    // Not measured: the first runs compile the hot paths (JIT) and prepare the statements on each pooled connection,
+    // where PostgreSQL plans a prepared statement afresh for its first five runs before it settles on a generic plan.
+    await (await dagentRun(d, 4_000, () => submitFlat(d, 4_000), handOff))();
+    await (await dagentRun(d, 2_000, () => submitChains(d, 40, 50), handOff))();
+    lines.push(...await perStatement(d, clusterDir, `dagent, flat ${fmt(flat)}, 32 slots, batch ${BATCH}${handOff ? '' : ', no hand-off'}`, 'bench', await dagentRun(d, flat, () => submitFlat(d, flat), handOff)));
+    lines.push(...await perStatement(d, clusterDir, `dagent, chains ${chains} × 50, 32 slots, batch ${BATCH}${handOff ? '' : ', no hand-off'}`, 'bench', await dagentRun(d, chains * 50, () => submitChains(d, chains, 50), handOff)));
+    // The same flat work on graphile-worker batched (the target's peer), for its cost per job beside dagent's.
+    const peer = await graphileFlatReady(server.url, flat);
+    lines.push(...await perStatement(d, clusterDir, `graphile-worker batched, flat ${fmt(flat)}, 32 slots`, peer.database, async () => ({ tasks: flat, seconds: flat / (await peer.run()) })));
+    // Inside the statements: 200 chains, so a claim of 200 takes their heads and completing them unblocks 200.
+    await reset(d);
+    await submitChains(d, 200, REPEATS + 3);
+    await analyze(d);
+    await agentRegister(d.db, { id: 'explain', type: 'bench', capabilities: [], maxConcurrent: 1000 });
+    const rounds = await explainRounds(d, 'explain', REPEATS + 2);
+    lines.push('claim of 200 (the heads of 200 chains):', ...explainSummary(rounds.claim));
+    lines.push('completion of those 200 (each unblocks its next task):', ...explainSummary(rounds.completion));
+    lines.push(...await narrowQueueCompare(d));
+  } finally {
+    await d.close();
+    await server.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  return lines;
+}
