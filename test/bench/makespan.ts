@@ -91,6 +91,55 @@ export function lowerBoundMs(tasks: TaskSpec[]): number {
   return Math.max(Math.max(...finish.values()), total / AGENTS);
 }
 
+/**
+ * The same instances under an ideal list scheduler: 8 agents, no overhead at all (a task starts the instant its last
+ * upstream and an agent are free), the next task by the policy's order: dagent's, the highest upward rank (the
+ * critical-path term decides, as priorities and ages are equal), then the earliest ready, then creation order;
+ * FIFO's, the earliest ready, then creation order. Its ratio to the lower bound is what the order alone costs,
+ * the floor under the measured ratio; the rest is per-task overhead.
+ */
+export function idealMeanRatio(family: 'layered' | 'shorts-then-chain', policy: 'dagent' | 'fifo', instances: number): number {
+  let sum = 0;
+  for (let i = 0; i < instances; i++) {
+    const tasks = family === 'layered' ? layeredInstance(1000 + i) : shortsThenChainInstance(2000 + i);
+    sum += listScheduleMs(tasks, policy) / lowerBoundMs(tasks);
+  }
+  return sum / instances;
+}
+
+function listScheduleMs(tasks: TaskSpec[], policy: 'dagent' | 'fifo'): number {
+  const ms = new Map(tasks.map((t) => [t.key, (t.body.input as { ms: number }).ms]));
+  const order = new Map(tasks.map((t, i) => [t.key, i]));
+  const children = new Map<string, string[]>(tasks.map((t) => [t.key, []]));
+  for (const t of tasks) for (const d of t.dependsOn) children.get(d)!.push(t.key);
+  const rank = new Map<string, number>();
+  for (const t of [...tasks].reverse()) rank.set(t.key, ms.get(t.key)! + Math.max(0, ...children.get(t.key)!.map((c) => rank.get(c)!)));
+  const waiting = new Map(tasks.map((t) => [t.key, t.dependsOn.length]));
+  const ready: Array<{ key: string; at: number }> = tasks.filter((t) => t.dependsOn.length === 0).map((t) => ({ key: t.key, at: 0 }));
+  const running: Array<{ key: string; end: number }> = [];
+  const before = (a: { key: string; at: number }, b: { key: string; at: number }) =>
+    (policy === 'dagent' ? rank.get(b.key)! - rank.get(a.key)! : 0) || a.at - b.at || order.get(a.key)! - order.get(b.key)!;
+  let now = 0;
+  let end = 0;
+  while (ready.length || running.length) {
+    ready.sort(before);
+    while (running.length < AGENTS && ready.length) {
+      const next = ready.shift()!;
+      running.push({ key: next.key, end: now + ms.get(next.key)! });
+    }
+    now = Math.min(...running.map((r) => r.end));
+    for (const done of running.filter((r) => r.end === now)) {
+      running.splice(running.indexOf(done), 1);
+      end = Math.max(end, now);
+      for (const c of children.get(done.key)!) {
+        waiting.set(c, waiting.get(c)! - 1);
+        if (waiting.get(c) === 0) ready.push({ key: c, at: now });
+      }
+    }
+  }
+  return end;
+}
+
 export async function makespanBench(
   d: Database, family: 'layered' | 'shorts-then-chain', policy: 'dagent' | 'fifo', instances: number, handOff = true,
 ): Promise<MakespanFigures> {
