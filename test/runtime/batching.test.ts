@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
-import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
+import { COMPLETION_BATCHER_DEFAULTS, CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, chainYaml, dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
 
@@ -90,3 +90,41 @@ describe('CompletionBatcher with a bad row', () => {
   });
 });
 
+
+describe('CompletionBatcher hand-off', () => {
+  // Heads of `chains` chains of two, claimed by one agent, then completed together in one batch.
+  async function completeHeadsTogether(chains: number) {
+    const dagIds = [];
+    for (let i = 0; i < chains; i++) dagIds.push(await dagCreate(db, chainYaml(`pair-${i}`, 2)));
+    const agentId = await agentCreate(db, `handing-${chains}`, [], undefined, { maxConcurrent: 2 * chains });
+    const { taskClaim } = await import('../../src/engine/claim.js');
+    const heads = await taskClaim(db, agentId, { limit: chains });
+    expect(heads.map((h) => h.key)).toEqual(Array(chains).fill('t0'));
+    const asked: number[] = [];
+    const handed: string[] = [];
+    const batcher = new CompletionBatcher({
+      db,
+      handTo: (completing) => { asked.push(completing); return { agentId, capabilities: [], max: completing, start: true, claimTtlSec: 60 }; },
+      onHanded: (tasks) => handed.push(...tasks.map((t) => t.id)),
+    });
+    const outcomes = heads.map((h) => batcher.complete({ taskId: h.id, fence: h.fence, output: 1 }));
+    await batcher.drain();
+    expect((await Promise.all(outcomes)).every((o) => o.completed)).toBe(true);
+    const next = await Promise.all(dagIds.map(async (d) => (await taskStatusByKey(db, d)).t1));
+    return { asked, handed, next };
+  }
+
+  it('hands the dependents on from a batch of a few completions', async () => {
+    const { asked, handed, next } = await completeHeadsTogether(COMPLETION_BATCHER_DEFAULTS.handOffBatchMax);
+    expect(asked).toEqual([COMPLETION_BATCHER_DEFAULTS.handOffBatchMax]);
+    expect(handed).toHaveLength(COMPLETION_BATCHER_DEFAULTS.handOffBatchMax);
+    expect(next.every((s) => s === 'running')).toBe(true);
+  });
+
+  it('hands nothing on from a larger batch: its dependents go READY for the claim loop', async () => {
+    const { asked, handed, next } = await completeHeadsTogether(COMPLETION_BATCHER_DEFAULTS.handOffBatchMax + 2);
+    expect(asked).toEqual([]);
+    expect(handed).toEqual([]);
+    expect(next.every((s) => s === 'ready')).toBe(true);
+  });
+});
