@@ -6,69 +6,30 @@
  * - **Per statement.** The flat run and the chains run of the figures, after warm-up runs, with pg_stat_statements
  *   reset before each: each statement kind's calls, execution and planning time, WAL and buffers, per task; beside them the wall time
  *   per task, the Node process's CPU per task (process.cpuUsage) and the server's (every PostgreSQL process of
- *   the cluster, from /proc, so the WAL writer and the checkpointer count too).
+ *   the cluster, from /proc, so the WAL writer and the checkpointer count too, and exited backends through the
+ *   postmaster's reaped-children counters).
  * - **Inside the two statements.** `EXPLAIN (ANALYZE, BUFFERS, WAL)` of a claim of 200 and of completing 200 chain
  *   heads (each unblocks its next task), run as they run (a prepared statement, generic plan), 15 rounds on fresh
  *   rows; each plan node's own time (its total less its children's) is charged to the CTE it belongs to, and the
  *   medians are printed with the triggers' times.
  * - **A narrow queue table**, measured beside the wide rows (narrow-queue.ts).
  */
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { PgDialect } from 'drizzle-orm/pg-core';
 import { sql } from 'drizzle-orm';
 import { databaseOpen, type Database } from '../../src/db/connection.js';
 import { embeddedServerStart } from '../../src/db/embedded.js';
 import { agentRegister } from '../../src/engine/agents.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
-import { inlineParams } from '../../src/db/queries/run.js';
+import { explainPrepared, type Explained, type PlanNode } from './explain.js';
+import { serverCpuSeconds } from '../helpers/proc.js';
 import { graphileFlatReady } from './peers.js';
 import { narrowQueueCompare } from './narrow-queue.js';
-import { analyze, fmt, reset, runAgent, submitChains, submitFlat, BATCH } from './workload.js';
+import { analyze, fmt, pct, reset, runAgent, submitChains, submitFlat, BATCH } from './workload.js';
 
 const REPEATS = 15;
-
-/** User + system CPU (ms) of each process of the cluster in `clusterDir` (the postmaster and its children), by pid. */
-function clusterCpuMs(clusterDir: string): Map<number, number> {
-  const ticks = 100; // USER_HZ on Linux
-  const stats = readdirSync('/proc').filter((p) => /^\d+$/.test(p)).flatMap((pid) => {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return [{ pid: Number(pid), ppid: Number(fields[1]), cpu: (Number(fields[11]) + Number(fields[12])) * (1000 / ticks) }];
-    } catch {
-      return [];
-    }
-  });
-  const postmaster = stats.find((s) => {
-    try {
-      return readFileSync(`/proc/${s.pid}/cmdline`, 'utf8').split('\0').includes(clusterDir);
-    } catch {
-      return false;
-    }
-  });
-  return new Map(stats.filter((s) => postmaster && (s.pid === postmaster.pid || s.ppid === postmaster.pid)).map((s) => [s.pid, s.cpu]));
-}
-
-/**
- * The cluster's CPU over a stretch of time. Sampled every 50 ms, because a backend that exits (a peer's pool
- * closing) takes its counters with it: what it used after its last sample is lost (a few ms).
- */
-function clusterCpuSampler(clusterDir: string): { stop: () => number } {
-  const first = clusterCpuMs(clusterDir);
-  const last = new Map(first);
-  const sample = () => { for (const [pid, ms] of clusterCpuMs(clusterDir)) last.set(pid, ms); };
-  const timer = setInterval(sample, 50);
-  return {
-    stop() {
-      clearInterval(timer);
-      sample();
-      return [...last].reduce((a, [pid, ms]) => a + ms - (first.get(pid) ?? 0), 0);
-    },
-  };
-}
 
 interface StatementRow { query: string; calls: string; exec: number; plan: number; rows: string; wal: string; blocks: string }
 
@@ -85,10 +46,10 @@ function kindOf(query: string): string {
 /** Per statement kind and per task, over `run` (which returns the tasks done and the seconds it took), in `database`. */
 async function perStatement(d: Database, clusterDir: string, label: string, database: string, run: () => Promise<{ tasks: number; seconds: number }>): Promise<string[]> {
   await d.db.execute(sql`select pg_stat_statements_reset()`);
-  const [node0, server0] = [process.cpuUsage(), clusterCpuSampler(clusterDir)];
+  const [node0, server0] = [process.cpuUsage(), serverCpuSeconds(clusterDir)];
   const { tasks, seconds } = await run();
   const node = process.cpuUsage(node0);
-  const server = server0.stop();
+  const server = (serverCpuSeconds(clusterDir) - server0) * 1000;
   const { rows } = await d.db.execute(sql`
     select query, calls::text, total_exec_time as exec, total_plan_time as plan, rows::text, wal_bytes::text as wal,
       (shared_blks_hit + shared_blks_read)::text as blocks
@@ -121,9 +82,6 @@ async function dagentRun(d: Database, tasks: number, load: () => Promise<void>, 
   return async () => ({ tasks, seconds: (await runAgent(d, 32, tasks, BATCH, handOff)).seconds });
 }
 
-interface PlanNode { 'Node Type': string; 'Actual Total Time': number; 'Actual Loops': number; 'Subplan Name'?: string; 'Relation Name'?: string; Plans?: PlanNode[] }
-interface Explained { Plan: PlanNode; 'Planning Time': number; 'Execution Time': number; Triggers?: Array<{ 'Trigger Name': string; Time: number; Calls: number }> }
-
 /** Each node's own time (less its children's), charged to the CTE it belongs to; a CTE Scan's is the CTE's own. */
 function timeByCte(plan: PlanNode, into: Map<string, number>, cte = 'main select'): void {
   const name = plan['Subplan Name']?.startsWith('CTE ') ? plan['Subplan Name'].slice(4) : cte;
@@ -136,7 +94,7 @@ function timeByCte(plan: PlanNode, into: Map<string, number>, cte = 'main select
 
 /** The own time of each CTE (p50 over the runs), the execution and planning times, and the triggers'. */
 function explainSummary(runs: Explained[]): string[] {
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const median = (xs: number[]) => pct(xs, 50);
   const byCte = runs.map((r) => { const m = new Map<string, number>(); timeByCte(r.Plan, m); return m; });
   const names = [...new Set(byCte.flatMap((m) => [...m.keys()]))];
   const rows = names.map((n) => [n, median(byCte.map((m) => m.get(n) ?? 0))] as const).sort((a, b) => b[1] - a[1]);
@@ -156,24 +114,13 @@ function explainSummary(runs: Explained[]): string[] {
  * indexes and an UPDATE grows ~2× slower).
  */
 async function explainRounds(d: Database, agentId: string, rounds: number): Promise<{ claim: Explained[]; completion: Explained[] }> {
-  const dialect = new PgDialect();
   const client = await d.pool.connect();
   const out = { claim: [] as Explained[], completion: [] as Explained[] };
-  const explain = async (name: string, statement: ReturnType<typeof sql>): Promise<Explained> => {
-    const q = dialect.sqlToQuery(statement);
-    await client.query(`prepare ${name} as ${q.sql}`).catch((e: { code?: string }) => { if (e.code !== '42P05') throw e; });
-    const args = q.params.map((_, i) => `$${i + 1}`).join(', ');
-    await client.query('begin');
-    await client.query('set local plan_cache_mode = force_generic_plan');
-    const { rows } = await client.query(inlineParams(`explain (analyze, buffers, wal, format json) execute ${name}${args ? `(${args})` : ''}`, q.params));
-    await client.query('commit');
-    return (rows[0] as { 'QUERY PLAN': Explained[] })['QUERY PLAN'][0]!;
-  };
   try {
     for (let i = 0; i < rounds; i++) {
-      const claim = await explain('breakdown_claim', taskClaimReadySql(agentId, [], 200, 60));
+      const claim = await explainPrepared(client, 'breakdown_claim', taskClaimReadySql(agentId, [], 200, 60));
       const { rows } = await client.query<{ id: string; fence: number }>(`select id, fence from tasks where claimed_by = $1 and status = 'claimed'`, [agentId]);
-      const completion = await explain('breakdown_complete', taskCompleteMarkSql(rows.map((t) => ({ id: t.id, fence: t.fence, output: null }))));
+      const completion = await explainPrepared(client, 'breakdown_complete', taskCompleteMarkSql(rows.map((t) => ({ id: t.id, fence: t.fence, output: null }))));
       // The first two rounds plan the statements and warm the caches.
       if (i >= 2) { out.claim.push(claim); out.completion.push(completion); }
     }

@@ -6,17 +6,18 @@
  * The queue table holds the claim's columns only, with the same partial indexes as tasks (the claim groups' walk,
  * held, leases). A narrow claim of 200 is its UPDATE, then reading the 200 task rows an agent needs, and at
  * completion a DELETE of the queue rows; dagent's claim and completion run as they do (taskClaimReadySql,
- * taskCompleteMarkSql). Each under EXPLAIN (ANALYZE, WAL), committed, p50 of 35 rounds after 5 not counted.
+ * taskCompleteMarkSql, prepared with generic plans). Each under EXPLAIN (ANALYZE, WAL), committed, p50 of 35 rounds
+ * after 5 not counted.
  * The narrow claim has no agent row, budget or held count: its figure is a lower bound, the saving an upper one.
  */
-import { PgDialect } from 'drizzle-orm/pg-core';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../src/db/connection.js';
 import { agentRegister } from '../../src/engine/agents.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
 import { inlineParams } from '../../src/db/queries/run.js';
-import { analyze, reset, submitFlat } from './workload.js';
+import { explainPrepared, explainText } from './explain.js';
+import { analyze, pct, reset, submitFlat } from './workload.js';
 
 const ROUNDS = 40;
 const WARM = 5;
@@ -35,37 +36,34 @@ export async function narrowQueueCompare(d: Database): Promise<string[]> {
     create index bench_queue_lease on bench_queue (lease_expires_at) where status in ('claimed', 'running');`));
   await d.db.execute(sql`vacuum analyze bench_queue`);
   await agentRegister(d.db, { id: 'wide', type: 'bench', capabilities: [], maxConcurrent: 1000 });
-  const dialect = new PgDialect();
   const client = await d.pool.connect();
-  const explain = async (text: string) => {
-    const { rows } = await client.query(`explain (analyze, wal, format json) ${text}`);
-    const plan = (rows[0] as { 'QUERY PLAN': Array<{ 'Execution Time': number; Plan: { 'WAL Bytes'?: number } }> })['QUERY PLAN'][0]!;
+  const figures = async (run: Promise<{ 'Execution Time': number; Plan: { 'WAL Bytes'?: number } }>) => {
+    const plan = await run;
     return { ms: plan['Execution Time'], wal: plan.Plan['WAL Bytes'] ?? 0 };
   };
   const runs: Record<'wideClaim' | 'wideComplete' | 'narrowClaim' | 'narrowRead' | 'narrowDelete', Array<{ ms: number; wal: number }>> =
     { wideClaim: [], wideComplete: [], narrowClaim: [], narrowRead: [], narrowDelete: [] };
   try {
     for (let i = 0; i < ROUNDS; i++) {
-      const claim = dialect.sqlToQuery(taskClaimReadySql('wide', [], 200, 60));
-      const wideClaim = await explain(inlineParams(claim.sql, claim.params));
+      const wideClaim = await figures(explainPrepared(client, 'narrow_wide_claim', taskClaimReadySql('wide', [], 200, 60)));
       const held = (await client.query<{ id: string; fence: number }>(`select id, fence from tasks where claimed_by = 'wide' and status = 'claimed'`)).rows;
-      const complete = dialect.sqlToQuery(taskCompleteMarkSql(held.map((t) => ({ id: t.id, fence: t.fence, output: null }))));
-      const wideComplete = await explain(inlineParams(complete.sql, complete.params));
-      const narrowClaim = await explain(`with c as (select id from bench_queue where status = 'ready' and cap_key = ''
+      const wideComplete = await figures(explainPrepared(client, 'narrow_wide_complete', taskCompleteMarkSql(held.map((t) => ({ id: t.id, fence: t.fence, output: null })))));
+      const narrowClaim = await figures(explainText(client, `with c as (select id from bench_queue where status = 'ready' and cap_key = ''
           order by effective_priority, ready_at, id limit 200 for update skip locked)
         update bench_queue q set status = 'claimed', claimed_by = 'narrow', fence = q.fence + 1,
-          lease_expires_at = clock_timestamp() + interval '60 s' from c where q.id = c.id returning q.id`);
+          lease_expires_at = clock_timestamp() + interval '60 s' from c where q.id = c.id returning q.id`));
       const ids = (await client.query<{ id: string }>(`select id from bench_queue where claimed_by = 'narrow' and status = 'claimed'`)).rows.map((r) => r.id);
-      const narrowRead = await explain(inlineParams(`select t.id, t.dag_id, t.key, t.type, t.title, t.spec, t.max_attempts, t.max_duration_sec,
-        t.heartbeat_sec, t.output_spec, t.origin from tasks t where t.id = any($1)`, [ids]));
-      const narrowDelete = await explain(inlineParams(`delete from bench_queue where id = any($1)`, [ids]));
+      const narrowRead = await figures(explainText(client, inlineParams(`select t.id, t.dag_id, t.key, t.type, t.title, t.spec, t.max_attempts, t.max_duration_sec,
+        t.heartbeat_sec, t.output_spec, t.origin from tasks t where t.id = any($1)`, [ids])));
+      const narrowDelete = await figures(explainText(client, inlineParams(`delete from bench_queue where id = any($1)`, [ids])));
       if (i >= WARM) Object.entries({ wideClaim, wideComplete, narrowClaim, narrowRead, narrowDelete }).forEach(([k, v]) => runs[k as keyof typeof runs].push(v));
     }
   } finally {
+    await client.query('deallocate all').catch(() => {});
     client.release();
     await d.db.execute(sql`drop table if exists bench_queue`);
   }
-  const p50 = (k: keyof typeof runs, f: 'ms' | 'wal') => [...runs[k].map((r) => r[f])].sort((a, b) => a - b)[Math.floor(runs[k].length / 2)]!;
+  const p50 = (k: keyof typeof runs, f: 'ms' | 'wal') => pct(runs[k].map((r) => r[f]), 50);
   const perTask = (bytes: number) => `${Math.round(bytes / 200)} bytes`;
   const narrow = p50('narrowClaim', 'ms') + p50('narrowRead', 'ms') + p50('narrowDelete', 'ms');
   return [

@@ -20,3 +20,30 @@ export function procChildren(pid: number): number[] {
 export function postmasterPid(clusterDir: string): number {
   return Number(readFileSync(path.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
 }
+
+/** User + system CPU seconds of process `pid`; NaN when it is gone. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const fields = procStat(pid);
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * CPU seconds of the PostgreSQL server of the cluster in `clusterDir` so far: the postmaster's own and its reaped
+ * children's, plus its live backends' (a backend is counted live until the postmaster reaps it, then in the
+ * postmaster's cutime/cstime). NaN when the server is not running.
+ */
+export function serverCpuSeconds(clusterDir: string): number {
+  try {
+    const postmaster = postmasterPid(clusterDir);
+    const own = procStat(postmaster);
+    let seconds = (Number(own[13]) + Number(own[14])) / 100;
+    for (const pid of [postmaster, ...procChildren(postmaster)]) seconds += cpuSeconds(pid) || 0; // NaN: gone meanwhile
+    return seconds;
+  } catch {
+    return NaN;
+  }
+}

@@ -26,7 +26,7 @@ import { databaseOpen } from '../../src/db/connection.js';
 import { embeddedServerStart, type EmbeddedServer } from '../../src/db/embedded.js';
 import { tokenCreate } from '../../src/engine/tokens.js';
 import { percentile } from './percentile.js';
-import { postmasterPid, procChildren, procStat } from '../helpers/proc.js';
+import { cpuSeconds, serverCpuSeconds } from '../helpers/proc.js';
 
 const arg = (flag: string, fallback: number) => { const i = process.argv.indexOf(flag); return i < 0 ? fallback : Number(process.argv[i + 1]); };
 const NODES = arg('--nodes', 3);
@@ -44,32 +44,6 @@ const TASK_COST = 0.001;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 interface Node { i: number; child: ChildProcess; url: string; alive: boolean; cpuSec: number }
-
-/** User + system CPU seconds of a process so far (Linux). */
-function cpuSeconds(pid: number): number {
-  try {
-    const fields = procStat(pid);
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return NaN;
-  }
-}
-
-/**
- * CPU seconds of the PostgreSQL server so far: the postmaster's own and its reaped children's, plus its live
- * backends' (a backend is counted live until the postmaster reaps it, then in the postmaster's cutime/cstime).
- */
-function serverCpuSeconds(dataDir: string): number {
-  try {
-    const postmaster = postmasterPid(path.join(dataDir, 'pg'));
-    const own = procStat(postmaster);
-    let seconds = (Number(own[13]) + Number(own[14])) / 100;
-    for (const pid of [postmaster, ...procChildren(postmaster)]) seconds += cpuSeconds(pid) || 0; // NaN: gone meanwhile
-    return seconds;
-  } catch {
-    return NaN;
-  }
-}
 
 async function nodeStart(i: number, databaseUrl: string): Promise<Node> {
   const child = spawn(process.execPath, [...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : []), path.join(ROOT, 'bin/dagent.js'), 'up'], {
@@ -113,7 +87,7 @@ async function main() {
   const cpuAtStart = nodes.map((n) => cpuSeconds(n.child.pid!));
   const driverCpuAtStart = process.cpuUsage();
   // PostgreSQL's CPU = serverCpuBase + the running server's so far (a restart adds the old server's to the base).
-  let serverCpuBase = -serverCpuSeconds(dataDir);
+  let serverCpuBase = -serverCpuSeconds(path.join(dataDir, 'pg'));
   let serverCpuNow = -serverCpuBase;
   console.log(`${NODES} nodes up; ${AGENTS} agents, ${TASKS.toLocaleString('en-US')} tasks in DAGs of ${DAG_SIZE}, submitted at ${RATE} tasks/s, PostgreSQL ${EPHEMERAL ? 'without fsync' : 'durable'}${FAULTS ? '; a node killed at 40 %, PostgreSQL restarted at 70 %' : ''}`);
 
@@ -181,7 +155,7 @@ async function main() {
         peakConnections = Math.max(peakConnections, (r.rows[0] as { n: number }).n);
       } catch { /* restarting */ }
       for (const n of nodes) if (n.alive) n.cpuSec = cpuSeconds(n.child.pid!) - cpuAtStart[n.i]!;
-      const serverCpu = serverCpuSeconds(dataDir);
+      const serverCpu = serverCpuSeconds(path.join(dataDir, 'pg'));
       if (Number.isFinite(serverCpu)) serverCpuNow = serverCpu;
       await sleep(1000);
     }
@@ -231,7 +205,7 @@ async function main() {
     if (FAULTS && restartAt === undefined && (k >= dagCount * 0.7 || elapsed() >= MAX_SEC * 0.45)) {
       restartAt = performance.now();
       console.log(`restarting PostgreSQL after ${((restartAt - started) / 1000).toFixed(1)} s`);
-      serverCpuBase += serverCpuSeconds(dataDir);
+      serverCpuBase += serverCpuSeconds(path.join(dataDir, 'pg'));
       serverCpuNow = 0;
       await server.stop();
       server = await embeddedServerStart({ dataDir, database: 'scale', ephemeral: EPHEMERAL });
