@@ -127,19 +127,22 @@ async function graphileDispatch(url: string, mode: GraphileMode, samples: number
 
 /** graphile-worker batched, 32 slots, `count` no-op jobs queued in a fresh database: the run is the caller's (the breakdown measures its CPU). */
 export async function graphileFlatReady(adminUrl: string, count: number): Promise<{ database: string; run: () => Promise<number> }> {
-  const url = await createDatabase(adminUrl, 'peer_graphile');
-  const utils = await makeWorkerUtils({ connectionString: url, logger: silent });
-  await utils.migrate();
-  await utils.release();
+  const url = await graphileDatabaseCreate(adminUrl);
   await graphileEnqueue(url, 'noop', count);
   return { database: 'peer_graphile', run: () => graphileFlat(url, 'batched', 32, count) };
 }
 
-export async function graphileBench(adminUrl: string, sizes: { flat: number; backlog: number; chains: number; chainLength: number; dispatch: number }): Promise<PeerFigures[]> {
+/** A fresh database for graphile-worker, its schema migrated: its URL. */
+async function graphileDatabaseCreate(adminUrl: string): Promise<string> {
   const url = await createDatabase(adminUrl, 'peer_graphile');
   const utils = await makeWorkerUtils({ connectionString: url, logger: silent });
   await utils.migrate();
   await utils.release();
+  return url;
+}
+
+export async function graphileBench(adminUrl: string, sizes: { flat: number; backlog: number; chains: number; chainLength: number; dispatch: number }): Promise<PeerFigures[]> {
+  const url = await graphileDatabaseCreate(adminUrl);
   const out: PeerFigures[] = [];
   for (const mode of ['default', 'batched'] as const) {
     const f: Record<string, number | string> = {};
