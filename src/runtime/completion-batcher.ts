@@ -30,16 +30,12 @@ export interface CompletionBatcherOptions {
   /** Called after a flush with how many dependents became READY (to wake local claimers). */
   onUnblocked?: (n: number) => void;
   /**
-   * The agent whose tasks these are, asked at each flush of `completing` completions: the dependents they unblock
+   * The agent whose tasks these are, asked at each flush of up to COMPLETION_BATCHER_DEFAULTS.handOffBatchMax
+   * completions (`completing` of them): the dependents they unblock
    * that a claim of it would take first are handed to it in the same statement (tasks-hand-off.ts) and given to
    * `onHanded`. Null: hand nothing this time.
    */
   handTo?: (completing: number) => HandOff | null;
-  /**
-   * A batch of more completions than this hands nothing on (handTo is not asked). Default
-   * COMPLETION_BATCHER_DEFAULTS.handOffBatchMax.
-   */
-  handOffBatchMax?: number;
   onHanded?: (tasks: ClaimedTask[]) => void;
   /**
    * A flush that asked for a hand-off failed on a lost connection: it may have committed, and its handed tasks
@@ -102,7 +98,7 @@ export class CompletionBatcher {
   }
 
   private async write(batch: Array<{ c: Completion; resolve: (o: CompletionOutcome) => void }>): Promise<void> {
-    const handTo = batch.length <= (this.o.handOffBatchMax ?? COMPLETION_BATCHER_DEFAULTS.handOffBatchMax) ? this.o.handTo?.(batch.length) ?? undefined : undefined;
+    const handTo = batch.length <= COMPLETION_BATCHER_DEFAULTS.handOffBatchMax ? this.o.handTo?.(batch.length) ?? undefined : undefined;
     let r: Awaited<ReturnType<typeof taskCompleteMany>>;
     try {
       r = await taskCompleteMany(this.o.db, batch.map((b) => b.c), { handTo });
