@@ -39,7 +39,6 @@ function kindOf(query: string): string {
   if (query.includes('recorded as (')) return 'completion';
   if (query.includes('plan_cache_mode')) return 'set plan_cache_mode (claim)';
   if (/^\s*(begin|commit|rollback)/i.test(query)) return 'begin/commit';
-  if (query.includes('from attempts') && query.includes('fence <')) return 'retry history (claim)';
   return query.replace(/\s+/g, ' ').trim().slice(0, 60);
 }
 
