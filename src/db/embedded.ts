@@ -53,6 +53,8 @@ function passwordCreate(dataDir: string): string {
   return password;
 }
 const START_LOCK_WAIT_MS = 120_000;
+/** How long a start waits for a postmaster that holds the folder without answering (shutting down). */
+const POSTMASTER_SETTLE_MS = 30_000;
 /** Written by `dagent db stop` in the data folder: the watchdogs leave a stopped server stopped. */
 export const STOPPED_MARKER = 'stopped';
 
@@ -67,7 +69,7 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
   mkdirSync(dataDir, { recursive: true });
   const release = await startLockAcquire(path.join(dataDir, 'start.lock'));
   try {
-    const running = await runningServerFind(clusterDir);
+    const running = (await runningServerFind(clusterDir)) ?? (await postmasterSettle(clusterDir));
     if (running) {
       return { url: urlFor(running, database, passwordRead(dataDir)), port: running, owned: false, stop: async () => {} };
     }
@@ -157,13 +159,19 @@ async function passwordRotate(port: number, dataDir: string, log?: Logger): Prom
   }
 }
 
+/** The pid and port PostgreSQL wrote in `clusterDir`'s postmaster.pid; zeros when there is none (or it just went). */
+function postmasterPidRead(clusterDir: string): { pid: number; port: number } {
+  try {
+    const lines = readFileSync(path.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n');
+    return { pid: Number(lines[0]) || 0, port: Number(lines[3]) || 0 };
+  } catch {
+    return { pid: 0, port: 0 };
+  }
+}
+
 /** The port of a live server in `clusterDir`, read from postmaster.pid, if one answers. */
 export async function runningServerFind(clusterDir: string): Promise<number | undefined> {
-  const pidFile = path.join(clusterDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return undefined;
-  const lines = readFileSync(pidFile, 'utf8').split('\n');
-  const pid = Number(lines[0]);
-  const port = Number(lines[3]);
+  const { pid, port } = postmasterPidRead(clusterDir);
   if (!pid || !port || !processAlive(pid)) return undefined;
   const client = new pg.Client({ connectionString: urlFor(port, 'postgres', passwordRead(path.dirname(clusterDir))), connectionTimeoutMillis: 3000 });
   try {
@@ -175,6 +183,24 @@ export async function runningServerFind(clusterDir: string): Promise<number | un
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/**
+ * A postmaster that holds `clusterDir` but does not answer is shutting down (its owner exited) or
+ * still starting (recovery). Wait for it to go, or to answer (then its port is returned): a start
+ * meanwhile found the recorded port still taken, moved the server to a new port, and failed on
+ * the old postmaster's lock file. Bounded, because a stale postmaster.pid can name a live
+ * unrelated process after a reboot; PostgreSQL itself then refuses the start with a clear error.
+ */
+async function postmasterSettle(clusterDir: string): Promise<number | undefined> {
+  for (const deadline = Date.now() + POSTMASTER_SETTLE_MS; Date.now() < deadline;) {
+    const { pid } = postmasterPidRead(clusterDir);
+    if (!pid || !processAlive(pid)) return undefined;
+    await new Promise((r) => setTimeout(r, 100));
+    const port = await runningServerFind(clusterDir);
+    if (port) return port;
+  }
+  return undefined;
 }
 
 async function databaseEnsure(port: number, database: string, password: string): Promise<void> {
