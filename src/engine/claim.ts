@@ -88,20 +88,24 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
     if (!agent) throw new NotFoundError('agent', agentId);
     capabilities = agent.capabilities;
   }
-  const rows = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, start: opts.start, grant: opts.grant });
+  const { rows, previousAttempts } = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, start: opts.start, grant: opts.grant });
   if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
-  return rows.map((r) => claimedTaskOf(r, opts.start === true));
+  return rows.map((r) => claimedTaskOf(r, previousAttempts.get(r.id) ?? [], r.agentModels, r.pausedModels, opts.start === true));
 }
 
-/** A claimed row as the agent receives it (a claim's, or a completion's hand-off: engine/completion.ts). */
+/**
+ * A claimed row as the agent receives it (a claim's, or a completion's hand-off: engine/completion.ts), with the
+ * task's earlier failures and the agent's models and the fleet's paused ones passed beside the row, not copied in.
+ */
 export function claimedTaskOf(
-  r: Omit<ClaimedRow, 'waitSec'> & { previousAttempts: PreviousAttempt[] }, started: boolean,
+  r: Omit<ClaimedRow, 'waitSec' | 'agentModels' | 'pausedModels'>, previousAttempts: PreviousAttempt[],
+  agentModels: readonly string[], pausedModels: readonly string[], started: boolean,
 ): ClaimedTask {
   const spec = r.spec as unknown as TaskBody;
   // A paused model (a provider's rate limit, a declared limit spent) is never the one to use while another the
   // task accepts is free; the one a declared limit reserved for is handed out first.
-  const free = modelsForAgent(spec, r.attempt, r.agentModels).filter((m) => !modelPaused(m, r.pausedModels));
+  const free = modelsForAgent(spec, r.attempt, agentModels).filter((m) => !modelPaused(m, pausedModels));
   const models = r.rateModel ? [r.rateModel, ...free.filter((m) => m !== r.rateModel)] : free;
   return {
     id: r.id,
@@ -124,7 +128,7 @@ export function claimedTaskOf(
     started,
     origin: r.origin,
     outputSpec: r.outputSpec,
-    previousAttempts: r.previousAttempts,
+    previousAttempts,
     traceparent: attemptTraceparent(r.dagId, r.id, r.fence),
   };
 }

@@ -73,5 +73,5 @@ async function handedTasks(db: Db, rows: HandedRow[], mode: CompletionMode): Pro
   const history = await attemptsPreviousFor(db, rows);
   engineEvents.emit('claim', { agentId: mode.handTo.agentId, requested: rows.length, claimed: rows.map((r) => ({ type: r.type, waitSec: 0 })) });
   // A handed task names no model (tasks-hand-off.ts): the agent's models and the fleet's pauses do not apply.
-  return rows.map((r) => claimedTaskOf({ ...r, agentModels: [], pausedModels: [], previousAttempts: history.get(r.id) ?? [] }, mode.handTo!.start));
+  return rows.map((r) => claimedTaskOf(r, history.get(r.id) ?? [], [], [], mode.handTo!.start));
 }
