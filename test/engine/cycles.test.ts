@@ -4,7 +4,7 @@ import { databaseOpen } from '../../src/db/connection.js';
 import { dagEdgesAdd } from '../../src/engine/edges.js';
 import { dagSubmit } from '../../src/engine/submit.js';
 import { CycleError } from '../../src/errors.js';
-import { edgeListForDag } from '../../src/db/queries/edges.js';
+import { edgeInsertMany, edgeListForDag } from '../../src/db/queries/edges.js';
 import { dagGraphBuild, cycleFind } from '../../src/dag/graph.js';
 import { testDatabase } from '../helpers/db.js';
 import { dagCreate, dagSpec, databaseSnapshot, taskStatusByKey } from '../helpers/factories.js';
@@ -56,5 +56,22 @@ describe('cycle detection at edge insertion', () => {
     }
     expect(refused).toBe(25);
     await Promise.all(conns.map((c) => c.close()));
+  });
+
+  it('the database refuses an edge whose task is missing or in another DAG (a statement-level check, not foreign keys)', async () => {
+    const one = await dagCreate(db, 'name: one\ntasks:\n  a: { type: t }\n  b: { type: t }\n');
+    const other = await dagCreate(db, 'name: other\ntasks:\n  x: { type: t }\n');
+    const id = async (dagId: string, key: string) =>
+      (await db.execute<{ id: string }>(sql`select id from tasks where dag_id = ${dagId} and key = ${key}`)).rows[0]!.id;
+    const [a, b, x] = [await id(one, 'a'), await id(one, 'b'), await id(other, 'x')];
+    const insert = (rows: Array<[string, string, string]>) => edgeInsertMany(db, rows.map(([dagId, upstreamId, downstreamId]) => ({ dagId, upstreamId, downstreamId })));
+    const before = await databaseSnapshot(db);
+    for (const rows of [[[one, a, 'missing']], [[one, x, b]], [[other, a, b]], [[one, a, b], [one, 'missing', b]]] as Array<Array<[string, string, string]>>) {
+      const err = (await insert(rows).catch((e) => e)) as { cause?: { code?: string; message?: string } };
+      expect(err.cause, JSON.stringify(rows)).toMatchObject({ code: '23503', message: expect.stringMatching(/names a task that is not in DAG/) });
+    }
+    expect(await databaseSnapshot(db)).toBe(before);
+    await insert([[one, a, b]]);
+    expect(await edgeListForDag(db, one)).toEqual([expect.objectContaining({ upstreamKey: 'a', downstreamKey: 'b' })]);
   });
 });

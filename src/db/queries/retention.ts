@@ -56,7 +56,8 @@ export interface TaskBatchCounts { tasks: number; attempts: number; logLines: nu
 
 /**
  * Delete up to `batch` tasks of DAGs being pruned, with what hangs off them: attempts, log lines and their
- * stats, and the tasks' events (edges go by their foreign keys). One statement, one transaction.
+ * stats, the tasks' events and the edges from or to them (edges have no foreign keys: db/schema/edges.ts).
+ * One statement, one transaction.
  */
 export async function retentionTasksDelete(db: Db, batch: number): Promise<TaskBatchCounts> {
   const [r] = await rowsOf<TaskBatchCounts>(db, sql`
@@ -73,6 +74,11 @@ export async function retentionTasksDelete(db: Db, batch: number): Promise<TaskB
       delete from attempts a using doomed x where a.task_id = x.id returning 1
     ), task_events as (
       delete from events e using doomed x where e.task_id = x.id returning 1
+    ), edges_from as (
+      delete from edges e using doomed x where e.upstream_id = x.id returning 1
+    ), edges_to as (
+      -- An edge from and to doomed tasks is deleted once (edges_from); deleting it here too is a no-op.
+      delete from edges e using doomed x where e.downstream_id = x.id returning 1
     ), gone as (
       delete from tasks t using doomed x where t.id = x.id returning 1
     )
