@@ -1,4 +1,5 @@
 import { DirectedGraph } from 'graphology';
+import { forEachSliced } from '../event-loop.js';
 
 /** A DAG's dependency graph: nodes are task keys (or ids), an edge u → v means v depends on u. */
 export type DagGraph = DirectedGraph;
@@ -7,6 +8,17 @@ export function dagGraphBuild(nodes: Iterable<string>, edges: Iterable<readonly 
   const g = new DirectedGraph({ allowSelfLoops: true });
   for (const n of nodes) g.mergeNode(n);
   for (const [u, v] of edges) g.mergeEdge(u, v);
+  return g;
+}
+
+/**
+ * The same graph, built in slices that give the event loop a turn (event-loop.ts): for a request, where building a
+ * 10,000-task graph in one go (~40 ms) would hold the process's other requests.
+ */
+export async function dagGraphBuildSliced(nodes: Iterable<string>, edges: Iterable<readonly [string, string]>): Promise<DagGraph> {
+  const g = new DirectedGraph({ allowSelfLoops: true });
+  await forEachSliced(nodes, (n) => g.mergeNode(n));
+  await forEachSliced(edges, ([u, v]) => g.mergeEdge(u, v));
   return g;
 }
 

@@ -1,6 +1,6 @@
 import type { Db } from '../db/connection.js';
 import { taskRankInputs, taskRanksSet, taskTypeMedians } from '../db/queries/tasks-priority.js';
-import { dagGraphBuild, upwardRanks } from '../dag/graph.js';
+import { dagGraphBuild, upwardRanks, type DagGraph } from '../dag/graph.js';
 import type { TaskSpec } from '../dag/spec.js';
 import { priorityConstants } from '../model/priority.js';
 
@@ -15,10 +15,12 @@ export async function estimatesResolve(db: Db, tasks: Pick<TaskSpec, 'key' | 'ty
   return new Map(tasks.map((t) => [t.key, t.estimateSec ?? learned.get(t.type) ?? fallback]));
 }
 
-/** Estimates and upward ranks of a new DAG's tasks, before they are inserted. */
-export async function dagPlan(db: Db, tasks: TaskSpec[]): Promise<Map<string, TaskPlan>> {
+/** Estimates and upward ranks of a new DAG's tasks, before they are inserted; `graph`: theirs by key, if built already. */
+export async function dagPlan(
+  db: Db, tasks: TaskSpec[],
+  graph: DagGraph = dagGraphBuild(tasks.map((t) => t.key), tasks.flatMap((t) => t.dependsOn.map((d) => [d, t.key] as const))),
+): Promise<Map<string, TaskPlan>> {
   const estimates = await estimatesResolve(db, tasks);
-  const graph = dagGraphBuild(tasks.map((t) => t.key), tasks.flatMap((t) => t.dependsOn.map((d) => [d, t.key] as const)));
   const ranks = upwardRanks(graph, (k) => estimates.get(k)!);
   return new Map(tasks.map((t) => [t.key, { estimateSec: estimates.get(t.key)!, cpRankSec: ranks.get(t.key)! }]));
 }

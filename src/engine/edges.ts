@@ -33,7 +33,7 @@ export async function dagEdgesAdd(db: Db, dagId: string, add: EdgeByKey[]): Prom
       }
     }
     const existing = await edgeListForDag(tx, dagId);
-    graphCheckAcyclic(
+    await graphCheckAcyclic(
       [...byKey.keys()],
       [...existing.map((e) => [e.upstreamKey, e.downstreamKey] as const), ...add.map((e) => [e.upstream, e.downstream] as const)],
     );

@@ -95,7 +95,7 @@ export async function subtasksAdd(
     throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${oldEdges.length} dependencies; ${newEdges.length} more would pass the limit of ${LIMITS.edgesPerDag} (${limitEnvName('edgesPerDag')})`);
   }
   const allKeys = [...byKey.keys(), ...fresh.map((f) => f.key)];
-  graphCheckAcyclic(allKeys, [...oldEdges, ...newEdges], `${opts.event === 'task.mapped' ? 'for_each' : 'spawn'} from ${p.key}: `);
+  await graphCheckAcyclic(allKeys, [...oldEdges, ...newEdges], `${opts.event === 'task.mapped' ? 'for_each' : 'spawn'} from ${p.key}: `);
 
   // Context refs must name work that is done or upstream, else the input would be missing at claim.
   // The graph and a task's ancestors are built only when a ref names unfinished work (a walk per

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ancestors, cycleFind, dagGraphBuild, topologicalOrder } from '../../src/dag/graph.js';
+import { ancestors, cycleFind, dagGraphBuild, dagGraphBuildSliced, topologicalOrder } from '../../src/dag/graph.js';
+import { mapSliced } from '../../src/event-loop.js';
 import { graphRender } from '../../src/dag/render.js';
 import { durationSeconds, instantParse } from '../../src/durations.js';
 import { closestMatch } from '../../src/dag/suggest.js';
@@ -10,6 +11,29 @@ describe('graph', () => {
     expect(cycleFind(g)).toEqual(['a', 'b', 'c', 'a']);
     expect(cycleFind(dagGraphBuild(['x'], [['x', 'x']]))).toEqual(['x', 'x']);
     expect(cycleFind(dagGraphBuild(['a', 'b'], [['a', 'b']]))).toBeUndefined();
+  });
+
+  it('builds the same graph in slices, and other work of the process runs between the slices', async () => {
+    const nodes = Array.from({ length: 20_000 }, (_, i) => `t${i}`);
+    const edges = nodes.slice(1).map((v, i) => [nodes[Math.floor(i / 2)]!, v] as const);
+    let turns = 0;
+    const ticker = setInterval(() => turns++, 0);
+    const sliced = await dagGraphBuildSliced(nodes, edges).finally(() => clearInterval(ticker));
+    const whole = dagGraphBuild(nodes, edges);
+    const shape = (g: typeof whole) => ({ nodes: g.nodes().join(), edges: g.mapEdges((_e, _a, u, v) => `${u}>${v}`).join() });
+    expect(shape(sliced)).toEqual(shape(whole));
+    expect(turns).toBeGreaterThan(0);
+  });
+
+  it('mapSliced keeps the order and lets a timer run before it ends, once a slice has used its time', async () => {
+    const spin = (ms: number) => { for (const until = performance.now() + ms; performance.now() < until;); };
+    let ranAt = -1;
+    let i = 0;
+    setTimeout(() => (ranAt = i), 0);
+    const out = await mapSliced(Array.from({ length: 512 }, (_, k) => k), (k) => { spin(0.1); i = k; return k * 2; });
+    expect(out).toEqual(Array.from({ length: 512 }, (_, k) => k * 2));
+    expect(ranAt).toBeGreaterThan(0);
+    expect(ranAt).toBeLessThan(511);
   });
 
   it('handles a 100,000-task chain without overflowing the stack', () => {

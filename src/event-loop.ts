@@ -1,0 +1,35 @@
+import { performance } from 'node:perf_hooks';
+
+/**
+ * Long synchronous work inside a request holds every other request of the process: a node serves the API and
+ * agents at once, and a 10,000-task DAG's submit spent ~40 ms building its graph, then ranking it, then making its
+ * rows, each in one go (a claim beside it waited up to 0.2 s; docs/benchmarks.md "A large DAG's submit").
+ */
+
+/** How long a slice of such work runs before the event loop gets a turn. */
+export const EVENT_LOOP_SLICE_MS = 5;
+
+/** Give the event loop a turn: what is ready (another request's reply, a timer) runs before the caller goes on. */
+export function eventLoopTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** `fn` over `items`, giving the event loop a turn every EVENT_LOOP_SLICE_MS (the clock is read every 64 items). */
+export async function forEachSliced<T>(items: Iterable<T>, fn: (item: T) => void): Promise<void> {
+  let until = performance.now() + EVENT_LOOP_SLICE_MS;
+  let i = 0;
+  for (const item of items) {
+    fn(item);
+    if ((++i & 63) === 0 && performance.now() > until) {
+      await eventLoopTurn();
+      until = performance.now() + EVENT_LOOP_SLICE_MS;
+    }
+  }
+}
+
+/** `items.map(fn)`, sliced as forEachSliced. */
+export async function mapSliced<T, R>(items: readonly T[], fn: (item: T) => R): Promise<R[]> {
+  const out: R[] = [];
+  await forEachSliced(items, (item) => void out.push(fn(item)));
+  return out;
+}
