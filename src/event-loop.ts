@@ -7,10 +7,10 @@ import { performance } from 'node:perf_hooks';
  */
 
 /** How long a slice of such work runs before the event loop gets a turn. */
-export const EVENT_LOOP_SLICE_MS = 5;
+const EVENT_LOOP_SLICE_MS = 5;
 
 /** Give the event loop a turn: what is ready (another request's reply, a timer) runs before the caller goes on. */
-export function eventLoopTurn(): Promise<void> {
+function eventLoopTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
