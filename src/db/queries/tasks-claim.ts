@@ -256,17 +256,19 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
     -- The budgets' running sums, only when a candidate has a max cost: without one, every candidate fits (the
     -- agent has budget left, or groups is empty), and the two sorts, the windows and a DAG lookup per candidate
     -- would cost a claim of 200 ~0.8 ms of its ~5 (EXPLAIN ANALYZE, 200 READY; docs/benchmarks.md "Where a task's time goes").
+    -- Whether any candidate has a max cost, asked once for both branches below.
+    costs as materialized (select exists (select 1 from ${candidates} q where q.max_cost_usd > 0) as found),
     costed as (
       select p.id, p.dag_id, p.max_cost_usd, p.conc_key, ${keyed ? sql`p.rate_model,` : sql``}
         sum(coalesce(p.max_cost_usd, 0)) over (order by ${inOrder('p')}) as agent_sum,
         sum(coalesce(p.max_cost_usd, 0)) over (partition by p.dag_id order by ${inOrder('p')}) as dag_sum,
         case when p.max_cost_usd > 0 then (select d.budget_usd - d.spent_usd - d.reserved_usd from dags d where d.id = p.dag_id) end as dag_remaining
       from ${candidates} p
-      where exists (select 1 from ${candidates} q where q.max_cost_usd > 0)
+      where (select found from costs)
     ),
     fitting as (
       select p.id, p.dag_id, p.max_cost_usd, p.conc_key ${keyed ? sql`, p.rate_model` : sql``} from ${candidates} p
-      where not exists (select 1 from ${candidates} q where q.max_cost_usd > 0)
+      where not (select found from costs)
       union all
       select id, dag_id, max_cost_usd, conc_key ${keyed ? sql`, rate_model` : sql``} from costed
       where ((select remaining from agent) is null or agent_sum <= (select remaining from agent))
