@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import type { Database } from '../../src/db/connection.js';
@@ -20,6 +21,11 @@ export interface MakespanFigures {
   family: string; policy: string; instances: number; meanRatio: number; maxRatio: number; seconds: number;
   /** Per dependent task: its start after its last upstream completed and its agent was free, ms, database clock. */
   hopMs: number[];
+  /**
+   * The bench's own share of the overhead: how much longer each handler's sleep took than the task's duration (a
+   * timer fires late), ms, summed over the tasks and divided by their durations' sum: the fraction of the work.
+   */
+  sleepOverrun: number;
 }
 
 const AGENTS = 8;
@@ -144,7 +150,17 @@ export async function makespanBench(
   d: Database, family: 'layered' | 'shorts-then-chain', policy: 'dagent' | 'fifo', instances: number, handOff = true,
 ): Promise<MakespanFigures> {
   const before = priorityConfigure(policy === 'dagent' ? { cpScaleSec: CP_SCALE_SEC } : { cpMax: 0 });
-  const sleeper = defineAgent({ name: 'sleeper', capabilities: [], run: (t) => new Promise((r) => setTimeout(() => r(null), (t.spec.input as { ms: number }).ms)) });
+  let [slept, asked] = [0, 0];
+  const sleeper = defineAgent({
+    name: 'sleeper', capabilities: [], run: (t) => {
+      const ms = (t.spec.input as { ms: number }).ms;
+      const t0 = performance.now();
+      return new Promise((r) => setTimeout(() => {
+        [slept, asked] = [slept + performance.now() - t0, asked + ms];
+        r(null);
+      }, ms));
+    },
+  });
   // One process, one LISTEN connection for the 8 agents: how `dagent up` runs a fleet.
   const fleet = new AgentFleet(d, Array.from({ length: AGENTS }, (_, i) => ({ def: sleeper, id: `mk-${policy}-${i}`, concurrency: 1 })),
     { pollIntervalMs: 1000, log: pino({ level: 'silent' }), handOff });
@@ -186,6 +202,6 @@ export async function makespanBench(
   }
   return {
     family, policy, instances, meanRatio: ratios.reduce((a, b) => a + b, 0) / ratios.length, maxRatio: Math.max(...ratios),
-    seconds: (Date.now() - started) / 1000, hopMs,
+    seconds: (Date.now() - started) / 1000, hopMs, sleepOverrun: (slept - asked) / asked,
   };
 }
