@@ -29,6 +29,8 @@ export interface ClaimBufferOptions {
 export class ClaimBuffer {
   private readonly buffer: ClaimedTask[] = [];
   private refilling: Promise<number> | undefined;
+  /** Takers waiting on an empty buffer: handed tasks (accept) go to them without waiting for the claim in flight. */
+  private readonly arrivals = new Set<() => void>();
   private readonly wakeup = new Wakeup();
   private held = 0;
   private readonly batch: number;
@@ -41,14 +43,27 @@ export class ClaimBuffer {
     this.maxHeld = o.maxHeld ?? this.batch * 2;
   }
 
-  /** The next task, or undefined if nothing is claimable right now. */
+  /**
+   * The next task, or undefined if nothing is claimable right now. With the buffer empty it waits for the claim in
+   * flight, or for tasks a completion hands on (accept), whichever comes first: a taker whose claim went out just
+   * before its upstream's completion handed the next link on waited out the claim that found nothing (the bench's
+   * idle hop, p50 1.2–1.4 ms, with the dependent claimed 0.5 ms after its upstream completed, database clock).
+   */
   async take(): Promise<ClaimedTask | undefined> {
     if (this.buffer.length <= this.lowWater) {
       const refill = this.refill();
-      if (this.buffer.length === 0) await refill;
+      if (this.buffer.length === 0) {
+        let arrived!: () => void;
+        const arrival = new Promise<void>((resolve) => (arrived = resolve));
+        this.arrivals.add(arrived);
+        try {
+          await Promise.race([refill, arrival]);
+        } finally {
+          this.arrivals.delete(arrived);
+        }
+      }
     }
-    const t = this.buffer.shift();
-    return t;
+    return this.buffer.shift();
   }
 
   /** A task taken from the buffer has finished (completed, failed or released): its room goes to waiting takers. */
@@ -76,7 +91,9 @@ export class ClaimBuffer {
   accept(tasks: ClaimedTask[]): void {
     this.held += tasks.length;
     this.buffer.push(...tasks);
-    if (tasks.length > 0) this.wake();
+    if (tasks.length === 0) return;
+    for (const arrived of this.arrivals) arrived();
+    this.wake();
   }
 
   private refill(): Promise<number> {

@@ -32,7 +32,7 @@ export async function submitChains(d: Database, chains: number, length: number) 
   }
 }
 
-export interface RunResult { seconds: number; tasks: number; hopsMs: number[] }
+export interface RunResult { seconds: number; tasks: number; hopsMs: number[]; hopsFromHandlerMs: number[] }
 
 /**
  * One agent with `slots` concurrent no-op handlers, fed by a claim buffer and
@@ -49,8 +49,13 @@ export async function runAgent(d: Database, slots: number, expected: number, bat
     handTo: (completing) => handOff ? { agentId, capabilities: [], max: Math.min(completing, buffer.room(completing)), start: false, claimTtlSec: 60 } : null,
     onHanded: (tasks) => buffer.accept(tasks),
   });
+  // Two hops: from the upstream's completion written (its reply) to its dependent taken, which is how graphile-worker's
+  // is measured (from its handler's end, after the handler's addJob committed the next job: peers.ts); and from the
+  // upstream's handler returning, with dagent's dependency write, the completion, inside it.
   const completedAt = new Map<string, number>();
+  const endedAt = new Map<string, number>();
   const hopsMs: number[] = [];
+  const hopsFromHandlerMs: number[] = [];
   let done = 0;
   const started = performance.now();
   const slot = async () => {
@@ -62,9 +67,11 @@ export async function runAgent(d: Database, slots: number, expected: number, bat
       }
       const claimedAt = performance.now();
       const n = Number(t.key.slice(1));
-      const upstreamDone = n > 0 ? completedAt.get(`${t.dagId}:${n - 1}`) : undefined;
+      const [upstreamDone, upstreamEnded] = n > 0 ? [completedAt.get(`${t.dagId}:${n - 1}`), endedAt.get(`${t.dagId}:${n - 1}`)] : [];
       if (upstreamDone !== undefined) hopsMs.push(Math.max(0, claimedAt - upstreamDone));
+      if (upstreamEnded !== undefined) hopsFromHandlerMs.push(Math.max(0, claimedAt - upstreamEnded));
       // The handler is a no-op; the slot is free as soon as it returns, the write is batched.
+      endedAt.set(`${t.dagId}:${n}`, performance.now());
       void batcher.complete({ taskId: t.id, fence: t.fence, output: null }).then((o) => {
         buffer.settled();
         if (!o.completed) throw new Error(`completion of ${t.id} refused`);
@@ -76,7 +83,7 @@ export async function runAgent(d: Database, slots: number, expected: number, bat
   await Promise.all(Array.from({ length: slots }, slot));
   await batcher.drain();
   const seconds = (performance.now() - started) / 1000;
-  return { seconds, tasks: done, hopsMs };
+  return { seconds, tasks: done, hopsMs, hopsFromHandlerMs };
 }
 
 export async function reset(d: Database) {

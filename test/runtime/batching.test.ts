@@ -1,10 +1,13 @@
+import { sql } from 'drizzle-orm';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { COMPLETION_BATCHER_DEFAULTS, CompletionBatcher } from '../../src/runtime/completion-batcher.js';
-import { testDatabase } from '../helpers/db.js';
+import { databaseOpen } from '../../src/db/connection.js';
+import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { agentCreate, chainYaml, dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
 
-const { db } = await testDatabase();
+const database = await testDatabase();
+const { db } = database;
 beforeEach(() => databaseReset(db));
 
 const flat = (n: number) => `name: flat\ntasks:\n${Array.from({ length: n }, (_, i) => `  t${i}: { type: t }`).join('\n')}\n`;
@@ -48,6 +51,35 @@ describe('ClaimBuffer', () => {
     await woken;
     expect((await buffer.take())?.key).toBe('t1');
     expect((await taskStatusByKey(db, dagId)).t1).toBe('claimed');
+  });
+
+  it('gives a waiting taker the tasks a completion hands on without waiting for its claim in flight', async () => {
+    const dagId = await dagCreate(db, chainYaml('handed', 2));
+    const agentId = await agentCreate(db, 'buffer-d');
+    // The buffer claims through a pool of one connection, which the test then occupies: its next claim waits for
+    // the connection, in flight as long as the test wants. The completion goes through the file's pool.
+    const claimer = await databaseOpen({ ...openOptionsLike(database), migrate: false, poolSize: 1 });
+    const buffer = new ClaimBuffer({ db: claimer.db, agentId, batch: 1 });
+    const batcher = new CompletionBatcher({
+      db, handTo: () => ({ agentId, capabilities: [], max: 1, start: false, claimTtlSec: 60 }), onHanded: (tasks) => buffer.accept(tasks),
+    });
+    const first = (await buffer.take())!;
+    expect(first.key).toBe('t0');
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const occupying = claimer.db.transaction(async () => held);
+    try {
+      const taking = buffer.take();
+      expect(await batcher.complete({ taskId: first.id, fence: first.fence, output: 1 })).toEqual({ completed: true });
+      // Answered while the claim still waits for its connection: the task handed on, t1, CLAIMED by the completion.
+      expect((await taking)?.key).toBe('t1');
+      expect((await taskStatusByKey(db, dagId)).t1).toBe('claimed');
+    } finally {
+      release();
+      await occupying;
+      await buffer.take(); // the claim that waited: it finds nothing
+      await claimer.close();
+    }
   });
 });
 
