@@ -22,8 +22,8 @@ export interface MakespanFigures {
   /** Per dependent task: its start after its last upstream completed and its agent was free, ms, database clock. */
   hopMs: number[];
   /**
-   * The bench's own share of the overhead: how much longer each handler's sleep took than the task's duration (a
-   * timer fires late), ms, summed over the tasks and divided by their durations' sum: the fraction of the work.
+   * The bench's own share of the overhead: how much longer the handlers' sleeps took than the tasks' durations (a
+   * timer fires late), as a fraction of the durations' sum.
    */
   sleepOverrun: number;
 }

@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
 import { COMPLETION_BATCHER_DEFAULTS, CompletionBatcher } from '../../src/runtime/completion-batcher.js';
