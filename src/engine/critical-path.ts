@@ -15,11 +15,8 @@ export async function estimatesResolve(db: Db, tasks: Pick<TaskSpec, 'key' | 'ty
   return new Map(tasks.map((t) => [t.key, t.estimateSec ?? learned.get(t.type) ?? fallback]));
 }
 
-/** Estimates and upward ranks of a new DAG's tasks, before they are inserted; `graph`: theirs by key, if built already. */
-export async function dagPlan(
-  db: Db, tasks: TaskSpec[],
-  graph: DagGraph = dagGraphBuild(tasks.map((t) => t.key), tasks.flatMap((t) => t.dependsOn.map((d) => [d, t.key] as const))),
-): Promise<Map<string, TaskPlan>> {
+/** Estimates and upward ranks of a new DAG's tasks, before they are inserted; `graph`: theirs, by key (the cycle check's). */
+export async function dagPlan(db: Db, tasks: TaskSpec[], graph: DagGraph): Promise<Map<string, TaskPlan>> {
   const estimates = await estimatesResolve(db, tasks);
   const ranks = upwardRanks(graph, (k) => estimates.get(k)!);
   return new Map(tasks.map((t) => [t.key, { estimateSec: estimates.get(t.key)!, cpRankSec: ranks.get(t.key)! }]));

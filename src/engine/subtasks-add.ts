@@ -6,7 +6,7 @@ import { taskActivateCreated, taskInsertMany } from '../db/queries/tasks-intake.
 import { taskGraphRows } from '../db/queries/tasks-read.js';
 import { taskChildOutputs, taskUpstreamsHold } from '../db/queries/tasks-spawn.js';
 import type { Db } from '../db/connection.js';
-import { ancestors, dagGraphBuild } from '../dag/graph.js';
+import { ancestors } from '../dag/graph.js';
 import type { TaskSpec } from '../dag/spec.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { ConflictError, ForbiddenError, InvalidInputError } from '../errors.js';
@@ -95,18 +95,16 @@ export async function subtasksAdd(
     throw new InvalidInputError(`spawn from ${p.key}: DAG ${p.dagId} has ${oldEdges.length} dependencies; ${newEdges.length} more would pass the limit of ${LIMITS.edgesPerDag} (${limitEnvName('edgesPerDag')})`);
   }
   const allKeys = [...byKey.keys(), ...fresh.map((f) => f.key)];
-  await graphCheckAcyclic(allKeys, [...oldEdges, ...newEdges], `${opts.event === 'task.mapped' ? 'for_each' : 'spawn'} from ${p.key}: `);
+  const graph = await graphCheckAcyclic(allKeys, [...oldEdges, ...newEdges], `${opts.event === 'task.mapped' ? 'for_each' : 'spawn'} from ${p.key}: `);
 
   // Context refs must name work that is done or upstream, else the input would be missing at claim.
-  // The graph and a task's ancestors are built only when a ref names unfinished work (a walk per
-  // subtask over the whole DAG made a 1,000-subtask spawn quadratic).
-  let graph: ReturnType<typeof dagGraphBuild> | undefined;
+  // A task's ancestors are walked only when a ref names unfinished work (a walk per subtask over the
+  // whole DAG made a 1,000-subtask spawn quadratic).
   for (const f of fresh) {
     let upstream: Set<string> | undefined;
     for (const ref of f.body.context) {
       const k = ref.split('.')[0]!;
       if (byKey.get(k)?.status === 'completed') continue;
-      graph ??= dagGraphBuild(allKeys, [...oldEdges, ...newEdges]);
       upstream ??= ancestors(graph, f.key);
       if (!upstream.has(k)) {
         throw new InvalidInputError(`subtask ${f.key}: context ref ${ref} names ${k}, which is neither completed nor upstream of it`);
