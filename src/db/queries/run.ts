@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { sql, type SQL } from 'drizzle-orm';
+import { Placeholder, sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import type { Db } from '../connection.js';
@@ -32,12 +32,12 @@ const dialect = new PgDialect();
  * the text once, then reuses it. Rows come through node-postgres's own type parsing
  * (timestamps as Date, numerics as text). Inside a transaction it runs like rowsOf.
  */
-export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
+export async function rowsOfPrepared<T>(db: Db, query: SQL | CompiledQuery): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
-  if (!(pool instanceof pg.Pool)) return rowsOf<T>(db, query);
-  const { sql: text, params } = dialect.sqlToQuery(query);
+  if (!(pool instanceof pg.Pool)) return rowsOf<T>(db, isCompiled(query) ? sqlOfCompiled(query) : query);
+  const q = isCompiled(query) ? query : queryCompile(query);
   const named = poolModeOf(pool).prepared === 'named';
-  return (await pool.query({ ...(named ? { name: preparedName(text) } : {}), text, values: params as unknown[] })).rows as T[];
+  return (await pool.query({ ...(named ? { name: `dagent_${q.hash}` } : {}), text: q.sql, values: q.params })).rows as T[];
 }
 
 /**
@@ -50,16 +50,16 @@ export async function rowsOfPrepared<T>(db: Db, query: SQL): Promise<T[]> {
  * previous holders committed (a lock inside the statement would not: a statement's snapshot is taken before it
  * waits). Inside a caller's transaction the statements run there, planned as usual.
  */
-export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL, opts: { lockFirst?: SQL } = {}): Promise<T[]> {
+export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL | CompiledQuery, opts: { lockFirst?: SQL } = {}): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
   if (!(pool instanceof pg.Pool)) {
     if (opts.lockFirst) await db.execute(opts.lockFirst);
-    return rowsOf<T>(db, query);
+    return rowsOf<T>(db, isCompiled(query) ? sqlOfCompiled(query) : query);
   }
-  const q = dialect.sqlToQuery(query);
+  const q = isCompiled(query) ? query : queryCompile(query);
   const mode = poolModeOf(pool);
   if (mode.pooler) return rowsBehindPooler<T>(pool, q, opts.lockFirst && dialect.sqlToQuery(opts.lockFirst), mode.prepared === 'named');
-  const name = `dagent_x_${createHash('sha1').update(q.sql).digest('hex').slice(0, 16)}`;
+  const name = `dagent_x_${q.hash}`;
   const client = await pool.connect();
   let broken: Error | undefined;
   // Checked out, the client has no pool listener: a connection lost meanwhile (a database restart)
@@ -103,8 +103,8 @@ export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL, opts: { lockF
  * One statement alone, protocol-level (named or not, as the pooler allows) and planned as PostgreSQL's plan cache
  * decides; with `lock`, both in one explicit transaction (four round trips instead of one: the price of the pooler).
  */
-async function rowsBehindPooler<T>(pool: pg.Pool, q: { sql: string; params: unknown[] }, lock: { sql: string; params: unknown[] } | undefined, named: boolean): Promise<T[]> {
-  const statement = { ...(named ? { name: preparedName(q.sql) } : {}), text: q.sql, values: q.params };
+async function rowsBehindPooler<T>(pool: pg.Pool, q: CompiledQuery, lock: { sql: string; params: unknown[] } | undefined, named: boolean): Promise<T[]> {
+  const statement = { ...(named ? { name: `dagent_${q.hash}` } : {}), text: q.sql, values: q.params };
   if (!lock) return (await pool.query(statement)).rows as T[];
   const client = await pool.connect();
   let broken: Error | undefined;
@@ -127,6 +127,52 @@ async function rowsBehindPooler<T>(pool: pg.Pool, q: { sql: string; params: unkn
   }
 }
 
+/**
+ * A statement's text, compiled once for every call of its shape: what varies between calls are placeholders
+ * (drizzle's `sql.placeholder`), filled by queryFill. Building the claim's ~9,000 characters from its fragments and
+ * hashing them for the prepared statement's name cost ~95 us per claim (~140 us with the concurrency keys' steps),
+ * a tenth of a claim of 1 (docs/benchmarks.md "Where a task's time goes").
+ */
+export interface CompiledQuery {
+  sql: string;
+  params: unknown[];
+  /** The text's hash: prepared statements are named by it. */
+  hash: string;
+  /** For each parameter, the placeholder that fills it, or undefined for a value fixed in the shape. */
+  slots: Array<string | undefined>;
+}
+
+function isCompiled(q: SQL | CompiledQuery): q is CompiledQuery {
+  return typeof (q as CompiledQuery).hash === 'string';
+}
+
+/** `query` compiled once: its text, its hash, and which parameters are placeholders. */
+export function queryCompile(query: SQL): CompiledQuery {
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  const slots = params.map((p) => (p instanceof Placeholder ? p.name : undefined));
+  return { sql: text, params, slots, hash: createHash('sha1').update(text).digest('hex').slice(0, 16) };
+}
+
+/** A compiled statement with its placeholders given values (each must be named in `values`). */
+export function queryFill(c: CompiledQuery, values: Record<string, unknown>): CompiledQuery {
+  const params = c.params.map((p, i) => {
+    const name = c.slots[i];
+    if (name === undefined) return p;
+    if (!(name in values)) throw new Error(`no value for the statement's placeholder ${name}`);
+    return values[name];
+  });
+  return { ...c, params };
+}
+
+/**
+ * A filled statement as drizzle SQL again, for a caller's transaction (drizzle runs SQL objects there). The text is
+ * drizzle's own output, whose only `$n` are its parameters.
+ */
+function sqlOfCompiled(c: CompiledQuery): SQL {
+  const parts = c.sql.split(/\$(\d+)/);
+  return sql.join(parts.map((part, i) => (i % 2 === 0 ? sql.raw(part) : sql.param(c.params[Number(part) - 1]))));
+}
+
 /** Which server-side prepared statements each pooled connection holds. */
 const preparedOn = new WeakMap<object, Set<string>>();
 
@@ -147,9 +193,6 @@ export function inlineParams(text: string, params: unknown[]): string {
   return text.replace(/\$(\d+)/g, (_, n: string) => sqlLiteral(params[Number(n) - 1]));
 }
 
-function preparedName(text: string): string {
-  return `dagent_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
-}
 
 /**
  * States as a literal SQL list (`'claimed', 'running'`), for a predicate that must

@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import type { ClaimedRow } from '../rows.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { attemptsPreviousFor, type PreviousAttempt } from './attempts.js';
-import { dateOf, rowsOfPreparedGeneric, sqlStateList, textArray } from './run.js';
+import { dateOf, queryCompile, queryFill, rowsOfPreparedGeneric, sqlStateList, textArray, type CompiledQuery } from './run.js';
 import { leaseSql } from './tasks-fragments.js';
 import { rateWindowUsageSql } from './rate-limits.js';
 
@@ -57,7 +57,9 @@ export async function taskClaimReady(
 ): Promise<{ rows: ClaimedRow[]; previousAttempts: Map<string, PreviousAttempt[]> }> {
   type Row = Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date; stale: boolean | null; keyedReady: boolean };
   const once = async (keyed: boolean, n: number): Promise<Row[]> => {
-    const statement = taskClaimReadySql(agentId, capabilities, n, claimTtlSec, { ...opts, keyed });
+    const statement = queryFill(claimCompiled({ ...opts, keyed }), {
+      agentId, caps: [...capabilities], limit: n, claimTtlSec, budgetUsd: opts.grant?.budgetUsd ?? null, maxHeld: opts.grant?.maxHeld ?? null, dagId: opts.dagId ?? null,
+    });
     const got = await rowsOfPreparedGeneric<Row>(db, statement);
     // Another claim of this agent committed while this one waited for its row: claim again, counting after the lock.
     if (!got.some((r) => r.stale)) return got;
@@ -121,15 +123,45 @@ function rateModelSql(t: string): SQL {
     order by x.i limit 1)`;
 }
 
-/** The claim statement itself, exposed so it can be EXPLAINed as it runs. */
+/** The claim statement itself, with its values, exposed so it can be EXPLAINed as it runs. */
 export function taskClaimReadySql(agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {}): SQL {
-  const caps = textArray(capabilities);
+  return claimSqlOf({
+    agentId: sql`${agentId}`, caps: textArray(capabilities), limit: sql`${limit}`, claimTtlSec: sql`${claimTtlSec}`,
+    budgetUsd: sql`${opts.grant?.budgetUsd ?? null}`, maxHeld: sql`${opts.grant?.maxHeld ?? null}`, dagId: sql`${opts.dagId ?? null}`,
+  }, opts);
+}
+
+/** What varies between claims of one shape: values, or placeholders in the compiled statement. */
+interface ClaimParts { agentId: SQL; caps: SQL; limit: SQL; claimTtlSec: SQL; budgetUsd: SQL; maxHeld: SQL; dagId: SQL }
+
+/** The claim's shapes (which steps and clauses its text has), compiled once each: claims fill in their values. */
+const claimShapes = new Map<string, CompiledQuery>();
+
+/** The claim statement of `opts`'s shape, compiled once (taskClaimReady fills in its values with queryFill). */
+export function claimCompiled(opts: ClaimSqlOptions): CompiledQuery {
+  const shape = `${opts.keyed === true}:${opts.start === true}:${opts.grant?.budgetUsd != null}:${opts.grant?.maxHeld != null}:${Boolean(opts.dagId)}`;
+  let c = claimShapes.get(shape);
+  if (!c) {
+    const p = (name: string) => sql`${sql.placeholder(name)}`;
+    c = queryCompile(claimSqlOf({
+      agentId: p('agentId'), caps: sql`${sql.placeholder('caps')}::text[]`, limit: p('limit'), claimTtlSec: p('claimTtlSec'),
+      budgetUsd: p('budgetUsd'), maxHeld: p('maxHeld'), dagId: p('dagId'),
+    }, opts));
+    claimShapes.set(shape, c);
+  }
+  return c;
+}
+
+function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
+  const agentId = v.agentId;
+  const caps = v.caps;
+  const limit = v.limit;
   const inOrder = (a: string) => sql.raw(`${a}.effective_priority, ${a}.ready_at, ${a}.id`);
   const g = opts.grant;
   const keyed = opts.keyed === true;
   const candidates = keyed ? sql`admitted` : sql`picked`;
-  const budget = g?.budgetUsd != null ? sql`least(budget_usd, ${g.budgetUsd}::numeric)` : sql`budget_usd`;
-  const maxHeld = g?.maxHeld != null ? sql`least(max_concurrent, ${g.maxHeld}::int)` : sql`max_concurrent`;
+  const budget = g?.budgetUsd != null ? sql`least(budget_usd, ${v.budgetUsd}::numeric)` : sql`budget_usd`;
+  const maxHeld = g?.maxHeld != null ? sql`least(max_concurrent, ${v.maxHeld}::int)` : sql`max_concurrent`;
   // Declared rate limits (full statement only). Each candidate that names models runs on rate_model (the model
   // the agent would be handed: rateModelSql); the limits on it and on its provider apply. Their rows are locked
   // (SKIP LOCKED: a limit another claim holds waits for the next claim) unless a claim that committed after this
@@ -226,7 +258,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
           ${keyed ? sql`and (t.conc_key is null or not (t.conc_key = any(select key from busy_keys)))` : sql`and t.conc_key is null`}
           and (t.max_cost_usd is null or not exists (
             select 1 from dags d where d.id = t.dag_id and d.budget_usd - d.spent_usd - d.reserved_usd < t.max_cost_usd))
-          ${opts.dagId ? sql`and t.dag_id = ${opts.dagId}` : sql``}
+          ${opts.dagId ? sql`and t.dag_id = ${v.dagId}` : sql``}
         order by ${inOrder('t')}
         limit ${limit}
         for update of t skip locked
@@ -314,7 +346,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
       fence = t.fence + 1,
       attempts = t.attempts + 1,
       reserved_usd = c.reserve,
-      lease_expires_at = clock_timestamp() + ${opts.start ? leaseSql(undefined) : sql`make_interval(secs => ${claimTtlSec})`},
+      lease_expires_at = clock_timestamp() + ${opts.start ? leaseSql(undefined) : sql`make_interval(secs => ${v.claimTtlSec})`},
       updated_at = clock_timestamp()
     from claimable c
     where t.id = c.id

@@ -2,8 +2,8 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
-import { dateOf, rowsOfPrepared, textArray } from './run.js';
-import { taskHandOff } from './tasks-hand-off.js';
+import { dateOf, queryCompile, queryFill, rowsOfPrepared, textArray, type CompiledQuery } from './run.js';
+import { taskHandOff, type HandOffParts } from './tasks-hand-off.js';
 import { AFTER_AGENT_LOCK, agentLockCte, notifyIfReady } from './tasks-fragments.js';
 import type { ClaimedRow, CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
@@ -25,7 +25,7 @@ export async function taskCompleteMark(
   const [r] = await rowsOfPrepared<{
     completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null; late: string[] | null;
     handed?: Array<Omit<HandedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string }> | null;
-  }>(db, taskCompleteMarkSql(items, opts));
+  }>(db, taskCompleteMarkCompiled(items, opts));
   const handed = (r?.handed ?? []).map((h) => ({ ...h, leaseExpiresAt: dateOf(h.leaseExpiresAt)! }));
   return {
     completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {},
@@ -45,15 +45,46 @@ export function validationRequiredSql(alias: string): SQL {
   return sql`(${t}.validates_id is not null or ${t}.output_spec -> 'validation' is not null)`;
 }
 
-/** The completion statement itself, exposed so it can be EXPLAINed as it runs. */
-export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMode = {}): SQL {
-  const input = JSON.stringify(items.map((i) => ({
+/** The batch as the statement's one jsonb parameter. */
+function completionJson(items: CompletionInput[]): string {
+  return JSON.stringify(items.map((i) => ({
     id: i.id, fence: i.fence, output: i.output ?? null,
     cost_usd: i.costUsd ?? 0, tokens_in: i.tokensIn ?? 0, tokens_out: i.tokensOut ?? 0, model: i.model ?? null, details: i.details ?? null,
   })));
+}
+
+/** The completion statement itself, with its values, exposed so it can be EXPLAINed as it runs. */
+export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMode = {}): SQL {
+  const h = opts.handTo;
+  return completionSqlOf(sql`${completionJson(items)}`, opts, h && {
+    agentId: sql`${h.agentId}`, caps: textArray(h.capabilities), max: sql`${h.max}`, claimTtlSec: sql`${h.claimTtlSec}`, start: h.start,
+  });
+}
+
+/** The statement's shapes, compiled once each (run.ts queryCompile): a completion fills in its batch and hand-off. */
+const completionShapes = new Map<string, CompiledQuery>();
+
+/** The completion statement of `opts`'s shape, compiled once and filled with this batch and hand-off. */
+export function taskCompleteMarkCompiled(items: CompletionInput[], opts: CompletionMode): CompiledQuery {
+  const h = opts.checked ? undefined : opts.handTo;
+  const shape = `${opts.checked === true}:${h ? h.start : 'none'}`;
+  let c = completionShapes.get(shape);
+  if (!c) {
+    const p = (name: string) => sql`${sql.placeholder(name)}`;
+    c = queryCompile(completionSqlOf(p('input'), opts, h && {
+      agentId: p('agentId'), caps: sql`${sql.placeholder('caps')}::text[]`, max: p('max'), claimTtlSec: p('claimTtlSec'), start: h.start,
+    }));
+    completionShapes.set(shape, c);
+  }
+  return queryFill(c, {
+    input: completionJson(items), agentId: h?.agentId, caps: h ? [...h.capabilities] : undefined, max: h?.max, claimTtlSec: h?.claimTtlSec,
+  });
+}
+
+function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandOffParts, 'charged'> | undefined): SQL {
   const states = opts.checked ? fromStates('complete') : fromStates('complete').filter((s) => s !== 'validating');
   // The validation engine completes on behalf of others: it hands nothing on.
-  const hand = opts.checked ? undefined : opts.handTo;
+  const hand = opts.checked ? undefined : handParts;
   const charged = sql`select claimed_by from done where cost_usd > 0 or reserved_usd > 0`;
   return sql`
     with input as (

@@ -1,11 +1,12 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { effectivePrioritySql } from '../../model/priority.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
-import type { HandOff } from '../rows.js';
 import type { UnblockHandOff } from './edges.js';
 import { sqlStateList, textArray } from './run.js';
 import { AFTER_AGENT_LOCK, leaseSql } from './tasks-fragments.js';
 
+/** A hand-off's values as the statement takes them: values, or placeholders of its compiled statement (run.ts). */
+export interface HandOffParts { agentId: SQL; caps: SQL; max: SQL; claimTtlSec: SQL; start: boolean; charged: SQL }
 
 /**
  * A completion that hands the dependents it unblocks straight to the completing agent: the dependency hop
@@ -25,8 +26,8 @@ import { AFTER_AGENT_LOCK, leaseSql } from './tasks-fragments.js';
  *   claim_writer in turn, so the agent's next claim counts them.
  * The others become READY and are announced as always.
  */
-export function taskHandOff(o: HandOff & { charged: SQL }): UnblockHandOff {
-  const caps = textArray(o.capabilities);
+export function taskHandOff(o: HandOffParts): UnblockHandOff {
+  const caps = o.caps;
   const handedState = sql.raw(o.start ? `'running'` : `'claimed'`);
   const isHanded = sql.raw(`t.status in ('claimed', 'running')`);
   return {

@@ -1,0 +1,59 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import { withTx } from '../../src/db/connection.js';
+import { queryCompile, queryFill } from '../../src/db/queries/run.js';
+import { claimCompiled, taskClaimReady, taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
+import { taskCompleteMark, taskCompleteMarkCompiled, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
+import { testDatabase } from '../helpers/db.js';
+import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
+
+const { db } = await testDatabase();
+const dialect = new PgDialect();
+
+// The claim and the completion are compiled once per shape and filled per call (run.ts queryCompile). The bench
+// EXPLAINs the statements built with their values (taskClaimReadySql, taskCompleteMarkSql): both must be one statement.
+describe('statements compiled once per shape', () => {
+  beforeEach(() => databaseReset(db));
+
+  it('fill in to the same text and parameters as the statement built with its values, for every shape', () => {
+    const grants = [undefined, { maxHeld: 3, budgetUsd: null }, { maxHeld: null, budgetUsd: 1.5 }];
+    for (const keyed of [false, true]) for (const start of [false, true]) for (const grant of grants) for (const dagId of [undefined, 'dag-1']) {
+      const opts = { keyed, start, grant, dagId };
+      const built = dialect.sqlToQuery(taskClaimReadySql('agent-1', ['a', 'b'], 7, 45, opts));
+      const filled = queryFill(claimCompiled(opts), { agentId: 'agent-1', caps: ['a', 'b'], limit: 7, claimTtlSec: 45, budgetUsd: grant?.budgetUsd ?? null, maxHeld: grant?.maxHeld ?? null, dagId: dagId ?? null });
+      expect(filled.sql).toBe(built.sql);
+      expect(filled.params).toEqual(built.params);
+    }
+    const items = [{ id: 't1', fence: 2, output: { a: 1 } }, { id: 't2', fence: 1, output: null, costUsd: 0.25, model: 'm' }];
+    const hands = [undefined, { agentId: 'agent-1', capabilities: ['a'], max: 2, start: false, claimTtlSec: 60 }, { agentId: 'agent-2', capabilities: [], max: 1, start: true, claimTtlSec: 30 }];
+    for (const checked of [false, true]) for (const handTo of hands) {
+      const built = dialect.sqlToQuery(taskCompleteMarkSql(items, { checked, handTo }));
+      const filled = taskCompleteMarkCompiled(items, { checked, handTo });
+      expect(filled.sql).toBe(built.sql);
+      expect(filled.params).toEqual(built.params);
+    }
+  });
+
+  it('refuses to run with a placeholder left without a value', () => {
+    const c = queryCompile(sql`select ${sql.placeholder('a')}::int + ${sql.placeholder('b')}::int as n`);
+    expect(() => queryFill(c, { a: 1 })).toThrow(/placeholder b/);
+  });
+
+  it('run filled inside a caller\'s transaction, as on the pool: a claim and a completion that hands the dependent on', async () => {
+    const agent = await agentCreate(db, 'compiled-tx');
+    const dagId = await dagCreate(db, 'name: pair\ntasks:\n  up: { type: t }\n  down: { type: t, depends_on: [up] }\n');
+    await withTx(db, async (tx) => {
+      const { rows } = await taskClaimReady(tx, agent, [], 5, 60, { dagId, start: true });
+      expect(rows.map((r) => r.key)).toEqual(['up']);
+      const r = await taskCompleteMark(tx, [{ id: rows[0]!.id, fence: rows[0]!.fence, output: { n: 1 } }], {
+        handTo: { agentId: agent, capabilities: [], max: 1, start: true, claimTtlSec: 60 },
+      });
+      expect(r.completed).toEqual([rows[0]!.id]);
+      expect(r.handed.map((h) => h.key)).toEqual(['down']);
+    });
+    const states = await rowsOf<{ key: string; status: string; claimed_by: string | null }>(db, sql`
+      select key, status, claimed_by from tasks where dag_id = ${dagId} order by key`);
+    expect(states).toEqual([{ key: 'down', status: 'running', claimed_by: agent }, { key: 'up', status: 'completed', claimed_by: agent }]);
+  });
+});
