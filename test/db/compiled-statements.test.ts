@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { withTx } from '../../src/db/connection.js';
+import { priorityConfigure } from '../../src/model/priority.js';
 import { queryCompile, queryFill } from '../../src/db/queries/run.js';
 import { claimCompiled, taskClaimReady, taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMark, taskCompleteMarkCompiled, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
@@ -33,6 +34,22 @@ describe('statements compiled once per shape', () => {
       expect(filled.sql).toBe(built.sql);
       expect(filled.params).toEqual(built.params);
     }
+  });
+
+  it('write the priority constants in force: a completion compiled before they changed is compiled again', () => {
+    const items = [{ id: 't1', fence: 2, output: null }];
+    const handTo = { agentId: 'agent-1', capabilities: [], max: 1, start: true, claimTtlSec: 60 };
+    const before = taskCompleteMarkCompiled(items, { handTo });
+    const previous = priorityConfigure({ cpMax: 7, cpScaleSec: 11 });
+    try {
+      const filled = taskCompleteMarkCompiled(items, { handTo });
+      expect(filled.params).toEqual(dialect.sqlToQuery(taskCompleteMarkSql(items, { handTo })).params);
+      expect(filled.params).not.toEqual(before.params);
+      expect(filled.params).toContain(11);
+    } finally {
+      priorityConfigure(previous);
+    }
+    expect(taskCompleteMarkCompiled(items, { handTo }).params).toEqual(before.params);
   });
 
   it('refuses to run with a placeholder left without a value', () => {

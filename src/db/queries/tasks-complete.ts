@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
+import { priorityConstants } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
 import { dateOf, queryCompile, queryFill, rowsOfPrepared, textArray, type CompiledQuery } from './run.js';
@@ -61,20 +62,27 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
   });
 }
 
-/** The statement's shapes, compiled once each (run.ts queryCompile): a completion fills in its batch and hand-off. */
-const completionShapes = new Map<string, CompiledQuery>();
+/**
+ * The statement's shapes, compiled once each (run.ts queryCompile): a completion fills in its batch and hand-off.
+ * Per priority constants: the unblocked dependents' effective priority is written with them (model/priority.ts),
+ * and a process that changes them (priorityConfigure: tests, the makespan bench) gets new ones, a new object.
+ */
+const completionShapes = new WeakMap<object, Map<string, CompiledQuery>>();
 
 /** The completion statement of `opts`'s shape, compiled once and filled with this batch and hand-off. */
 export function taskCompleteMarkCompiled(items: CompletionInput[], opts: CompletionMode): CompiledQuery {
   const h = opts.checked ? undefined : opts.handTo;
   const shape = `${opts.checked === true}:${h ? h.start : 'none'}`;
-  let c = completionShapes.get(shape);
+  const constants = priorityConstants();
+  let shapes = completionShapes.get(constants);
+  if (!shapes) completionShapes.set(constants, shapes = new Map());
+  let c = shapes.get(shape);
   if (!c) {
     const p = (name: string) => sql`${sql.placeholder(name)}`;
     c = queryCompile(completionSqlOf(p('input'), opts, h && {
       agentId: p('agentId'), caps: sql`${sql.placeholder('caps')}::text[]`, max: p('max'), claimTtlSec: p('claimTtlSec'), start: h.start,
     }));
-    completionShapes.set(shape, c);
+    shapes.set(shape, c);
   }
   return queryFill(c, {
     input: completionJson(items), agentId: h?.agentId, caps: h ? [...h.capabilities] : undefined, max: h?.max, claimTtlSec: h?.claimTtlSec,
