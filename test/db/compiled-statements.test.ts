@@ -55,6 +55,8 @@ describe('statements compiled once per shape', () => {
   it('refuses to run with a placeholder left without a value', () => {
     const c = queryCompile(sql`select ${sql.placeholder('a')}::int + ${sql.placeholder('b')}::int as n`);
     expect(() => queryFill(c, { a: 1 })).toThrow(/placeholder b/);
+    // Run in a caller's transaction, the text is read back into parameters by its `$n`: one of its own is refused.
+    expect(() => queryCompile(sql`select jsonb_path_query(${sql.placeholder('doc')}::jsonb, '$.a')`)).toThrow(/no \$ but its parameters/);
   });
 
   it('run filled inside a caller\'s transaction, as on the pool: a claim and a completion that hands the dependent on', async () => {

@@ -35,7 +35,7 @@ const dialect = new PgDialect();
 export async function rowsOfPrepared<T>(db: Db, query: SQL | CompiledQuery): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
   if (!(pool instanceof pg.Pool)) return rowsOf<T>(db, isCompiled(query) ? sqlOfCompiled(query) : query);
-  const q = isCompiled(query) ? query : queryCompile(query);
+  const q = isCompiled(query) ? query : textOf(query);
   const named = poolModeOf(pool).prepared === 'named';
   return (await pool.query({ ...(named ? { name: `dagent_${q.hash}` } : {}), text: q.sql, values: q.params })).rows as T[];
 }
@@ -56,7 +56,7 @@ export async function rowsOfPreparedGeneric<T>(db: Db, query: SQL | CompiledQuer
     if (opts.lockFirst) await db.execute(opts.lockFirst);
     return rowsOf<T>(db, isCompiled(query) ? sqlOfCompiled(query) : query);
   }
-  const q = isCompiled(query) ? query : queryCompile(query);
+  const q = isCompiled(query) ? query : textOf(query);
   const mode = poolModeOf(pool);
   if (mode.pooler) return rowsBehindPooler<T>(pool, q, opts.lockFirst && dialect.sqlToQuery(opts.lockFirst), mode.prepared === 'named');
   const name = `dagent_x_${q.hash}`;
@@ -129,9 +129,10 @@ async function rowsBehindPooler<T>(pool: pg.Pool, q: CompiledQuery, lock: { sql:
 
 /**
  * A statement's text, compiled once for every call of its shape: what varies between calls are placeholders
- * (drizzle's `sql.placeholder`), filled by queryFill. Building the claim's ~9,000 characters from its fragments and
- * hashing them for the prepared statement's name cost ~95 us per claim (~140 us with the concurrency keys' steps),
- * a tenth of a claim of 1 (docs/benchmarks.md "Where a task's time goes").
+ * (drizzle's `sql.placeholder`), filled by queryFill. Building the claim's ~9,400 characters from its fragments and
+ * hashing them for the prepared statement's name cost 94 us of Node per claim (141 us with the concurrency keys'
+ * steps), a lone completion with its hand-off 232 us; filling them 1.3 and 6.6 us (docs/benchmarks.md "What the
+ * fleet controls cost the claim").
  */
 export interface CompiledQuery {
   sql: string;
@@ -146,11 +147,22 @@ function isCompiled(q: SQL | CompiledQuery): q is CompiledQuery {
   return typeof (q as CompiledQuery).hash === 'string';
 }
 
+/** A statement's text, parameters and hash, for one call (no placeholders). */
+function textOf(query: SQL): CompiledQuery {
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  return { sql: text, params, slots: [], hash: createHash('sha1').update(text).digest('hex').slice(0, 16) };
+}
+
 /** `query` compiled once: its text, its hash, and which parameters are placeholders. */
 export function queryCompile(query: SQL): CompiledQuery {
-  const { sql: text, params } = dialect.sqlToQuery(query);
-  const slots = params.map((p) => (p instanceof Placeholder ? p.name : undefined));
-  return { sql: text, params, slots, hash: createHash('sha1').update(text).digest('hex').slice(0, 16) };
+  const c = textOf(query);
+  // sqlOfCompiled reads every `$n` of the text as a parameter: a `$` of the statement's own (a literal, a jsonpath)
+  // would be taken for one. Checked once per shape.
+  const refs = [...c.sql.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
+  if (refs.length !== c.params.length || refs.some((n, i) => n !== i + 1) || /\$(?!\d)/.test(c.sql)) {
+    throw new Error('a compiled statement may hold no $ but its parameters, each once, in order');
+  }
+  return { ...c, slots: c.params.map((p) => (p instanceof Placeholder ? p.name : undefined)) };
 }
 
 /** A compiled statement with its placeholders given values (each must be named in `values`). */
@@ -165,8 +177,8 @@ export function queryFill(c: CompiledQuery, values: Record<string, unknown>): Co
 }
 
 /**
- * A filled statement as drizzle SQL again, for a caller's transaction (drizzle runs SQL objects there). The text is
- * drizzle's own output, whose only `$n` are its parameters.
+ * A filled statement as drizzle SQL again, for a caller's transaction (drizzle runs SQL objects there). Its only `$n`
+ * are its parameters (queryCompile checks).
  */
 function sqlOfCompiled(c: CompiledQuery): SQL {
   const parts = c.sql.split(/\$(\d+)/);
