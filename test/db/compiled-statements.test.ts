@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { withTx } from '../../src/db/connection.js';
+import type { HandOff } from '../../src/db/rows.js';
 import { priorityConfigure } from '../../src/model/priority.js';
 import { queryCompile, queryFill } from '../../src/db/queries/run.js';
 import { claimCompiled, taskClaimReady, taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
@@ -36,6 +37,16 @@ describe('statements compiled once per shape', () => {
     }
   });
 
+  it('take their shape from the options as the text reads them: a truthy start that is not true is start', () => {
+    const truthy = { start: 'yes' } as unknown as { start: boolean };
+    expect(claimCompiled(truthy).sql).toBe(claimCompiled({ start: true }).sql);
+    expect(claimCompiled({}).sql).not.toBe(claimCompiled({ start: true }).sql);
+    const checked = { checked: 1 } as unknown as { checked: boolean };
+    const items = [{ id: 't1', fence: 1, output: null }];
+    expect(taskCompleteMarkCompiled(items, checked).sql).toBe(taskCompleteMarkCompiled(items, { checked: true }).sql);
+    expect(taskCompleteMarkCompiled(items, {}).sql).not.toBe(taskCompleteMarkCompiled(items, { checked: true }).sql);
+  });
+
   it('write the priority constants in force: a completion compiled before they changed is compiled again', () => {
     const items = [{ id: 't1', fence: 2, output: null }];
     const handTo = { agentId: 'agent-1', capabilities: [], max: 1, start: true, claimTtlSec: 60 };
@@ -55,6 +66,11 @@ describe('statements compiled once per shape', () => {
   it('refuses to run with a placeholder left without a value', () => {
     const c = queryCompile(sql`select ${sql.placeholder('a')}::int + ${sql.placeholder('b')}::int as n`);
     expect(() => queryFill(c, { a: 1 })).toThrow(/placeholder b/);
+    expect(() => queryFill(c, { a: 1, b: undefined })).toThrow(/placeholder b/);
+    expect(queryFill(c, { a: 1, b: null }).params).toEqual([1, null]);
+    // From JavaScript, a hand-off without its max or claim TTL is refused, not run with NULL (no cap, a lease that never expires).
+    const partial = { agentId: 'agent-1', capabilities: [], start: false } as unknown as HandOff;
+    expect(() => taskCompleteMarkCompiled([{ id: 't1', fence: 1, output: null }], { handTo: partial })).toThrow(/placeholder max/);
     // Run in a caller's transaction, the text is read back into parameters by its `$n`: one of its own is refused.
     expect(() => queryCompile(sql`select jsonb_path_query(${sql.placeholder('doc')}::jsonb, '$.a')`)).toThrow(/no \$ but its parameters/);
   });

@@ -165,12 +165,16 @@ export function queryCompile(query: SQL): CompiledQuery {
   return { ...c, slots: c.params.map((p) => (p instanceof Placeholder ? p.name : undefined)) };
 }
 
-/** A compiled statement with its placeholders given values (each must be named in `values`). */
+/**
+ * A compiled statement with its placeholders given values. Each must have one (null for SQL's NULL): an undefined one
+ * would be bound as NULL where the statement built with it failed (drizzle leaves `undefined` out of the text), and
+ * a hand-off's NULL lease would never expire.
+ */
 export function queryFill(c: CompiledQuery, values: Record<string, unknown>): CompiledQuery {
   const params = c.params.map((p, i) => {
     const name = c.slots[i];
     if (name === undefined) return p;
-    if (!(name in values)) throw new Error(`no value for the statement's placeholder ${name}`);
+    if (values[name] === undefined) throw new Error(`no value for the statement's placeholder ${name}`);
     return values[name];
   });
   return { ...c, params };

@@ -89,8 +89,6 @@ export async function taskClaimReady(
   return { rows: rows as ClaimedRow[], previousAttempts: await attemptsPreviousFor(db, rows) };
 }
 
-
-
 export interface ClaimSqlOptions {
   /** Only tasks of this DAG. */
   dagId?: string;
@@ -139,7 +137,8 @@ const claimShapes = new Map<string, CompiledQuery>();
 
 /** The claim statement of `opts`'s shape, compiled once (taskClaimReady fills in its values with queryFill). */
 export function claimCompiled(opts: ClaimSqlOptions): CompiledQuery {
-  const shape = `${opts.keyed === true}:${opts.start === true}:${opts.grant?.budgetUsd != null}:${opts.grant?.maxHeld != null}:${Boolean(opts.dagId)}`;
+  // Each part as the text tests it (claimSqlOf): a truthy `start` that is not `true` must not share `false`'s text.
+  const shape = `${opts.keyed === true}:${Boolean(opts.start)}:${opts.grant?.budgetUsd != null}:${opts.grant?.maxHeld != null}:${Boolean(opts.dagId)}`;
   let c = claimShapes.get(shape);
   if (!c) {
     const p = (name: string) => sql`${sql.placeholder(name)}`;

@@ -72,7 +72,8 @@ const completionShapes = new WeakMap<object, Map<string, CompiledQuery>>();
 /** The completion statement of `opts`'s shape, compiled once and filled with this batch and hand-off. */
 export function taskCompleteMarkCompiled(items: CompletionInput[], opts: CompletionMode): CompiledQuery {
   const h = opts.checked ? undefined : opts.handTo;
-  const shape = `${opts.checked === true}:${h ? h.start : 'none'}`;
+  // Each part as the text tests it (completionSqlOf, taskHandOff: truthiness).
+  const shape = `${Boolean(opts.checked)}:${h ? Boolean(h.start) : 'none'}`;
   const constants = priorityConstants();
   let shapes = completionShapes.get(constants);
   if (!shapes) completionShapes.set(constants, shapes = new Map());
