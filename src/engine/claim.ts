@@ -88,8 +88,11 @@ export async function taskClaim(db: Db, agentId: string, opts: ClaimOptions = {}
     if (!agent) throw new NotFoundError('agent', agentId);
     capabilities = agent.capabilities;
   }
-  const { rows, previousAttempts } = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, start: opts.start, grant: opts.grant });
-  if (rows.length === 0 && opts.capabilities && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
+  const { rows, previousAttempts, agentActive } = await taskClaimReady(db, agentId, capabilities, limit, opts.claimTtlSec ?? LEASE_DEFAULTS.claimTtlSec, { dagId: opts.dagId, start: opts.start, grant: opts.grant });
+  // An unknown agent is an error; one that is not active (paused, draining, offline) claims nothing. The claim saw an
+  // active row, so no read is needed: an agent woken with others by a NOTIFY that another one's claim answered
+  // first used to read its row after every empty claim (78-82 of 750 claims in a makespan run of 8 agents).
+  if (rows.length === 0 && opts.capabilities && !agentActive && !(await agentGet(db, agentId))) throw new NotFoundError('agent', agentId);
   engineEvents.emit('claim', { agentId, requested: limit, claimed: rows.map((r) => ({ type: r.type, waitSec: r.waitSec })) });
   return rows.map((r) => claimedTaskOf(r, previousAttempts.get(r.id) ?? [], r.agentModels, r.pausedModels, opts.start === true));
 }

@@ -54,7 +54,7 @@ const KEYED_MODE_MS = 10_000;
 
 export async function taskClaimReady(
   db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {},
-): Promise<{ rows: ClaimedRow[]; previousAttempts: Map<string, PreviousAttempt[]> }> {
+): Promise<{ rows: ClaimedRow[]; previousAttempts: Map<string, PreviousAttempt[]>; agentActive: boolean }> {
   type Row = Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date; stale: boolean | null; keyedReady: boolean };
   const once = async (keyed: boolean, n: number): Promise<Row[]> => {
     const statement = queryFill(claimCompiled({ ...opts, keyed }), {
@@ -80,13 +80,15 @@ export async function taskClaimReady(
       if (taken < limit) rows = [...rows, ...(await once(true, limit - taken))];
     }
   }
+  // `stale` is null only when the statement found no active agent row (its agent CTE is empty).
+  const agentActive = rows.some((r) => r.stale !== null);
   rows = rows.filter((r) => r.id !== null);
   // The rows as the driver built them, the lease's time set in place: a copy with a field added (a spread) left
   // objects V8 reads slowly, and the claimed task reads ~20 fields of each. Claim of 200, Node CPU per task:
   // 11.5-13.4 us with the copy, docs/benchmarks.md "Where a task's time goes".
   for (const r of rows) r.leaseExpiresAt = dateOf(r.leaseExpiresAt)!;
   // A retry's history, in a statement of its own: in the claim it cost every claim planning time (custom plans).
-  return { rows: rows as ClaimedRow[], previousAttempts: await attemptsPreviousFor(db, rows) };
+  return { rows: rows as ClaimedRow[], previousAttempts: await attemptsPreviousFor(db, rows), agentActive };
 }
 
 export interface ClaimSqlOptions {
