@@ -35,8 +35,8 @@ const dialect = new PgDialect();
 export async function rowsOfPrepared<T>(db: Db, query: SQL | CompiledQuery): Promise<T[]> {
   const pool = (db as unknown as { $client?: unknown }).$client;
   if (!(pool instanceof pg.Pool)) return rowsOf<T>(db, isCompiled(query) ? sqlOfCompiled(query) : query);
-  const q = isCompiled(query) ? query : textOf(query);
   const named = poolModeOf(pool).prepared === 'named';
+  const q = isCompiled(query) ? query : textOf(query, named);
   return (await pool.query({ ...(named ? { name: `dagent_${q.hash}` } : {}), text: q.sql, values: q.params })).rows as T[];
 }
 
@@ -147,10 +147,10 @@ function isCompiled(q: SQL | CompiledQuery): q is CompiledQuery {
   return typeof (q as CompiledQuery).hash === 'string';
 }
 
-/** A statement's text, parameters and hash, for one call (no placeholders). */
-function textOf(query: SQL): CompiledQuery {
+/** A statement's text, parameters and (unless `hashed` is false: an unnamed statement) hash, for one call. */
+function textOf(query: SQL, hashed = true): CompiledQuery {
   const { sql: text, params } = dialect.sqlToQuery(query);
-  return { sql: text, params, slots: [], hash: createHash('sha1').update(text).digest('hex').slice(0, 16) };
+  return { sql: text, params, slots: [], hash: hashed ? createHash('sha1').update(text).digest('hex').slice(0, 16) : '' };
 }
 
 /** `query` compiled once: its text, its hash, and which parameters are placeholders. */
@@ -208,7 +208,6 @@ function sqlLiteral(v: unknown): string {
 export function inlineParams(text: string, params: unknown[]): string {
   return text.replace(/\$(\d+)/g, (_, n: string) => sqlLiteral(params[Number(n) - 1]));
 }
-
 
 /**
  * States as a literal SQL list (`'claimed', 'running'`), for a predicate that must
