@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import path from 'node:path';
+import { configFromEnv } from '../config/index.js';
 import type { Database } from '../db/connection.js';
 import { dagFileLoad } from '../dag/load.js';
 import { DagNotCompletedError } from '../errors.js';
@@ -45,9 +46,12 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
     if (!json) ctx.io.stdout(`${s}\n`);
   };
   const started = Date.now();
-  const services = maintenanceServices(d.db, ctx.log);
+  // As `dagent up` runs them: the loops with this environment's settings (retention, backpressure), and each agent
+  // under its stable id (`<name>-<instance>`), so the runs of `npm start` share their agents' history and spend.
+  const cfg = configFromEnv(ctx.io.env);
+  const services = maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec });
   services.forEach((s) => s.start());
-  const fleet = new AgentFleet(d, defs.map((def) => ({ def, id: `${def.name}-${process.pid}` })), { log: ctx.log });
+  const fleet = new AgentFleet(d, defs.map((def) => ({ def })), { log: ctx.log, instance: cfg.agentInstance });
   let final: DagSnapshot;
   try {
     await fleet.start();

@@ -39,8 +39,8 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
       const s = await withDatabase(ctx, async (d) => {
         const shown = await dlqShow(d.db, id);
         // What the last attempt that logged said: the end of it, where the failure usually is.
-        const log = (await attemptLogsGet(d.db, shown.task.id)).attempt ?? null;
-        return { ...shown, log: log && { ...log, entries: log.entries.slice(-DLQ_LOG_TAIL) } };
+        const log = (await attemptLogsGet(d.db, shown.task.id, { tail: DLQ_LOG_TAIL })).attempt ?? null;
+        return { ...shown, log };
       });
       const out = new Output(ctx.io, !!opts.json);
       out.result(s, () => {

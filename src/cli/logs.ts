@@ -34,12 +34,21 @@ export function logsCommand(program: Command, ctx: CommandContext): void {
     .action(async (taskId: string, opts: { attempt?: string; follow?: boolean; json?: boolean }) => {
       const attempt = opts.attempt === undefined ? undefined : Number(opts.attempt);
       if (attempt !== undefined && (!Number.isInteger(attempt) || attempt < 1)) throw new InvalidInputError(`--attempt must be a whole number from 1, got ${opts.attempt}`);
-      const { attemptLogsGet } = await import('../engine/attempt-logs.js');
+      const { attemptLogsGet, LOG_READ_PAGE_LINES } = await import('../engine/attempt-logs.js');
       const { taskGet } = await import('../db/queries/tasks-read.js');
       const out = new Output(ctx.io, !!opts.json);
       await withDatabase(ctx, async (d) => {
         let view = await attemptLogsGet(d.db, taskId, { attempt });
         if (!opts.follow) {
+          // Every line the attempt kept, a page at a time (an operator may raise the lines an attempt keeps).
+          const a = view.attempt;
+          for (let page = a?.entries.length ?? 0; a && page === LOG_READ_PAGE_LINES;) {
+            const more = (await attemptLogsGet(d.db, taskId, { attempt: a.attempt, after: a.next })).attempt;
+            if (!more || more.fence !== a.fence) break;
+            a.entries.push(...more.entries);
+            a.next = more.next;
+            page = more.entries.length;
+          }
           out.result(view, () => printView(out, view, taskId));
           return;
         }

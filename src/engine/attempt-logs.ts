@@ -1,6 +1,6 @@
 import { withTx, type Db } from '../db/connection.js';
 import {
-  attemptLogAttempts, attemptLogHolder, attemptLogInsert, attemptLogRead, attemptLogStatsAdd, attemptLogStatsLock,
+  attemptLogAttempts, attemptLogHolder, attemptLogInsert, attemptLogRead, attemptLogReadTail, attemptLogStatsAdd, attemptLogStatsLock,
   type AttemptLogStats, type LogLine, type LogLineRow,
 } from '../db/queries/attempt-logs.js';
 import { taskGet, taskHolderGet } from '../db/queries/tasks-read.js';
@@ -97,15 +97,25 @@ export interface AttemptLogView {
   attempt?: AttemptLogStats & { entries: LogLine[]; running: boolean; next: number };
 }
 
-/** A task's log: one attempt's lines after `after` (a line id), up to `limit`. */
-export async function attemptLogsGet(db: Db, taskId: string, opts: { attempt?: number; after?: number; limit?: number } = {}): Promise<AttemptLogView> {
+/** Most lines one read of an attempt's log returns (GET /api/tasks/:id/logs without `limit`); `next` pages on. */
+export const LOG_READ_PAGE_LINES = 1_000;
+
+/**
+ * A task's log: one attempt's lines after `after` (a line id), up to `limit` (default LOG_READ_PAGE_LINES), or its
+ * last `tail` lines.
+ */
+export async function attemptLogsGet(
+  db: Db, taskId: string, opts: { attempt?: number; after?: number; limit?: number; tail?: number } = {},
+): Promise<AttemptLogView> {
   const task = await taskGet(db, taskId);
   if (!task) throw new NotFoundError('task', taskId);
   const attempts = await attemptLogAttempts(db, taskId);
   const chosen = opts.attempt === undefined ? attempts.at(-1) : attempts.filter((a) => a.attempt === opts.attempt).at(-1);
   if (opts.attempt !== undefined && !chosen) throw new NotFoundError(`log of attempt ${opts.attempt} of task`, taskId);
   if (!chosen) return { attempts };
-  const entries = await attemptLogRead(db, taskId, chosen.fence, opts.after ?? 0, Math.min(opts.limit ?? 1000, LIMITS.logLinesPerAttempt));
+  const entries = opts.tail !== undefined
+    ? await attemptLogReadTail(db, taskId, chosen.fence, opts.tail)
+    : await attemptLogRead(db, taskId, chosen.fence, opts.after ?? 0, opts.limit ?? LOG_READ_PAGE_LINES);
   const running = task.fence === chosen.fence && ['claimed', 'running'].includes(task.status);
   return { attempts, attempt: { ...chosen, entries, running, next: entries.at(-1)?.id ?? opts.after ?? 0 } };
 }

@@ -2,7 +2,8 @@
  * Retention's figures for `npm run bench`: what finished work costs on disk, per task, and what a prune of it
  * costs the claim. `tasks` no-op tasks in DAGs of 1,000 (chains of 10, so edges too) are run to completion by
  * the bench's agent loop; then they are made 40 days old and pruned in RETENTION_DEFAULTS batches while a
- * claimer takes READY tasks from a live DAG beside them, timed like the claim-latency figure.
+ * claimer takes READY tasks from a live DAG beside them, timed like the claim-latency figure. Tasks that log cost
+ * more: what one kept log line takes is measured apart (the bench's tasks log nothing).
  */
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
@@ -22,6 +23,8 @@ export interface RetentionBenchHelpers {
 
 export interface RetentionFigures {
   bytesPerTask: number;
+  /** One kept log line of LOG_SAMPLE_CHARS characters with a small `fields` object, its stats row shared by its attempt's lines. */
+  bytesPerLogLine: number;
   pruneSeconds: number;
   claimsDuring: number[];
   claimsIdle: number[];
@@ -35,7 +38,32 @@ async function tableBytes(d: Database): Promise<number> {
   return Number((rows[0] as { bytes: string }).bytes);
 }
 
+/** The log lines of the disk figure: 20 per attempt, each a message of this many characters and a two-field object. */
+const LOG_SAMPLE_CHARS = 120;
+const LOG_SAMPLE_LINES = 20;
+
+/** Disk per log line: `attempts` attempts' worth written as the log append writes them, measured, and deleted. */
+async function logLineBytes(d: Database, attempts: number): Promise<number> {
+  await d.db.execute(sql`vacuum full attempt_logs`);
+  await d.db.execute(sql`vacuum full attempt_log_stats`);
+  const before = await tableBytes(d);
+  await d.db.execute(sql`
+    insert into attempt_logs (task_id, fence, level, message, fields, at)
+    select 'bench-log-' || a, 1, 'info', left(repeat(md5(a::text || ':' || l::text), 4), ${LOG_SAMPLE_CHARS}),
+           jsonb_build_object('file', 'src/module-' || l || '.ts', 'ms', l * 7), now()
+    from generate_series(1, ${attempts}) a, generate_series(1, ${LOG_SAMPLE_LINES}) l`);
+  await d.db.execute(sql`
+    insert into attempt_log_stats (task_id, fence, attempt, lines, bytes)
+    select 'bench-log-' || a, 1, 1, ${LOG_SAMPLE_LINES}, ${LOG_SAMPLE_LINES * LOG_SAMPLE_CHARS} from generate_series(1, ${attempts}) a`);
+  await d.db.execute(sql`vacuum analyze attempt_logs`);
+  const bytes = ((await tableBytes(d)) - before) / (attempts * LOG_SAMPLE_LINES);
+  await d.db.execute(sql`delete from attempt_logs where task_id like 'bench-log-%'`);
+  await d.db.execute(sql`delete from attempt_log_stats where task_id like 'bench-log-%'`);
+  return bytes;
+}
+
 export async function retentionBench(d: Database, tasks: number, h: RetentionBenchHelpers): Promise<RetentionFigures> {
+  const bytesPerLogLine = await logLineBytes(d, Math.max(1_000, tasks / 10));
   const perDag = 1000;
   const chainLength = 10;
   await d.db.execute(sql`vacuum full`);
@@ -78,5 +106,5 @@ export async function retentionBench(d: Database, tasks: number, h: RetentionBen
   const counts = await pruned;
   const pruneSeconds = (performance.now() - t0) / 1000;
   if (counts.tasks !== tasks) throw new Error(`pruned ${counts.tasks} tasks, expected ${tasks}`);
-  return { bytesPerTask, pruneSeconds, claimsDuring, claimsIdle };
+  return { bytesPerTask, bytesPerLogLine, pruneSeconds, claimsDuring, claimsIdle };
 }

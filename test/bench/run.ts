@@ -296,12 +296,14 @@ async function main() {
       mine.pruneClaimP99 = pct(r.claimsDuring, 99);
       lines.push(`disk per finished no-op task (chains of 10; tables, indexes and TOAST after vacuum): ${fmt(r.bytesPerTask)} bytes, ${(r.bytesPerTask * 1e6 / 2 ** 30).toFixed(2)} GiB per million`);
       console.log(lines.at(-1));
+      lines.push(`disk per kept log line (a 120-character message and two fields; 20 lines an attempt): ${fmt(r.bytesPerLogLine)} bytes`);
+      console.log(lines.at(-1));
       lines.push(`prune of ${fmt(PRUNE_TASKS)} finished tasks: ${r.pruneSeconds.toFixed(2)} s (${fmt(PRUNE_TASKS / r.pruneSeconds)} tasks/s); claim of 1 beside it p50 ${pct(r.claimsDuring, 50).toFixed(2)} ms, p99 ${pct(r.claimsDuring, 99).toFixed(2)} ms (${r.claimsDuring.length} claims; without it p50 ${pct(r.claimsIdle, 50).toFixed(2)} ms, p99 ${pct(r.claimsIdle, 99).toFixed(2)} ms)`);
       console.log(lines.at(-1));
     }
     await reset(d);
     for (const f of await listsBench(d, LIST_DAGS)) {
-      lines.push(`DAG list at ${fmt(LIST_DAGS)} DAGs, page of 50, ${f.name}: p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms`);
+      lines.push(`lists at ${fmt(LIST_DAGS)} DAGs, page of 50, ${f.name}: p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms`);
       console.log(lines.at(-1));
     }
     for (const line of cliStartup(server.url, quick ? 5 : 15)) {

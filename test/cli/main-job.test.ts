@@ -17,6 +17,8 @@ const { db } = database;
 const env = { ...process.env, DATABASE_URL: database.url };
 
 const cli = cliWith(env);
+/** The main job's agents under one instance label, as on one machine. */
+const mainJob = cliWith({ ...env, DAGENT_AGENT_INSTANCE: 'mainjob' });
 
 /** A small repository to audit: two folders with known contents. */
 function repoFixture(): string {
@@ -33,15 +35,15 @@ function repoFixture(): string {
 describe('the main job (dagent demo, behind npm start)', () => {
   it('audits a repository: one spawned subtask per folder, a report, live lines and a summary', async () => {
     const root = repoFixture();
-    const r = await cli('demo', '--param', `root=${root}`, '--param', `report_dir=${path.join(root, '.reports')}`);
+    const r = await mainJob('demo', '--param', `root=${root}`, '--param', `report_dir=${path.join(root, '.reports')}`);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     // Lines show transitions as polled: a fast run may skip straight to completed, but never goes silent.
-    expect(r.stdout).toMatch(/✔ survey\s+completed on repo-audit-\d+/);
+    expect(r.stdout).toMatch(/✔ survey\s+completed on repo-audit-mainjob\b/);
     expect(r.stdout).toMatch(/survey\/dir-lib\s+\w+.*\(spawned\)/);
-    expect(r.stdout).toMatch(/✔ report\s+completed on synthesize-\d+/);
+    expect(r.stdout).toMatch(/✔ report\s+completed on synthesize-mainjob\b/);
     // The report counts as done only after its test step passed, run by the validate-test agent.
-    expect(r.stdout).toMatch(/✔ report\/validate-3@1\s+completed on validate-test-\d+/);
+    expect(r.stdout).toMatch(/✔ report\/validate-3@1\s+completed on validate-test-mainjob\b/);
     expect(r.stdout).toMatch(/tasks completed 5\/5, retries 0, dead letters 0, cost \$0\.0000, wall time [\d.]+s/);
     const report = /report: (.+\.md)/.exec(r.stdout)![1]!;
     const markdown = readFileSync(path.resolve(report), 'utf8');
@@ -57,13 +59,19 @@ describe('the main job (dagent demo, behind npm start)', () => {
     expect(verdicts).toEqual([{ kind: 'json-schema', pass: true }, { kind: 'regex', pass: true }, { kind: 'test', pass: true }]);
   });
 
-  it('--json prints the summary only', async () => {
+  it('--json prints the summary only; a second run finds the same agents again', async () => {
     const root = repoFixture();
-    const r = await cli('demo', '--json', '--param', `root=${root}`, '--param', `report_dir=${path.join(root, '.reports')}`);
+    const r = await mainJob('demo', '--json', '--param', `root=${root}`, '--param', `report_dir=${path.join(root, '.reports')}`);
     expect(r.code).toBe(0);
     const s = JSON.parse(r.stdout);
     expect(s).toMatchObject({ status: 'completed', completed: 5, tasks: 5, retries: 0, deadLetters: 0 });
     expect(existsSync(s.report)).toBe(true);
+    // Both runs of this file's main job went to the same four agent rows, each with its history.
+    const agents = (await db.execute(sql`
+      select a.id, count(distinct t.dag_id)::int as dags from agents a join attempts t on t.agent_id = a.id
+      where a.id like '%-mainjob%' group by a.id order by a.id`)).rows;
+    expect(agents.map((a) => a.id)).toEqual(['repo-audit-mainjob', 'shell-mainjob', 'synthesize-mainjob', 'validate-test-mainjob']);
+    expect(agents.every((a) => a.dags === 2)).toBe(true);
   });
 });
 

@@ -382,7 +382,7 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
 });
 
 describe('the dashboard at scale', () => {
-  it('searches and pages the DAG list on the server; draws a 3,000-task fan-out folded, live, pannable; filters the dead letters and retries every match at once', async () => {
+  it('searches and pages the DAG list on the server; draws a 3,000-task fan-out folded, live, zoomable; filters and pages the dead letters, retries every match at once and cancels every match with a note', async () => {
     expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
     const { dagSubmit } = await import('../../src/engine/submit.js');
     const { dagSourceLoad } = await import('../../src/dag/load.js');
@@ -475,7 +475,81 @@ describe('the dashboard at scale', () => {
     await page.waitForSelector('.page-no:text-is("page 1 · 0 shown")', { timeout: LIVE_MS });
     const open = await db.execute<{ n: number }>(sql`select count(*)::int as n from dead_letters where dag_id = ${poisonId} and resolution is null`);
     expect(open.rows[0]!.n).toBe(2);
+
+    // 60 more, paged by the server 50 at a time, then cancelled at once from the filter (a note is required).
+    const many = await http.call('POST', '/api/dags', {
+      raw: ['name: poison-sixty', 'tasks:', ...Array.from({ length: 60 }, (_, i) => `  q${i}: { type: poison, max_attempts: 1 }`)].join('\n'), contentType: 'application/yaml',
+    });
+    const manyId: string = many.body.results[0].dagId;
+    for (const t of await taskClaim(db, 'reviewer', { start: true, dagId: manyId, limit: 60 })) {
+      await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'crash', message: `poisoned ${t.key}` });
+    }
+    await page.fill('form.filters input[name="error_class"]', '');
+    await page.fill('form.filters input[name="dag_id"]', manyId);
+    await page.click('button[data-action="filters-apply"]');
+    await page.waitForSelector('.page-no:text-is("page 1 · 50 shown")', { timeout: LIVE_MS });
+    await page.click('button[data-action="page-older"]');
+    await page.waitForSelector('.page-no:text-is("page 2 · 10 shown")', { timeout: LIVE_MS });
+    expect(await page.locator('button[data-action="page-older"]').isDisabled()).toBe(true);
+    await page.click('button[data-action="page-newer"]');
+    await page.waitForSelector('.page-no:text-is("page 1 · 50 shown")', { timeout: LIVE_MS });
+    await page.click('button[data-action="bulk-cancel"]');
+    await page.click('button[data-action="bulk-cancel"]');
+    await page.waitForSelector('#dlq-bulk-msg:text-is("A note is required to cancel: say why these tasks are given up.")', { timeout: LIVE_MS });
+    await page.fill('input[aria-label="bulk note"]', 'the poison batch is obsolete');
+    await page.click('button[data-action="bulk-cancel"]');
+    await page.click('button[data-action="bulk-cancel"]');
+    await page.waitForSelector('#dlq-bulk-msg:text-is("Cancelled 60 task(s).")', { timeout: LIVE_MS });
+    await page.waitForSelector('.page-no:text-is("page 1 · 0 shown")', { timeout: LIVE_MS });
+    const cancelled = await db.execute<{ resolution: string; note: string; n: number }>(sql`
+      select resolution, resolved_note as note, count(*)::int as n from dead_letters where dag_id = ${manyId} group by 1, 2`);
+    expect(cancelled.rows).toEqual([{ resolution: 'cancelled', note: 'the poison batch is obsolete', n: 60 }]);
     expect(pageErrors).toEqual([]);
+  });
+});
+
+describe('a large DAG that does not fold', () => {
+  it('3,000 tasks in 1,000 chains: every node drawn in its column (past dagre\'s size), readable at the fitted scale, and a drag pans', async () => {
+    expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
+    const chains = Array.from({ length: 1000 }, (_, i) =>
+      `  a${i}: { type: t }\n  b${i}: { type: t, depends_on: [a${i}] }\n  c${i}: { type: t, depends_on: [b${i}] }`);
+    const r = await http.call('POST', '/api/dags', { raw: ['name: many-chains', 'tasks:', ...chains].join('\n'), contentType: 'application/yaml' });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    await page.goto(`${http.url}/#token=${encodeURIComponent(http.adminToken)}`);
+    await page.waitForSelector('table.dags', { timeout: LIVE_MS });
+    await page.goto(`${http.url}/#/dags/${encodeURIComponent(r.body.results[0].dagId)}`);
+    await page.waitForSelector('svg.dag-graph[data-scale]', { timeout: LIVE_MS });
+    // No task shares its upstream and downstream with another: nothing folds, and all 3,000 are drawn.
+    expect(await page.locator('svg.dag-graph g.node').count()).toBe(3000);
+    expect(await page.locator('svg.dag-graph g.node.group').count()).toBe(0);
+    expect(await page.locator('svg.dag-graph path.edge').count()).toBe(2000);
+    // The column layout: one column per depth, each chain on one row.
+    const placed = await page.locator('svg.dag-graph g.node').evaluateAll((gs) => gs.map((g) => {
+      const [x, y] = /translate\(([\d.]+) ([\d.]+)\)/.exec(g.getAttribute('transform') ?? '')!.slice(1).map(Number);
+      return { key: g.getAttribute('data-key')!, x: x!, y: y! };
+    }));
+    const at = new Map(placed.map((p) => [p.key, p]));
+    expect(new Set(placed.map((p) => p.x)).size).toBe(3);
+    for (const i of [0, 500, 999]) {
+      const [a, b, c] = ['a', 'b', 'c'].map((k) => at.get(`${k}${i}`)!);
+      expect(a!.x < b!.x && b!.x < c!.x).toBe(true);
+      expect(new Set([a!.y, b!.y, c!.y]).size).toBe(1);
+    }
+    // Fitted to the frame's width: three columns fit at full size, so the labels stay readable.
+    expect(Number(await page.locator('svg.dag-graph').getAttribute('data-scale'))).toBe(1);
+    await expect.poll(() => page.locator('svg.dag-graph g.node[data-key="a0"] .node-key').isVisible()).toBe(true);
+    // A drag on the space between two columns pans the drawing up.
+    const box = (await page.locator('.graph-frame').boundingBox())!;
+    const bx = (await page.locator('svg.dag-graph g.node[data-key="a0"] rect').boundingBox())!;
+    const startX = bx.x + bx.width + 20;
+    const startY = box.y + box.height * 0.6;
+    await page.mouse.move(startX, startY);
+    await page.mouse.down();
+    await page.mouse.move(startX, startY - 150, { steps: 5 });
+    await page.mouse.up();
+    const translateY = async () => Number(/translate\([-\d.]+px, ([-\d.]+)px\)/.exec((await page.locator('svg.dag-graph').getAttribute('style')) ?? '')?.[1] ?? 0);
+    await expect.poll(translateY, { timeout: LIVE_MS }).toBeLessThan(-100);
+    await shot('11-many-chains');
   });
 });
 

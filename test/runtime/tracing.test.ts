@@ -14,6 +14,7 @@ import { eventually } from '../helpers/wait.js';
 import { leash } from '../helpers/child-leash.js';
 import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
+import validateTest from '../../agents/validate-test.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { attemptsEndedEmit, engineEvents } from '../../src/observability/engine-events.js';
 import { attemptSpanId, attemptTraceparent, dagentIdGenerator, dagSpanId, dagTraceId } from '../../src/observability/trace-ids.js';
@@ -110,6 +111,39 @@ tasks:
     ]);
     // Three attempts, their three own spans, two steps and the DAG: nothing else in the trace.
     expect(spans).toHaveLength(9);
+  });
+
+  it('a step run by a validation agent is that agent\'s attempt span, named for the step, under the attempt it judged', async () => {
+    await run(defineAgent({ name: 'drafter', capabilities: ['write'], run: async () => ({ text: 'draft' }) }), { id: 'drafter-1' });
+    await run(validateTest, { id: 'checker-1' });
+    const dagId = await dagCreate(db, `
+name: judged
+tasks:
+  draft:
+    type: t
+    spec: { constraints: { capabilities: [write] } }
+    output:
+      validation:
+        - { kind: regex, field: text, pattern: "^draft$" }
+        - { kind: test, command: "true" }
+`);
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
+    const [draft, check] = await rowsOf<{ task_id: string; fence: number; key: string }>(db, sql`
+      select a.task_id, a.fence, t.key from attempts a join tasks t on t.id = a.task_id where a.dag_id = ${dagId} order by t.validates_id nulls first`);
+    expect([draft!.key, check!.key]).toEqual(['draft', `draft/validate-2@${draft!.fence}`]);
+    await eventually('the DAG span emitted', async () => {
+      await emitter.flush();
+      return exporter.getFinishedSpans().some((s) => s.name === 'dag judged');
+    });
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === dagTraceId(dagId));
+    const judged = spans.find((s) => s.spanContext().spanId === attemptSpanId(check!.task_id, check!.fence))!;
+    expect([judged.name, parentOf(judged), judged.attributes['dagent.agent.id'], judged.attributes['dagent.validates.task_id'], judged.attributes['dagent.outcome']])
+      .toEqual(['validate validate:test', attemptSpanId(draft!.task_id, draft!.fence), 'checker-1', draft!.task_id, 'completed']);
+    // The inline step before it has its own span under the same attempt; the delegated one has no second span.
+    expect(spans.filter((s) => s.name.startsWith('validate ')).map((s) => [s.name, parentOf(s)]).sort()).toEqual([
+      ['validate regex', attemptSpanId(draft!.task_id, draft!.fence)],
+      ['validate validate:test', attemptSpanId(draft!.task_id, draft!.fence)],
+    ]);
   });
 
   it('the ids are prefixes of the SHA-256 of their names, so every process derives the same ones (a trace id it remembers too)', () => {

@@ -57,3 +57,13 @@ export function attemptLogRead(db: Db, taskId: string, fence: number, afterId: n
     where task_id = ${taskId} and fence = ${fence} and id > ${afterId}
     order by id limit ${limit}`);
 }
+
+/** An attempt's last `limit` lines, in order; the same index, walked backwards. */
+export function attemptLogReadTail(db: Db, taskId: string, fence: number, limit: number): Promise<LogLine[]> {
+  return rowsOf(db, sql`
+    select * from (
+      select id, level, message, fields, at from attempt_logs
+      where task_id = ${taskId} and fence = ${fence}
+      order by id desc limit ${limit}
+    ) last order by id`);
+}
