@@ -344,7 +344,7 @@ describe('a task\'s log in the dashboard', () => {
 });
 
 describe('a DAG\'s timeline and cost in the dashboard', () => {
-  it('draws a Gantt row per task with its stretches (a failed attempt, its retry wait), marks the critical path and lists cost per model, live', async () => {
+  it('draws a Gantt row per task with its stretches (a failed attempt, its retry wait), marks the critical path and lists cost per model and per task, live', async () => {
     expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
     await agentRegister(db, { id: 'timed', type: 'worker', capabilities: [], maxConcurrent: 10, models: ['*'] });
     const submitted = await http.call('POST', '/api/dags', {
@@ -370,6 +370,9 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
     expect(await fetchRow.locator('rect.seg-running title').first().textContent()).toMatch(/^fetch: running, attempt 1 \(failed\), model-small, /);
     expect(await page.locator('#dag-cost table.cost-models tr[data-model="model-small"] td').allTextContents()).toEqual(['model-small', '$0.32', '0', '0', '2']);
     expect(await page.locator('#dag-cost table.cost-models tr[data-model="model-large"] td').first().textContent()).toBe('model-large');
+    // And per task, the costliest first: a failed attempt's spend counts toward its task.
+    expect(await page.locator('#dag-cost table.cost-tasks tr[data-key]').evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((c) => c.textContent))))
+      .toEqual([['side', '$0.50'], ['fetch', '$0.32']]);
 
     // summarize runs now: its row appears without a reload, and the path through fetch is critical.
     const last = (await byKey()).get('summarize')!;
