@@ -56,7 +56,7 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
   try {
     await fleet.start();
     out(`agents: ${fleet.runners.map((r) => `${r.id} [${r.def.capabilities.join(', ')}]`).join(', ')}`);
-    const [submitted] = await dagSubmit(d.db, [spec], { createdBy: 'demo', log: ctx.log });
+    const [submitted] = await dagSubmit(d.db, [spec], { createdBy: 'demo', log: ctx.log, maxQueued: cfg.maxQueued });
     const dagId = submitted!.dagId;
     out(`submitted ${spec.name} as ${dagId} from ${path.relative(process.cwd(), spec.sourceFile ?? '') || spec.sourceFile}`);
     final = json

@@ -43,8 +43,8 @@ export function logsCommand(program: Command, ctx: CommandContext): void {
           // Every line the attempt kept, a page at a time (an operator may raise the lines an attempt keeps).
           const a = view.attempt;
           for (let page = a?.entries.length ?? 0; a && page === LOG_READ_PAGE_LINES;) {
-            const more = (await attemptLogsGet(d.db, taskId, { attempt: a.attempt, after: a.next })).attempt;
-            if (!more || more.fence !== a.fence) break;
+            const more = (await attemptLogsGet(d.db, taskId, { fence: a.fence, after: a.next })).attempt;
+            if (!more) break;
             a.entries.push(...more.entries);
             a.next = more.next;
             page = more.entries.length;

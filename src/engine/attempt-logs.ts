@@ -102,15 +102,17 @@ export const LOG_READ_PAGE_LINES = 1_000;
 
 /**
  * A task's log: one attempt's lines after `after` (a line id), up to `limit` (default LOG_READ_PAGE_LINES), or its
- * last `tail` lines.
+ * last `tail` lines. The attempt is the one numbered `attempt` (the latest of that number: a re-run numbers its
+ * attempts from 1 again), or the one at `fence` (a reader paging through one attempt), else the latest that logged.
  */
 export async function attemptLogsGet(
-  db: Db, taskId: string, opts: { attempt?: number; after?: number; limit?: number; tail?: number } = {},
+  db: Db, taskId: string, opts: { attempt?: number; fence?: number; after?: number; limit?: number; tail?: number } = {},
 ): Promise<AttemptLogView> {
   const task = await taskGet(db, taskId);
   if (!task) throw new NotFoundError('task', taskId);
   const attempts = await attemptLogAttempts(db, taskId);
-  const chosen = opts.attempt === undefined ? attempts.at(-1) : attempts.filter((a) => a.attempt === opts.attempt).at(-1);
+  const chosen = opts.fence !== undefined ? attempts.find((a) => a.fence === opts.fence)
+    : opts.attempt === undefined ? attempts.at(-1) : attempts.filter((a) => a.attempt === opts.attempt).at(-1);
   if (opts.attempt !== undefined && !chosen) throw new NotFoundError(`log of attempt ${opts.attempt} of task`, taskId);
   if (!chosen) return { attempts };
   const entries = opts.tail !== undefined

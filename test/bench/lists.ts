@@ -2,7 +2,8 @@
  * The dashboard's lists at scale for `npm run bench`: `dags` DAG rows (inserted in SQL, newest first spread over a
  * year, one in 100 tagged), then pages of 50 read the way the API reads them (dagPage: keyset on created_at, id),
  * at random depths, with and without a status, tag or search filter. Then the dead-letter list the same way
- * (deadLetterList): one dead-lettered task in each DAG, half of them resolved.
+ * (deadLetterList): one dead-lettered task in each DAG, every other one resolved; among the open ones a task key
+ * names one step of 50, a history one agent of 40, and one in three timed out.
  */
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
@@ -40,18 +41,27 @@ export async function listsBench(d: Database, dags: number, reads = 200): Promis
   };
   const time = (name: string, filter: (i: number) => DagListFilter) =>
     timed(name, async (i) => (await dagPage(d.db, { limit: 50, ...filter(i) })).dags.length);
+  const figures = [
+    await time('DAGs: the first page', () => ({})),
+    await time('DAGs: a page deep in the list (keyset cursor)', (i) => ({ cursor: cursors[i % cursors.length] })),
+    await time('DAGs: status=running, deep', (i) => ({ status: 'running', cursor: cursors[i % 10] })),
+    await time('DAGs: tag=weekly (1 in 100)', () => ({ tag: 'weekly' })),
+    await time('DAGs: q=report-4242 (a name part, 1 in 10,000)', () => ({ q: 'report-4242' })),
+    await time('DAGs: q=<an id>', (i) => ({ q: cursors[i % cursors.length]!.id })),
+  ];
+  // Then the dead letters: their tasks go in only now, so the DAG list is read as it was without them.
   const deadLetters = dags;
   await d.db.execute(sql`
     insert into tasks (id, dag_id, key, type, status, spec, retry_policy, attempts)
-    select 'tsk_dl' || lpad(g::text, 12, '0'), 'dag_' || lpad(g::text, 14, '0'), 'step-' || (g % 50), 'review', 'dead_lettered', '{}'::jsonb, '{}'::jsonb, 3
+    select 'tsk_dl' || lpad(g::text, 12, '0'), 'dag_' || lpad(g::text, 14, '0'), 'step-' || ((g / 2) % 50), 'review', 'dead_lettered', '{}'::jsonb, '{}'::jsonb, 3
     from generate_series(1, ${deadLetters}) g`);
   await d.db.execute(sql`
     insert into dead_letters (id, task_id, dag_id, reason, error_class, attempts, history, created_at, resolution)
     select 'dlq_' || lpad(g::text, 14, '0'), 'tsk_dl' || lpad(g::text, 12, '0'), 'dag_' || lpad(g::text, 14, '0'),
       case when g % 3 = 0 then 'timeout after 600 s' else 'model refused: ' || md5(g::text) end,
       case when g % 3 = 0 then 'timeout' else 'invalid_output' end, 3,
-      jsonb_build_array(jsonb_build_object('attempt', 1, 'agent', 'reviewer-' || (g % 40))),
-      now() - make_interval(secs => g * 3000), case when g % 2 = 0 then 'retried' end
+      jsonb_build_array(jsonb_build_object('attempt', 1, 'agent', 'reviewer-' || ((g / 2) % 40))),
+      now() - make_interval(secs => g * 300 - 30), case when g % 2 = 0 then 'retried' end
     from generate_series(1, ${deadLetters}) g`);
   await d.db.execute(sql`vacuum analyze tasks`);
   await d.db.execute(sql`vacuum analyze dead_letters`);
@@ -65,16 +75,11 @@ export async function listsBench(d: Database, dags: number, reads = 200): Promis
   const timeDlq = (name: string, filter: (i: number) => DeadLetterSelector & { cursor?: { at: string; id: string } }) =>
     timed(name, async (i) => (await deadLetterList(d.db, { limit: 50, ...filter(i) })).rows.length);
   return [
-    await time('DAGs: the first page', () => ({})),
-    await time('DAGs: a page deep in the list (keyset cursor)', (i) => ({ cursor: cursors[i % cursors.length] })),
-    await time('DAGs: status=running, deep', (i) => ({ status: 'running', cursor: cursors[i % 10] })),
-    await time('DAGs: tag=weekly (1 in 100)', () => ({ tag: 'weekly' })),
-    await time('DAGs: q=report-4242 (a name part, 1 in 10,000)', () => ({ q: 'report-4242' })),
-    await time('DAGs: q=<an id>', (i) => ({ q: cursors[i % cursors.length]!.id })),
+    ...figures,
     await timeDlq(`dead letters (${deadLetters.toLocaleString('en-US')}, half open): the first page of the open ones`, () => ({})),
     await timeDlq('dead letters: a page deep in the open ones (keyset cursor)', (i) => ({ cursor: dlCursors[i % dlCursors.length] })),
-    await timeDlq('dead letters: error_class=timeout', () => ({ errorClass: 'timeout' })),
-    await timeDlq('dead letters: agent=reviewer-7 (in the history)', () => ({ agentId: 'reviewer-7' })),
-    await timeDlq('dead letters: q=step-17 (a part of a task key or reason)', () => ({ q: 'step-17' })),
+    await timeDlq('dead letters: error_class=timeout (1 in 3)', () => ({ errorClass: 'timeout' })),
+    await timeDlq('dead letters: agent=reviewer-7 (in the history, 1 in 40)', () => ({ agentId: 'reviewer-7' })),
+    await timeDlq('dead letters: q=step-17 (a part of a task key or reason, 1 in 50)', () => ({ q: 'step-17' })),
   ];
 }
