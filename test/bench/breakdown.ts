@@ -12,9 +12,12 @@
  *   heads (each unblocks its next task), run as they run (a prepared statement, generic plan), 15 rounds on fresh
  *   rows; each plan node's own time (its total less its children's) is charged to the CTE it belongs to, and the
  *   medians are printed with the triggers' times.
+ * - **A lone completion that hands its dependent on**: the idle hop's statement. One chain, one task at a time:
+ *   EXPLAINed as above, and timed from Node as the runtime runs it (send to reply, committed), alternately.
  * - **A narrow queue table**, measured beside the wide rows (narrow-queue.ts).
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -22,7 +25,7 @@ import { databaseOpen, type Database } from '../../src/db/connection.js';
 import { embeddedServerStart } from '../../src/db/embedded.js';
 import { agentRegister } from '../../src/engine/agents.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
-import { taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
+import { taskCompleteMark, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
 import { explainPrepared, type Explained, type PlanNode } from './explain.js';
 import { serverCpuSeconds } from '../helpers/proc.js';
 import { graphileFlatReady } from './peers.js';
@@ -30,6 +33,8 @@ import { narrowQueueCompare } from './narrow-queue.js';
 import { analyze, fmt, pct, reset, runAgent, submitChains, submitFlat, BATCH } from './workload.js';
 
 const REPEATS = 15;
+/** Lone completions of each kind (EXPLAINed, timed from Node): a chain of twice as many, plus the warm-up's. */
+const LONE_ROUNDS = 60;
 
 interface StatementRow { query: string; calls: string; exec: number; plan: number; rows: string; wal: string; blocks: string }
 
@@ -130,6 +135,38 @@ async function explainRounds(d: Database, agentId: string, rounds: number): Prom
   return out;
 }
 
+/**
+ * The idle hop's statement: a chain's task completed alone, handing its dependent to the completing agent, as the
+ * runtime's lone completion does. Alternate rounds are EXPLAINed (generic plan, as above) and run as the runtime
+ * runs them (taskCompleteMark through the pool, send to reply with its commit), each on the task the round before
+ * handed on.
+ */
+async function loneHandOffRounds(d: Database, agentId: string, rounds: number): Promise<{ explained: Explained[]; replyMs: number[] }> {
+  const out = { explained: [] as Explained[], replyMs: [] as number[] };
+  const handTo = { agentId, capabilities: [], max: 1, start: false, claimTtlSec: 60 };
+  const client = await d.pool.connect();
+  try {
+    await explainPrepared(client, 'breakdown_lone_claim', taskClaimReadySql(agentId, [], 1, 60));
+    for (let i = 0; i < rounds * 2; i++) {
+      const { rows } = await client.query<{ id: string; fence: number }>(`select id, fence from tasks where claimed_by = $1 and status = 'claimed'`, [agentId]);
+      if (rows.length !== 1) throw new Error(`lone completion: ${rows.length} tasks held, expected 1 (nothing handed on?)`);
+      const items = [{ id: rows[0]!.id, fence: rows[0]!.fence, output: null }];
+      if (i % 2 === 0) {
+        const e = await explainPrepared(client, 'breakdown_lone', taskCompleteMarkSql(items, { handTo }));
+        if (i >= 4) out.explained.push(e);
+      } else {
+        const t0 = performance.now();
+        await taskCompleteMark(d.db, items, { handTo });
+        if (i >= 4) out.replyMs.push(performance.now() - t0);
+      }
+    }
+  } finally {
+    await client.query('deallocate all').catch(() => {});
+    client.release();
+  }
+  return out;
+}
+
 export async function breakdownBench(quick: boolean, handOff: boolean): Promise<string[]> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-breakdown-'));
   chmodSync(dataDir, 0o755);
@@ -164,6 +201,13 @@ export async function breakdownBench(quick: boolean, handOff: boolean): Promise<
     const rounds = await explainRounds(d, 'explain', REPEATS + 2);
     lines.push('claim of 200 (the heads of 200 chains):', ...explainSummary(rounds.claim));
     lines.push('completion of those 200 (each unblocks its next task):', ...explainSummary(rounds.completion));
+    await reset(d);
+    await submitChains(d, 1, LONE_ROUNDS * 2 + 8);
+    await analyze(d);
+    await agentRegister(d.db, { id: 'lone', type: 'bench', capabilities: [], maxConcurrent: 1000 });
+    const lone = await loneHandOffRounds(d, 'lone', LONE_ROUNDS);
+    lines.push('a lone completion handing its dependent on (the idle hop\'s statement):', ...explainSummary(lone.explained),
+      `  as the runtime runs it (send → reply, its commit inside, generic or custom plan as PostgreSQL chose): p50 ${pct(lone.replyMs, 50).toFixed(2)} ms, p90 ${pct(lone.replyMs, 90).toFixed(2)} ms (${lone.replyMs.length})`);
     lines.push(...await narrowQueueCompare(d));
   } finally {
     await d.close();

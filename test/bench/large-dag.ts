@@ -1,8 +1,12 @@
 /**
  * A large DAG's submit for `npm run bench`: how long one transaction takes to insert a DAG of `tasks` tasks with its
- * cycle check and critical-path ranks, and what it costs a claimer beside it in the same process (a node serving
- * the API and agents at once): claim of 1 from a live DAG, timed while the submit runs and without it.
+ * cycle check and critical-path ranks, and what it costs a claimer beside it: claim of 1 from a live DAG, timed
+ * while the submit runs and without it; in the same process (a node serving the API and agents at once), then in a
+ * process of its own (an agent on another node: large-dag-claimer.ts).
  */
+import { fork } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../src/db/connection.js';
@@ -19,6 +23,36 @@ export interface LargeDagFigures {
   submitSec: number[];
   claimsDuring: number[];
   claimsIdle: number[];
+  /** The claimer in a process of its own, during as many submits again. */
+  otherProcessSubmitSec: number[];
+  claimsDuringOtherProcess: number[];
+}
+
+const CLAIMER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'large-dag-claimer.ts');
+
+/** Run `submitAll` while a claimer in its own process claims beside it; its claims' times in ms. */
+async function beside(url: string, agentId: string, submitAll: () => Promise<void>): Promise<number[]> {
+  const child = fork(CLAIMER, [url, agentId, 'live'], { execArgv: ['--import', 'tsx'] });
+  const messages: string[] = [];
+  let wake: (() => void) | undefined;
+  child.on('message', (m) => { messages.push(String(m)); wake?.(); });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => { resolve(code); wake?.(); }));
+  const next = async (): Promise<string> => {
+    while (!messages.length) {
+      if (child.exitCode !== null) throw new Error(`the claimer exited (${child.exitCode})`);
+      await new Promise<void>((resolve) => { wake = resolve; });
+    }
+    return messages.shift()!;
+  };
+  await next();
+  child.send('go');
+  await submitAll();
+  child.send('stop');
+  const ms = JSON.parse(await next()) as number[];
+  // The IPC channel would keep the claimer alive once it is done.
+  child.disconnect();
+  await exited;
+  return ms;
 }
 
 /**
@@ -35,13 +69,14 @@ function layeredDag(tasks: number, layers: number, task: (key: string, dependsOn
 }
 
 export async function largeDagBench(
-  d: Database, tasks: number, submits: number, task: (key: string, dependsOn?: string[]) => TaskSpec,
+  d: Database, url: string, tasks: number, submits: number, task: (key: string, dependsOn?: string[]) => TaskSpec,
 ): Promise<LargeDagFigures> {
   for (let i = 0; i < 4; i++) {
     await dagSubmit(d.db, [{ name: `live-${i}`, params: {}, tasks: Array.from({ length: 5000 }, (_, j) => ({ ...task(`t${j}`), requiredCapabilities: ['live'] })) }]);
   }
   await d.db.execute(sql`vacuum analyze tasks`);
   await agentRegister(d.db, { id: 'claimer-large-dag', type: 'bench', capabilities: ['live'], maxConcurrent: 1 });
+  await agentRegister(d.db, { id: 'claimer-large-dag-other', type: 'bench', capabilities: ['live'], maxConcurrent: 1 });
   const claimOnce = async (into: number[]) => {
     const t0 = performance.now();
     const got = await taskClaim(d.db, 'claimer-large-dag', { limit: 1, capabilities: ['live'] });
@@ -63,5 +98,15 @@ export async function largeDagBench(
     await submitted;
     submitSec.push((performance.now() - t0) / 1000);
   }
-  return { tasks, edges: spec.reduce((n, t) => n + t.dependsOn.length, 0), submitSec, claimsDuring, claimsIdle };
+  const otherProcessSubmitSec: number[] = [];
+  const claimsDuringOtherProcess = await beside(url, 'claimer-large-dag-other', async () => {
+    for (let s = 0; s < submits; s++) {
+      const t0 = performance.now();
+      await dagSubmit(d.db, [{ name: `large-other-${s}`, params: {}, tasks: spec }]);
+      otherProcessSubmitSec.push((performance.now() - t0) / 1000);
+    }
+  });
+  return {
+    tasks, edges: spec.reduce((n, t) => n + t.dependsOn.length, 0), submitSec, claimsDuring, claimsIdle, otherProcessSubmitSec, claimsDuringOtherProcess,
+  };
 }

@@ -1,5 +1,6 @@
 import { getTableColumns, sql, type SQL } from 'drizzle-orm';
 import type { Instant } from '../../durations.js';
+import { forEachSliced, mapSliced } from '../../event-loop.js';
 import type { Db } from '../connection.js';
 import { concurrencyKeys, tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
@@ -42,7 +43,7 @@ export async function taskInsertMany(db: Db, rows: TaskInsert[]): Promise<void> 
     capabilities: (r.requiredCapabilities as string[] | undefined) ?? [], models: (r.models as string[] | undefined) ?? [],
   })));
   await concurrencyKeysDeclare(db, rows);
-  for (let i = 0; i < rows.length; i += CHUNK) await db.execute(taskInsertSql(rows.slice(i, i + CHUNK)));
+  for (let i = 0; i < rows.length; i += CHUNK) await db.execute(await taskInsertSql(rows.slice(i, i + CHUNK)));
 }
 
 /**
@@ -50,17 +51,18 @@ export async function taskInsertMany(db: Db, rows: TaskInsert[]): Promise<void> 
  * Rows built by one caller give the same columns; a column some rows leave out is null in those rows, so a column
  * with a non-null default must be given by all or none (checked here, not left to a NOT NULL error).
  */
-function taskInsertSql(rows: TaskInsert[]): SQL {
+async function taskInsertSql(rows: TaskInsert[]): Promise<SQL> {
   // The statement reads these two to decide each row's state: always in the list.
   const given = new Set<string>(['waitKey', 'depsRemaining']);
-  for (const r of rows) for (const [k, v] of Object.entries(r)) if (v !== undefined) given.add(k);
+  await forEachSliced(rows, (r) => { for (const [k, v] of Object.entries(r)) if (v !== undefined) given.add(k); });
   const plain = [...given].filter((p) => !INSTANT_PROPS.some(([prop]) => prop === p)).map((p) => {
     const c = TASK_COLUMNS[p as keyof typeof TASK_COLUMNS];
     if (!c) throw new Error(`taskInsertMany: no column for ${p}`);
     if (c.hasDefault && c.notNull && rows.some((r) => r[p as keyof TaskInsert] === undefined)) throw new Error(`taskInsertMany: ${p} missing from some rows`);
     return { prop: p as keyof TaskInsert, name: c.name, type: c.getSQLType() };
   });
-  const json = JSON.stringify(rows.map((r) => {
+  // Row by row, in slices: 5,000 rows in one JSON.stringify held the process's other requests 35-110 ms.
+  const json = `[${(await mapSliced(rows, (r) => {
     const o: Record<string, unknown> = {};
     for (const c of plain) o[c.name] = r[c.prop] ?? null;
     for (const [prop, name] of INSTANT_PROPS) {
@@ -68,8 +70,8 @@ function taskInsertSql(rows: TaskInsert[]): SQL {
       o[`${name}_at`] = i && 'at' in i ? i.at : null;
       o[`${name}_in_sec`] = i && 'inSeconds' in i ? i.inSeconds : null;
     }
-    return o;
-  }));
+    return JSON.stringify(o);
+  })).join(',')}]`;
   const names = plain.map((c) => c.name).join(', ');
   const inputs = [...plain.map((c) => `${c.name} ${c.type}`), ...INSTANT_PROPS.flatMap(([, name]) => [`${name}_at timestamptz`, `${name}_in_sec float8`])].join(', ');
   const startsReady = sql`(x.wait_key is null and x.deps_remaining = 0 and (x.run_at is null or x.run_at <= now()))`;
