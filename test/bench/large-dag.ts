@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../src/db/connection.js';
+import type { Database, Db } from '../../src/db/connection.js';
 import type { TaskSpec } from '../../src/dag/spec.js';
 import { agentRegister } from '../../src/engine/agents.js';
 import { taskClaim } from '../../src/engine/claim.js';
@@ -28,11 +28,20 @@ export interface LargeDagFigures {
   claimsDuringOtherProcess: number[];
 }
 
+/** The claimer's step, here and in its own process: claim one task of the live DAGs, time it into `into`, finish it. */
+export async function liveClaim(db: Db, agentId: string, into?: number[]): Promise<void> {
+  const t0 = performance.now();
+  const got = await taskClaim(db, agentId, { limit: 1, capabilities: ['live'] });
+  into?.push(performance.now() - t0);
+  if (got.length !== 1) throw new Error('the live DAG ran out of READY tasks');
+  await db.execute(sql`update tasks set status = 'completed', completed_at = now() where id = any(${textArray(got.map((t) => t.id))})`);
+}
+
 const CLAIMER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'large-dag-claimer.ts');
 
 /** Run `submitAll` while a claimer in its own process claims beside it; its claims' times in ms. */
 async function beside(url: string, agentId: string, submitAll: () => Promise<void>): Promise<number[]> {
-  const child = fork(CLAIMER, [url, agentId, 'live'], { execArgv: ['--import', 'tsx'] });
+  const child = fork(CLAIMER, [url, agentId], { execArgv: ['--import', 'tsx'] });
   const messages: string[] = [];
   let wake: (() => void) | undefined;
   child.on('message', (m) => { messages.push(String(m)); wake?.(); });
@@ -77,13 +86,7 @@ export async function largeDagBench(
   await d.db.execute(sql`vacuum analyze tasks`);
   await agentRegister(d.db, { id: 'claimer-large-dag', type: 'bench', capabilities: ['live'], maxConcurrent: 1 });
   await agentRegister(d.db, { id: 'claimer-large-dag-other', type: 'bench', capabilities: ['live'], maxConcurrent: 1 });
-  const claimOnce = async (into: number[]) => {
-    const t0 = performance.now();
-    const got = await taskClaim(d.db, 'claimer-large-dag', { limit: 1, capabilities: ['live'] });
-    into.push(performance.now() - t0);
-    if (got.length !== 1) throw new Error('the live DAG ran out of READY tasks');
-    await d.db.execute(sql`update tasks set status = 'completed', completed_at = now() where id = any(${textArray(got.map((t) => t.id))})`);
-  };
+  const claimOnce = (into: number[]) => liveClaim(d.db, 'claimer-large-dag', into);
   const claimsIdle: number[] = [];
   for (let i = 0; i < 500; i++) await claimOnce(claimsIdle);
 
