@@ -24,6 +24,7 @@ import { sql } from 'drizzle-orm';
 import { databaseOpen, type Database } from '../../src/db/connection.js';
 import { embeddedServerStart } from '../../src/db/embedded.js';
 import { agentRegister } from '../../src/engine/agents.js';
+import { taskClaim } from '../../src/engine/claim.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMark, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
 import { explainPrepared, type Explained, type PlanNode } from './explain.js';
@@ -146,7 +147,8 @@ async function loneHandOffRounds(d: Database, agentId: string, rounds: number): 
   const handTo = { agentId, capabilities: [], max: 1, start: false, claimTtlSec: 60 };
   const client = await d.pool.connect();
   try {
-    await explainPrepared(client, 'breakdown_lone_claim', taskClaimReadySql(agentId, [], 1, 60));
+    // The chain's head, claimed as an agent claims it; each completion below hands on the next task.
+    await taskClaim(d.db, agentId, { limit: 1, capabilities: [] });
     for (let i = 0; i < rounds * 2; i++) {
       const { rows } = await client.query<{ id: string; fence: number }>(`select id, fence from tasks where claimed_by = $1 and status = 'claimed'`, [agentId]);
       if (rows.length !== 1) throw new Error(`lone completion: ${rows.length} tasks held, expected 1 (nothing handed on?)`);

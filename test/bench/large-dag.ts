@@ -53,15 +53,20 @@ async function beside(url: string, agentId: string, submitAll: () => Promise<voi
     }
     return messages.shift()!;
   };
-  await next();
-  child.send('go');
-  await submitAll();
-  child.send('stop');
-  const ms = JSON.parse(await next()) as number[];
-  // The IPC channel would keep the claimer alive once it is done.
-  child.disconnect();
-  await exited;
-  return ms;
+  try {
+    await next();
+    child.send('go');
+    await submitAll();
+    child.send('stop');
+    const ms = JSON.parse(await next()) as number[];
+    // The IPC channel would keep the claimer alive once it is done.
+    child.disconnect();
+    await exited;
+    return ms;
+  } finally {
+    // A submit that failed leaves the claimer claiming: stop it, or the bench never exits.
+    if (child.exitCode === null) child.kill();
+  }
 }
 
 /**
