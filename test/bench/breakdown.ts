@@ -12,8 +12,11 @@
  *   heads (each unblocks its next task), run as they run (a prepared statement, generic plan), 15 rounds on fresh
  *   rows; each plan node's own time (its total less its children's) is charged to the CTE it belongs to, and the
  *   medians are printed with the triggers' times.
- * - **A lone completion that hands its dependent on**: the idle hop's statement. One chain, one task at a time:
- *   EXPLAINed as above, and timed from Node as the runtime runs it (send to reply, committed), alternately.
+ * - **Where the loop waits** during the flat and chains runs: the backends' states and the machine's (activity.ts).
+ * - **A lone completion that hands its dependent on**: the idle hop's statement. One chain, one task at a time, in
+ *   turn: EXPLAINed as above; timed from Node as the runtime runs it (send to reply, committed); and the same inside
+ *   BEGIN … COMMIT, the statement and the commit timed apart, beside a one-row UPDATE and `select 1` (the least a
+ *   durable write and a round trip cost).
  * - **A narrow queue table**, measured beside the wide rows (narrow-queue.ts).
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
@@ -26,7 +29,8 @@ import { embeddedServerStart } from '../../src/db/embedded.js';
 import { agentRegister } from '../../src/engine/agents.js';
 import { taskClaim } from '../../src/engine/claim.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
-import { taskCompleteMark, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
+import { taskCompleteMark, taskCompleteMarkCompiled, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
+import { activityDuring } from './activity.js';
 import { explainPrepared, type Explained, type PlanNode } from './explain.js';
 import { serverCpuSeconds } from '../helpers/proc.js';
 import { graphileFlatReady } from './peers.js';
@@ -34,7 +38,7 @@ import { narrowQueueCompare } from './narrow-queue.js';
 import { analyze, fmt, pct, reset, runAgent, submitChains, submitFlat, BATCH } from './workload.js';
 
 const REPEATS = 15;
-/** Lone completions of each kind (EXPLAINed, timed from Node): a chain of twice as many, plus the warm-up's. */
+/** Lone completions of each kind (EXPLAINed, timed from Node, timed in parts): a chain of three times as many, plus the warm-up's. */
 const LONE_ROUNDS = 60;
 
 interface StatementRow { query: string; calls: string; exec: number; plan: number; rows: string; wal: string; blocks: string }
@@ -42,7 +46,8 @@ interface StatementRow { query: string; calls: string; exec: number; plan: numbe
 /** The statement kinds of the hot path, by a phrase only their text holds. */
 function kindOf(query: string): string {
   if (query.includes('agent_claimed as')) return 'claim';
-  if (query.includes('recorded as (')) return 'completion';
+  // pg_stat_activity shows a statement's first 1,024 bytes: the completion's first CTE, not `recorded`.
+  if (query.includes('recorded as (') || /^\s*with input as \(/.test(query)) return 'completion';
   if (query.includes('plan_cache_mode')) return 'set plan_cache_mode (claim)';
   if (/^\s*(begin|commit|rollback)/i.test(query)) return 'begin/commit';
   return query.replace(/\s+/g, ' ').trim().slice(0, 60);
@@ -58,7 +63,8 @@ async function perStatement(d: Database, clusterDir: string, label: string, data
   const { rows } = await d.db.execute(sql`
     select query, calls::text, total_exec_time as exec, total_plan_time as plan, rows::text, wal_bytes::text as wal,
       (shared_blks_hit + shared_blks_read)::text as blocks
-    from pg_stat_statements where dbid = (select oid from pg_database where datname = ${database})`);
+    from pg_stat_statements where dbid = (select oid from pg_database where datname = ${database})
+      and query not like '%pg_stat_activity%'`); // not the waits' sampler (activity.ts)
   const kinds = new Map<string, { calls: number; exec: number; plan: number; rows: number; wal: number; blocks: number }>();
   for (const r of rows as unknown as StatementRow[]) {
     const k = kindOf(r.query);
@@ -138,28 +144,42 @@ async function explainRounds(d: Database, agentId: string, rounds: number): Prom
 
 /**
  * The idle hop's statement: a chain's task completed alone, handing its dependent to the completing agent, as the
- * runtime's lone completion does. Alternate rounds are EXPLAINed (generic plan, as above) and run as the runtime
- * runs them (taskCompleteMark through the pool, send to reply with its commit), each on the task the round before
- * handed on.
+ * runtime's lone completion does. Each round works on the task the round before handed on, in turn: EXPLAINed
+ * (generic plan, as above); run as the runtime runs it (taskCompleteMark through the pool, send to reply with its
+ * commit); and run inside BEGIN … COMMIT on one connection, the statement and the commit timed apart, each followed
+ * by a one-row UPDATE the same way and a `select 1`.
  */
-async function loneHandOffRounds(d: Database, agentId: string, rounds: number): Promise<{ explained: Explained[]; replyMs: number[] }> {
-  const out = { explained: [] as Explained[], replyMs: [] as number[] };
+async function loneHandOffRounds(d: Database, agentId: string, rounds: number) {
+  const out = { explained: [] as Explained[], replyMs: [] as number[], statementMs: [] as number[], commitMs: [] as number[], rowStatementMs: [] as number[], rowCommitMs: [] as number[], selectMs: [] as number[] };
   const handTo = { agentId, capabilities: [], max: 1, start: false, claimTtlSec: 60 };
   const client = await d.pool.connect();
+  const timed = async (f: () => Promise<unknown>) => { const t0 = performance.now(); await f(); return performance.now() - t0; };
   try {
+    await client.query('create table if not exists bench_one_row (id int primary key, n int not null); insert into bench_one_row values (1, 0) on conflict do nothing');
     // The chain's head, claimed as an agent claims it; each completion below hands on the next task.
     await taskClaim(d.db, agentId, { limit: 1, capabilities: [] });
-    for (let i = 0; i < rounds * 2; i++) {
+    for (let i = 0; i < rounds * 3; i++) {
       const { rows } = await client.query<{ id: string; fence: number }>(`select id, fence from tasks where claimed_by = $1 and status = 'claimed'`, [agentId]);
       if (rows.length !== 1) throw new Error(`lone completion: ${rows.length} tasks held, expected 1 (nothing handed on?)`);
       const items = [{ id: rows[0]!.id, fence: rows[0]!.fence, output: null }];
-      if (i % 2 === 0) {
+      const warm = i >= 6;
+      if (i % 3 === 0) {
         const e = await explainPrepared(client, 'breakdown_lone', taskCompleteMarkSql(items, { handTo }));
-        if (i >= 4) out.explained.push(e);
+        if (warm) out.explained.push(e);
+      } else if (i % 3 === 1) {
+        const ms = await timed(() => taskCompleteMark(d.db, items, { handTo }));
+        if (warm) out.replyMs.push(ms);
       } else {
-        const t0 = performance.now();
-        await taskCompleteMark(d.db, items, { handTo });
-        if (i >= 4) out.replyMs.push(performance.now() - t0);
+        // As the runtime sends it (a named prepared statement, db/queries/run.ts rowsOfPrepared), in a transaction.
+        const q = taskCompleteMarkCompiled(items, { handTo });
+        await client.query('begin');
+        const statement = await timed(() => client.query({ name: `breakdown_${q.hash}`, text: q.sql, values: q.params }));
+        const commit = await timed(() => client.query('commit'));
+        await client.query('begin');
+        const rowStatement = await timed(() => client.query({ name: 'breakdown_row', text: 'update bench_one_row set n = n + 1 where id = 1' }));
+        const rowCommit = await timed(() => client.query('commit'));
+        const select = await timed(() => client.query({ name: 'breakdown_select', text: 'select 1' }));
+        if (warm) { out.statementMs.push(statement); out.commitMs.push(commit); out.rowStatementMs.push(rowStatement); out.rowCommitMs.push(rowCommit); out.selectMs.push(select); }
       }
     }
   } finally {
@@ -190,8 +210,15 @@ export async function breakdownBench(quick: boolean, handOff: boolean): Promise<
     // where PostgreSQL plans a prepared statement afresh for its first five runs before it settles on a generic plan.
     await (await dagentRun(d, 4_000, () => submitFlat(d, 4_000), handOff))();
     await (await dagentRun(d, 2_000, () => submitChains(d, 40, 50), handOff))();
-    lines.push(...await perStatement(d, clusterDir, `dagent, flat ${fmt(flat)}, 32 slots, batch ${BATCH}${handOff ? '' : ', no hand-off'}`, 'bench', await dagentRun(d, flat, () => submitFlat(d, flat), handOff)));
-    lines.push(...await perStatement(d, clusterDir, `dagent, chains ${chains} × 50, 32 slots, batch ${BATCH}${handOff ? '' : ', no hand-off'}`, 'bench', await dagentRun(d, chains * 50, () => submitChains(d, chains, 50), handOff)));
+    // The claim runs as `SET LOCAL …; EXECUTE …` (rowsOfPreparedGeneric), which is what pg_stat_activity shows of it.
+    const waits: string[] = [];
+    const watched = (run: () => Promise<{ tasks: number; seconds: number }>) => async () => {
+      const { result, lines: seen } = await activityDuring(server.url, (q) => (kindOf(q).includes('claim') ? 'claim' : kindOf(q)), run);
+      waits.push(...seen);
+      return result;
+    };
+    lines.push(...await perStatement(d, clusterDir, `dagent, flat ${fmt(flat)}, 32 slots, batch ${BATCH}${handOff ? '' : ', no hand-off'}`, 'bench', watched(await dagentRun(d, flat, () => submitFlat(d, flat), handOff))), ...waits.splice(0));
+    lines.push(...await perStatement(d, clusterDir, `dagent, chains ${chains} × 50, 32 slots, batch ${BATCH}${handOff ? '' : ', no hand-off'}`, 'bench', watched(await dagentRun(d, chains * 50, () => submitChains(d, chains, 50), handOff))), ...waits.splice(0));
     // The same flat work on graphile-worker batched (the target's peer), for its cost per job beside dagent's.
     const peer = await graphileFlatReady(server.url, flat);
     lines.push(...await perStatement(d, clusterDir, `graphile-worker batched, flat ${fmt(flat)}, 32 slots`, peer.database, async () => ({ tasks: flat, seconds: flat / (await peer.run()) })));
@@ -204,12 +231,13 @@ export async function breakdownBench(quick: boolean, handOff: boolean): Promise<
     lines.push('claim of 200 (the heads of 200 chains):', ...explainSummary(rounds.claim));
     lines.push('completion of those 200 (each unblocks its next task):', ...explainSummary(rounds.completion));
     await reset(d);
-    await submitChains(d, 1, LONE_ROUNDS * 2 + 8);
+    await submitChains(d, 1, LONE_ROUNDS * 3 + 8);
     await analyze(d);
     await agentRegister(d.db, { id: 'lone', type: 'bench', capabilities: [], maxConcurrent: 1000 });
     const lone = await loneHandOffRounds(d, 'lone', LONE_ROUNDS);
     lines.push('a lone completion handing its dependent on (the idle hop\'s statement):', ...explainSummary(lone.explained),
-      `  as the runtime runs it (send → reply, its commit inside, generic or custom plan as PostgreSQL chose): p50 ${pct(lone.replyMs, 50).toFixed(2)} ms, p90 ${pct(lone.replyMs, 90).toFixed(2)} ms (${lone.replyMs.length})`);
+      `  as the runtime runs it (send → reply, its commit inside, generic or custom plan as PostgreSQL chose): p50 ${pct(lone.replyMs, 50).toFixed(2)} ms, p90 ${pct(lone.replyMs, 90).toFixed(2)} ms (${lone.replyMs.length})`,
+      `  in BEGIN … COMMIT, p50: the statement ${pct(lone.statementMs, 50).toFixed(2)} ms, its commit ${pct(lone.commitMs, 50).toFixed(2)} ms; a one-row UPDATE ${pct(lone.rowStatementMs, 50).toFixed(2)} ms, its commit ${pct(lone.rowCommitMs, 50).toFixed(2)} ms; select 1 ${pct(lone.selectMs, 50).toFixed(2)} ms (${lone.selectMs.length} each)`);
     lines.push(...await narrowQueueCompare(d));
   } finally {
     await d.close();
