@@ -1,10 +1,13 @@
 /**
  * What the server's backends and the machine do while a run goes on (--breakdown): where the loop waits. A
- * connection of its own samples `pg_stat_activity` every SAMPLE_MS; each active client backend's statement is
- * sorted by kind (the caller's `kindOf`) and its state by what it waits for; /proc/stat gives the machine's busy,
- * I/O-wait and idle shares over the run. The sampler's own queries cost the server ~100 trivial statements a second.
+ * connection of its own samples `pg_stat_activity`, pausing SAMPLE_MS between samples (so one every 12-15 ms with
+ * the query's own time); each active client backend's statement is sorted by kind (the caller's `kindOf`) and its
+ * state by what it waits for ("CPU": no wait event, so running or waiting for a core); /proc/stat gives the machine's
+ * busy, I/O-wait and idle shares over the run. The sampler runs in this process and its backend in the server, so
+ * their CPU (70-80 trivial statements a second) is counted in the run's figures.
  */
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 
 const SAMPLE_MS = 10;
@@ -53,6 +56,7 @@ export async function activityDuring<T>(url: string, kindOf: (query: string) => 
     }
   })();
   const m0 = machineTicks();
+  const started = performance.now();
   let result: T;
   try {
     result = await run();
@@ -62,13 +66,14 @@ export async function activityDuring<T>(url: string, kindOf: (query: string) => 
     await sampler.end().catch(() => {});
   }
   const m1 = machineTicks();
+  const everyMs = (performance.now() - started) / Math.max(1, samples);
   const [busy, iowait, idle] = m1.map((v, i) => v - m0[i]!) as [number, number, number];
   const all = busy + iowait + idle;
   const kinds = [...byKind].map(([k, states]) => [k, states, [...states.values()].reduce((a, b) => a + b, 0)] as const).sort((a, b) => b[2] - a[2]);
   return {
     result,
     lines: [
-      `  where it waits (pg_stat_activity every ${SAMPLE_MS} ms, ${samples} samples; share of the run's time):`,
+      `  where it waits (pg_stat_activity, ${samples} samples, one every ${everyMs.toFixed(1)} ms; per statement kind, its active backends summed over the samples as a share of them, by what they wait for; CPU = no wait event):`,
       ...kinds.slice(0, 3).map(([k, states, n]) => `    ${k}: active ${pctOf(n, samples)}: ${[...states].sort((a, b) => b[1] - a[1]).map(([s, c]) => `${s} ${pctOf(c, samples)}`).join(', ')}`),
       `    client backends active at once: ${Array.from(atOnce, (c, n) => `${n}: ${pctOf(c ?? 0, samples)}`).join(', ')}`,
       `    the machine (both cores): busy ${pctOf(busy, all)}, waiting for I/O ${pctOf(iowait, all)}, idle ${pctOf(idle, all)}`,
