@@ -2,9 +2,10 @@
  * What the server's backends and the machine do while a run goes on (--breakdown): where the loop waits. A
  * connection of its own samples `pg_stat_activity`, pausing SAMPLE_MS between samples (so one every 12-15 ms with
  * the query's own time); each active client backend's statement is sorted by kind (the caller's `kindOf`) and its
- * state by what it waits for ("CPU": no wait event, so running or waiting for a core); /proc/stat gives the machine's
- * busy, I/O-wait and idle shares over the run. The sampler runs in this process and its backend in the server, so
- * their CPU (70-80 trivial statements a second) is counted in the run's figures.
+ * state by what it waits for ("CPU": no wait event, so running or waiting for a core). /proc/stat gives the
+ * machine's busy, I/O-wait and idle shares over the run, and the event loop's utilization the share of the run this
+ * process's one JavaScript thread was busy. The sampler runs in this process and its backend in the server, so their
+ * CPU (70-80 trivial statements a second) is counted in the run's figures.
  */
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -57,6 +58,7 @@ export async function activityDuring<T>(url: string, kindOf: (query: string) => 
   })();
   const m0 = machineTicks();
   const started = performance.now();
+  const elu0 = performance.eventLoopUtilization();
   let result: T;
   try {
     result = await run();
@@ -66,6 +68,7 @@ export async function activityDuring<T>(url: string, kindOf: (query: string) => 
     await sampler.end().catch(() => {});
   }
   const m1 = machineTicks();
+  const elu = performance.eventLoopUtilization(elu0).utilization;
   const everyMs = (performance.now() - started) / Math.max(1, samples);
   const [busy, iowait, idle] = m1.map((v, i) => v - m0[i]!) as [number, number, number];
   const all = busy + iowait + idle;
@@ -76,7 +79,7 @@ export async function activityDuring<T>(url: string, kindOf: (query: string) => 
       `  where it waits (pg_stat_activity, ${samples} samples, one every ${everyMs.toFixed(1)} ms; per statement kind, its active backends summed over the samples as a share of them, by what they wait for; CPU = no wait event):`,
       ...kinds.slice(0, 3).map(([k, states, n]) => `    ${k}: active ${pctOf(n, samples)}: ${[...states].sort((a, b) => b[1] - a[1]).map(([s, c]) => `${s} ${pctOf(c, samples)}`).join(', ')}`),
       `    client backends active at once: ${Array.from(atOnce, (c, n) => `${n}: ${pctOf(c ?? 0, samples)}`).join(', ')}`,
-      `    the machine (both cores): busy ${pctOf(busy, all)}, waiting for I/O ${pctOf(iowait, all)}, idle ${pctOf(idle, all)}`,
+      `    the machine (both cores): busy ${pctOf(busy, all)}, waiting for I/O ${pctOf(iowait, all)}, idle ${pctOf(idle, all)}; this process's event loop busy ${pctOf(elu, 1)} of the run`,
     ],
   };
 }
