@@ -48,10 +48,11 @@ export async function activityDuring<T>(url: string, kindOf: (query: string) => 
       samples++;
       atOnce[rows.length] = (atOnce[rows.length] ?? 0) + 1;
       for (const r of rows) {
-        const states = byKind.get(kindOf(r.query)) ?? new Map<string, number>();
+        const kind = kindOf(r.query);
+        const states = byKind.get(kind) ?? new Map<string, number>();
         const s = stateOf(r.type, r.event);
         states.set(s, (states.get(s) ?? 0) + 1);
-        byKind.set(kindOf(r.query), states);
+        byKind.set(kind, states);
       }
       await new Promise((resolve) => setTimeout(resolve, SAMPLE_MS));
     }
