@@ -213,7 +213,7 @@ export async function breakdownBench(quick: boolean, handOff: boolean): Promise<
     // The claim runs as `SET LOCAL …; EXECUTE …` (rowsOfPreparedGeneric), which is what pg_stat_activity shows of it.
     const waits: string[] = [];
     const watched = (run: () => Promise<{ tasks: number; seconds: number }>) => async () => {
-      const { result, lines: seen } = await activityDuring(server.url, (q) => (kindOf(q).includes('claim') ? 'claim' : kindOf(q)), run);
+      const { result, lines: seen } = await activityDuring(server.url, (q) => kindOf(q).replace('set plan_cache_mode (claim)', 'claim'), run);
       waits.push(...seen);
       return result;
     };
