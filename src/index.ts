@@ -6,9 +6,9 @@ export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/d
 export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
 export { AgentFleet, type FleetMember } from './runtime/fleet.js';
 export { RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';
-export type { ClaimedTask, PreviousAttempt } from './engine/claim.js';
+export type { ClaimedTask, PreviousAttempt } from './engine/attempt/claim.js';
 export type { SubtaskSpec } from './dag/subtask-spec.js';
-export type { SpawnedChild } from './engine/spawn.js';
+export type { SpawnedChild } from './engine/dag/spawn.js';
 
 // The database: the embedded server, or DATABASE_URL's.
 export { databaseOpen, type Database, type DatabaseOptions, type Db } from './db/connection.js';
@@ -17,25 +17,25 @@ export { configFromEnv, LEASE_DEFAULTS, type Config } from './config/index.js';
 // DAGs: load a file, submit it, add edges to a live one.
 export { dagFileLoad, dagSourceLoad, type LoadOptions } from './dag/load.js';
 export type { DagSpec, TaskSpec, TaskBody, RetryPolicy } from './dag/spec.js';
-export { dagSubmit, type SubmitOptions, type SubmitResult } from './engine/submit.js';
-export { dagEdgesAdd, type EdgeByKey } from './engine/edges.js';
+export { dagSubmit, type SubmitOptions, type SubmitResult } from './engine/dag/submit.js';
+export { dagEdgesAdd, type EdgeByKey } from './engine/dag/edges.js';
 
 // The agent protocol, for a runtime of one's own (what AgentRunner and the HTTP API do).
-export { agentRegister, agentBeat, agentDrain, agentDeregister, type AgentRegistration } from './engine/agents.js';
-export { taskClaim, type ClaimOptions } from './engine/claim.js';
-export { taskStart, taskHeartbeat, taskComplete, taskCompleteMany, taskRelease } from './engine/lifecycle.js';
-export { taskFail, type Failure, type FailureOutcome } from './engine/failure.js';
-export { taskSpawn, type SpawnOptions, type SpawnResult } from './engine/spawn.js';
-export type { TaskRef } from './engine/guard.js';
-export type { Completion } from './engine/completion.js';
-export type { OutputOutcome } from './engine/output-settle.js';
+export { agentRegister, agentBeat, agentDrain, agentDeregister, type AgentRegistration } from './engine/ops/agents.js';
+export { taskClaim, type ClaimOptions } from './engine/attempt/claim.js';
+export { taskStart, taskHeartbeat, taskComplete, taskCompleteMany, taskRelease } from './engine/attempt/lifecycle.js';
+export { taskFail, type Failure, type FailureOutcome } from './engine/attempt/fail.js';
+export { taskSpawn, type SpawnOptions, type SpawnResult } from './engine/dag/spawn.js';
+export type { TaskRef } from './engine/attempt/refusal.js';
+export type { Completion } from './engine/attempt/completion.js';
+export type { OutputOutcome } from './engine/attempt/settle.js';
 
 // Operations: look, cancel, handle dead letters, run the maintenance loops.
-export { dagStatus, taskShow, statsGet } from './engine/inspect.js';
-export { taskCancel, dagCancel } from './engine/cancel.js';
-export { dlqList, dlqShow, dlqRetry, dlqCancel } from './engine/dlq.js';
+export { dagStatus, taskShow, statsGet } from './engine/read/inspect.js';
+export { taskCancel, dagCancel } from './engine/dag/cancel.js';
+export { dlqList, dlqShow, dlqRetry, dlqCancel } from './engine/ops/dlq.js';
 export { maintenanceServices, type MaintenanceService } from './maintenance/index.js';
-export { prune, prunePreview, type PruneOptions, type PruneCounts, type RetentionPreview } from './engine/retention.js';
+export { prune, prunePreview, type PruneOptions, type PruneCounts, type RetentionPreview } from './engine/ops/retention.js';
 export { traceEmitterStart, type TraceEmitter } from './observability/tracing.js';
 export { dagentIdGenerator, attemptTraceparent, dagTraceId } from './observability/trace-ids.js';
 

@@ -11,7 +11,7 @@ export function approvalCommands(program: Command, ctx: CommandContext): void {
     .option('--dag <id>', 'only this DAG\'s')
     .option('--json', 'machine-readable output')
     .action(async (opts: { dag?: string; json?: boolean }) => {
-      const { approvalList } = await import('../engine/approvals.js');
+      const { approvalList } = await import('../engine/waits/approvals.js');
       const rows = await withDatabase(ctx, (d) => approvalList(d.db, { dagId: opts.dag }));
       const out = new Output(ctx.io, !!opts.json);
       out.result({ approvals: rows }, () => {
@@ -34,7 +34,7 @@ export function approvalCommands(program: Command, ctx: CommandContext): void {
     .option('--json', 'machine-readable output')
     .action(async (taskId: string, opts: { comment?: string; output?: string; outputFile?: string; json?: boolean }) => {
       const output = jsonOptionRead('output', opts.output, opts.outputFile);
-      const { taskApprove } = await import('../engine/approvals.js');
+      const { taskApprove } = await import('../engine/waits/approvals.js');
       const r = await withDatabase(ctx, (d) => taskApprove(d.db, taskId, { by: resolver(ctx), comment: opts.comment, ...(output.given ? { output: output.value } : {}) }, { log: ctx.log }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(r, () => out.line(`${r.taskId}: approved${output.given ? ' (output replaced)' : ''}; the task is ${r.outcome.status}`));
@@ -47,7 +47,7 @@ export function approvalCommands(program: Command, ctx: CommandContext): void {
     .requiredOption('--comment <text>', 'what is wrong: the retry\'s agent is told')
     .option('--json', 'machine-readable output')
     .action(async (taskId: string, opts: { comment: string; json?: boolean }) => {
-      const { taskReject } = await import('../engine/approvals.js');
+      const { taskReject } = await import('../engine/waits/approvals.js');
       const r = await withDatabase(ctx, (d) => taskReject(d.db, taskId, { by: resolver(ctx), comment: opts.comment }, { log: ctx.log }));
       const out = new Output(ctx.io, !!opts.json);
       const next = r.outcome.status === 'rejected' ? r.outcome.failure.status : r.outcome.status;

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { InvalidInputError } from '../errors.js';
-import { dagCancel, taskCancel } from '../engine/cancel.js';
+import { dagCancel, taskCancel } from '../engine/dag/cancel.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output } from './output.js';
 

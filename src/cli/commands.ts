@@ -60,7 +60,7 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
       dag: 'change a DAG',
       costs: 'spend per day, per agent (budget, reserved, left) and per DAG',
     },
-    load: async () => (await import('./scheduling.js')).schedulingCommands,
+    load: async () => (await import('./priority.js')).schedulingCommands,
   },
   { commands: { cron: 'cron schedules: DAGs created on a schedule' }, load: async () => (await import('./cron.js')).cronCommands },
   {

@@ -4,7 +4,7 @@ import { configFromEnv } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import {
   scheduleList, scheduleNext, schedulePause, scheduleRegister, scheduleRemove, scheduleResume, scheduleTrigger,
-} from '../engine/schedules.js';
+} from '../engine/ops/cron.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
 import { Output } from './output.js';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { parse, stringify } from 'yaml';
 import type { TaskBody } from '../dag/spec.js';
 import type { TaskRow } from '../db/rows.js';
-import type { TaskEditInput } from '../engine/dlq.js';
+import type { TaskEditInput } from '../engine/ops/dlq.js';
 import { InvalidInputError } from '../errors.js';
 import type { Io } from './output.js';
 

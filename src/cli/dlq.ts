@@ -1,7 +1,7 @@
 import type { StepVerdict } from '../validation/verdict.js';
 import type { Command } from 'commander';
 import { InvalidInputError } from '../errors.js';
-import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, type TaskEditInput } from '../engine/dlq.js';
+import { dlqBulk, dlqCancel, dlqEditRetry, dlqList, dlqRetry, dlqShow, type TaskEditInput } from '../engine/ops/dlq.js';
 import { editFromEditor, editFromPatchFile } from './dlq-edit.js';
 import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
@@ -35,7 +35,7 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
     .argument('<id>')
     .option('--json', 'machine-readable output')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const { attemptLogsGet } = await import('../engine/attempt-logs.js');
+      const { attemptLogsGet } = await import('../engine/read/attempt-logs.js');
       const s = await withDatabase(ctx, async (d) => {
         const shown = await dlqShow(d.db, id);
         // What the last attempt that logged said: the end of it, where the failure usually is.

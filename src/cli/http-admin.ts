@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, VALIDATOR_PREFIX, type Grant, type TokenRole } from '../engine/tokens.js';
-import { urlRedact } from '../engine/webhook-post.js';
-import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../engine/webhooks.js';
+import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, VALIDATOR_PREFIX, type Grant, type TokenRole } from '../auth/tokens.js';
+import { urlRedact } from '../webhooks/post.js';
+import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../webhooks/webhooks.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { openApiDocumentBuild } from '../http/server.js';
 import { configFromEnv } from '../config/index.js';

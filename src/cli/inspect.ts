@@ -4,8 +4,8 @@ import { existsSync } from 'node:fs';
 import { dagFileLoad } from '../dag/load.js';
 import { graphCollapse, graphRender, type GraphFormat } from '../dag/render.js';
 import { InvalidInputError } from '../errors.js';
-import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/inspect.js';
-import { unclaimableList } from '../engine/scheduling.js';
+import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/read/inspect.js';
+import { unclaimableList } from '../engine/ops/priority.js';
 import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, ago, usd } from './output.js';
 import { paramCollect } from './submit.js';
@@ -79,7 +79,7 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
     .option('--note <text>', 'why, recorded with the event')
     .option('--json', 'machine-readable output')
     .action(async (taskId: string, opts: { downstream?: boolean; note?: string; json?: boolean }) => {
-      const { taskRerun } = await import('../engine/rerun.js');
+      const { taskRerun } = await import('../engine/dag/rerun.js');
       const r = await withDatabase(ctx, (d) => taskRerun(d.db, taskId, { downstream: opts.downstream, note: opts.note, by: resolver(ctx) }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(r, () => out.line(`${r.dagId}: ${r.reopened.length} task(s) to run again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`));

@@ -9,7 +9,7 @@ export function limitsCommands(program: Command, ctx: CommandContext): void {
 
   json(limits.command('list').description('the declared limits, what their current window holds, and the models or providers a 429 paused'))
     .action(async (opts: { json?: boolean }) => {
-      const { rateLimitList } = await import('../engine/rate-limits.js');
+      const { rateLimitList } = await import('../engine/ops/rate-limits.js');
       const { modelPauseList } = await import('../db/queries/model-pauses.js');
       const [rows, pauses] = await withDatabase(ctx, async (d) => [await rateLimitList(d.db), (await modelPauseList(d.db)).filter((p) => p.remainingSec > 0)] as const);
       const out = new Output(ctx.io, !!opts.json);
@@ -30,7 +30,7 @@ export function limitsCommands(program: Command, ctx: CommandContext): void {
     .option('--per <duration>', 'the window: 1m (the default), 10s, 1h')
     .option('--default-tokens <n>', 'what a task without estimated_tokens reserves (default 0)'))
     .action(async (key: string, opts: { requests?: string; tokens?: string; per?: string; defaultTokens?: string; json?: boolean }) => {
-      const { rateLimitSet } = await import('../engine/rate-limits.js');
+      const { rateLimitSet } = await import('../engine/ops/rate-limits.js');
       const body = {
         ...(opts.requests !== undefined ? { requests: opts.requests } : {}),
         ...(opts.tokens !== undefined ? { tokens: opts.tokens } : {}),
@@ -44,7 +44,7 @@ export function limitsCommands(program: Command, ctx: CommandContext): void {
 
   json(limits.command('rm').description('remove a declared limit').argument('<key>'))
     .action(async (key: string, opts: { json?: boolean }) => {
-      const { rateLimitRemove } = await import('../engine/rate-limits.js');
+      const { rateLimitRemove } = await import('../engine/ops/rate-limits.js');
       await withDatabase(ctx, (d) => rateLimitRemove(d.db, key, { log: ctx.log }));
       const out = new Output(ctx.io, !!opts.json);
       out.result({ key, removed: true }, () => out.line(`removed the limit of ${key}`));
@@ -54,7 +54,7 @@ export function limitsCommands(program: Command, ctx: CommandContext): void {
     .argument('<file>', 'the limits file')
     .option('--prune', 'also remove the limits the file does not name (the file is the whole configuration)'))
     .action(async (file: string, opts: { prune?: boolean; json?: boolean }) => {
-      const { rateLimitsApply, rateLimitsFileRead } = await import('../engine/rate-limits.js');
+      const { rateLimitsApply, rateLimitsFileRead } = await import('../engine/ops/rate-limits.js');
       const limits = rateLimitsFileRead(file);
       const r = await withDatabase(ctx, (d) => rateLimitsApply(d.db, limits, { prune: opts.prune, log: ctx.log }));
       const out = new Output(ctx.io, !!opts.json);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { LogLine } from '../db/queries/attempt-logs.js';
-import type { AttemptLogView } from '../engine/attempt-logs.js';
+import type { AttemptLogView } from '../engine/read/attempt-logs.js';
 import { InvalidInputError } from '../errors.js';
 import { LIMITS } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
@@ -34,7 +34,7 @@ export function logsCommand(program: Command, ctx: CommandContext): void {
     .action(async (taskId: string, opts: { attempt?: string; follow?: boolean; json?: boolean }) => {
       const attempt = opts.attempt === undefined ? undefined : Number(opts.attempt);
       if (attempt !== undefined && (!Number.isInteger(attempt) || attempt < 1)) throw new InvalidInputError(`--attempt must be a whole number from 1, got ${opts.attempt}`);
-      const { attemptLogsGet, LOG_READ_PAGE_LINES } = await import('../engine/attempt-logs.js');
+      const { attemptLogsGet, LOG_READ_PAGE_LINES } = await import('../engine/read/attempt-logs.js');
       const { taskGet } = await import('../db/queries/tasks-read.js');
       const out = new Output(ctx.io, !!opts.json);
       await withDatabase(ctx, async (d) => {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { ForbiddenError, InvalidInputError, UnauthorizedError } from '../errors.js';
-import { accessAllows } from '../engine/access.js';
+import { accessAllows } from '../auth/access.js';
 import { configFromEnv } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
 
@@ -14,7 +14,7 @@ export function mcpCommand(program: Command, ctx: CommandContext): void {
       const token = opts.token ?? ctx.io.env.DAGENT_TOKEN;
       if (!token) throw new InvalidInputError('--token (or DAGENT_TOKEN) is required: an agent token from dagent tokens create --role agent');
       const [{ StdioServerTransport }, { mcpSessionCreate }, { tokenVerify }, { packageVersion }] = await Promise.all([
-        import('@modelcontextprotocol/sdk/server/stdio.js'), import('../mcp/server.js'), import('../engine/tokens.js'), import('../package-root.js'),
+        import('@modelcontextprotocol/sdk/server/stdio.js'), import('../mcp/server.js'), import('../auth/tokens.js'), import('../package-root.js'),
       ]);
       const cfg = configFromEnv(ctx.io.env);
       await withDatabase(ctx, async (d) => {

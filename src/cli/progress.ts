@@ -1,5 +1,5 @@
 import type { Db } from '../db/connection.js';
-import { dagStatus } from '../engine/inspect.js';
+import { dagStatus } from '../engine/read/inspect.js';
 import { usd } from './output.js';
 import type { Io } from './output.js';
 import { progressDisplay, type ProgressDisplay } from './progress-display.js';

@@ -14,7 +14,7 @@ export function pruneCommand(program: Command, ctx: CommandContext): void {
     .option('--json', 'machine-readable output')
     .action(async (opts: { olderThan?: string; dryRun?: boolean; json?: boolean }) => {
       const olderThanSec = pruneOlderThan(opts.olderThan, ctx.io.env);
-      const { prune, prunePreview } = await import('../engine/retention.js');
+      const { prune, prunePreview } = await import('../engine/ops/retention.js');
       const out = new Output(ctx.io, !!opts.json);
       await withDatabase(ctx, async (d) => {
         const preview = await prunePreview(d.db, olderThanSec);

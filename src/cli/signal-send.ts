@@ -14,7 +14,7 @@ export function signalCommand(program: Command, ctx: CommandContext): void {
     .option('--json', 'machine-readable output')
     .action(async (key: string, opts: { payload?: string; payloadFile?: string; json?: boolean }) => {
       const payload = jsonOptionRead('payload', opts.payload, opts.payloadFile).value ?? null;
-      const { signalSend } = await import('../engine/signals.js');
+      const { signalSend } = await import('../engine/waits/signals.js');
       const r = await withDatabase(ctx, (d) => signalSend(d.db, key, payload, { by: resolver(ctx), log: ctx.log }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(r, () => out.line(r.completed.length

@@ -5,7 +5,7 @@ import { dagFileSchema, templateFileSchema } from '../dag/file-schema.js';
 import { dagFileLoad, EXTENSION_PREFIX } from '../dag/load.js';
 import type { DagSpec } from '../dag/spec.js';
 import { DagNotCompletedError, DagValidationError, InvalidInputError, type SpecProblem } from '../errors.js';
-import { dagSubmitOrSchedule } from '../engine/intake.js';
+import { dagSubmitOrSchedule } from '../engine/ops/submit-or-schedule.js';
 import { configFromEnv } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output } from './output.js';

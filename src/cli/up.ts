@@ -7,7 +7,7 @@ import { AgentFleet, type FleetMember } from '../runtime/fleet.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { shutdownSignal } from './signals.js';
 import { httpServerCreate } from '../http/server.js';
-import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/queries/run.js';
+import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/statement.js';
 import { ReadyListener } from '../db/ready-listener.js';
 
 /**

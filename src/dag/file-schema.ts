@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { durationSchema } from '../durations.js';
 import { RESERVED_NAMES } from '../json-guard.js';
-import { modelNameSchema } from '../model-names.js';
+import { modelNameSchema } from '../llm-models.js';
 import { countSchema } from '../counts.js';
 import { STEP_FILE_FIELDS, validationStepFileSchema } from '../validation/steps/index.js';
 import { approvalTaskFileSchema } from '../validation/steps/approval.js';

@@ -3,7 +3,7 @@ import { LEASE_DEFAULTS, LIMITS } from '../config/index.js';
 import { durationSchema } from '../durations.js';
 import { ForbiddenError, InvalidInputError } from '../errors.js';
 import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
-import { modelNameSchema } from '../model-names.js';
+import { modelNameSchema } from '../llm-models.js';
 import { dagFileNormalize } from './normalize.js';
 import type { ConcurrencySpec, SpawnPolicy, SpawnTemplate, TaskSpec } from './spec.js';
 import { didYouMean } from './suggest.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { READY_CHANNEL } from './queries/run.js';
+import { READY_CHANNEL } from './statement.js';
 
 /** The application_name of a listener's connection: how to find it in pg_stat_activity. */
 export const LISTENER_APPLICATION_NAME = 'dagent-listener';

@@ -277,7 +277,7 @@ export interface DagListFilter {
   cursor?: Cursor;
 }
 
-/** A task as the claim statement returns it (tasks-claim.ts), before engine/claim.ts shapes it for the agent. */
+/** A task as the claim statement returns it (tasks-claim.ts), before engine/attempt/claim.ts shapes it for the agent. */
 export interface ClaimedRow {
   id: string;
   dagId: string;

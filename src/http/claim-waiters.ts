@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { READY_CHANNEL } from '../db/queries/run.js';
+import { READY_CHANNEL } from '../db/statement.js';
 import { readyHintParse, type ReadyHint } from '../db/queries/ready-hint.js';
 import { ReadyListener } from '../db/ready-listener.js';
 

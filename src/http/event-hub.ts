@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { dagChangedSince } from '../db/queries/dags.js';
 import { eventListAfter, eventMaxId } from '../db/queries/events.js';
-import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/queries/run.js';
+import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/statement.js';
 import { taskStatesForDag } from '../db/queries/tasks-read.js';
 import { ReadyListener } from '../db/ready-listener.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { CLAIM_WAIT_DEFAULTS } from '../config/index.js';
 import { readyForReach, readyInGroup } from '../db/queries/ready-hint.js';
-import { tokenLive } from '../engine/tokens.js';
+import { tokenLive } from '../auth/tokens.js';
 import type { Claimant, Wake, WaiterReach } from './claim-waiters.js';
 import type { HttpDeps } from './deps.js';
 

@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { LIMITS } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { jsonPathFormat, jsonProblem } from '../json-guard.js';
-import type { Principal } from '../engine/tokens.js';
-import type { Access } from '../engine/access.js';
+import type { Principal } from '../auth/tokens.js';
+import type { Access } from '../auth/access.js';
 
-export { ACCESS_ROLES, type Access } from '../engine/access.js';
+export { ACCESS_ROLES, type Access } from '../auth/access.js';
 
 export interface RouteSpec<B extends z.ZodType, Q extends z.ZodType> {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';

@@ -11,7 +11,7 @@ import {
   InvalidInputError, NotFoundError, RequestTimeoutError, UnauthorizedError, UnavailableError, UnsupportedMediaTypeError, UriTooLongError,
 } from '../errors.js';
 import { jsonTextTooDeep, utf8Decode } from '../json-guard.js';
-import { tokenTouch, tokenVerify } from '../engine/tokens.js';
+import { tokenTouch, tokenVerify } from '../auth/tokens.js';
 import { ACCESS_ROLES } from './route.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { taskHoldCheck } from '../engine/agents.js';
-import type { Principal } from '../engine/tokens.js';
+import { taskHoldCheck } from '../engine/ops/agents.js';
+import type { Principal } from '../auth/tokens.js';
 import type { HttpDeps } from './deps.js';
 
 /** What the agent routes share: the fence a report presents, and the check that the agent holds the task. */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
 import { dagBudgetedOpenIds } from '../db/queries/dags.js';
-import { blockedKind, dagStatusSync } from '../engine/dag-status.js';
+import { blockedKind, dagStatusSync } from '../engine/dag/dag-status.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
 export const BUDGET_WATCH_INTERVAL_MS_DEFAULT = 5_000;

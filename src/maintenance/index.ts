@@ -10,7 +10,7 @@ import { reaperCreate } from './reaper.js';
 import { retentionLoopCreate } from './retention.js';
 import { schedulerCreate } from './scheduler.js';
 import type { MaintenanceService } from './service.js';
-import { waitsCreate } from './waits.js';
+import { waitsCreate } from './waits-and-maps.js';
 import { webhookDispatcherCreate } from './webhook-dispatcher.js';
 
 export type { MaintenanceService };

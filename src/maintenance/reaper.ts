@@ -7,8 +7,8 @@ import { eventInsertMany } from '../db/queries/events.js';
 import { taskReleaseMark } from '../db/queries/tasks-lifecycle.js';
 import { taskLeaseExpiredList, type ExpiredLease } from '../db/queries/tasks-maintenance.js';
 import { DagentError } from '../errors.js';
-import { taskFail } from '../engine/failure.js';
-import { crashBlame } from '../engine/crash-blame.js';
+import { taskFail } from '../engine/attempt/fail.js';
+import { crashBlame } from '../engine/attempt/crash-blame.js';
 import { attemptCrashHistory } from '../db/queries/attempts.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
@@ -56,7 +56,7 @@ export function reaperCreate(o: ReaperOptions): MaintenanceService {
         return true;
       }
     }
-    // A dead agent takes every task it ran with it; only evidence is charged a crash (engine/crash-blame.ts).
+    // A dead agent takes every task it ran with it; only evidence is charged a crash (engine/attempt/crash-blame.ts).
     let details: Record<string, unknown> | undefined;
     let blame = '';
     if (t.reason === 'heartbeat' && t.status === 'running') {

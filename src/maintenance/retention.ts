@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
 import { RETENTION_DEFAULTS } from '../config/index.js';
-import { prune } from '../engine/retention.js';
+import { prune } from '../engine/ops/retention.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
 export interface RetentionLoopOptions {
@@ -14,7 +14,7 @@ export interface RetentionLoopOptions {
 
 /**
  * Prunes finished DAGs (and the rest retention covers) older than the period, in small batches
- * (src/engine/retention.ts). Off when DAGENT_RETENTION is `off`.
+ * (src/engine/ops/retention.ts). Off when DAGENT_RETENTION is `off`.
  */
 export function retentionLoopCreate(o: RetentionLoopOptions): MaintenanceService {
   const log = o.log?.child({ service: 'retention' });

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
-import { scheduleFireDue, type Clock } from '../engine/schedules.js';
+import { scheduleFireDue, type Clock } from '../engine/ops/cron.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
 export const SCHEDULER_INTERVAL_MS_DEFAULT = 1_000;

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/connection.js';
-import { webhookDeliverDue, type DeliverOptions } from '../engine/webhooks.js';
+import { webhookDeliverDue, type DeliverOptions } from '../webhooks/webhooks.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
 export const WEBHOOK_DISPATCHER_INTERVAL_MS_DEFAULT = 1_000;

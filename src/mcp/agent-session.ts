@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
 import { errorMessage, type Db } from '../db/connection.js';
-import { agentRegister } from '../engine/agents.js';
-import { attemptLogAppend, type LogLineInput } from '../engine/attempt-logs.js';
-import { taskClaim, type ClaimedTask } from '../engine/claim.js';
-import { taskFail, type FailureOutcome } from '../engine/failure.js';
-import { taskComplete, taskHeartbeat, taskRelease } from '../engine/lifecycle.js';
-import { taskSpawn } from '../engine/spawn.js';
-import { grantApply, grantMaxHeld, type Principal } from '../engine/tokens.js';
+import { agentRegister } from '../engine/ops/agents.js';
+import { attemptLogAppend, type LogLineInput } from '../engine/read/attempt-logs.js';
+import { taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
+import { taskFail, type FailureOutcome } from '../engine/attempt/fail.js';
+import { taskComplete, taskHeartbeat, taskRelease } from '../engine/attempt/lifecycle.js';
+import { taskSpawn } from '../engine/dag/spawn.js';
+import { grantApply, grantMaxHeld, type Principal } from '../auth/tokens.js';
 import { DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '../errors.js';
 import { LEASE_DEFAULTS } from '../config/index.js';
 

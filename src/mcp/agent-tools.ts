@@ -1,9 +1,9 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import type { ClaimedTask } from '../engine/claim.js';
-import { reportFailure, reportLogLine, reportProgress, reportSpend } from '../engine/report-schemas.js';
+import type { ClaimedTask } from '../engine/attempt/claim.js';
+import { reportFailure, reportLogLine, reportProgress, reportSpend } from '../wire/reports.js';
 import { capabilitySchema } from '../dag/file-schema.js';
-import { agentModelSchema } from '../model-names.js';
+import { agentModelSchema } from '../llm-models.js';
 import { LIMITS } from '../config/index.js';
 import type { McpAgentSession, Spent } from './agent-session.js';
 import { toolResult } from './results.js';

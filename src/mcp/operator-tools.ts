@@ -5,15 +5,15 @@ import { z } from 'zod';
 import type { Db } from '../db/connection.js';
 import { dagFileLoad, dagSourceLoad } from '../dag/load.js';
 import { graphRender } from '../dag/render.js';
-import { accessAllows } from '../engine/access.js';
-import { taskApprove, taskReject } from '../engine/approvals.js';
-import { dlqCancel, dlqList, dlqRetry } from '../engine/dlq.js';
-import { dagSubmitOrSchedule } from '../engine/intake.js';
-import { dagStatus, taskShow } from '../engine/inspect.js';
-import type { Principal } from '../engine/tokens.js';
+import { accessAllows } from '../auth/access.js';
+import { taskApprove, taskReject } from '../engine/waits/approvals.js';
+import { dlqCancel, dlqList, dlqRetry } from '../engine/ops/dlq.js';
+import { dagSubmitOrSchedule } from '../engine/ops/submit-or-schedule.js';
+import { dagStatus, taskShow } from '../engine/read/inspect.js';
+import type { Principal } from '../auth/tokens.js';
 import { projectPathResolve } from '../validation/project-files.js';
 import { InvalidInputError } from '../errors.js';
-import { approveFields, dlqCancelFields, dlqRetryFields, paramValue, rejectFields } from '../engine/operator-schemas.js';
+import { approveFields, dlqCancelFields, dlqRetryFields, paramValue, rejectFields } from '../wire/operator.js';
 import { toolResult } from './results.js';
 
 export interface OperatorDeps { db: Db; log?: Logger; fileRoots: readonly string[]; maxQueued?: number }

@@ -3,17 +3,17 @@ import os from 'node:os';
 import { nanoid } from 'nanoid';
 import type { Logger } from 'pino';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
-import { agentBeat, agentDeregister, agentDrain, agentHolder, agentRegister, type AgentRegistration } from '../engine/agents.js';
+import { agentBeat, agentDeregister, agentDrain, agentHolder, agentRegister, type AgentRegistration } from '../engine/ops/agents.js';
 import { LEASE_DEFAULTS, agentInstanceDefault } from '../config/index.js';
-import { taskClaim, type ClaimedTask } from '../engine/claim.js';
-import { taskRelease } from '../engine/lifecycle.js';
+import { taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
+import { taskRelease } from '../engine/attempt/lifecycle.js';
 import { taskHeldByAgent } from '../db/queries/tasks-read.js';
 import { logger } from '../observability/logger.js';
 import { ConflictError, InvalidInputError } from '../errors.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
-import { DELIVER_MAX_MS, DELIVER_MIN_MS } from './deliver.js';
-import { READY_CHANNEL } from '../db/queries/run.js';
+import { UNREACHABLE_RETRY_MAX_MS, UNREACHABLE_RETRY_MIN_MS } from './until-reachable.js';
+import { READY_CHANNEL } from '../db/statement.js';
 import { ReadyListener } from '../db/ready-listener.js';
 import { TaskRun } from './task-run.js';
 import { Wakeup } from './wakeup.js';
@@ -229,7 +229,7 @@ export class AgentRunner {
           // A full claim may have left more READY work behind: look again once a slot frees up.
         } catch (err) {
           if (isConnectionLost(err)) this.claimInDoubtSince ??= Date.now();
-          const delay = Math.min(DELIVER_MAX_MS, DELIVER_MIN_MS * 2 ** this.claimFailures++);
+          const delay = Math.min(UNREACHABLE_RETRY_MAX_MS, UNREACHABLE_RETRY_MIN_MS * 2 ** this.claimFailures++);
           this.log.warn({ err: errorMessage(err), retryInMs: delay, databaseUnreachable: isConnectionLost(err) }, 'claim failed');
           await new Promise((r) => setTimeout(r, delay));
           continue;

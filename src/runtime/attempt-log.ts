@@ -1,8 +1,8 @@
 import { format } from 'node:util';
 import type { Logger } from 'pino';
 import { errorMessage, type Db } from '../db/connection.js';
-import { attemptLogAppend, LOG_LEVELS, type LogLineInput } from '../engine/attempt-logs.js';
-import type { TaskRef } from '../engine/guard.js';
+import { attemptLogAppend, LOG_LEVELS, type LogLineInput } from '../engine/read/attempt-logs.js';
+import type { TaskRef } from '../engine/attempt/refusal.js';
 import { DagentError } from '../errors.js';
 
 /** A batch goes out when it holds this many lines, or this long after its first line. */
@@ -15,7 +15,7 @@ const STORED_FROM = LOG_LEVELS.indexOf('info');
 
 /**
  * The handler's `ctx.log`: the task's pino logger (its lines still go where the process logs), whose lines are also
- * stored with the attempt (engine/attempt-logs.ts) in batches, and before the attempt ends. A handler that never
+ * stored with the attempt (engine/read/attempt-logs.ts) in batches, and before the attempt ends. A handler that never
  * logs costs nothing: the logger is made on first use, and an empty batch is never sent.
  */
 export class AttemptLog {

@@ -1,9 +1,9 @@
 import { isConnectionLost, type Db } from '../db/connection.js';
-import type { ClaimedTask } from '../engine/claim.js';
-import type { Completion } from '../engine/completion.js';
+import type { ClaimedTask } from '../engine/attempt/claim.js';
+import type { Completion } from '../engine/attempt/completion.js';
 import type { HandOff } from '../db/rows.js';
-import { taskCompleteMany } from '../engine/lifecycle.js';
-import type { OutputOutcome } from '../engine/output-settle.js';
+import { taskCompleteMany } from '../engine/attempt/lifecycle.js';
+import type { OutputOutcome } from '../engine/attempt/settle.js';
 
 export const COMPLETION_BATCHER_DEFAULTS = {
   /** Flush once this many completions are waiting (else on the next turn of the event loop). */

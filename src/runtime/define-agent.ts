@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { capabilitySchema, KEY_PATTERN } from '../dag/file-schema.js';
-import { agentModelSchema } from '../model-names.js';
+import { agentModelSchema } from '../llm-models.js';
 import type { SubtaskSpec } from '../dag/subtask-spec.js';
-import type { ClaimedTask } from '../engine/claim.js';
-import type { SpawnedChild } from '../engine/spawn.js';
+import type { ClaimedTask } from '../engine/attempt/claim.js';
+import type { SpawnedChild } from '../engine/dag/spawn.js';
 import { InvalidInputError } from '../errors.js';
 
 /** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */

@@ -3,16 +3,16 @@ import { traceparentContext } from '../observability/trace-ids.js';
 import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
-import type { ClaimedTask } from '../engine/claim.js';
-import { outputProblem } from '../engine/completion.js';
-import { taskFail } from '../engine/failure.js';
-import type { TaskRef } from '../engine/guard.js';
-import { taskHeartbeat, taskRelease, taskStart } from '../engine/lifecycle.js';
-import { taskSpawn } from '../engine/spawn.js';
+import type { ClaimedTask } from '../engine/attempt/claim.js';
+import { outputProblem } from '../engine/attempt/completion.js';
+import { taskFail } from '../engine/attempt/fail.js';
+import type { TaskRef } from '../engine/attempt/refusal.js';
+import { taskHeartbeat, taskRelease, taskStart } from '../engine/attempt/lifecycle.js';
+import { taskSpawn } from '../engine/dag/spawn.js';
 import { DagentError, LeaseLostError } from '../errors.js';
 import type { AgentDefinition, TaskContext } from './define-agent.js';
 import type { CompletionBatcher } from './completion-batcher.js';
-import { deliver } from './deliver.js';
+import { untilReachable } from './until-reachable.js';
 import { AttemptLog } from './attempt-log.js';
 import { errorClassify, InvalidOutputError } from './task-errors.js';
 
@@ -85,7 +85,7 @@ export class TaskRun {
     const { db } = this.deps;
     try {
       // The runtime claims straight into RUNNING (one statement fewer per task); a claim made otherwise is started here.
-      if (!this.task.started) await deliver('start', () => taskStart(db, this.ref, this.leaseSec), this.log);
+      if (!this.task.started) await untilReachable('start', () => taskStart(db, this.ref, this.leaseSec), this.log);
     } catch (err) {
       // A start that committed but whose reply was lost is retried into "already running, same fence": it is ours.
       const startedAlready = err instanceof DagentError && err.code === 'ILLEGAL_TRANSITION' && err.details.actual === 'running';
@@ -138,7 +138,7 @@ export class TaskRun {
       if (storable && 'error' in storable) outcome = { kind: 'error', err: new InvalidOutputError(`output cannot be stored as JSON: ${storable.error}`) };
       if (outcome.kind === 'output') {
         const output = (storable as { value: unknown }).value;
-        const r = await deliver('complete', () => batcher.complete({ ...this.ref, output, ...spent }), this.log);
+        const r = await untilReachable('complete', () => batcher.complete({ ...this.ref, output, ...spent }), this.log);
         if (!r.completed) return this.log.warn('completion refused: the lease was lost (the task was reaped and may run again elsewhere)');
         const s = r.settled;
         if (!s || s.status === 'completed') this.log.info({ costUsd: this.cost.usd }, 'task completed');
@@ -149,7 +149,7 @@ export class TaskRun {
       }
       if (outcome.kind === 'aborted' && outcome.reason === 'lease_lost') return this.log.warn('lease lost; abandoning the task');
       if (outcome.kind === 'aborted' && outcome.reason === 'shutdown') {
-        await deliver('release', () => taskRelease(db, { ...this.ref, ...spent, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
+        await untilReachable('release', () => taskRelease(db, { ...this.ref, ...spent, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
         return this.log.info('released on shutdown');
       }
       const failure = outcome.kind === 'aborted'
@@ -158,7 +158,7 @@ export class TaskRun {
       const details = 'details' in failure && failure.details ? jsonStorable(failure.details) : undefined;
       const record = { ...this.ref, ...failure, details: details && 'value' in details ? (details.value as Record<string, unknown>) : undefined, ...spent };
       // taskFail logs the failure, once, with its outcome.
-      await deliver('fail', () => taskFail(db, record, { log: this.log }), this.log);
+      await untilReachable('fail', () => taskFail(db, record, { log: this.log }), this.log);
     } catch (err) {
       if (err instanceof LeaseLostError) return this.log.warn({ err: err.message }, 'lease lost before the outcome was recorded');
       throw err;

@@ -3,11 +3,11 @@ import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import type { Database } from '../../src/db/connection.js';
 import type { DagSpec, TaskSpec } from '../../src/dag/spec.js';
-import { dagSubmit } from '../../src/engine/submit.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { httpServerCreate } from '../../src/http/server.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 
 export interface LatencyFigures { dispatchMs: number[]; dependencyMs: number[]; handlerHopMs: number[] }
 

@@ -26,8 +26,8 @@ import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import { databaseOpen, type Database } from '../../src/db/connection.js';
 import { embeddedServerStart } from '../../src/db/embedded.js';
-import { agentRegister } from '../../src/engine/agents.js';
-import { taskClaim } from '../../src/engine/claim.js';
+import { agentRegister } from '../../src/engine/ops/agents.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMark, taskCompleteMarkCompiled, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
 import { activityDuring } from './activity.js';
@@ -170,7 +170,7 @@ async function loneHandOffRounds(d: Database, agentId: string, rounds: number) {
         const ms = await timed(() => taskCompleteMark(d.db, items, { handTo }));
         if (warm) out.replyMs.push(ms);
       } else {
-        // As the runtime sends it (a named prepared statement, db/queries/run.ts rowsOfPrepared), in a transaction.
+        // As the runtime sends it (a named prepared statement, db/statement.ts rowsOfPrepared), in a transaction.
         const q = taskCompleteMarkCompiled(items, { handTo });
         await client.query('begin');
         const statement = await timed(() => client.query({ name: `breakdown_${q.hash}`, text: q.sql, values: q.params }));

@@ -5,7 +5,7 @@
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type { SQL } from 'drizzle-orm';
 import type pg from 'pg';
-import { inlineParams } from '../../src/db/queries/run.js';
+import { inlineParams } from '../../src/db/statement.js';
 
 export interface PlanNode { 'Node Type': string; 'Actual Total Time': number; 'Actual Loops': number; 'Subplan Name'?: string; 'WAL Bytes'?: number; Plans?: PlanNode[] }
 export interface Explained { Plan: PlanNode; 'Planning Time': number; 'Execution Time': number; Triggers?: Array<{ 'Trigger Name': string; Time: number }> }
@@ -19,7 +19,7 @@ export async function explainText(client: pg.PoolClient, text: string): Promise<
 }
 
 /**
- * A hot-path statement as it runs (rowsOfPreparedGeneric, db/queries/run.ts): PREPAREd once on this connection as
+ * A hot-path statement as it runs (rowsOfPreparedGeneric, db/statement.ts): PREPAREd once on this connection as
  * `name`, EXECUTEd under `plan_cache_mode = force_generic_plan`.
  */
 export async function explainPrepared(client: pg.PoolClient, name: string, statement: SQL): Promise<Explained> {

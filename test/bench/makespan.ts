@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import type { Database } from '../../src/db/connection.js';
 import { TASK_DEFAULTS, type DagSpec, type TaskSpec } from '../../src/dag/spec.js';
-import { dagSubmit } from '../../src/engine/submit.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { priorityConfigure, PRIORITY_DEFAULTS } from '../../src/model/priority.js';
 import { AgentFleet } from '../../src/runtime/fleet.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';

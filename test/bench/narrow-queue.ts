@@ -12,10 +12,10 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../src/db/connection.js';
-import { agentRegister } from '../../src/engine/agents.js';
+import { agentRegister } from '../../src/engine/ops/agents.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
-import { inlineParams } from '../../src/db/queries/run.js';
+import { inlineParams } from '../../src/db/statement.js';
 import { explainPrepared, explainText } from './explain.js';
 import { analyze, pct, reset, submitFlat } from './workload.js';
 

@@ -9,11 +9,11 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../src/db/connection.js';
 import type { TaskSpec } from '../../src/dag/spec.js';
-import { agentRegister } from '../../src/engine/agents.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { dagSubmit } from '../../src/engine/submit.js';
-import { prune } from '../../src/engine/retention.js';
-import { textArray } from '../../src/db/queries/run.js';
+import { agentRegister } from '../../src/engine/ops/agents.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
+import { prune } from '../../src/engine/ops/retention.js';
+import { textArray } from '../../src/db/statement.js';
 
 export interface RetentionBenchHelpers {
   task: (key: string, dependsOn?: string[]) => TaskSpec;

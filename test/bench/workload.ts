@@ -6,9 +6,9 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../src/db/connection.js';
 import { TASK_DEFAULTS, type TaskSpec } from '../../src/dag/spec.js';
-import { agentRegister } from '../../src/engine/agents.js';
-import { dagSubmit } from '../../src/engine/submit.js';
-import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
+import { agentRegister } from '../../src/engine/ops/agents.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
+import { ClaimBuffer } from './claim-buffer.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 
 /** Claim and completion batch size (BENCH_BATCH, default 200). */

@@ -5,9 +5,9 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { cliWith } from '../helpers/cli.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
-import { taskFail } from '../../src/engine/failure.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, databaseSnapshot, rowsOf } from '../helpers/factories.js';
 

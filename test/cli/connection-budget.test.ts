@@ -6,7 +6,7 @@ import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 
 // This file's own pool holds one connection, so every other connection to its database is `dagent up`'s.
 const database = await testDatabase({ poolSize: 1 });

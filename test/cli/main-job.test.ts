@@ -8,9 +8,9 @@ import { eventually } from '../helpers/wait.js';
 import { main } from '../../src/cli/main.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate } from '../helpers/factories.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
-import { taskFail } from '../../src/engine/failure.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
 
 const database = await testDatabase();
 const { db } = database;

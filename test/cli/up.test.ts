@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskFail } from '../../src/engine/failure.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js';
 import { CLI_FROM_SOURCES } from '../helpers/cli.js';

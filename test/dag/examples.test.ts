@@ -2,13 +2,13 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { dagFileLoad } from '../../src/dag/load.js';
-import { dagSubmit } from '../../src/engine/submit.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { edgeListForDag } from '../../src/db/queries/edges.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
-import { signalSend } from '../../src/engine/signals.js';
-import { taskApprove } from '../../src/engine/approvals.js';
-import { mapTasksSettle } from '../../src/engine/map.js';
+import { signalSend } from '../../src/engine/waits/signals.js';
+import { taskApprove } from '../../src/engine/waits/approvals.js';
+import { mapTasksSettle } from '../../src/engine/dag/map.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseReset, drain } from '../helpers/factories.js';
 

@@ -127,7 +127,7 @@ describe('a mistake in a group or its template', () => {
 
 describe('a scheduled DAG that uses a template', () => {
   it('each fire reads the template relative to the DAG file, as the submit did', async () => {
-    const { scheduleTrigger } = await import('../../src/engine/schedules.js');
+    const { scheduleTrigger } = await import('../../src/engine/ops/cron.js');
     const run = await cli(['submit', rel(path.join(DIR, 'nightly.yaml'))]);
     expect(run.code, run.stderr).toBe(0);
     const { dagId } = await scheduleTrigger(db, 'nightly-review');

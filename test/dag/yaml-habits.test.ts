@@ -4,7 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'yaml';
 import { dagSourceLoad } from '../../src/dag/load.js';
 import { dagFileJsonSchema } from '../../src/cli/submit.js';
-import { dagSubmit } from '../../src/engine/submit.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { cyclePathText } from '../../src/errors.js';
 import { testDatabase } from '../helpers/db.js';
 import { databaseReset, rowsOf } from '../helpers/factories.js';

@@ -4,7 +4,7 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import { withTx } from '../../src/db/connection.js';
 import type { HandOff } from '../../src/db/rows.js';
 import { priorityConfigure } from '../../src/model/priority.js';
-import { queryCompile, queryFill } from '../../src/db/queries/run.js';
+import { queryCompile, queryFill } from '../../src/db/statement.js';
 import { claimCompiled, taskClaimReady, taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMark, taskCompleteMarkCompiled, taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';
 import { testDatabase } from '../helpers/db.js';
@@ -13,7 +13,7 @@ import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factor
 const { db } = await testDatabase();
 const dialect = new PgDialect();
 
-// The claim and the completion are compiled once per shape and filled per call (run.ts queryCompile). The bench
+// The claim and the completion are compiled once per shape and filled per call (statement.ts queryCompile). The bench
 // EXPLAINs the statements built with their values (taskClaimReadySql, taskCompleteMarkSql): both must be one statement.
 describe('statements compiled once per shape', () => {
   beforeEach(() => databaseReset(db));

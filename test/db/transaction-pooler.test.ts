@@ -10,9 +10,9 @@ import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
 import { faultProxy } from '../faults/helpers/proxy.js';
 import { frontendRead, sessionStateUses } from '../helpers/pg-frontend.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { databaseOpen, withTx } from '../../src/db/connection.js';
-import { rowsOfPreparedGeneric } from '../../src/db/queries/run.js';
+import { rowsOfPreparedGeneric } from '../../src/db/statement.js';
 import { agentRegister, taskClaim, taskComplete } from '../../src/index.js';
 
 // PgBouncer is not on npm: two recording proxies stand in. "pooled" is where the pooler would be (DATABASE_URL),

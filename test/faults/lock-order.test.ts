@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../src/db/connection.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
-import { taskFail } from '../../src/engine/failure.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
 import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, rowsOf } from '../helpers/factories.js';
 

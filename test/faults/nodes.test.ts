@@ -8,7 +8,7 @@ import { rowsOf } from '../helpers/factories.js';
 import { CLI_FROM_SOURCES, cliWith } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { LOOP_LEASE_DEFAULTS } from '../../src/config/index.js';
 
 // Several `dagent up` nodes on one database: each maintenance loop runs on one node, another takes it over when

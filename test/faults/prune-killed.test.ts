@@ -5,10 +5,10 @@ import { testDatabase } from '../helpers/db.js';
 import { leash } from '../helpers/child-leash.js';
 import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 import { agentCreate, dagCreate, rowsOf, taskStatusByKey } from '../helpers/factories.js';
-import { attemptLogAppend } from '../../src/engine/attempt-logs.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
-import { taskRerun } from '../../src/engine/rerun.js';
+import { attemptLogAppend } from '../../src/engine/read/attempt-logs.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskRerun } from '../../src/engine/dag/rerun.js';
 import { ConflictError } from '../../src/errors.js';
 
 const database = await testDatabase();

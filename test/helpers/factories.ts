@@ -2,10 +2,10 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../../src/db/connection.js';
 import { dagSourceLoad } from '../../src/dag/load.js';
 import type { DagSpec } from '../../src/dag/spec.js';
-import { agentRegister } from '../../src/engine/agents.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
-import { dagSubmit } from '../../src/engine/submit.js';
+import { agentRegister } from '../../src/engine/ops/agents.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 
 /** A DagSpec from inline YAML (the same path files take). */
 export function dagSpec(yaml: string, params: Record<string, string> = {}): Promise<DagSpec> {

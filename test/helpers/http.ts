@@ -2,7 +2,7 @@ import { afterAll } from 'vitest';
 import pino from 'pino';
 import type { Database } from '../../src/db/connection.js';
 import { httpServerCreate, type HttpOptions, type HttpServer } from '../../src/http/server.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 
 export interface TestHttp {
   url: string;

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { databaseReset, databaseSnapshot, rowsOf, taskStatusByKey } from '../helpers/factories.js';
-import { tokenRevoke, tokenCreate } from '../../src/engine/tokens.js';
+import { tokenRevoke, tokenCreate } from '../../src/auth/tokens.js';
 import { routeRegistry } from '../../src/http/route.js';
 
 const database = await testDatabase();

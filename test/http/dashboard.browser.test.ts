@@ -317,7 +317,7 @@ tasks:
 describe('a task\'s log in the dashboard', () => {
   it('shows what the agent logged, as text, and new lines live while the attempt runs', async () => {
     expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
-    const { attemptLogAppend } = await import('../../src/engine/attempt-logs.js');
+    const { attemptLogAppend } = await import('../../src/engine/read/attempt-logs.js');
     await agentRegister(db, { id: 'talker', type: 'worker', capabilities: [], maxConcurrent: 10 });
     const submitted = await http.call('POST', '/api/dags', { raw: 'name: log-demo\ntasks:\n  talk: { type: talk }\n', contentType: 'application/yaml' });
     const dagId: string = submitted.body.results[0].dagId;
@@ -389,7 +389,7 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
 describe('the dashboard at scale', () => {
   it('searches and pages the DAG list on the server; draws a 3,000-task fan-out folded, live, zoomable; filters and pages the dead letters, retries every match at once and cancels every match with a note', async () => {
     expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
-    const { dagSubmit } = await import('../../src/engine/submit.js');
+    const { dagSubmit } = await import('../../src/engine/dag/submit.js');
     const { dagSourceLoad } = await import('../../src/dag/load.js');
     for (let i = 0; i < 120; i++) {
       const tags = i % 24 === 0 ? '\n    tags: [nightly]' : '';

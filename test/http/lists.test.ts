@@ -3,8 +3,8 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { agentCreate, dagCreate, databaseReset, databaseSnapshot, rowsOf } from '../helpers/factories.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskFail } from '../../src/engine/failure.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
 
 const database = await testDatabase();
 const { db } = database;

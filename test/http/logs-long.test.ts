@@ -4,9 +4,9 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 // module reads the limits, which each process reads once.
 vi.hoisted(() => { process.env.DAGENT_LIMIT_LOG_LINES_PER_ATTEMPT = '2500'; });
 
-const { taskClaim } = await import('../../src/engine/claim.js');
-const { taskFail } = await import('../../src/engine/failure.js');
-const { attemptLogAppend, LOG_READ_PAGE_LINES } = await import('../../src/engine/attempt-logs.js');
+const { taskClaim } = await import('../../src/engine/attempt/claim.js');
+const { taskFail } = await import('../../src/engine/attempt/fail.js');
+const { attemptLogAppend, LOG_READ_PAGE_LINES } = await import('../../src/engine/read/attempt-logs.js');
 const { LIMITS } = await import('../../src/config/index.js');
 const { cliWith } = await import('../helpers/cli.js');
 const { testDatabase } = await import('../helpers/db.js');

@@ -1,10 +1,10 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
-import { taskFail } from '../../src/engine/failure.js';
-import { attemptLogAppend } from '../../src/engine/attempt-logs.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
+import { attemptLogAppend } from '../../src/engine/read/attempt-logs.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { cliWith } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';

@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { cliWith } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';

@@ -5,10 +5,10 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
-import { taskFail } from '../../src/engine/failure.js';
-import { webhookAdd } from '../../src/engine/webhooks.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
+import { webhookAdd } from '../../src/webhooks/webhooks.js';
 import { webhookDispatcherCreate } from '../../src/maintenance/webhook-dispatcher.js';
 import { InvalidInputError } from '../../src/errors.js';
 

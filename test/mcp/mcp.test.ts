@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { testDatabase } from '../helpers/db.js';

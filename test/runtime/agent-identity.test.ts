@@ -12,7 +12,7 @@ import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { agentGet } from '../../src/db/queries/agents.js';
 import { dagGet } from '../../src/db/queries/dags.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 
 const database = await testDatabase();
 const { db } = database;

@@ -6,7 +6,7 @@ import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { TaskError } from '../../src/errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
-import { attemptLogsGet } from '../../src/engine/attempt-logs.js';
+import { attemptLogsGet } from '../../src/engine/read/attempt-logs.js';
 
 const database = await testDatabase();
 const { db } = database;

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ClaimBuffer } from '../../src/runtime/claim-buffer.js';
+import { ClaimBuffer } from '../bench/claim-buffer.js';
 import { COMPLETION_BATCHER_DEFAULTS, CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { databaseOpen } from '../../src/db/connection.js';
 import { openOptionsLike, testDatabase } from '../helpers/db.js';
@@ -106,7 +106,7 @@ describe('CompletionBatcher with a bad row', () => {
   it('retries the batch row by row, so only the bad completion fails', async () => {
     await dagCreate(db, flat(3));
     const agentId = await agentCreate(db, 'batcher-bad');
-    const { taskClaim } = await import('../../src/engine/claim.js');
+    const { taskClaim } = await import('../../src/engine/attempt/claim.js');
     const [a, b, c] = await taskClaim(db, agentId, { limit: 3 });
     const batcher = new CompletionBatcher({ db });
     // jsonb cannot hold NUL: this row makes the whole statement fail.
@@ -128,7 +128,7 @@ describe('CompletionBatcher hand-off', () => {
     const dagIds = [];
     for (let i = 0; i < chains; i++) dagIds.push(await dagCreate(db, chainYaml(`pair-${i}`, 2)));
     const agentId = await agentCreate(db, `handing-${chains}`, [], undefined, { maxConcurrent: 2 * chains });
-    const { taskClaim } = await import('../../src/engine/claim.js');
+    const { taskClaim } = await import('../../src/engine/attempt/claim.js');
     const heads = await taskClaim(db, agentId, { limit: chains });
     expect(heads.map((h) => h.key)).toEqual(Array(chains).fill('t0'));
     const asked: number[] = [];

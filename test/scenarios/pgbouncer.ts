@@ -23,7 +23,7 @@ import pg from 'pg';
 import { databaseOpen, type Database } from '../../src/db/connection.js';
 import { embeddedServerStart, freePortFind } from '../../src/db/embedded.js';
 import { agentRegister, taskClaim, taskComplete } from '../../src/index.js';
-import { dagSubmit } from '../../src/engine/submit.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { TASK_DEFAULTS, type TaskSpec } from '../../src/dag/spec.js';
 import { percentile } from './percentile.js';
 
@@ -34,7 +34,7 @@ const BATCH = 10;
 const filesAt = process.argv.indexOf('--files');
 const TESTS = !process.argv.includes('--no-tests');
 const FILES = filesAt < 0
-  ? ['test/faults', 'test/runtime', 'test/http/long-poll.test.ts', 'test/http/api.test.ts', 'test/cli/up.test.ts', 'test/engine/claim.test.ts',
+  ? ['test/faults', 'test/runtime', 'test/http/long-poll.test.ts', 'test/http/api.test.ts', 'test/cli/up.test.ts', 'test/engine/attempt',
     // It finds which of PostgreSQL's connections are its agent's by its proxy's client ports, which a pooler hides.
     '--exclude', 'test/faults/lost-claim.test.ts']
   : process.argv.slice(filesAt + 1);

@@ -24,7 +24,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../src/db/connection.js';
 import { embeddedServerStart, type EmbeddedServer } from '../../src/db/embedded.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { percentile } from './percentile.js';
 import { cpuSeconds, serverCpuSeconds } from '../helpers/proc.js';
 
@@ -284,7 +284,7 @@ async function main() {
     console.log(`open tasks by status: ${JSON.stringify((await d.db.execute(sql`select status, count(*)::int as n from tasks where status <> 'completed' group by status`)).rows)}`);
     console.log(`open DAGs: ${JSON.stringify((await d.db.execute(sql`select status, blocked_reason, count(*)::int as n, sum(reserved_usd)::float as reserved from dags where status <> 'completed' group by 1, 2`)).rows)}`);
     console.log(`agents: ${JSON.stringify((await d.db.execute(sql`select status, count(*)::int as n, sum(reserved_usd)::float as reserved from agents group by 1`)).rows)}`);
-    const { unclaimableList } = await import('../../src/engine/scheduling.js');
+    const { unclaimableList } = await import('../../src/engine/ops/priority.js');
     const why = new Map<string, number>();
     for (const u of await unclaimableList(d.db, 1000)) why.set(u.detail, (why.get(u.detail) ?? 0) + 1);
     console.log(`unclaimable READY tasks: ${JSON.stringify(Object.fromEntries(why))}`);

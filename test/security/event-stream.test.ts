@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
-import { tokenCreate, tokenRevoke } from '../../src/engine/tokens.js';
+import { tokenCreate, tokenRevoke } from '../../src/auth/tokens.js';
 import { refused, serverStart, type ServerProcess } from './helpers/server.js';
 
 // Finding 7: many concurrent first subscribers each opened their own LISTEN connection.

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { databaseSnapshot, rowsOf } from '../helpers/factories.js';
-import { tokenCreate } from '../../src/engine/tokens.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { refused, serverStart, type Reply } from './helpers/server.js';
 
 // Finding 3 (first half): an agent registered itself with a validator capability and claimed

@@ -4,8 +4,8 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, rowsOf } from '../helpers/factories.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskFail } from '../../src/engine/failure.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskFail } from '../../src/engine/attempt/fail.js';
 import { webhookDispatcherCreate } from '../../src/maintenance/webhook-dispatcher.js';
 import { serverStart } from './helpers/server.js';
 

@@ -6,7 +6,7 @@ import { rowsOf } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 import { dagFileLoad } from '../../src/dag/load.js';
-import { dagSubmit } from '../../src/engine/submit.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import llm from '../../agents/llm.js';
 import validateTest from '../../agents/validate-test.js';

@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, rowsOf, taskStatusByKey } from '../helpers/factories.js';
-import { taskClaim, type ClaimedTask } from '../../src/engine/claim.js';
-import { taskComplete, taskCompleteMany } from '../../src/engine/lifecycle.js';
-import { taskSpawn } from '../../src/engine/spawn.js';
+import { taskClaim, type ClaimedTask } from '../../src/engine/attempt/claim.js';
+import { taskComplete, taskCompleteMany } from '../../src/engine/attempt/lifecycle.js';
+import { taskSpawn } from '../../src/engine/dag/spawn.js';
 import { taskCompleteMark } from '../../src/db/queries/tasks-complete.js';
 
 const { db } = await testDatabase();

@@ -8,8 +8,8 @@ import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { dagGet } from '../../src/db/queries/dags.js';
-import { taskClaim } from '../../src/engine/claim.js';
-import { taskComplete } from '../../src/engine/lifecycle.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import validateJudge from '../../agents/validate-judge.js';
 

@@ -1,6 +1,6 @@
 import { and, asc, eq, ne, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { agents } from '../schema/index.js';
 import type { AgentRegistration, AgentRow } from '../rows.js';
 

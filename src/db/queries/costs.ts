@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { rowsOf } from './run.js';
+import { rowsOf } from '../statement.js';
 
 export interface SpendDay { day: string; costUsd: number; attempts: number }
 export interface SpendAgent { id: string; budgetUsd: number | null; spentUsd: number; reservedUsd: number; remainingUsd: number | null }

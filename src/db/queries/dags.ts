@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, getTableColumns, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { dags } from '../schema/index.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { keysetAfter, likeContaining } from './keyset.js';
 import type { Cursor, DagListFilter, DagRow } from '../rows.js';
 

@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import { edges } from '../schema/index.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
-import { textArray } from './run.js';
+import { textArray } from '../statement.js';
 
 export interface EdgeRow { dagId: string; upstreamId: string; downstreamId: string }
 

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { dateOf, rowsOf } from './run.js';
+import { dateOf, rowsOf } from '../statement.js';
 
 /**
  * Take or keep the lease on maintenance loop `name` for `holder`, for `ttlSec` from now (the database's clock);

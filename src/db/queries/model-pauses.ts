@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { dateOf, rowsOf } from './run.js';
+import { dateOf, rowsOf } from '../statement.js';
 
 /** Pause `model` for the fleet until `delaySec` from now (a later pause only extends it). */
 export async function modelPause(db: Db, p: { model: string; delaySec: number; reason: string; taskId: string }): Promise<Date> {

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { rowsOf } from './run.js';
+import { rowsOf } from '../statement.js';
 
 export interface RateLimitInput {
   key: string;

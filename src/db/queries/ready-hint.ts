@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { READY_CHANNEL, rowsOf, textArray } from './run.js';
+import { READY_CHANNEL, rowsOf, textArray } from '../statement.js';
 
 /**
  * The payload of a READY notification: how many tasks of one claim group became READY, and the

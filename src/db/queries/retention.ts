@@ -2,10 +2,10 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { HELD_STATES } from '../../model/state-machine.js';
 import { dagGraphTryLockSql } from './dags.js';
-import { rowsOf } from './run.js';
+import { rowsOf } from '../statement.js';
 
 /**
- * Retention (src/engine/retention.ts): what is older than the period goes, in statements that each delete a
+ * Retention (src/engine/ops/retention.ts): what is older than the period goes, in statements that each delete a
  * bounded batch, so no transaction holds many locks or writes much WAL at once, and none touches a row a claim
  * reads (finished DAGs' tasks are never READY, claimed or running).
  */

@@ -1,7 +1,7 @@
 import { asc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { schedules } from '../schema/index.js';
-import { dateOf, rowsOf } from './run.js';
+import { dateOf, rowsOf } from '../statement.js';
 
 export type ScheduleRow = typeof schedules.$inferSelect;
 export type ScheduleInsert = typeof schedules.$inferInsert;

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { dateOf, rowsOf } from './run.js';
+import { dateOf, rowsOf } from '../statement.js';
 
 /** Signals and the tasks that wait for them (status WAITING, wait_key): each walk goes through tasks_waiting_idx. */
 

@@ -2,7 +2,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { AFTER_AGENT_LOCK, agentLockCte } from './tasks-fragments.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 import type { CancelledRow } from '../rows.js';

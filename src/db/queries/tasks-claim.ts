@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import type { ClaimedRow } from '../rows.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { attemptsPreviousFor, type PreviousAttempt } from './attempts.js';
-import { dateOf, queryCompile, queryFill, rowsOfPreparedGeneric, sqlStateList, textArray, type CompiledQuery } from './run.js';
+import { dateOf, queryCompile, queryFill, rowsOfPreparedGeneric, sqlStateList, textArray, type CompiledQuery } from '../statement.js';
 import { leaseSql } from './tasks-fragments.js';
 import { rateWindowUsageSql } from './rate-limits.js';
 
@@ -110,7 +110,7 @@ export interface ClaimSqlOptions {
 
 /**
  * The model a candidate would run on, in SQL (the full statement): the first of the attempt's models the agent has
- * that is not paused, itself or its provider, in the order modelsForAgent (engine/claim.ts) hands them out. Null
+ * that is not paused, itself or its provider, in the order modelsForAgent (engine/attempt/claim.ts) hands them out. Null
  * for a task that names no model (declared limits do not apply to it).
  */
 function rateModelSql(t: string): SQL {

@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import { priorityConstants } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
-import { dateOf, queryCompile, queryFill, rowsOfPrepared, textArray, type CompiledQuery } from './run.js';
+import { dateOf, queryCompile, queryFill, rowsOfPrepared, textArray, type CompiledQuery } from '../statement.js';
 import { taskHandOff, type HandOffParts } from './tasks-hand-off.js';
 import { AFTER_AGENT_LOCK, agentLockCte, notifyIfReady } from './tasks-fragments.js';
 import type { ClaimedRow, CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
@@ -63,7 +63,7 @@ export function taskCompleteMarkSql(items: CompletionInput[], opts: CompletionMo
 }
 
 /**
- * The statement's shapes, compiled once each (run.ts queryCompile): a completion fills in its batch and hand-off.
+ * The statement's shapes, compiled once each (statement.ts queryCompile): a completion fills in its batch and hand-off.
  * Per priority constants: the unblocked dependents' effective priority is written with them (model/priority.ts),
  * and a process that changes them (priorityConfigure: tests, the makespan bench) gets new ones, a new object.
  */

@@ -4,7 +4,7 @@ import { tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { capabilityGroupsEnsure, claimGroupKey, modelsAccepted } from './capability-groups.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { notifyIfReady } from './tasks-fragments.js';
 
 /** What a human does to a dead-lettered task: edit its spec, and send it back to READY. */

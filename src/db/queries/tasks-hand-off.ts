@@ -2,10 +2,10 @@ import { sql, type SQL } from 'drizzle-orm';
 import { effectivePrioritySql } from '../../model/priority.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import type { UnblockHandOff } from './edges.js';
-import { sqlStateList, textArray } from './run.js';
+import { sqlStateList, textArray } from '../statement.js';
 import { AFTER_AGENT_LOCK, leaseSql } from './tasks-fragments.js';
 
-/** A hand-off's values as the statement takes them: values, or placeholders of its compiled statement (run.ts). */
+/** A hand-off's values as the statement takes them: values, or placeholders of its compiled statement (db/statement.ts). */
 export interface HandOffParts { agentId: SQL; caps: SQL; max: SQL; claimTtlSec: SQL; start: boolean; charged: SQL }
 
 /**

@@ -6,7 +6,7 @@ import { concurrencyKeys, tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql, effectivePrioritySql } from '../../model/priority.js';
 import { capabilityGroupsEnsure } from './capability-groups.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { notifyIfReady } from './tasks-fragments.js';
 
 /** New tasks into the queue: insert, activate (created → ready | pending), gain an upstream, and backpressure. */

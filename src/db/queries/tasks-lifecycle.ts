@@ -4,7 +4,7 @@ import { LEASE_DEFAULTS } from '../../config/index.js';
 import { tasks } from '../schema/index.js';
 import { fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
-import { dateOf, rowsOf, textArray } from './run.js';
+import { dateOf, rowsOf, textArray } from '../statement.js';
 import { leaseSql, notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
 import type { FailureInput } from '../rows.js';
 

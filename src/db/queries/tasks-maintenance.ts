@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { EXPIRING_LEASE_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
-import { rowsOf, sqlStateList, textArray } from './run.js';
+import { rowsOf, sqlStateList, textArray } from '../statement.js';
 import { notifyIfReady } from './tasks-fragments.js';
 
 /** The scans the maintenance loops run over tasks: lapsed leases (reaper) and due retries (promoter). */

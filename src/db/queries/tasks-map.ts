@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 
 /** A for_each task as its children are made from it: the columns a child copies. */

@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { effectivePrioritySql, priorityConstants } from '../../model/priority.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 
 /** Learned medians (seconds) of the given task types, where enough completed attempts back them. */
 export async function taskTypeMedians(db: Db, types: string[]): Promise<Map<string, number>> {

@@ -1,7 +1,7 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
-import { rowsOf } from './run.js';
+import { rowsOf } from '../statement.js';
 import type { StatusCount, TaskRow } from '../rows.js';
 
 export type { StatusCount, TaskRow } from '../rows.js';

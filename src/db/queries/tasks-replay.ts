@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { rowsOf } from './run.js';
+import { rowsOf } from '../statement.js';
 
 /**
  * What the attempt under `fence` already reported, for telling a report made again

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { notifyIfReady } from './tasks-fragments.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
 
 export interface LeasedTaskRow {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
-import { rowsOf, textArray } from './run.js';
+import { rowsOf, textArray } from '../statement.js';
 import { spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
 import { validationRequiredSql } from './tasks-complete.js';
 

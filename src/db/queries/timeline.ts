@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { dateOf, rowsOf } from './run.js';
+import { dateOf, rowsOf } from '../statement.js';
 
 /** One attempt as the timeline draws it. */
 export interface TimelineAttemptRow {

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { dateOf, rowsOf, textArray } from './run.js';
+import { dateOf, rowsOf, textArray } from '../statement.js';
 
 /** An ended attempt, with what its span says about it (src/observability/tracing.ts). */
 export interface AttemptTraceRow {

@@ -1,7 +1,7 @@
 import { asc, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { webhookDeliveries, webhooks } from '../schema/index.js';
-import { rowsOf } from './run.js';
+import { rowsOf } from '../statement.js';
 
 export type WebhookRow = typeof webhooks.$inferSelect;
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;

@@ -4,7 +4,7 @@ import { check, integer, numeric, pgTable, text, timestamp, uniqueIndex } from '
 /**
  * A bearer token for the HTTP API. Only its SHA-256 is stored: tokens are 32 random
  * bytes, so a fast hash is enough and the lookup is one index probe.
- * Its role says what it may call (admin, submit, read, signal, agent; engine/tokens.ts).
+ * Its role says what it may call (admin, submit, read, signal, agent; auth/tokens.ts).
  * An agent token acts as exactly one agent (`agent_id`), within its grant: the
  * capabilities it may register (null: any but validator ones, for tokens made before
  * grants existed), the validator capabilities, and ceilings on budget and concurrency.

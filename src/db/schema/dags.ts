@@ -31,7 +31,7 @@ export const dags = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
     completedAt: timestamp('completed_at', { withTimezone: true }),
     /**
-     * When retention began deleting it (src/engine/retention.ts): its tasks go in batches, then the row. A DAG
+     * When retention began deleting it (src/engine/ops/retention.ts): its tasks go in batches, then the row. A DAG
      * being pruned is not run again (rerun answers 409), so a prune that a crash interrupted resumes where it was.
      */
     prunedAt: timestamp('pruned_at', { withTimezone: true }),

@@ -1,19 +1,19 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { agentBeat, agentClaimSeen, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/agents.js';
-import { taskClaim } from '../../engine/claim.js';
-import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engine/lifecycle.js';
-import { taskFail } from '../../engine/failure.js';
-import { taskSpawn } from '../../engine/spawn.js';
-import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../engine/tokens.js';
+import { agentBeat, agentClaimSeen, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/ops/agents.js';
+import { taskClaim } from '../../engine/attempt/claim.js';
+import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engine/attempt/lifecycle.js';
+import { taskFail } from '../../engine/attempt/fail.js';
+import { taskSpawn } from '../../engine/dag/spawn.js';
+import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../auth/tokens.js';
 import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS, CLAIM_WAIT_DEFAULTS } from '../../config/index.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
-import { agentModelSchema } from '../../model-names.js';
+import { agentModelSchema } from '../../llm-models.js';
 import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
 import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
-import { reportFailure, reportProgress, reportSpend } from '../../engine/report-schemas.js';
+import { reportFailure, reportProgress, reportSpend } from '../../wire/reports.js';
 import type { HttpDeps } from '../deps.js';
 import { claimWhenReady } from '../long-poll.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { approvalList, taskApprove, taskReject } from '../../engine/approvals.js';
-import { approveFields, rejectFields } from '../../engine/operator-schemas.js';
+import { approvalList, taskApprove, taskReject } from '../../engine/waits/approvals.js';
+import { approveFields, rejectFields } from '../../wire/operator.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 

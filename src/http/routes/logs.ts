@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { attemptLogAppend, attemptLogsGet } from '../../engine/attempt-logs.js';
-import { reportLogLine } from '../../engine/report-schemas.js';
+import { attemptLogAppend, attemptLogsGet } from '../../engine/read/attempt-logs.js';
+import { reportLogLine } from '../../wire/reports.js';
 import { LIMITS } from '../../config/index.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';

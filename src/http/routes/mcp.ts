@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { MCP_DEFAULTS } from '../../config/index.js';
-import type { Principal } from '../../engine/tokens.js';
+import type { Principal } from '../../auth/tokens.js';
 import { mcpSessionCreate, type McpSession } from '../../mcp/server.js';
 import { packageVersion } from '../../package-root.js';
 import { route } from '../route.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { modelPauseList } from '../../db/queries/model-pauses.js';
-import { rateLimitBodySchema, rateLimitList, rateLimitRemove, rateLimitSet } from '../../engine/rate-limits.js';
+import { rateLimitBodySchema, rateLimitList, rateLimitRemove, rateLimitSet } from '../../engine/ops/rate-limits.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { dagRerunFailed, taskRerun } from '../../engine/rerun.js';
+import { dagRerunFailed, taskRerun } from '../../engine/dag/rerun.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { signalSend } from '../../engine/signals.js';
+import { signalSend } from '../../engine/waits/signals.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { dagRequire } from '../../engine/inspect.js';
-import { tokenLive } from '../../engine/tokens.js';
+import { dagRequire } from '../../engine/read/inspect.js';
+import { tokenLive } from '../../auth/tokens.js';
 import type { HttpDeps } from '../deps.js';
 import { route } from '../route.js';
 import { LIMITS } from '../../config/index.js';

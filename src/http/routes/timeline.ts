@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { dagTimeline } from '../../engine/timeline.js';
+import { dagTimeline } from '../../engine/read/timeline.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 

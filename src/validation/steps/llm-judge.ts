@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { modelNameSchema } from '../../model-names.js';
+import { modelNameSchema } from '../../llm-models.js';
 import type { TaskStepKind } from './kind.js';
 
 const fileSchema = z.strictObject({

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { Db } from '../../../src/db/connection.js';
-import { tokenCreate } from '../../../src/engine/tokens.js';
+import { tokenCreate } from '../../../src/auth/tokens.js';
 import type { ServerProcess } from './server.js';
 
 export interface Held { id: string; fence: number; key: string }

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../../src/db/connection.js';
-import { tokenCreate } from '../../../src/engine/tokens.js';
+import { tokenCreate } from '../../../src/auth/tokens.js';
 import type { ServerProcess } from './server.js';
 
 /** An innocent DAG: a chain whose last task's output is validated by a JSON Schema. */

@@ -1,0 +1,72 @@
+import type { Command } from 'commander';
+import { InvalidInputError } from '../errors.js';
+import { costsReport, priorityOverride } from '../engine/ops/priority.js';
+import { dagBudgetSet } from '../engine/dag/dag-status.js';
+import { resolver, withDatabase, type CommandContext } from './context.js';
+import { Output, usd } from './output.js';
+import { positiveInt } from './inspect.js';
+
+/** `dagent priority` (a human's override), `dagent dag budget` and `dagent costs` (spend and reservations). */
+export function schedulingCommands(program: Command, ctx: CommandContext): void {
+  program
+    .command('priority')
+    .description('set the base priority (0–100, lower is more urgent) of a task, or of every unfinished task of a DAG')
+    .argument('<task-or-dag-id>')
+    .argument('<priority>')
+    .option('--json', 'machine-readable output')
+    .action(async (id: string, value: string, opts: { json?: boolean }) => {
+      const priority = Number(value);
+      if (!/^\d+$/.test(value) || priority > 100) throw new InvalidInputError(`priority must be a whole number 0–100 (lower is more urgent), got ${value}`);
+      const r = await withDatabase(ctx, (d) => priorityOverride(d.db, id, priority, resolver(ctx)));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result({ id, priority, ...r }, () => out.line(`${id}: priority ${priority} on ${r.tasks} unfinished task(s)`));
+    });
+
+  const dag = program.command('dag').description('change a DAG');
+  dag
+    .command('rerun')
+    .description('run a DAG\'s dead-lettered and cancelled tasks again (a cancelled or blocked DAG runs on)')
+    .argument('<dag-id>')
+    .requiredOption('--from-failed', 'the dead-lettered and cancelled tasks (the only re-run of a whole DAG there is)')
+    .option('--note <text>', 'why, recorded with the events')
+    .option('--json', 'machine-readable output')
+    .action(async (dagId: string, opts: { note?: string; json?: boolean }) => {
+      const { dagRerunFailed } = await import('../engine/dag/rerun.js');
+      const r = await withDatabase(ctx, (d) => dagRerunFailed(d.db, dagId, { note: opts.note, by: resolver(ctx) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => out.line(`${dagId}: ${r.reopened.length} task(s) to run again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`));
+    });
+  dag
+    .command('budget')
+    .description('set a running or blocked DAG\'s budget in USD; a DAG blocked on its budget resumes once it can pay for its next task')
+    .argument('<dag-id>')
+    .requiredOption('--usd <n>', 'the new budget in USD (0 to 100000000)')
+    .option('--json', 'machine-readable output')
+    .action(async (dagId: string, opts: { usd: string; json?: boolean }) => {
+      const amount = Number(opts.usd);
+      if (opts.usd.trim() === '' || !Number.isFinite(amount)) throw new InvalidInputError(`--usd must be a number of USD, got ${opts.usd}`);
+      const r = await withDatabase(ctx, (d) => dagBudgetSet(d.db, dagId, amount, { by: resolver(ctx) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => out.line(`${dagId}: budget ${usd(r.budgetUsd)} (was ${r.previous == null ? 'none' : usd(r.previous)}); ${r.status}${r.blockedReason ? ` (${r.blockedReason})` : ''}`));
+    });
+
+  program
+    .command('costs')
+    .description('spend per day, per agent (budget, reserved, left) and per DAG')
+    .option('--days <n>', 'days of daily spend (default 7)', positiveInt('--days'), 7)
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { days: number; json?: boolean }) => {
+      const r = await withDatabase(ctx, (d) => costsReport(d.db, { days: opts.days }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => {
+        out.line(`daily spend (UTC), last ${opts.days} days:`);
+        out.table(['day', 'spent', 'attempts'], r.days.map((d) => [d.day, usd(d.costUsd), d.attempts]));
+        out.line('\nagents:');
+        out.table(['agent', 'budget', 'spent', 'reserved', 'left'], r.agents.map((a) => [
+          a.id, a.budgetUsd == null ? '-' : usd(a.budgetUsd), usd(a.spentUsd), usd(a.reservedUsd), a.remainingUsd == null ? '-' : usd(a.remainingUsd)]));
+        out.line('\nDAGs:');
+        out.table(['dag', 'name', 'status', 'budget', 'spent', 'reserved'], r.dags.map((g) => [
+          g.id, g.name, g.status, g.budgetUsd == null ? '-' : usd(g.budgetUsd), usd(g.spentUsd), usd(g.reservedUsd)]));
+      });
+    });
+}

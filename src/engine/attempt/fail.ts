@@ -1,0 +1,152 @@
+import type { Logger } from 'pino';
+import { withTx, type Db } from '../../db/connection.js';
+import { attemptFailureStats } from '../../db/queries/attempts.js';
+import { dagStatusRefresh } from '../../db/queries/dags.js';
+import { deadLetterInsert } from '../../db/queries/dead-letters.js';
+import { eventInsertMany } from '../../db/queries/events.js';
+import { dateOf } from '../../db/statement.js';
+import { taskAttemptSettled } from '../../db/queries/tasks-replay.js';
+import { rateLimitPauseKey } from '../../db/queries/rate-limits.js';
+import { modelPause } from '../../db/queries/model-pauses.js';
+import { taskDeadLetterMark, taskFailMark, taskRateLimitedInARow, taskRateLimitedMark, taskRetrySchedule } from '../../db/queries/tasks-lifecycle.js';
+import type { RetryPolicy } from '../../dag/spec.js';
+import { RATE_LIMIT_DEFAULTS } from '../../config/index.js';
+import { ConflictError } from '../../errors.js';
+import { newDeadLetterId } from '../../ids.js';
+import { attemptsEndedEmit, engineEvents } from '../../observability/engine-events.js';
+import { guardExplain, type TaskRef } from './refusal.js';
+import { retryDecide } from './retry-policy.js';
+import type { FailureInput } from '../../db/rows.js';
+
+/**
+ * The one way an attempt fails: an agent's report, the reaper, a validation
+ * step's negative verdict and a validator's malformed answer all come here.
+ */
+export interface Failure extends TaskRef {
+  errorClass: string;
+  message: string;
+  /** False: skip remaining retries and dead-letter now (a NonRetryableError). */
+  retryable?: boolean;
+  /** Do not retry sooner than this (a provider's Retry-After). */
+  retryAfterSec?: number;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  model?: string | null;
+  details?: Record<string, unknown>;
+}
+
+export type FailureOutcome =
+  /** `rateLimited`: a provider's rate limit gave the attempt back (rate-limits.ts). */
+  | { status: 'retrying' | 'ready'; retryAt: Date; rateLimited?: boolean }
+  | { status: 'dead_lettered'; deadLetterId: string; reason: string; poisonPill: boolean };
+
+/**
+ * Record a failed attempt and apply the retry policy, in one transaction:
+ * leased → failed → retrying | ready | dead_lettered.
+ */
+export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCondition?: FailureInput['reapCondition']; random?: () => number } = {}): Promise<FailureOutcome> {
+  if (f.errorClass === 'rate_limit' && !opts.reapCondition) {
+    const returned = await taskRateLimited(db, f, { log: opts.log });
+    if (returned) return returned;
+  }
+  let type = '';
+  const outcome = await withTx(db, async (tx) => {
+    const failed = await taskFailMark(tx, {
+      id: f.taskId, fence: f.fence, errorClass: f.errorClass, message: f.message, costUsd: f.costUsd,
+      tokensIn: f.tokensIn, tokensOut: f.tokensOut, model: f.model, details: f.details, reapCondition: opts.reapCondition,
+    });
+    if (!failed) return null;
+    type = failed.type;
+    const stats = await attemptFailureStats(tx, failed.id, failed.attemptsResetFence);
+    const decision = retryDecide(failed.retryPolicy as unknown as RetryPolicy, {
+      errorClass: f.errorClass, attempt: failed.attempts, maxAttempts: failed.maxAttempts,
+      failures: stats.failures, distinctAgents: stats.agents, retryable: f.retryable, retryAfterSec: f.retryAfterSec,
+    }, opts.random);
+    const base = { dagId: failed.dagId, taskId: failed.id, agentId: failed.agentId };
+    const failedEvent = { ...base, type: 'task.failed', data: { errorClass: f.errorClass, message: f.message, attempt: failed.attempts } };
+    if (decision.action === 'retry') {
+      const scheduled = (await taskRetrySchedule(tx, failed.id, decision.delaySec))!;
+      await eventInsertMany(tx, [failedEvent, { ...base, type: 'task.retry_scheduled', data: { delaySec: decision.delaySec, status: scheduled.status } }]);
+      return { status: scheduled.status as 'retrying' | 'ready', retryAt: scheduled.runAt };
+    }
+    const deadLetterId = newDeadLetterId();
+    await taskDeadLetterMark(tx, failed.id);
+    await deadLetterInsert(tx, {
+      id: deadLetterId, taskId: failed.id, dagId: failed.dagId, reason: decision.reason, errorClass: f.errorClass,
+      poisonPill: decision.poisonPill, attempts: failed.attempts,
+    });
+    const [dag] = await dagStatusRefresh(tx, [failed.dagId]);
+    await eventInsertMany(tx, [failedEvent, { ...base, type: 'task.dead_lettered', data: { deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill } }]);
+    if (dag?.status === 'blocked' && dag.previous !== 'blocked') {
+      await eventInsertMany(tx, [{ type: 'dag.blocked', dagId: failed.dagId, data: { reason: 'dead_letter', message: dag.reason, deadLetterId, taskId: failed.id } }]);
+    }
+    return { status: 'dead_lettered' as const, deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill };
+  });
+  if (!outcome) {
+    // The same failure reported again (its reply was lost) gets the outcome it had; a different one is a 409.
+    const replay = opts.reapCondition ? null : await failureReplayed(db, f);
+    return replay ?? guardExplain(db, f.taskId, f.fence, 'fail');
+  }
+  engineEvents.emit('failed', { type, errorClass: f.errorClass, outcome: outcome.status, reason: outcome.status === 'dead_lettered' ? outcome.reason : undefined });
+  attemptsEndedEmit(() => [{ taskId: f.taskId, fence: f.fence }]);
+  // One line per failure, wherever it was reported (an agent process's logger already carries the task's id).
+  if (opts.log) opts.log.warn({ ...('taskId' in opts.log.bindings() ? {} : { taskId: f.taskId }), errorClass: f.errorClass, message: f.message, ...outcome }, 'task failed');
+  return outcome;
+}
+
+/** The outcome recorded when this failure was already applied (same fence, class and message); throws CONFLICT for a different result. */
+async function failureReplayed(db: Db, f: TaskRef & { errorClass: string; message: string }): Promise<FailureOutcome | null> {
+  const s = await taskAttemptSettled(db, f.taskId, f.fence);
+  if (!s || s.fence !== f.fence || s.outcome === null) return null;
+  if (s.outcome === 'rate_limited' && f.errorClass === 'rate_limit') {
+    return { status: s.status === 'ready' ? 'ready' : 'retrying', retryAt: dateOf(s.runAt) ?? new Date(), rateLimited: true };
+  }
+  if (s.outcome === 'failed' && s.errorClass === f.errorClass && s.errorMessage === f.message) {
+    if (s.status === 'dead_lettered' && s.deadLetter) return { status: 'dead_lettered', deadLetterId: s.deadLetter.id, reason: s.deadLetter.reason, poisonPill: s.deadLetter.poisonPill };
+    if (s.status === 'retrying' || s.status === 'ready') return { status: s.status, retryAt: dateOf(s.runAt) ?? new Date() };
+    return null;
+  }
+  if (s.outcome === 'failed' || s.outcome === 'completed') {
+    throw new ConflictError(`task ${f.taskId}: the attempt under fence ${f.fence} already ${s.outcome === 'completed' ? 'completed' : `failed with ${s.errorClass}: ${s.errorMessage}`}; an attempt has one result`, { taskId: f.taskId, fence: f.fence });
+  }
+  return null;
+}
+
+/**
+ * A provider's rate limit is not the task's failure: the attempt is given back, the task is READY again
+ * after the provider's Retry-After, and the model it hit is paused for every agent until then (the claim
+ * hands out tasks on other models meanwhile). Null when this limit must count as an attempt after all
+ * (RATE_LIMIT_DEFAULTS.returnsMax in a row) or the guard did not match: taskFail then goes on as for any failure.
+ */
+async function taskRateLimited(db: Db, f: Failure, opts: { log?: Logger } = {}): Promise<FailureOutcome | null> {
+  const r = await withTx(db, async (tx) => {
+    const inARow = await taskRateLimitedInARow(tx, f.taskId);
+    if (inARow >= RATE_LIMIT_DEFAULTS.returnsMax) return null;
+    const delaySec = f.retryAfterSec ?? Math.min(RATE_LIMIT_DEFAULTS.maxDelaySec, RATE_LIMIT_DEFAULTS.baseDelaySec * 2 ** inARow);
+    const details = { ...f.details, retry_after_sec: delaySec, in_a_row: inARow + 1 };
+    const returned = await taskRateLimitedMark(tx, {
+      id: f.taskId, fence: f.fence, delaySec, message: f.message, details,
+      spent: { costUsd: f.costUsd, tokensIn: f.tokensIn, tokensOut: f.tokensOut, model: f.model },
+    });
+    if (!returned) return null;
+    // The fleet-wide pause: only on a model this attempt may have used (one the task accepts, else one the agent
+    // registered by name), and never longer than maxDelaySec, so no agent stops the fleet from using a model for long.
+    const model = f.model && (returned.taskModels.length ? returned.taskModels.includes(f.model) : returned.agentModels.includes(f.model)) ? f.model : null;
+    // A model whose only declared limit is its provider's pauses the provider (every model of it).
+    const pauseKey = model ? await rateLimitPauseKey(tx, model) : null;
+    const pausedUntil = pauseKey
+      ? await modelPause(tx, { model: pauseKey, delaySec: Math.min(delaySec, RATE_LIMIT_DEFAULTS.maxDelaySec), reason: f.message.slice(0, 500), taskId: f.taskId })
+      : null;
+    await eventInsertMany(tx, [{
+      type: 'task.rate_limited', dagId: returned.dagId, taskId: f.taskId, agentId: returned.agentId,
+      data: { model: f.model ?? null, paused: pauseKey, delaySec, retryAt: returned.runAt, pausedUntil, message: f.message },
+    }]);
+    return { ...returned, delaySec };
+  });
+  if (!r) return null;
+  engineEvents.emit('failed', { type: r.type, errorClass: 'rate_limit', outcome: 'rate_limited' });
+  attemptsEndedEmit(() => [{ taskId: f.taskId, fence: f.fence }]);
+  opts.log?.warn({ taskId: f.taskId, model: f.model ?? null, delaySec: r.delaySec }, 'rate limited: task back to READY later, no attempt spent');
+  return { status: 'retrying', retryAt: r.runAt, rateLimited: true };
+}

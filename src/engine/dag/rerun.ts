@@ -1,0 +1,85 @@
+import { withTx, type Db } from '../../db/connection.js';
+import { dagGet, dagLockGraph, dagReopen, dagStatusRefresh, dagTasksReopened } from '../../db/queries/dags.js';
+import { deadLetterResolveForTasks } from '../../db/queries/dead-letters.js';
+import { eventInsertMany } from '../../db/queries/events.js';
+import { taskGet } from '../../db/queries/tasks-read.js';
+import {
+  taskDownstreamStates, taskFailedIds, taskMapChildrenRetire, taskReopen, taskWaitingDependents, taskWaitRecount, type ReopenedRow,
+} from '../../db/queries/tasks-rerun.js';
+import { ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError } from '../../errors.js';
+import { HELD_STATES, TRANSITIONS } from '../../model/state-machine.js';
+
+export interface RerunOptions { by?: string; note?: string }
+export interface RerunResult { dagId: string; reopened: Array<{ id: string; key: string; previous: string }> }
+
+/**
+ * Run a finished task again (completed, dead-lettered or cancelled), with `downstream` everything after it
+ * too: each reopened task gets a fresh attempt budget and waits for its upstream tasks as on the first run;
+ * its attempts and outputs so far stay in the history. Dependents that had not started wait for it again.
+ * A task downstream that an agent holds right now is a 409: wait for it, or cancel it, first.
+ */
+export async function taskRerun(db: Db, taskId: string, opts: RerunOptions & { downstream?: boolean } = {}): Promise<RerunResult> {
+  return withTx(db, async (tx) => {
+    const task = await taskGet(tx, taskId);
+    if (!task) throw new NotFoundError('task', taskId);
+    if (!(TRANSITIONS.rerun.from as readonly string[]).includes(task.status)) {
+      throw new IllegalTransitionError(taskId, 'rerun', task.status, TRANSITIONS.rerun.from);
+    }
+    await dagLockGraph(tx, task.dagId);
+    await dagNotPruning(tx, task.dagId);
+    let ids = [taskId];
+    if (opts.downstream) {
+      const below = await taskDownstreamStates(tx, [taskId]);
+      const busy = below.filter((t) => (HELD_STATES as readonly string[]).includes(t.status));
+      if (busy.length) throw new ConflictError(`task ${busy[0]!.key} downstream of ${task.key} is ${busy[0]!.status} now: wait for it, or cancel it, before re-running with --downstream`, { taskId: busy[0]!.id });
+      // A for_each task whose children are still at work would collect what they make of the old list.
+      const mapping = below.find((t) => t.mapping);
+      if (mapping) throw new ConflictError(`for_each task ${mapping.key} downstream of ${task.key} is waiting for its children: wait for them, or cancel it, before re-running with --downstream`, { taskId: mapping.id });
+      ids = below.filter((t) => (TRANSITIONS.rerun.from as readonly string[]).includes(t.status)).map((t) => t.id);
+    }
+    return reopen(tx, task.dagId, ids, opts);
+  });
+}
+
+/** Run a DAG's failed tasks again (dead-lettered, and cancelled ones): a cancelled or blocked DAG runs on. */
+export async function dagRerunFailed(db: Db, dagId: string, opts: RerunOptions = {}): Promise<RerunResult> {
+  return withTx(db, async (tx) => {
+    const dag = await dagGet(tx, dagId);
+    if (!dag) throw new NotFoundError('DAG', dagId);
+    await dagLockGraph(tx, dagId);
+    await dagNotPruning(tx, dagId);
+    const ids = (await taskFailedIds(tx, dagId)).map((r) => r.id);
+    if (ids.length === 0) throw new InvalidInputError(`DAG ${dagId} has no dead-lettered or cancelled task to run again`);
+    return reopen(tx, dagId, ids, opts);
+  });
+}
+
+/** Under the DAG's graph lock: a DAG retention has begun deleting is not run again (retention marks under the same lock). */
+async function dagNotPruning(tx: Db, dagId: string): Promise<void> {
+  const dag = await dagGet(tx, dagId);
+  if (dag?.prunedAt) throw new ConflictError(`DAG ${dagId} is being pruned (it finished before the retention period): it cannot run again`, { dagId });
+}
+
+async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions): Promise<RerunResult> {
+  const by = opts.by ?? 'human';
+  // A for_each task among them maps again when it is ready: its previous children step aside (kept as history).
+  const retired = await taskMapChildrenRetire(tx, ids);
+  if (retired.openChild) {
+    throw new ConflictError(`${retired.openChild.key} is ${retired.openChild.status}: a for_each task runs again only once its children are completed or cancelled (retry or cancel it first)`);
+  }
+  // A retired child is history: it does not run again with its old item (its task maps anew).
+  const gone = new Set(retired.retired);
+  const reopened: ReopenedRow[] = await taskReopen(tx, ids.filter((id) => !gone.has(id)));
+  const reopenedIds = reopened.map((r) => r.id);
+  // Closed tasks (completed, cancelled) count as open again; a dead-lettered one never stopped counting.
+  await dagTasksReopened(tx, dagId, reopened.filter((r) => r.previous !== 'dead_lettered').length);
+  await deadLetterResolveForTasks(tx, reopened.filter((r) => r.previous === 'dead_lettered').map((r) => r.id), by, opts.note ?? 'run again', 'retried');
+  await taskWaitRecount(tx, [...reopenedIds, ...(await taskWaitingDependents(tx, reopenedIds))]);
+  await dagReopen(tx, dagId);
+  await dagStatusRefresh(tx, [dagId]);
+  await eventInsertMany(tx, [
+    ...reopened.map((r) => ({ type: 'task.rerun', dagId, taskId: r.id, data: { previous: r.previous, by, note: opts.note ?? null } })),
+    { type: 'dag.rerun', dagId, data: { tasks: reopened.length, by, note: opts.note ?? null } },
+  ]);
+  return { dagId, reopened: reopened.map((r) => ({ id: r.id, key: r.key, previous: r.previous })) };
+}

@@ -1,0 +1,36 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/connection.js';
+import { approvalsExpiredSettle } from '../engine/waits/approvals.js';
+import { mapTasksSettle } from '../engine/dag/map.js';
+import { signalWaitsSettle } from '../engine/waits/signals.js';
+import { serviceCreate, type MaintenanceService } from './service.js';
+
+export const WAITS_INTERVAL_MS_DEFAULT = 1_000;
+export const WAITS_BATCH_DEFAULT = 500;
+
+export interface WaitsOptions { db: Db; log?: Logger; intervalMs?: number; batch?: number }
+
+/**
+ * Settles WAITING tasks nobody else will: a signal that came before its task began waiting completes
+ * it here (within a pass); a wait for a signal past its timeout fails with class timeout; an approval
+ * past its timeout takes its step's on_timeout (approve, reject, or the dead-letter queue); a for_each
+ * task gets its children, or, once they are done, completes with their outputs (engine/dag/map.ts).
+ */
+export function waitsCreate(o: WaitsOptions): MaintenanceService {
+  const batch = o.batch ?? WAITS_BATCH_DEFAULT;
+  return serviceCreate({
+    name: 'waits',
+    db: o.db,
+    log: o.log,
+    intervalMs: o.intervalMs ?? WAITS_INTERVAL_MS_DEFAULT,
+    async work() {
+      let total = 0;
+      for (;;) {
+        const n = await signalWaitsSettle(o.db, { batch, log: o.log }) + await approvalsExpiredSettle(o.db, { batch, log: o.log })
+          + await mapTasksSettle(o.db, { batch, log: o.log });
+        total += n;
+        if (n < batch) return total;
+      }
+    },
+  });
+}

@@ -1,0 +1,155 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { testDatabase } from '../../helpers/db.js';
+import { testHttp } from '../../helpers/http.js';
+import { agentCreate, dagCreate, databaseReset, rowsOf } from '../../helpers/factories.js';
+import { taskClaim } from '../../../src/engine/attempt/claim.js';
+import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskFail } from '../../../src/engine/attempt/fail.js';
+import { taskSpawn } from '../../../src/engine/dag/spawn.js';
+import { dagTimeline, type DagTimeline } from '../../../src/engine/read/timeline.js';
+
+const database = await testDatabase();
+const { db } = database;
+const http = await testHttp(database);
+beforeEach(() => databaseReset(db));
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const kinds = (tl: DagTimeline, key: string) => tl.tasks.find((t) => t.key === key)!.segments.map((s) => s.kind === 'running' ? `running:${s.outcome}` : s.kind);
+
+// Two branches after `plan`: `slow` takes longer than `quick`, so `report` waits on `slow`, and the path through it is critical.
+const DAG = `
+name: timed
+tasks:
+  plan: { type: t, max_attempts: 2, retry: { strategy: immediate } }
+  quick: { type: t, depends_on: [plan] }
+  slow:
+    type: t
+    depends_on: [plan]
+    output:
+      validation:
+        - { kind: test, command: "true" }
+  report: { type: t, depends_on: [quick, slow] }
+`;
+
+async function claimKey(agent: string, key: string) {
+  for (let i = 0; i < 20; i++) {
+    const [t] = await taskClaim(db, agent, { start: true });
+    if (t?.key === key) return t;
+    if (t) throw new Error(`claimed ${t.key}, wanted ${key}`);
+    await sleep(20);
+  }
+  throw new Error(`${key} never became claimable`);
+}
+
+describe('a DAG\'s timeline', () => {
+  it('shows queued, running (by outcome), retry-wait and validating stretches per task, the critical path as it happened, and cost per model', async () => {
+    const dagId = await dagCreate(db, DAG);
+    await agentCreate(db, 'w');
+    await agentCreate(db, 'tester', ['validate:test']);
+    await sleep(30);
+    const plan1 = await claimKey('w', 'plan');
+    await sleep(30);
+    await taskFail(db, { taskId: plan1.id, fence: plan1.fence, errorClass: 'crash', message: 'boom', costUsd: 0.1, model: 'small' });
+    await sleep(30);
+    const plan2 = await claimKey('w', 'plan');
+    await sleep(20);
+    await taskComplete(db, { taskId: plan2.id, fence: plan2.fence, output: {}, costUsd: 0.2, model: 'small', tokensIn: 100, tokensOut: 10 });
+
+    const [first] = await taskClaim(db, 'w', { start: true, limit: 1 });
+    const [second] = await taskClaim(db, 'w', { start: true, limit: 1 });
+    const byKey = Object.fromEntries([first!, second!].map((t) => [t.key, t]));
+    await taskComplete(db, { taskId: byKey.quick!.id, fence: byKey.quick!.fence, output: {}, costUsd: 0.3, model: 'large' });
+    await sleep(30);
+    const submitted = await taskComplete(db, { taskId: byKey.slow!.id, fence: byKey.slow!.fence, output: {}, costUsd: 0.4, model: 'large' });
+    expect(submitted.settled).toMatchObject({ status: 'validating' });
+
+    // While `slow` is with its validator, the timeline says so, and `report` has not started.
+    const midway = await dagTimeline(db, dagId);
+    expect(kinds(midway, 'slow')).toEqual(['queued', 'running:validating', 'validating']);
+    expect(kinds(midway, 'report')).toEqual([]);
+
+    await sleep(30);
+    const check = await claimKey('tester', 'slow/validate-1@1');
+    await taskComplete(db, { taskId: check.id, fence: check.fence, output: { pass: true } });
+    const report = await claimKey('w', 'report');
+    await sleep(20);
+    await taskComplete(db, { taskId: report.id, fence: report.fence, output: {}, costUsd: 0.05 });
+
+    const tl = await dagTimeline(db, dagId);
+    expect(kinds(tl, 'plan')).toEqual(['queued', 'running:failed', 'retry_wait', 'running:completed']);
+    expect(kinds(tl, 'quick')).toEqual(['queued', 'running:completed']);
+    expect(kinds(tl, 'slow')).toEqual(['queued', 'running:completed', 'validating']);
+    expect(kinds(tl, 'report')).toEqual(['queued', 'running:completed']);
+    // Validation tasks are not rows of their own: they are their task's validating stretch.
+    expect(tl.tasks.map((t) => t.key)).toEqual(['plan', 'quick', 'slow', 'report']);
+
+    // The stretches follow each other, within the DAG's run, in the attempts' own times.
+    const [a1, a2] = await rowsOf<{ started_at: string; ended_at: string }>(db, sql`
+      select a.started_at::text, a.ended_at::text from attempts a join tasks t on t.id = a.task_id where t.key = 'plan' and t.dag_id = ${dagId} order by a.fence`);
+    const plan = tl.tasks.find((t) => t.key === 'plan')!.segments;
+    expect(plan.map((s) => [s.from.getTime(), s.to.getTime()])).toEqual([
+      [plan[0]!.from.getTime(), Date.parse(a1!.started_at)],
+      [Date.parse(a1!.started_at), Date.parse(a1!.ended_at)],
+      [Date.parse(a1!.ended_at), Date.parse(a2!.started_at)],
+      [Date.parse(a2!.started_at), Date.parse(a2!.ended_at)],
+    ]);
+    for (const t of tl.tasks) for (const s of t.segments) expect(s.from <= s.to && s.from >= tl.from && s.to <= tl.to).toBe(true);
+
+    expect(tl.criticalPath).toEqual(['plan', 'slow', 'report']);
+    expect(tl.tasks.filter((t) => t.critical).map((t) => t.key)).toEqual(['plan', 'slow', 'report']);
+    expect(tl.costByModel).toEqual([
+      { model: 'large', costUsd: 0.7, tokensIn: 0, tokensOut: 0, attempts: 2 },
+      { model: 'small', costUsd: expect.closeTo(0.3, 9), tokensIn: 100, tokensOut: 10, attempts: 2 },
+      { model: null, costUsd: 0.05, tokensIn: 0, tokensOut: 0, attempts: 2 },
+    ]);
+    expect(tl.tasks.find((t) => t.key === 'plan')!.costUsd).toBeCloseTo(0.3);
+
+    // Over HTTP, as the dashboard reads it; an unknown DAG is a 404.
+    const r = await http.call('GET', `/api/dags/${dagId}/timeline`);
+    expect(r.status).toBe(200);
+    expect(r.body.criticalPath).toEqual(['plan', 'slow', 'report']);
+    expect(r.body.tasks[0].segments[0]).toMatchObject({ kind: 'queued', from: expect.stringMatching(/^\d{4}-/) });
+    expect((await http.call('GET', '/api/dags/dag_nope/timeline')).status).toBe(404);
+  });
+
+  it('an attempt that spawned subtasks to wait for is followed by a waiting stretch until the task runs again', async () => {
+    const dagId = await dagCreate(db, 'name: parent\ntasks:\n  boss: { type: t }\n');
+    await agentCreate(db, 'w');
+    await sleep(20);
+    const [boss] = await taskClaim(db, 'w', { start: true });
+    await taskSpawn(db, { taskId: boss!.id, fence: boss!.fence }, [{ key: 'helper', type: 't' }], { wait: true });
+    expect(kinds(await dagTimeline(db, dagId), 'boss')).toEqual(['queued', 'running:waiting', 'waiting']);
+    await sleep(20);
+    const [helper] = await taskClaim(db, 'w', { start: true });
+    expect(helper!.key).toBe('boss/helper');
+    await taskComplete(db, { taskId: helper!.id, fence: helper!.fence, output: {} });
+    const [again] = await taskClaim(db, 'w', { start: true });
+    await taskComplete(db, { taskId: again!.id, fence: again!.fence, output: {} });
+    const tl = await dagTimeline(db, dagId);
+    expect(kinds(tl, 'boss')).toEqual(['queued', 'running:waiting', 'waiting', 'running:completed']);
+    expect(tl.tasks.find((t) => t.key === 'boss/helper')!.parentKey).toBe('boss');
+  });
+
+  it('an attempt claimed and finished within one millisecond still shows as a run', async () => {
+    const dagId = await dagCreate(db, 'name: quick\ntasks:\n  a: { type: t }\n');
+    await agentCreate(db, 'fast');
+    await sleep(5);
+    const [a] = await taskClaim(db, 'fast', { start: true });
+    await taskComplete(db, { taskId: a!.id, fence: a!.fence, output: {} });
+    // As when the two statements fall within the same millisecond (the times reach the timeline in milliseconds).
+    await db.execute(sql`update attempts set ended_at = started_at where task_id = ${a!.id}`);
+    expect(kinds(await dagTimeline(db, dagId), 'a')).toEqual(['queued', 'running:completed']);
+  });
+
+  it('a task still running, or waiting for its retry, runs to now', async () => {
+    const dagId = await dagCreate(db, 'name: open\ntasks:\n  a: { type: t, max_attempts: 3, retry: { strategy: fixed, initial_delay: 1h, jitter: 0 } }\n  b: { type: t }\n');
+    await agentCreate(db, 'w');
+    const [a, b] = await taskClaim(db, 'w', { start: true, limit: 2 });
+    await taskFail(db, { taskId: a!.id, fence: a!.fence, errorClass: 'crash', message: 'later' });
+    const tl = await dagTimeline(db, dagId);
+    expect(kinds(tl, a!.key)).toEqual(expect.arrayContaining(['running:failed', 'retry_wait']));
+    expect(kinds(tl, b!.key).at(-1)).toBe('running:running');
+    for (const t of tl.tasks) expect(t.segments.at(-1)!.to.getTime()).toBe(tl.to.getTime());
+  });
+});
