@@ -23,11 +23,13 @@ export { dagEdgesAdd, type EdgeByKey } from './engine/dag/edges.js';
 // The agent protocol, for a runtime of one's own (what AgentRunner and the HTTP API do).
 export { agentRegister, agentBeat, agentDrain, agentDeregister, type AgentRegistration } from './engine/ops/agents.js';
 export { taskClaim, type ClaimOptions } from './engine/attempt/claim.js';
-export { taskStart, taskHeartbeat, taskComplete, taskCompleteMany, taskRelease } from './engine/attempt/lifecycle.js';
+export { taskStart, taskHeartbeat } from './engine/attempt/lease.js';
+export { taskComplete, taskCompleteMany } from './engine/attempt/complete.js';
+export { taskRelease } from './engine/attempt/release.js';
 export { taskFail, type Failure, type FailureOutcome } from './engine/attempt/fail.js';
 export { taskSpawn, type SpawnOptions, type SpawnResult } from './engine/dag/spawn.js';
 export type { TaskRef } from './engine/attempt/refusal.js';
-export type { Completion } from './engine/attempt/completion.js';
+export type { Completion } from './engine/attempt/completion-write.js';
 export type { OutputOutcome } from './engine/attempt/settle.js';
 
 // Operations: look, cancel, handle dead letters, run the maintenance loops.

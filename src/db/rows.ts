@@ -153,6 +153,15 @@ export interface AttemptRow {
   details: unknown;
 }
 
+/** What an attempt reported spending: recorded on its attempts row and charged to its DAG and agent, however it ended (db/queries/spend.ts). */
+export interface AttemptSpend {
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  /** The model it ran on, for the cost report. */
+  model?: string | null;
+}
+
 export interface CompletionResult {
   /** Ids that were completed; the others were refused (stale token or wrong state). */
   completed: string[];
@@ -164,15 +173,32 @@ export interface CompletionResult {
   completedByType: Record<string, number>;
 }
 
-export interface FailureInput {
+/**
+ * A report a guarded statement did not apply, as the task's row and the attempt under the reported fence stood in
+ * the statement's snapshot: enough to say why without reading again (engine/attempt/refusal.ts).
+ */
+export interface RefusedRow {
+  /** Null: there is no such task. */
+  status: string | null;
+  fence: number | null;
+  /** It declares output validation or is a validation task: its output is settled, not completed by the statement. */
+  validated: boolean;
+  /** The attempt under the reported fence, if it ended: its outcome and error. */
+  outcome: string | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+  /** The task's output (or, for a validation task, what its agent sent) equals the reported one, as jsonb. */
+  sameOutput: boolean;
+  runAt: Date | null;
+  /** The task's newest dead letter, when it is dead-lettered. */
+  deadLetter: { id: string; reason: string; poisonPill: boolean } | null;
+}
+
+export interface FailureInput extends AttemptSpend {
   id: string;
   fence: number;
   errorClass: string;
   message: string;
-  costUsd?: number;
-  tokensIn?: number;
-  tokensOut?: number;
-  model?: string | null;
   details?: Record<string, unknown>;
   /**
    * Reaper only: re-check inside the UPDATE that the lease is still expired (or the
@@ -203,14 +229,10 @@ export interface AgentRegistration {
   metadata?: Record<string, unknown>;
 }
 
-export interface CompletionInput {
+export interface CompletionInput extends AttemptSpend {
   id: string;
   fence: number;
   output: unknown;
-  costUsd?: number;
-  tokensIn?: number;
-  tokensOut?: number;
-  model?: string | null;
   /** Recorded on the attempt (checked completions: the validation verdicts). */
   details?: Record<string, unknown>;
 }

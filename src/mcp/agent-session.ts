@@ -4,18 +4,20 @@ import { agentRegister } from '../engine/ops/agents.js';
 import { attemptLogAppend, type LogLineInput } from '../engine/read/attempt-logs.js';
 import { taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
 import { taskFail, type FailureOutcome } from '../engine/attempt/fail.js';
-import { taskComplete, taskHeartbeat, taskRelease } from '../engine/attempt/lifecycle.js';
+import { taskComplete } from '../engine/attempt/complete.js';
+import { taskHeartbeat } from '../engine/attempt/lease.js';
+import { taskRelease } from '../engine/attempt/release.js';
 import { taskSpawn } from '../engine/dag/spawn.js';
 import { grantApply, grantMaxHeld, type Principal } from '../auth/tokens.js';
 import { DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '../errors.js';
 import { LEASE_DEFAULTS } from '../config/index.js';
+import type { AttemptSpend } from '../db/rows.js';
 
 /** How often next_task looks again while it waits for work. */
 const WAIT_POLL_MS = 500;
 
 interface Held { task: ClaimedTask; timer: NodeJS.Timeout }
 
-export interface Spent { costUsd?: number; tokensIn?: number; tokensOut?: number; model?: string | null }
 
 /**
  * One MCP session's agent: it claims as the token's agent, within the token's grant, and keeps the lease and
@@ -80,30 +82,30 @@ export class McpAgentSession {
     return this.guarded(h, () => taskHeartbeat(this.db, { taskId: h.task.id, fence: h.task.fence, progress, message, leaseSec: this.leaseSec(h) }));
   }
 
-  async complete(taskId: string | undefined, output: unknown, spent: Spent = {}) {
+  async complete(taskId: string | undefined, output: unknown, spent: AttemptSpend = {}) {
     const h = this.pick(taskId);
     const r = await this.guarded(h, () => taskComplete(this.db, { taskId: h.task.id, fence: h.task.fence, output, ...spent }));
     this.drop(h.task.id);
     return r;
   }
 
-  async fail(taskId: string | undefined, f: { errorClass: string; message: string; retryable?: boolean } & Spent): Promise<FailureOutcome> {
+  async fail(taskId: string | undefined, f: { errorClass: string; message: string; retryable?: boolean } & AttemptSpend): Promise<FailureOutcome> {
     const h = this.pick(taskId);
     const r = await this.guarded(h, () => taskFail(this.db, { taskId: h.task.id, fence: h.task.fence, ...f }, { log: this.log }));
     this.drop(h.task.id);
     return r;
   }
 
-  async release(taskId: string | undefined, reason?: string, spent: Spent = {}): Promise<void> {
+  async release(taskId: string | undefined, reason?: string, spent: AttemptSpend = {}): Promise<void> {
     const h = this.pick(taskId);
     await this.guarded(h, () => taskRelease(this.db, { taskId: h.task.id, fence: h.task.fence, reason: reason ?? `MCP session of ${this.agentId} released it`, ...spent }));
     this.drop(h.task.id);
   }
 
-  async spawn(taskId: string | undefined, subtasks: unknown, wait: boolean, spent: Spent = {}) {
+  async spawn(taskId: string | undefined, subtasks: unknown, wait: boolean, spent: AttemptSpend = {}) {
     const h = this.pick(taskId);
     const r = await this.guarded(h, () => taskSpawn(this.db, { taskId: h.task.id, fence: h.task.fence }, subtasks, {
-      wait, cost: { usd: spent.costUsd ?? 0, tokensIn: spent.tokensIn ?? 0, tokensOut: spent.tokensOut ?? 0, model: spent.model ?? null }, log: this.log,
+      wait, cost: spent, log: this.log,
     }));
     // Waiting ends the attempt: the task comes back through next_task once its subtasks completed.
     if (r.waiting) this.drop(h.task.id);

@@ -1,11 +1,11 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
-import { reportFailure, reportLogLine, reportProgress, reportSpend } from '../wire/reports.js';
+import { reportFailure, reportLogLine, reportProgress, reportSpend, spendOfReport } from '../wire/reports.js';
 import { capabilitySchema } from '../dag/file-schema.js';
 import { agentModelSchema } from '../llm-models.js';
 import { LIMITS } from '../config/index.js';
-import type { McpAgentSession, Spent } from './agent-session.js';
+import type { McpAgentSession } from './agent-session.js';
 import { toolResult } from './results.js';
 
 /**
@@ -14,9 +14,6 @@ import { toolResult } from './results.js';
  */
 const taskId = z.string().max(64).optional()
   .describe('the task to report on; leave it out when you hold one task (the usual case)');
-
-const spentOf = (a: { cost_usd?: number; tokens_in?: number; tokens_out?: number; model?: string | null }): Spent =>
-  ({ costUsd: a.cost_usd, tokensIn: a.tokens_in, tokensOut: a.tokens_out, model: a.model });
 
 export function agentToolsRegister(server: McpServer, session: McpAgentSession): void {
   server.registerTool('next_task', {
@@ -54,7 +51,7 @@ export function agentToolsRegister(server: McpServer, session: McpAgentSession):
     ].join(' '),
     inputSchema: { task_id: taskId, output: z.unknown().describe('the result of the task, as JSON'), ...reportSpend },
   }, (a) => toolResult(async () => {
-    const r = await session.complete(a.task_id, a.output ?? null, spentOf(a));
+    const r = await session.complete(a.task_id, a.output ?? null, spendOfReport(a));
     return { completed: r.completed.length > 0, settled: r.settled ?? null, next: 'Call next_task for more work.' };
   }));
 
@@ -62,14 +59,14 @@ export function agentToolsRegister(server: McpServer, session: McpAgentSession):
     title: 'Fail the task',
     description: 'Say you could not do the task, and why. The DAG\'s retry policy decides whether it runs again (maybe on another agent); retryable false sends it to a person at once. After this the task is no longer yours.',
     inputSchema: { task_id: taskId, ...reportFailure, ...reportSpend },
-  }, (a) => toolResult(async () => session.fail(a.task_id, { errorClass: a.error_class, message: a.message, retryable: a.retryable, ...spentOf(a) })));
+  }, (a) => toolResult(async () => session.fail(a.task_id, { errorClass: a.error_class, message: a.message, retryable: a.retryable, ...spendOfReport(a) })));
 
   server.registerTool('release', {
     title: 'Hand the task back',
     description: 'Give the task back unfinished, without using up an attempt (you are stopping, or it is not for you). Another agent takes it.',
     inputSchema: { task_id: taskId, reason: z.string().max(2000).optional(), ...reportSpend },
   }, (a) => toolResult(async () => {
-    await session.release(a.task_id, a.reason, spentOf(a));
+    await session.release(a.task_id, a.reason, spendOfReport(a));
     return { released: true };
   }));
 
@@ -88,7 +85,7 @@ export function agentToolsRegister(server: McpServer, session: McpAgentSession):
       ...reportSpend,
     },
   }, (a) => toolResult(async () => {
-    const r = await session.spawn(a.task_id, a.subtasks, a.wait ?? false, spentOf(a));
+    const r = await session.spawn(a.task_id, a.subtasks, a.wait ?? false, spendOfReport(a));
     return { ...r, next: r.waiting ? 'Your attempt has ended: stop working on this task. Call next_task.' : 'Carry on with the task.' };
   }));
 

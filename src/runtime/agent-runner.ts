@@ -6,7 +6,7 @@ import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import { agentBeat, agentDeregister, agentDrain, agentHolder, agentRegister, type AgentRegistration } from '../engine/ops/agents.js';
 import { LEASE_DEFAULTS, agentInstanceDefault } from '../config/index.js';
 import { taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
-import { taskRelease } from '../engine/attempt/lifecycle.js';
+import { taskRelease } from '../engine/attempt/release.js';
 import { taskHeldByAgent } from '../db/queries/tasks-read.js';
 import { logger } from '../observability/logger.js';
 import { ConflictError, InvalidInputError } from '../errors.js';

@@ -1,8 +1,8 @@
 import { isConnectionLost, type Db } from '../db/connection.js';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
-import type { Completion } from '../engine/attempt/completion.js';
+import type { Completion } from '../engine/attempt/completion-write.js';
 import type { HandOff } from '../db/rows.js';
-import { taskCompleteMany } from '../engine/attempt/lifecycle.js';
+import { attemptsComplete, type AttemptsCompleted } from '../engine/attempt/complete.js';
 import type { OutputOutcome } from '../engine/attempt/settle.js';
 
 export const COMPLETION_BATCHER_DEFAULTS = {
@@ -99,15 +99,18 @@ export class CompletionBatcher {
 
   private async write(batch: Array<{ c: Completion; resolve: (o: CompletionOutcome) => void }>): Promise<void> {
     const handTo = batch.length <= COMPLETION_BATCHER_DEFAULTS.handOffBatchMax ? this.o.handTo?.(batch.length) ?? undefined : undefined;
-    let r: Awaited<ReturnType<typeof taskCompleteMany>>;
+    let r: AttemptsCompleted;
     try {
-      r = await taskCompleteMany(this.o.db, batch.map((b) => b.c), { handTo });
+      r = await attemptsComplete(this.o.db, batch.map((b) => b.c), { handTo });
     } catch (e) {
       if (handTo && isConnectionLost(e)) this.o.onHandOffInDoubt?.();
       throw e;
     }
-    const refused = new Set(r.refused);
-    for (const b of batch) b.resolve({ completed: !refused.has(b.c.taskId), settled: r.settled.get(b.c.taskId) });
+    // A replayed report was applied the first time (the runtime retries across a dropped connection): not refused.
+    batch.forEach((b, i) => {
+      const o = r.outcomes[i]!;
+      b.resolve({ completed: o.status !== 'refused', settled: o.status === 'settled' ? o.settled : undefined });
+    });
     // In the same turn as the resolutions, so no continuation of theirs runs before the handed tasks are given on.
     if (r.handed.length > 0) this.o.onHanded?.(r.handed);
     if (r.unblocked > 0) this.o.onUnblocked?.(r.unblocked);

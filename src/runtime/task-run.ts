@@ -4,10 +4,11 @@ import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
 import { errorMessage, isConnectionLost, type Db } from '../db/connection.js';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
-import { outputProblem } from '../engine/attempt/completion.js';
+import { outputProblem } from '../engine/attempt/completion-write.js';
 import { taskFail } from '../engine/attempt/fail.js';
 import type { TaskRef } from '../engine/attempt/refusal.js';
-import { taskHeartbeat, taskRelease, taskStart } from '../engine/attempt/lifecycle.js';
+import { taskHeartbeat, taskStart } from '../engine/attempt/lease.js';
+import { taskRelease } from '../engine/attempt/release.js';
 import { taskSpawn } from '../engine/dag/spawn.js';
 import { DagentError, LeaseLostError } from '../errors.js';
 import type { AgentDefinition, TaskContext } from './define-agent.js';
@@ -15,6 +16,7 @@ import type { CompletionBatcher } from './completion-batcher.js';
 import { untilReachable } from './until-reachable.js';
 import { AttemptLog } from './attempt-log.js';
 import { errorClassify, InvalidOutputError } from './task-errors.js';
+import type { AttemptSpend } from '../db/rows.js';
 
 /** Why a running handler was told to stop. */
 export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown';
@@ -57,7 +59,8 @@ export class TaskRun {
   private readonly log: Logger;
   /** What the handler logs, also stored with this attempt (`dagent logs`). */
   private readonly attemptLog: AttemptLog;
-  private readonly cost = { usd: 0, tokensIn: 0, tokensOut: 0, model: null as string | null };
+  /** What the handler reported spending (reportCost), charged however the attempt ends. */
+  private readonly cost: Required<AttemptSpend> = { costUsd: 0, tokensIn: 0, tokensOut: 0, model: null };
   private waiting = false;
   private beatTimer: NodeJS.Timeout | undefined;
 
@@ -132,7 +135,7 @@ export class TaskRun {
     this.attemptLog.close();
     let outcome = result;
     const { db, batcher } = this.deps;
-    const spent = { costUsd: this.cost.usd, tokensIn: this.cost.tokensIn, tokensOut: this.cost.tokensOut, model: this.cost.model };
+    const spent = { ...this.cost };
     try {
       const storable = outcome.kind === 'output' ? jsonStorable(outcome.output) : undefined;
       if (storable && 'error' in storable) outcome = { kind: 'error', err: new InvalidOutputError(`output cannot be stored as JSON: ${storable.error}`) };
@@ -141,7 +144,7 @@ export class TaskRun {
         const r = await untilReachable('complete', () => batcher.complete({ ...this.ref, output, ...spent }), this.log);
         if (!r.completed) return this.log.warn('completion refused: the lease was lost (the task was reaped and may run again elsewhere)');
         const s = r.settled;
-        if (!s || s.status === 'completed') this.log.info({ costUsd: this.cost.usd }, 'task completed');
+        if (!s || s.status === 'completed') this.log.info({ costUsd: this.cost.costUsd }, 'task completed');
         else if (s.status === 'validating') this.log.info({ step: s.step, validationTaskId: s.validationTaskId }, 'output submitted; validating');
         else if (s.status === 'rejected') this.log.warn({ verdict: s.verdict, next: s.failure.status }, 'output rejected by validation');
         else this.log.warn({ error: s.error, next: s.failure.status }, 'verdict rejected: not a valid verdict');
@@ -212,7 +215,7 @@ export class TaskRun {
         throw new WaitingForSubtasks();
       },
       reportCost: (c) => {
-        this.cost.usd += c.usd ?? 0;
+        this.cost.costUsd += c.usd ?? 0;
         this.cost.tokensIn += c.tokens?.input ?? 0;
         this.cost.tokensOut += c.tokens?.output ?? 0;
         if (c.model) this.cost.model = c.model;

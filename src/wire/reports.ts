@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { LIMITS } from '../config/index.js';
 import { LOG_LEVELS } from '../engine/read/attempt-logs.js';
+import type { AttemptSpend } from '../db/rows.js';
 
 /**
  * The fields of an agent's reports, one definition for every way an agent speaks: the HTTP API's bodies
@@ -15,6 +16,11 @@ export const reportSpend = {
   tokens_out: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
   model: z.string().max(200).nullable().optional().describe('the model the attempt used'),
 };
+
+/** A report's spend fields (reportSpend) as the engine takes them. */
+export function spendOfReport(r: { cost_usd?: number; tokens_in?: number; tokens_out?: number; model?: string | null }): AttemptSpend {
+  return { costUsd: r.cost_usd, tokensIn: r.tokens_in, tokensOut: r.tokens_out, model: r.model };
+}
 
 export const reportFailure = {
   error_class: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, { error: 'lowercase letters, digits and _' })

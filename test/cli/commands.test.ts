@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { cliWith } from '../helpers/cli.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, databaseSnapshot, rowsOf } from '../helpers/factories.js';

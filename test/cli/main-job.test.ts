@@ -9,7 +9,7 @@ import { main } from '../../src/cli/main.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 
 const database = await testDatabase();

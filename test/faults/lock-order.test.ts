@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../src/db/connection.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, rowsOf } from '../helpers/factories.js';

@@ -7,7 +7,7 @@ import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 import { agentCreate, dagCreate, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { attemptLogAppend } from '../../src/engine/read/attempt-logs.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { taskRerun } from '../../src/engine/dag/rerun.js';
 import { ConflictError } from '../../src/errors.js';
 

@@ -4,7 +4,7 @@ import { dagSourceLoad } from '../../src/dag/load.js';
 import type { DagSpec } from '../../src/dag/spec.js';
 import { agentRegister } from '../../src/engine/ops/agents.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { dagSubmit } from '../../src/engine/dag/submit.js';
 
 /** A DagSpec from inline YAML (the same path files take). */

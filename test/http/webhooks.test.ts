@@ -6,7 +6,7 @@ import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { webhookAdd } from '../../src/webhooks/webhooks.js';
 import { webhookDispatcherCreate } from '../../src/maintenance/webhook-dispatcher.js';

@@ -4,7 +4,8 @@ import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { taskClaim, type ClaimedTask } from '../../src/engine/attempt/claim.js';
-import { taskComplete, taskRelease } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
+import { taskRelease } from '../../src/engine/attempt/release.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { dagCancel } from '../../src/engine/dag/cancel.js';
 

@@ -6,7 +6,7 @@ import { testHttp } from '../helpers/http.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { budgetWatchCreate } from '../../src/maintenance/budget-watch.js';
 
 const database = await testDatabase();

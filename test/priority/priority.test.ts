@@ -4,7 +4,7 @@ import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { dagEdgesAdd } from '../../src/engine/dag/edges.js';
 import { effectivePriority, overtakeMinutes, priorityConstants } from '../../src/model/priority.js';
 import { priorityRefresherCreate } from '../../src/maintenance/priority-refresher.js';

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, databaseSnapshot, leaseExpire, rowsOf } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskStart } from '../../src/engine/attempt/lifecycle.js';
+import { taskStart } from '../../src/engine/attempt/lease.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { httpAgent } from './helpers/agent.js';
 import { refused, serverStart } from './helpers/server.js';

@@ -4,7 +4,7 @@ import { testDatabase } from '../helpers/db.js';
 import { databaseSnapshot } from '../helpers/factories.js';
 import { agentCreate, dagCreate } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { jsonStorable } from '../../src/runtime/task-run.js';
 import { innocentBystander } from './helpers/innocent.js';

@@ -4,7 +4,7 @@ import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, leaseExpire, retryDue, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { taskClaim, type ClaimedTask } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { dagCancel } from '../../src/engine/dag/cancel.js';
 import { dlqCancel } from '../../src/engine/ops/dlq.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';

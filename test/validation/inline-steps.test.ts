@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { taskClaim, type ClaimedTask } from '../../src/engine/attempt/claim.js';
-import { taskComplete, taskCompleteMany } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete, taskCompleteMany } from '../../src/engine/attempt/complete.js';
 import { taskSpawn } from '../../src/engine/dag/spawn.js';
 import { taskCompleteMark } from '../../src/db/queries/tasks-complete.js';
 

@@ -9,7 +9,7 @@ import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import validateJudge from '../../agents/validate-judge.js';
 

@@ -5,7 +5,7 @@ import { agentProcesses } from '../helpers/agent-process.js';
 import { agentCreate, dagCreate, leaseExpire, retryDue, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';

@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
-import { AFTER_AGENT_LOCK, agentLockCte } from './tasks-fragments.js';
+import { spendReleaseCtes } from './spend.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 import type { CancelledRow } from '../rows.js';
 
@@ -51,18 +51,8 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
       from previous p where t.id = p.id
       returning t.*, p.status as previous
     ),
-    -- Lock order: the agents whose reservations are released, then the DAGs (tasks-fragments.ts agentLockCte).
-    ${agentLockCte(sql`select claimed_by from cancelled where previous in ('claimed', 'running') and reserved_usd > 0`)},
-    released_dag as (
-      update dags g set reserved_usd = greatest(0, g.reserved_usd - x.amount)
-      from (select dag_id, sum(reserved_usd) as amount from cancelled where previous in ('claimed', 'running') and reserved_usd > 0 group by dag_id) x
-      where g.id = x.dag_id and ${AFTER_AGENT_LOCK}
-    ),
-    released_agent as (
-      update agents a set reserved_usd = greatest(0, a.reserved_usd - x.amount)
-      from (select claimed_by, sum(reserved_usd) as amount from cancelled where previous in ('claimed', 'running') and reserved_usd > 0 group by claimed_by) x
-      where a.id = x.claimed_by and ${AFTER_AGENT_LOCK}
-    ),
+    -- The reservations of the attempts cut short go back, nothing is charged (spend.ts; agents locked before DAGs).
+    ${spendReleaseCtes('cancelled', sql`previous in ('claimed', 'running')`)},
     cut_short as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms)
       select id, dag_id, attempts, fence, claimed_by, 'cancelled', 'cancelled', 'cancelled while held by an agent', claimed_at, now(),

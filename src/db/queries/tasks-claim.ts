@@ -4,7 +4,8 @@ import type { ClaimedRow } from '../rows.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { attemptsPreviousFor, type PreviousAttempt } from './attempts.js';
 import { dateOf, queryCompile, queryFill, rowsOfPreparedGeneric, sqlStateList, textArray, type CompiledQuery } from '../statement.js';
-import { leaseSql } from './tasks-fragments.js';
+import { leaseSql } from './tasks-lifecycle.js';
+import { spendRemainingSql, spendReserveAgentSet, spendReserveDagCte } from './spend.js';
 import { rateWindowUsageSql } from './rate-limits.js';
 
 export type { ClaimedRow } from '../rows.js';
@@ -205,7 +206,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
         -- them. (The row FOR UPDATE returns is the latest version, read again after the wait; a plain read would not be.)
         claim_writer is not null and claim_writer is distinct from pg_current_xact_id_if_assigned()
           and not pg_visible_in_snapshot(claim_writer, pg_current_snapshot()) as stale,
-        case when ${budget} is null then null else ${budget} - spent_usd - reserved_usd end as remaining,
+        case when ${budget} is null then null else ${spendRemainingSql('agents', budget)} end as remaining,
         ${maxHeld} - (select count(*)::int from tasks h where h.claimed_by = ${agentId} and h.status in (${sqlStateList(HELD_STATES)})) as slots,
         -- Models (or providers) paused for the fleet after a provider's rate limit (model_pauses: a few rows, usually
         -- none), and in the full statement the declared limits with nothing left in their window.
@@ -217,7 +218,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
       for update
     ),
     broke as materialized (
-      select id from dags where budget_usd is not null and status in ('running', 'blocked') and budget_usd - spent_usd - reserved_usd <= 0
+      select id from dags where budget_usd is not null and status in ('running', 'blocked') and ${spendRemainingSql('dags')} <= 0
     ),
     ${keyed ? sql`
     -- Concurrency keys at their limit (as of this snapshot): their tasks are passed over in the walk, like an
@@ -258,7 +259,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
           and t.dag_id <> all(select id from broke)
           ${keyed ? sql`and (t.conc_key is null or not (t.conc_key = any(select key from busy_keys)))` : sql`and t.conc_key is null`}
           and (t.max_cost_usd is null or not exists (
-            select 1 from dags d where d.id = t.dag_id and d.budget_usd - d.spent_usd - d.reserved_usd < t.max_cost_usd))
+            select 1 from dags d where d.id = t.dag_id and ${spendRemainingSql('d')} < t.max_cost_usd))
           ${opts.dagId ? sql`and t.dag_id = ${v.dagId}` : sql``}
         order by ${inOrder('t')}
         limit ${limit}
@@ -295,7 +296,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
       select p.id, p.dag_id, p.max_cost_usd, p.conc_key, ${keyed ? sql`p.rate_model,` : sql``}
         sum(coalesce(p.max_cost_usd, 0)) over (order by ${inOrder('p')}) as agent_sum,
         sum(coalesce(p.max_cost_usd, 0)) over (partition by p.dag_id order by ${inOrder('p')}) as dag_sum,
-        case when p.max_cost_usd > 0 then (select d.budget_usd - d.spent_usd - d.reserved_usd from dags d where d.id = p.dag_id) end as dag_remaining
+        case when p.max_cost_usd > 0 then (select ${spendRemainingSql('d')} from dags d where d.id = p.dag_id) end as dag_remaining
       from ${candidates} p
       where (select found from costs)
     ),
@@ -307,12 +308,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
       where ((select remaining from agent) is null or agent_sum <= (select remaining from agent))
         and (coalesce(max_cost_usd, 0) = 0 or dag_remaining is null or dag_sum <= dag_remaining)
     ),
-    dag_reserved as (
-      update dags g set reserved_usd = g.reserved_usd + f.amount
-      from (select dag_id, sum(max_cost_usd) as amount from fitting where max_cost_usd > 0 group by dag_id) f
-      where g.id = f.dag_id and (g.budget_usd is null or g.spent_usd + g.reserved_usd + f.amount <= g.budget_usd)
-      returning g.id
-    ),
+    ${spendReserveDagCte(sql`select dag_id, sum(max_cost_usd) as amount from fitting where max_cost_usd > 0 group by dag_id`)},
     claimable as (
       select f.id, f.conc_key, coalesce(f.max_cost_usd, 0) as reserve ${keyed ? sql`, f.rate_model` : sql``} from fitting f
       where coalesce(f.max_cost_usd, 0) = 0 or f.dag_id in (select id from dag_reserved)
@@ -331,7 +327,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
     ),` : sql``}
     -- The agent's reservation, and its stamp (claim_writer) when this claim took anything.
     agent_claimed as (
-      update agents a set reserved_usd = a.reserved_usd + s.amount, claim_writer = pg_current_xact_id()
+      update agents a set ${spendReserveAgentSet(sql`s.amount`)}, claim_writer = pg_current_xact_id()
       from (select coalesce(sum(reserve), 0) as amount, count(*) as n from claimable) s
       where a.id = ${agentId} and s.n > 0
     ),

@@ -5,8 +5,10 @@ import { fromStates } from '../../model/state-machine.js';
 import { edgeUnblockDependentsCtes } from './edges.js';
 import { dateOf, queryCompile, queryFill, rowsOfPrepared, textArray, type CompiledQuery } from '../statement.js';
 import { taskHandOff, type HandOffParts } from './tasks-hand-off.js';
-import { AFTER_AGENT_LOCK, agentLockCte, notifyIfReady } from './tasks-fragments.js';
-import type { ClaimedRow, CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
+import { readyNotifySql } from './ready-hint.js';
+import { AFTER_AGENT_LOCK, agentLockCte, spendSettleAgentSet, spendSettleDagSet } from './spend.js';
+import { refusedRowColumns, refusedRowOf, validationRequiredSql } from './tasks-refusal.js';
+import type { ClaimedRow, CompletionInput, CompletionMode, CompletionResult, RefusedRow } from '../rows.js';
 
 export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
@@ -17,34 +19,29 @@ export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.
  * guarded by its fencing token and state, so a zombie's completion changes nothing.
  * `lateUpstreams`: completed tasks that gained dependents at runtime (late_dependents),
  * whose dependents the caller recounts once this has committed.
+ * `refused`: each item the statement did not complete, with what its row said (RefusedRow), so the caller
+ * knows why without reading it again. It reads only the rows the UPDATE skipped: a batch that completes fully
+ * pays one anti-join over the batch. (Not in the `checked` shape: its caller holds the row locked.)
  */
 export async function taskCompleteMark(
   db: Db, items: CompletionInput[], opts: CompletionMode = {},
-): Promise<CompletionResult & { lateUpstreams: string[]; handed: HandedRow[] }> {
-  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {}, lateUpstreams: [], handed: [] };
+): Promise<CompletionResult & { lateUpstreams: string[]; handed: HandedRow[]; refused: Array<RefusedRow & { id: string }> }> {
+  if (items.length === 0) return { completed: [], unblocked: 0, dagsCompleted: [], completedByType: {}, lateUpstreams: [], handed: [], refused: [] };
   // Prepared: one jsonb parameter carries the batch, so the text never changes and is planned once per connection.
   const [r] = await rowsOfPrepared<{
     completed: string[] | null; unblocked: number; dags_completed: string[] | null; by_type: Record<string, number> | null; late: string[] | null;
     handed?: Array<Omit<HandedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string }> | null;
+    refused?: Array<Omit<RefusedRow, 'runAt'> & { id: string; runAt: string | null }> | null;
   }>(db, taskCompleteMarkCompiled(items, opts));
   const handed = (r?.handed ?? []).map((h) => ({ ...h, leaseExpiresAt: dateOf(h.leaseExpiresAt)! }));
   return {
     completed: r?.completed ?? [], unblocked: r?.unblocked ?? 0, dagsCompleted: r?.dags_completed ?? [], completedByType: r?.by_type ?? {},
-    lateUpstreams: r?.late ?? [], handed,
+    lateUpstreams: r?.late ?? [], handed, refused: (r?.refused ?? []).map((x) => refusedRowOf<RefusedRow & { id: string }>(x)),
   };
 }
 
 /** A dependent handed to the completing agent (CompletionMode.handTo): as a claim returns it, less what the claimer knows. */
 export type HandedRow = Omit<ClaimedRow, 'waitSec' | 'agentModels' | 'pausedModels' | 'rateModel'>;
-
-/**
- * True for a task whose completion must go through the validation engine: it
- * declares output validation steps, or it is a validation task (its output is a verdict).
- */
-export function validationRequiredSql(alias: string): SQL {
-  const t = sql.raw(alias);
-  return sql`(${t}.validates_id is not null or ${t}.output_spec -> 'validation' is not null)`;
-}
 
 /** The batch as the statement's one jsonb parameter. */
 function completionJson(items: CompletionInput[]): string {
@@ -123,7 +120,7 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
         tokens_out = attempts.tokens_out + excluded.tokens_out, model = coalesce(excluded.model, attempts.model),
         details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)` : sql``}
     ),
-    -- Lock order: the agents that are charged, then the DAGs, each by id (tasks-fragments.ts agentLockCte). With a
+    -- Lock order: the agents that are charged, then the DAGs, each by id (spend.ts). With a
     -- hand-off, its CTEs lock them (and the agent it may hand to) instead.
     ${hand ? sql`` : sql`${agentLockCte(charged)},`}
     ${edgeUnblockDependentsCtes(sql`done`, hand ? taskHandOff({ ...hand, charged }) : undefined)},
@@ -134,8 +131,7 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
     dag_update as (
       update dags g set
         tasks_open = g.tasks_open - p.n,
-        spent_usd = g.spent_usd + p.cost,
-        reserved_usd = greatest(0, g.reserved_usd - p.reserved),
+        ${spendSettleDagSet(sql`p.cost`, sql`p.reserved`)},
         status = case when g.tasks_open - p.n = 0 and g.status = 'running' then 'completed' else g.status end,
         completed_at = case when g.tasks_open - p.n = 0 and g.status = 'running' then now() else g.completed_at end,
         updated_at = now()
@@ -145,7 +141,7 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
     -- One UPDATE per agent row (a row is updated once per statement): the spend settled, and the stamp of a
     -- hand-off (claim_writer, as a claim that took tasks writes it).
     agent_spend as (
-      update agents a set spent_usd = a.spent_usd + s.cost, reserved_usd = greatest(0, a.reserved_usd - s.reserved)
+      update agents a set ${spendSettleAgentSet(sql`s.cost`, sql`s.reserved`)}
         ${hand ? sql`, claim_writer = case when s.handed then pg_current_xact_id() else a.claim_writer end` : sql``}
       from (select claimed_by, sum(cost) as cost, sum(reserved) as reserved, bool_or(handed) as handed from (
               select claimed_by, cost_usd as cost, reserved_usd as reserved, false as handed from done where cost_usd > 0 or reserved_usd > 0
@@ -156,12 +152,23 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
     dag_events as (
       insert into events (type, dag_id) select 'dag.completed', id from dag_update where tasks_open = 0 and status = 'completed'
     ),
-    woke as (select ${notifyIfReady(sql`unblocked`)} as n)
+    woke as (select ${readyNotifySql(sql`unblocked`)} as n)
+    ${opts.checked ? sql`` : sql`,
+    -- The items the UPDATE skipped, as this statement's snapshot saw their row and the attempt under the
+    -- reported fence (engine/attempt/refusal.ts turns each into its answer).
+    refused as (
+      select i.id, ${refusedRowColumns('t', 'a', sql`i.output`)}
+      from input i
+      left join tasks t on t.id = i.id
+      left join attempts a on a.task_id = i.id and a.fence = i.fence
+      where not exists (select 1 from done d where d.id = i.id)
+    )`}
     select
       (select array_agg(id) from done) as completed,
       (select count(*)::int from unblocked where status = 'ready') + (select n::int * 0 from woke) as unblocked,
       (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed,
       (select jsonb_object_agg(type, n) from (select type, count(*)::int as n from done group by type) x) as by_type,
       (select array_agg(id) from done where late_dependents) as late
-      ${hand ? sql`, (select jsonb_agg(to_jsonb(u) - 'status' - 'cap_key' - 'handed') from unblocked u where u.handed) as handed` : sql``}`;
+      ${hand ? sql`, (select jsonb_agg(to_jsonb(u) - 'status' - 'cap_key' - 'handed') from unblocked u where u.handed) as handed` : sql``}
+      ${opts.checked ? sql`` : sql`, (select jsonb_agg(to_jsonb(r)) from refused r) as refused`}`;
 }

@@ -5,7 +5,7 @@ import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { capabilityGroupsEnsure, claimGroupKey, modelsAccepted } from './capability-groups.js';
 import { rowsOf, textArray } from '../statement.js';
-import { notifyIfReady } from './tasks-fragments.js';
+import { readyNotifySql } from './ready-hint.js';
 
 /** What a human does to a dead-lettered task: edit its spec, and send it back to READY. */
 
@@ -21,7 +21,7 @@ export async function taskDeadLetterRetry(db: Db, id: string, resetAttempts: boo
       where id = ${id} and status = any(${textArray(fromStates('dlqRetry'))})
       returning status, cap_key
     )
-    select status, ${notifyIfReady(sql`revived`)} as notified from revived`);
+    select status, ${readyNotifySql(sql`revived`)} as notified from revived`);
   return r.length > 0;
 }
 

@@ -3,7 +3,8 @@ import { effectivePrioritySql } from '../../model/priority.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import type { UnblockHandOff } from './edges.js';
 import { sqlStateList, textArray } from '../statement.js';
-import { AFTER_AGENT_LOCK, leaseSql } from './tasks-fragments.js';
+import { leaseSql } from './tasks-lifecycle.js';
+import { AFTER_AGENT_LOCK, spendRemainingSql } from './spend.js';
 
 /** A hand-off's values as the statement takes them: values, or placeholders of its compiled statement (db/statement.ts). */
 export interface HandOffParts { agentId: SQL; caps: SQL; max: SQL; claimTtlSec: SQL; start: boolean; charged: SQL }
@@ -56,7 +57,7 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
         and not exists (select 1 from hand_groups g cross join lateral (
           select 1 from tasks q where q.status = 'ready' and q.cap_key = g.cap_key and q.effective_priority <= h.ep limit 1) q)
     ),
-    -- Lock order: agents by id before any DAG (tasks-fragments.ts agentLockCte): the charged ones, and this one
+    -- Lock order: agents by id before any DAG (spend.ts): the charged ones, and this one
     -- if it may be handed something. The lock reads the row's latest version.
     agent_lock as materialized (
       select a.id, a.status, a.capabilities, a.max_concurrent, a.budget_usd, a.spent_usd, a.reserved_usd, a.claim_writer from agents a
@@ -69,7 +70,7 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
           + (select count(*)::int from done d where d.claimed_by = a.id)) as slots
       from agent_lock a
       where a.id = ${o.agentId} and a.status = 'active' and ${caps} <@ a.capabilities
-        and (a.budget_usd is null or a.budget_usd - a.spent_usd - a.reserved_usd > 0)
+        and (a.budget_usd is null or ${spendRemainingSql('a')} > 0)
         and not (a.claim_writer is not null and a.claim_writer is distinct from pg_current_xact_id_if_assigned()
           and not pg_visible_in_snapshot(a.claim_writer, pg_current_snapshot()))
     ),

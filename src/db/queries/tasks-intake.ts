@@ -7,7 +7,7 @@ import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql, effectivePrioritySql } from '../../model/priority.js';
 import { capabilityGroupsEnsure } from './capability-groups.js';
 import { rowsOf, textArray } from '../statement.js';
-import { notifyIfReady } from './tasks-fragments.js';
+import { readyNotifySql } from './ready-hint.js';
 
 /** New tasks into the queue: insert, activate (created → ready | pending), gain an upstream, and backpressure. */
 
@@ -90,7 +90,7 @@ async function taskInsertSql(rows: TaskInsert[]): Promise<SQL> {
       from x
       returning status, cap_key
     )
-    select ${notifyIfReady(sql`inserted`)} as notified`;
+    select ${readyNotifySql(sql`inserted`)} as notified`;
 }
 
 /**
@@ -120,7 +120,7 @@ export async function taskActivateCreated(db: Db, dagId: string): Promise<{ read
     )
     select count(*) filter (where status = 'ready')::int as ready,
            count(*) filter (where status = 'pending')::int as pending,
-           ${notifyIfReady(sql`activated`)} as notified
+           ${readyNotifySql(sql`activated`)} as notified
     from activated`);
   return { ready: r?.ready ?? 0, pending: r?.pending ?? 0 };
 }

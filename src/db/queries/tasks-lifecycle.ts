@@ -1,12 +1,14 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { LEASE_DEFAULTS } from '../../config/index.js';
 import { tasks } from '../schema/index.js';
 import { fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { dateOf, rowsOf, textArray } from '../statement.js';
-import { leaseSql, notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
-import type { FailureInput } from '../rows.js';
+import { refusedRowColumns, refusedRowOf } from './tasks-refusal.js';
+import { readyNotifySql } from './ready-hint.js';
+import { spendSettleCtes, spendSql } from './spend.js';
+import type { AttemptSpend, FailureInput, RefusedRow } from '../rows.js';
 
 export type { FailureInput } from '../rows.js';
 
@@ -15,6 +17,14 @@ export type { FailureInput } from '../rows.js';
  * and the expected old state: start, lease extension, failure (then retry or dead
  * letter) and release. Completion is tasks-complete.ts; VALIDATING is tasks-validate.ts.
  */
+
+/**
+ * The heartbeat lease: the caller's, else three of the task's heartbeat_sec,
+ * else LEASE_DEFAULTS.heartbeatLeaseSec. Computed in SQL, from the row (the claim and a hand-off start it too).
+ */
+export function leaseSql(leaseSec: number | undefined): SQL {
+  return sql`make_interval(secs => coalesce(${leaseSec ?? null}::float8, heartbeat_sec * ${LEASE_DEFAULTS.beatsPerLease}, ${LEASE_DEFAULTS.heartbeatLeaseSec}))`;
+}
 
 /** Returns the new lease expiry, or null if the guard (id, fence, state) did not match. */
 export async function taskStartMark(db: Db, id: string, fence: number, leaseSec?: number): Promise<Date | null> {
@@ -51,10 +61,13 @@ export interface FailedRow {
   costUsd: number;
 }
 
-/** leased → failed, recording the attempt. Null if the guard did not match. */
-export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow | null> {
-  const { cost, tokensIn, tokensOut } = spentSql(f);
-  const [r] = await rowsOf<FailedRow>(db, sql`
+/**
+ * leased → failed, recording the attempt. When the guard did not match, `refused` is the row and the attempt under
+ * the reported fence as they stood (tasks-refusal.ts), or null when there is no such task.
+ */
+export async function taskFailMark(db: Db, f: FailureInput): Promise<{ failed: FailedRow } | { refused: RefusedRow | null }> {
+  const { cost, tokensIn, tokensOut } = spendSql(f);
+  const [r] = await rowsOf<Partial<FailedRow> & { refused: (Omit<RefusedRow, 'runAt'> & { runAt: string | null }) | null }>(db, sql`
     with failed as (
       update tasks t set status = 'failed', lease_expires_at = null, last_error = ${f.message}, updated_at = now(),
         cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
@@ -76,11 +89,22 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<FailedRow |
         tokens_out = attempts.tokens_out + excluded.tokens_out, model = coalesce(excluded.model, attempts.model),
         details = coalesce(attempts.details, '{}'::jsonb) || coalesce(excluded.details, '{}'::jsonb)
     ),
-    ${spendChargeCtes('failed', cost)}
-    select id, dag_id as "dagId", key, type, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
-           claimed_by as "agentId", attempts_reset_fence as "attemptsResetFence", cost_usd::float8 as "costUsd"
-    from failed`);
-  return r ?? null;
+    ${spendSettleCtes('failed', cost)}
+    select f.*, (
+      select to_jsonb(x) from (
+        select ${refusedRowColumns('t', 'a')} from tasks t left join attempts a on a.task_id = t.id and a.fence = ${f.fence}
+        where t.id = ${f.id}) x
+      where not exists (select 1 from failed)
+    ) as refused
+    from (select 1) one left join (
+      select id, dag_id as "dagId", key, type, attempts, max_attempts as "maxAttempts", retry_policy as "retryPolicy",
+             claimed_by as "agentId", attempts_reset_fence as "attemptsResetFence", cost_usd::float8 as "costUsd"
+      from failed) f on true`);
+  if (r?.id) {
+    const { refused: _, ...failed } = r;
+    return { failed: failed as FailedRow };
+  }
+  return { refused: r?.refused ? refusedRowOf(r.refused) : null };
 }
 
 /** failed → retrying (run_at = now + delay), or straight to ready when the delay is zero. */
@@ -96,7 +120,7 @@ export async function taskRetrySchedule(db: Db, id: string, delaySec: number): P
       where id = ${id} and status = any(${textArray(fromStates('scheduleRetry'))})
       returning status, run_at, cap_key
     )
-    select status, run_at, ${notifyIfReady(sql`scheduled`)} as notified from scheduled`);
+    select status, run_at, ${readyNotifySql(sql`scheduled`)} as notified from scheduled`);
   return r ? { status: r.status, runAt: dateOf(r.run_at)! } : null;
 }
 
@@ -117,10 +141,10 @@ export async function taskDeadLetterMark(db: Db, id: string): Promise<boolean> {
  * with `details` naming the tasks it died with.
  */
 export async function taskReleaseMark(
-  db: Db, id: string, fence: number, reason: string, spent: SpentSoFar = {},
+  db: Db, id: string, fence: number, reason: string, spent: AttemptSpend = {},
   o: { lapsed?: boolean; crashShared?: boolean; details?: Record<string, unknown> } = {},
 ): Promise<{ dagId: string; agentId: string | null } | null> {
-  const { cost, tokensIn, tokensOut } = spentSql(spent);
+  const { cost, tokensIn, tokensOut } = spendSql(spent);
   const lapse = o.lapsed
     ? sql`and t.lease_expires_at < now() and (t.status = 'claimed' or t.heartbeat_at is not distinct from t.claimed_at)
           and t.claim_lapses < ${LEASE_DEFAULTS.claimLapsesMax}`
@@ -142,8 +166,8 @@ export async function taskReleaseMark(
              ${o.details ? sql`${JSON.stringify(o.details)}::jsonb` : sql`null`}
       from released
     ),
-    ${spendChargeCtes('released', cost)}
-    select dag_id as "dagId", claimed_by as "agentId", ${notifyIfReady(sql`released`)} as notified from released`);
+    ${spendSettleCtes('released', cost)}
+    select dag_id as "dagId", claimed_by as "agentId", ${readyNotifySql(sql`released`)} as notified from released`);
   return r ?? null;
 }
 
@@ -153,9 +177,9 @@ export async function taskReleaseMark(
  * charged and its reservation returned. Null if the guard (id, fence, state) did not match.
  */
 export async function taskRateLimitedMark(
-  db: Db, r: { id: string; fence: number; delaySec: number; message: string; spent: SpentSoFar; details: Record<string, unknown> },
+  db: Db, r: { id: string; fence: number; delaySec: number; message: string; spent: AttemptSpend; details: Record<string, unknown> },
 ): Promise<{ dagId: string; agentId: string | null; type: string; runAt: Date; taskModels: string[]; agentModels: string[] } | null> {
-  const { cost, tokensIn, tokensOut } = spentSql(r.spent);
+  const { cost, tokensIn, tokensOut } = spendSql(r.spent);
   const [row] = await rowsOf<{ dagId: string; agentId: string | null; type: string; runAt: string; taskModels: string[]; agentModels: string[] | null }>(db, sql`
     with returned as (
       update tasks t set status = 'retrying', run_at = now() + make_interval(secs => ${r.delaySec}::float8), attempts = t.attempts - 1,
@@ -172,7 +196,7 @@ export async function taskRateLimitedMark(
              ${JSON.stringify(r.details)}::jsonb
       from returned
     ),
-    ${spendChargeCtes('returned', cost)}
+    ${spendSettleCtes('returned', cost)}
     select dag_id as "dagId", claimed_by as "agentId", type, run_at as "runAt", models as "taskModels",
       (select a.models from agents a where a.id = returned.claimed_by) as "agentModels"
     from returned`);

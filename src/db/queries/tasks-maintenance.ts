@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import { EXPIRING_LEASE_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { rowsOf, sqlStateList, textArray } from '../statement.js';
-import { notifyIfReady } from './tasks-fragments.js';
+import { readyNotifySql } from './ready-hint.js';
 
 /** The scans the maintenance loops run over tasks: lapsed leases (reaper) and due retries (promoter). */
 
@@ -50,6 +50,6 @@ export async function taskPromoteDue(db: Db, limit: number): Promise<number> {
       from due where t.id = due.id
       returning t.status, t.cap_key
     )
-    select count(*)::int as n, ${notifyIfReady(sql`promoted`)} as notified from promoted`);
+    select count(*)::int as n, ${readyNotifySql(sql`promoted`)} as notified from promoted`);
   return r?.n ?? 0;
 }

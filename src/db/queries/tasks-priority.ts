@@ -2,6 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { effectivePrioritySql, priorityConstants } from '../../model/priority.js';
 import { rowsOf, textArray } from '../statement.js';
+import { spendRemainingSql } from './spend.js';
 
 /** Learned medians (seconds) of the given task types, where enough completed attempts back them. */
 export async function taskTypeMedians(db: Db, types: string[]): Promise<Map<string, number>> {
@@ -115,9 +116,9 @@ export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableT
       select t.id, t.dag_id, t.key, t.required_capabilities, t.models, t.max_cost_usd, t.ready_at,
         (select count(*) from agents a where a.status = 'active' and t.required_capabilities <@ a.capabilities) as capable,
         (select count(*) from agents a where a.status = 'active' and t.required_capabilities <@ a.capabilities and ${modelServes}) as serving,
-        (select max(coalesce(a.budget_usd - a.spent_usd - a.reserved_usd, 'Infinity'::numeric)) from agents a
+        (select max(coalesce(${spendRemainingSql('a')}, 'Infinity'::numeric)) from agents a
           where a.status = 'active' and t.required_capabilities <@ a.capabilities and ${modelServes}) as best_left,
-        d.budget_usd - d.spent_usd - d.reserved_usd as dag_left
+        ${spendRemainingSql('d')} as dag_left
       from tasks t join dags d on d.id = t.dag_id
       where t.status = 'ready'
     )

@@ -3,7 +3,7 @@ import type { Db } from '../connection.js';
 import { fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { rowsOf, textArray } from '../statement.js';
-import { notifyIfReady } from './tasks-fragments.js';
+import { readyNotifySql } from './ready-hint.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 
 /** Re-running finished work: which tasks, reopening them, and their dependents waiting again. */
@@ -80,7 +80,7 @@ export async function taskWaitRecount(db: Db, ids: string[]): Promise<void> {
       from counted c where t.id = c.id
       returning t.status, t.cap_key
     )
-    select ${notifyIfReady(sql`fixed`)} as notified`);
+    select ${readyNotifySql(sql`fixed`)} as notified`);
 }
 
 /** Direct dependents of `ids` that have not started (pending or ready): they wait for the reopened tasks again. */

@@ -3,7 +3,9 @@ import type { Db } from '../connection.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
-import { notifyIfReady, spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
+import { readyNotifySql } from './ready-hint.js';
+import { spendSettleCtes, spendSql } from './spend.js';
+import type { AttemptSpend } from '../rows.js';
 
 export interface LeasedTaskRow {
   id: string; dagId: string; key: string; priority: number; status: string; claimedBy: string | null;
@@ -43,8 +45,8 @@ export async function taskLockLeased(db: Db, id: string, fence: number): Promise
  * ends without counting (attempts is given back, like a release), is recorded
  * with outcome `waiting` and the cost reported so far, which is charged to the DAG and the agent.
  */
-export async function taskWaitForChildren(db: Db, w: SpentSoFar & { id: string; fence: number; children: number }): Promise<boolean> {
-  const { cost, tokensIn, tokensOut } = spentSql(w);
+export async function taskWaitForChildren(db: Db, w: AttemptSpend & { id: string; fence: number; children: number }): Promise<boolean> {
+  const { cost, tokensIn, tokensOut } = spendSql(w);
   const r = await rowsOf(db, sql`
     with waiting as (
       update tasks t set status = 'pending', deps_remaining = t.deps_remaining + ${w.children}, attempts = t.attempts - 1,
@@ -59,7 +61,7 @@ export async function taskWaitForChildren(db: Db, w: SpentSoFar & { id: string; 
              (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${w.model ?? null}
       from waiting
     ),
-    ${spendChargeCtes('waiting', cost)}
+    ${spendSettleCtes('waiting', cost)}
     select id from waiting`);
   return r.length > 0;
 }
@@ -126,7 +128,7 @@ export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
       from counted c where t.id = c.id and t.deps_remaining <> c.open
       returning t.status, t.cap_key
     )
-    select count(*)::int as n, ${notifyIfReady(sql`fixed`)} as notified from fixed`);
+    select count(*)::int as n, ${readyNotifySql(sql`fixed`)} as notified from fixed`);
   return r?.n ?? 0;
 }
 

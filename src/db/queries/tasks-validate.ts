@@ -2,8 +2,8 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
-import { spendChargeCtes, spentSql, type SpentSoFar } from './tasks-fragments.js';
-import { validationRequiredSql } from './tasks-complete.js';
+import { spendSettleCtes, spendSql } from './spend.js';
+import type { AttemptSpend } from '../rows.js';
 
 /** What settling an output needs to know about its task. */
 export interface OutputTaskRow {
@@ -53,9 +53,9 @@ export async function taskLockValidating(db: Db, id: string, fence: number): Pro
  * `validating`; the verdict later rewrites its outcome.
  */
 export async function taskOutputSubmit(
-  db: Db, t: { id: string; fence: number; output: unknown; step: number; spent: SpentSoFar; reservedUsd: number },
+  db: Db, t: { id: string; fence: number; output: unknown; step: number; spent: AttemptSpend; reservedUsd: number },
 ): Promise<boolean> {
-  const { cost, tokensIn, tokensOut } = spentSql(t.spent);
+  const { cost, tokensIn, tokensOut } = spendSql(t.spent);
   const rows = await rowsOf(db, sql`
     with submitted as (
       update tasks t set status = 'validating', output = ${JSON.stringify(t.output ?? null)}::jsonb, validation_step = ${t.step},
@@ -71,7 +71,7 @@ export async function taskOutputSubmit(
       from submitted
     ),
     -- The agent's attempt ends here: its reservation is released now (the row's is zeroed, so the verdict releases nothing).
-    ${spendChargeCtes('submitted', cost, sql`${t.reservedUsd}::numeric`)}
+    ${spendSettleCtes('submitted', cost, sql`${t.reservedUsd}::numeric`)}
     select id from submitted`);
   return rows.length > 0;
 }
@@ -88,12 +88,4 @@ export async function attemptVerdictsAppend(db: Db, taskId: string, fence: numbe
     update attempts set details = jsonb_set(coalesce(details, '{}'::jsonb), '{verdicts}',
       coalesce(details->'verdicts', '[]'::jsonb) || ${JSON.stringify(verdicts)}::jsonb)
     where task_id = ${taskId} and fence = ${fence}`);
-}
-
-/** Task ids among `ids` whose completion must go through validation (declared steps, or a validation task's verdict). */
-export async function taskIdsNeedingValidation(db: Db, ids: string[]): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const rows = await rowsOf<{ id: string }>(db, sql`
-    select t.id from tasks t where t.id = any(${textArray(ids)}) and ${validationRequiredSql('t')}`);
-  return new Set(rows.map((r) => r.id));
 }

@@ -4,42 +4,34 @@ import { attemptFailureStats } from '../../db/queries/attempts.js';
 import { dagStatusRefresh } from '../../db/queries/dags.js';
 import { deadLetterInsert } from '../../db/queries/dead-letters.js';
 import { eventInsertMany } from '../../db/queries/events.js';
-import { dateOf } from '../../db/statement.js';
-import { taskAttemptSettled } from '../../db/queries/tasks-replay.js';
 import { rateLimitPauseKey } from '../../db/queries/rate-limits.js';
 import { modelPause } from '../../db/queries/model-pauses.js';
 import { taskDeadLetterMark, taskFailMark, taskRateLimitedInARow, taskRateLimitedMark, taskRetrySchedule } from '../../db/queries/tasks-lifecycle.js';
 import type { RetryPolicy } from '../../dag/spec.js';
 import { RATE_LIMIT_DEFAULTS } from '../../config/index.js';
-import { ConflictError } from '../../errors.js';
 import { newDeadLetterId } from '../../ids.js';
 import { attemptsEndedEmit, engineEvents } from '../../observability/engine-events.js';
-import { guardExplain, type TaskRef } from './refusal.js';
+import { failureRefusal, refusalExplain, type TaskRef } from './refusal.js';
+import type { FailureOutcome } from './outcome.js';
 import { retryDecide } from './retry-policy.js';
-import type { FailureInput } from '../../db/rows.js';
+import { spendOf } from './completion-write.js';
+import type { AttemptSpend, FailureInput } from '../../db/rows.js';
+
+export type { FailureOutcome } from './outcome.js';
 
 /**
  * The one way an attempt fails: an agent's report, the reaper, a validation
  * step's negative verdict and a validator's malformed answer all come here.
  */
-export interface Failure extends TaskRef {
+export interface Failure extends TaskRef, AttemptSpend {
   errorClass: string;
   message: string;
   /** False: skip remaining retries and dead-letter now (a NonRetryableError). */
   retryable?: boolean;
   /** Do not retry sooner than this (a provider's Retry-After). */
   retryAfterSec?: number;
-  costUsd?: number;
-  tokensIn?: number;
-  tokensOut?: number;
-  model?: string | null;
   details?: Record<string, unknown>;
 }
-
-export type FailureOutcome =
-  /** `rateLimited`: a provider's rate limit gave the attempt back (rate-limits.ts). */
-  | { status: 'retrying' | 'ready'; retryAt: Date; rateLimited?: boolean }
-  | { status: 'dead_lettered'; deadLetterId: string; reason: string; poisonPill: boolean };
 
 /**
  * Record a failed attempt and apply the retry policy, in one transaction:
@@ -52,11 +44,11 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
   }
   let type = '';
   const outcome = await withTx(db, async (tx) => {
-    const failed = await taskFailMark(tx, {
-      id: f.taskId, fence: f.fence, errorClass: f.errorClass, message: f.message, costUsd: f.costUsd,
-      tokensIn: f.tokensIn, tokensOut: f.tokensOut, model: f.model, details: f.details, reapCondition: opts.reapCondition,
+    const marked = await taskFailMark(tx, {
+      id: f.taskId, fence: f.fence, errorClass: f.errorClass, message: f.message, ...spendOf(f), details: f.details, reapCondition: opts.reapCondition,
     });
-    if (!failed) return null;
+    if (!('failed' in marked)) return marked;
+    const { failed } = marked;
     type = failed.type;
     const stats = await attemptFailureStats(tx, failed.id, failed.attemptsResetFence);
     const decision = retryDecide(failed.retryPolicy as unknown as RetryPolicy, {
@@ -83,34 +75,18 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
     }
     return { status: 'dead_lettered' as const, deadLetterId, reason: decision.reason, poisonPill: decision.poisonPill };
   });
-  if (!outcome) {
+  if ('refused' in outcome) {
     // The same failure reported again (its reply was lost) gets the outcome it had; a different one is a 409.
-    const replay = opts.reapCondition ? null : await failureReplayed(db, f);
-    return replay ?? guardExplain(db, f.taskId, f.fence, 'fail');
+    const refusal = failureRefusal(f, outcome.refused, opts.reapCondition !== undefined);
+    if (refusal === 'race') return refusalExplain(db, f, 'fail');
+    if ('error' in refusal) throw refusal.error;
+    return refusal.replayed;
   }
   engineEvents.emit('failed', { type, errorClass: f.errorClass, outcome: outcome.status, reason: outcome.status === 'dead_lettered' ? outcome.reason : undefined });
   attemptsEndedEmit(() => [{ taskId: f.taskId, fence: f.fence }]);
   // One line per failure, wherever it was reported (an agent process's logger already carries the task's id).
   if (opts.log) opts.log.warn({ ...('taskId' in opts.log.bindings() ? {} : { taskId: f.taskId }), errorClass: f.errorClass, message: f.message, ...outcome }, 'task failed');
   return outcome;
-}
-
-/** The outcome recorded when this failure was already applied (same fence, class and message); throws CONFLICT for a different result. */
-async function failureReplayed(db: Db, f: TaskRef & { errorClass: string; message: string }): Promise<FailureOutcome | null> {
-  const s = await taskAttemptSettled(db, f.taskId, f.fence);
-  if (!s || s.fence !== f.fence || s.outcome === null) return null;
-  if (s.outcome === 'rate_limited' && f.errorClass === 'rate_limit') {
-    return { status: s.status === 'ready' ? 'ready' : 'retrying', retryAt: dateOf(s.runAt) ?? new Date(), rateLimited: true };
-  }
-  if (s.outcome === 'failed' && s.errorClass === f.errorClass && s.errorMessage === f.message) {
-    if (s.status === 'dead_lettered' && s.deadLetter) return { status: 'dead_lettered', deadLetterId: s.deadLetter.id, reason: s.deadLetter.reason, poisonPill: s.deadLetter.poisonPill };
-    if (s.status === 'retrying' || s.status === 'ready') return { status: s.status, retryAt: dateOf(s.runAt) ?? new Date() };
-    return null;
-  }
-  if (s.outcome === 'failed' || s.outcome === 'completed') {
-    throw new ConflictError(`task ${f.taskId}: the attempt under fence ${f.fence} already ${s.outcome === 'completed' ? 'completed' : `failed with ${s.errorClass}: ${s.errorMessage}`}; an attempt has one result`, { taskId: f.taskId, fence: f.fence });
-  }
-  return null;
 }
 
 /**
@@ -127,7 +103,7 @@ async function taskRateLimited(db: Db, f: Failure, opts: { log?: Logger } = {}):
     const details = { ...f.details, retry_after_sec: delaySec, in_a_row: inARow + 1 };
     const returned = await taskRateLimitedMark(tx, {
       id: f.taskId, fence: f.fence, delaySec, message: f.message, details,
-      spent: { costUsd: f.costUsd, tokensIn: f.tokensIn, tokensOut: f.tokensOut, model: f.model },
+      spent: spendOf(f),
     });
     if (!returned) return null;
     // The fleet-wide pause: only on a model this attempt may have used (one the task accepts, else one the agent

@@ -7,20 +7,13 @@ import {
 } from '../../db/queries/tasks-validate.js';
 import { stepKindOf, validationStepsOf, type AnyTaskStepKind, type ValidationStep } from '../../validation/steps/index.js';
 import { verdictParse, verdictSummary, type StepVerdict } from '../../validation/verdict.js';
-import { completionInput, completionWrite, spentOf, type Completion, type Spent } from './completion.js';
-import { taskFail, type FailureOutcome } from './fail.js';
-import { guardExplain } from './refusal.js';
+import { completionInput, completionWrite, spendOf, type Completion } from './completion-write.js';
+import { taskFail } from './fail.js';
+import type { OutputOutcome } from './outcome.js';
+import { refusalExplain } from './refusal.js';
 import { validationTaskCreate } from './validation-task.js';
 
-/** What became of a submitted output. */
-export type OutputOutcome =
-  | { status: 'completed'; unblocked: number; dagsCompleted: string[] }
-  /** A step runs as a validation task; the task is VALIDATING until its verdict. */
-  | { status: 'validating'; step: number; validationTaskId: string }
-  /** A step rejected the output: the task failed (class invalid_output or timeout) and the retry policy decided. */
-  | { status: 'rejected'; verdict: StepVerdict; failure: FailureOutcome }
-  /** A validation task returned something that is not a verdict: the validation task failed, the validated task waits. */
-  | { status: 'verdict_invalid'; error: string; failure: FailureOutcome };
+export type { OutputOutcome } from './outcome.js';
 
 /** Where a walk through the steps stands: the output, the step to run next, the verdicts so far. */
 interface Walk {
@@ -46,7 +39,7 @@ export async function taskOutputSettle(db: Db, c: Completion, opts: { log?: Logg
     if (t.validatesId) return verdictSettle(tx, t, c);
     return stepsWalk(tx, t, { output: c.output, from: 0, verdicts: [], fresh: c });
   });
-  if (!outcome) return guardExplain(db, c.taskId, c.fence, 'submitOutput');
+  if (!outcome) return refusalExplain(db, c, 'submitOutput');
   opts.log?.info({ taskId: c.taskId, status: outcome.status }, 'output settled');
   return outcome;
 }
@@ -100,7 +93,7 @@ async function stepsWalk(tx: Db, t: OutputTaskRow, w: Walk): Promise<OutputOutco
 /** Every step passed: the task completes with its output, the verdicts on its attempt. */
 async function outputAccept(tx: Db, t: OutputTaskRow, w: Walk): Promise<OutputOutcome> {
   if (!w.fresh) await attemptVerdictsAppend(tx, t.id, t.fence, w.verdicts);
-  const spent: Spent = w.fresh ? spentOf(w.fresh) : {};
+  const spent = w.fresh ? spendOf(w.fresh) : {};
   const details = w.fresh && w.verdicts.length ? { verdicts: w.verdicts } : undefined;
   const r = await completionWrite(tx, [completionInput({ taskId: t.id, fence: t.fence, output: w.output, ...spent }, details)], { checked: true });
   return { status: 'completed', unblocked: r.unblocked, dagsCompleted: r.dagsCompleted };
@@ -112,14 +105,14 @@ async function outputReject(tx: Db, t: OutputTaskRow, verdict: StepVerdict, w: W
   const failure = await taskFail(tx, {
     taskId: t.id, fence: t.fence, errorClass: verdict.error_class ?? 'invalid_output', message: verdictSummary(verdict),
     // The rejected output goes on the attempt: the retry's agent sees what was wrong with it (claim: previousAttempts).
-    details: { ...(w.fresh ? { verdicts: w.verdicts } : {}), failed_step: verdict.step, rejected_output: w.output ?? null }, ...(w.fresh ? spentOf(w.fresh) : {}),
+    details: { ...(w.fresh ? { verdicts: w.verdicts } : {}), failed_step: verdict.step, rejected_output: w.output ?? null }, ...(w.fresh ? spendOf(w.fresh) : {}),
   });
   return { status: 'rejected', verdict, failure };
 }
 
 /** Step `i` runs as a validation task: the task waits in VALIDATING (its agent's attempt ends here if it was still leased). */
 async function stepDelegate(tx: Db, t: OutputTaskRow, kind: AnyTaskStepKind, step: ValidationStep, i: number, w: Walk): Promise<OutputOutcome> {
-  if (w.fresh) await taskOutputSubmit(tx, { id: t.id, fence: t.fence, output: w.output, step: i, spent: spentOf(w.fresh), reservedUsd: t.reservedUsd });
+  if (w.fresh) await taskOutputSubmit(tx, { id: t.id, fence: t.fence, output: w.output, step: i, spent: spendOf(w.fresh), reservedUsd: t.reservedUsd });
   else await taskValidationStepSet(tx, t.id, t.fence, i);
   await attemptVerdictsAppend(tx, t.id, t.fence, w.verdicts);
   const validationTaskId = await validationTaskCreate(tx, t, kind, step, i, w.output);
@@ -138,7 +131,7 @@ async function verdictSettle(tx: Db, vt: OutputTaskRow, c: Completion): Promise<
   if (problem !== undefined || 'error' in parsed) {
     // The validator crashed in all but name: retry it; the validated task keeps its attempts.
     const error = `not a verdict: ${problem}`;
-    const failure = await taskFail(tx, { taskId: vt.id, fence: vt.fence, errorClass: 'invalid_output', message: error, ...spentOf(c) });
+    const failure = await taskFail(tx, { taskId: vt.id, fence: vt.fence, errorClass: 'invalid_output', message: error, ...spendOf(c) });
     return { status: 'verdict_invalid', error, failure };
   }
   const target = vt.validatesId && vt.validatesFence !== null ? await taskLockValidating(tx, vt.validatesId, vt.validatesFence) : null;

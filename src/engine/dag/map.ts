@@ -7,7 +7,7 @@ import { DagentError } from '../../errors.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
 import type { ForEachSpec, RetryPolicy, TaskBody, TaskOrigin, TaskSpec } from '../../dag/spec.js';
 import { contextResolve } from '../attempt/claim.js';
-import { completionInput, completionWrite, outputProblem } from '../attempt/completion.js';
+import { completionInput, completionWrite, outputProblem } from '../attempt/completion-write.js';
 import { taskFail } from '../attempt/fail.js';
 import { subtasksAdd } from './subtasks-add.js';
 

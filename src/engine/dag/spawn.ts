@@ -8,8 +8,9 @@ import { SPAWN_POLICY_DEFAULT, subtaskSpecsParse } from '../../dag/subtask-spec.
 import type { SpawnPolicy } from '../../dag/spec.js';
 import { BudgetExceededError } from '../../errors.js';
 import { subtasksAdd, type SpawnedChild } from './subtasks-add.js';
-import { guardExplain } from '../attempt/refusal.js';
+import { refusalExplain } from '../attempt/refusal.js';
 import type { TaskRef } from '../attempt/refusal.js';
+import type { AttemptSpend } from '../../db/rows.js';
 
 export interface SpawnOptions {
   /**
@@ -20,7 +21,7 @@ export interface SpawnOptions {
    */
   wait?: boolean;
   /** Cost the parent's attempt reported so far; recorded when a wait ends the attempt. */
-  cost?: { usd: number; tokensIn: number; tokensOut: number; model: string | null };
+  cost?: AttemptSpend;
   log?: Logger;
 }
 
@@ -55,12 +56,12 @@ export async function taskSpawn(db: Db, parent: TaskRef, specs: unknown, opts: S
       wait: !!opts.wait, spawnLimit: policy.maxTasks, event: 'task.spawned',
       parentWait: (children) => {
         const c = opts.cost;
-        return taskWaitForChildren(tx, { id: p.id, fence: parent.fence, children, costUsd: c?.usd, tokensIn: c?.tokensIn, tokensOut: c?.tokensOut, model: c?.model });
+        return taskWaitForChildren(tx, { id: p.id, fence: parent.fence, children, ...c });
       },
     });
     return { ...added, dagId: p.dagId };
   });
-  if (!result) return guardExplain(db, parent.taskId, parent.fence, 'waitForChildren');
+  if (!result) return refusalExplain(db, parent, 'waitForChildren');
   const created = result.children.filter((c) => c.created).length;
   opts.log?.info({ taskId: parent.taskId, dagId: result.dagId, created, waiting: result.waiting }, 'subtasks spawned');
   if (result.waiting) attemptsEndedEmit(() => [{ taskId: parent.taskId, fence: parent.fence }]);

@@ -6,7 +6,7 @@ import { taskGet } from '../../db/queries/tasks-read.js';
 import { ConflictError, IllegalTransitionError, InvalidInputError, LeaseLostError, NotFoundError, TransitionRacedError } from '../../errors.js';
 import type { ApprovalStep } from '../../validation/steps/approval.js';
 import type { Verdict } from '../../validation/verdict.js';
-import { completionInput, completionWrite, outputProblem } from '../attempt/completion.js';
+import { completionInput, completionWrite, outputProblem } from '../attempt/completion-write.js';
 import { taskFail, type FailureOutcome } from '../attempt/fail.js';
 import { personVerdictSettle, type OutputOutcome } from '../attempt/settle.js';
 

@@ -4,7 +4,7 @@ import { eventInsertMany } from '../../db/queries/events.js';
 import { signalRecord, taskWaitingExpired, taskWaitingLockForKey, taskWaitingSignalled, type WaitingTask } from '../../db/queries/signals.js';
 import { SIGNAL_KEY_PATTERN } from '../../dag/file-schema.js';
 import { InvalidInputError } from '../../errors.js';
-import { completionInput, completionWrite, outputProblem } from '../attempt/completion.js';
+import { completionInput, completionWrite, outputProblem } from '../attempt/completion-write.js';
 import { taskFail } from '../attempt/fail.js';
 
 /**

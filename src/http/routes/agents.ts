@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { agentBeat, agentClaimSeen, agentDeregister, agentDrain, agentRegister, agentRequire } from '../../engine/ops/agents.js';
 import { taskClaim } from '../../engine/attempt/claim.js';
-import { taskComplete, taskHeartbeat, taskRelease, taskStart } from '../../engine/attempt/lifecycle.js';
+import { taskComplete } from '../../engine/attempt/complete.js';
+import { taskHeartbeat, taskStart } from '../../engine/attempt/lease.js';
+import { taskRelease } from '../../engine/attempt/release.js';
 import { taskFail } from '../../engine/attempt/fail.js';
 import { taskSpawn } from '../../engine/dag/spawn.js';
 import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../auth/tokens.js';
@@ -13,7 +15,7 @@ import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
 import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
-import { reportFailure, reportProgress, reportSpend } from '../../wire/reports.js';
+import { reportFailure, reportProgress, reportSpend, spendOfReport } from '../../wire/reports.js';
 import type { HttpDeps } from '../deps.js';
 import { claimWhenReady } from '../long-poll.js';
 
@@ -140,8 +142,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     summary: 'Add subtasks to the running task\'s DAG (cycle-checked, idempotent per key)', responds: '{children, waiting}',
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
-    const cost = { usd: body.cost_usd ?? 0, tokensIn: body.tokens_in ?? 0, tokensOut: body.tokens_out ?? 0, model: body.model ?? null };
-    return taskSpawn(d.db, { taskId: params.id!, fence: body.fence }, body.subtasks, { wait: body.wait, cost, log: d.log });
+    return taskSpawn(d.db, { taskId: params.id!, fence: body.fence }, body.subtasks, { wait: body.wait, cost: spendOfReport(body), log: d.log });
   });
 
   route(app, {
@@ -152,7 +153,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     await holding(d, principal, params.id!, body.fence);
     const r = await taskComplete(d.db, {
       taskId: params.id!, fence: body.fence, output: body.output ?? null,
-      costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out, model: body.model,
+      ...spendOfReport(body),
     });
     return { completed: r.completed.includes(params.id!), unblocked: r.unblocked, settled: r.settled ?? null, replayed: r.replayed ?? false };
   });
@@ -172,7 +173,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     await holding(d, principal, params.id!, body.fence);
     return taskFail(d.db, {
       taskId: params.id!, fence: body.fence, errorClass: body.error_class, message: body.message, retryable: body.retryable,
-      retryAfterSec: body.retry_after_sec, details: body.details, costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out, model: body.model,
+      retryAfterSec: body.retry_after_sec, details: body.details, ...spendOfReport(body),
     }, { log: d.log });
   });
 
@@ -182,7 +183,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     summary: 'Hand the task back to READY without using an attempt (agent shutdown)', responds: '{ok: true}',
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
-    await taskRelease(d.db, { taskId: params.id!, fence: body.fence, reason: body.reason, costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out, model: body.model });
+    await taskRelease(d.db, { taskId: params.id!, fence: body.fence, reason: body.reason, ...spendOfReport(body) });
     return { ok: true };
   });
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../../src/db/connection.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskCompleteMany } from '../../../src/engine/attempt/lifecycle.js';
+import { taskCompleteMany } from '../../../src/engine/attempt/complete.js';
 import { dagSubmit } from '../../../src/engine/dag/submit.js';
 import type { DagSpec } from '../../../src/dag/spec.js';
 import { TASK_DEFAULTS } from '../../../src/dag/spec.js';

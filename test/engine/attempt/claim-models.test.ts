@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../../src/db/connection.js';
 import { modelsForAgent, taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskComplete, taskCompleteMany } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete, taskCompleteMany } from '../../../src/engine/attempt/complete.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
 import { unclaimableList } from '../../../src/engine/ops/priority.js';
 import { dlqEditRetry } from '../../../src/engine/ops/dlq.js';

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../../src/db/connection.js';
 import type { HandOff } from '../../../src/db/rows.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskCompleteMany } from '../../../src/engine/attempt/lifecycle.js';
+import { taskCompleteMany } from '../../../src/engine/attempt/complete.js';
 import { testDatabase } from '../../helpers/db.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../../helpers/factories.js';
 import { eventually } from '../../helpers/wait.js';

@@ -5,7 +5,8 @@ import { agentCreate, dagCreate, dagSpec, rowsOf, taskStatusByKey } from '../../
 import { dagSubmit } from '../../../src/engine/dag/submit.js';
 import { effectivePriority } from '../../../src/model/priority.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskComplete, taskHeartbeat, taskStart } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
+import { taskHeartbeat, taskStart } from '../../../src/engine/attempt/lease.js';
 import { dagGet } from '../../../src/db/queries/dags.js';
 import { taskShow } from '../../../src/engine/read/inspect.js';
 import { LeaseLostError, IllegalTransitionError } from '../../../src/errors.js';

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
 import { promoterCreate } from '../../../src/maintenance/promoter.js';
 import { llmMessages } from '../../../agents/llm.js';

@@ -5,7 +5,7 @@ import { dagSourceLoad } from '../../../src/dag/load.js';
 import { dagSubmit } from '../../../src/engine/dag/submit.js';
 import { dagGet } from '../../../src/db/queries/dags.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskSpawn } from '../../../src/engine/dag/spawn.js';
 import { dlqList, dlqRetry } from '../../../src/engine/ops/dlq.js';
 import { mapTasksSettle } from '../../../src/engine/dag/map.js';

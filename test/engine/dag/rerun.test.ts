@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { dagCancel } from '../../../src/engine/dag/cancel.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { dagRerunFailed, taskRerun } from '../../../src/engine/dag/rerun.js';
 import { dagGet } from '../../../src/db/queries/dags.js';
 import { ConflictError, IllegalTransitionError } from '../../../src/errors.js';

@@ -6,7 +6,7 @@ import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { dagCancel } from '../../../src/engine/dag/cancel.js';
 import { dlqCancel } from '../../../src/engine/ops/dlq.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { dagRerunFailed, taskRerun } from '../../../src/engine/dag/rerun.js';
 import { prune, prunePreview } from '../../../src/engine/ops/retention.js';
 import { retentionDagsMark, retentionTasksDelete } from '../../../src/db/queries/retention.js';

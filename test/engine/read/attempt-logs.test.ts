@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { attemptLogAppend, attemptLogsGet } from '../../../src/engine/read/attempt-logs.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
 import { databaseOpen } from '../../../src/db/connection.js';
 import { LIMITS } from '../../../src/config/index.js';

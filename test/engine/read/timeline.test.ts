@@ -4,7 +4,7 @@ import { testDatabase } from '../../helpers/db.js';
 import { testHttp } from '../../helpers/http.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../../helpers/factories.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
 import { taskSpawn } from '../../../src/engine/dag/spawn.js';
 import { dagTimeline, type DagTimeline } from '../../../src/engine/read/timeline.js';

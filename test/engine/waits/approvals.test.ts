@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { dlqList, dlqRetry } from '../../../src/engine/ops/dlq.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { approvalList, taskApprove, taskReject } from '../../../src/engine/waits/approvals.js';
 import { dagGet } from '../../../src/db/queries/dags.js';
 import { waitsCreate } from '../../../src/maintenance/waits-and-maps.js';

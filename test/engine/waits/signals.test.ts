@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { dagCancel } from '../../../src/engine/dag/cancel.js';
 import { dlqList, dlqRetry } from '../../../src/engine/ops/dlq.js';
-import { taskComplete } from '../../../src/engine/attempt/lifecycle.js';
+import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskRerun } from '../../../src/engine/dag/rerun.js';
 import { signalSend } from '../../../src/engine/waits/signals.js';
 import { webhookAdd } from '../../../src/webhooks/webhooks.js';

@@ -8,21 +8,15 @@ import { InvalidInputError } from '../../errors.js';
 import { jsonPathFormat, jsonProblem, jsonSizeExceeds } from '../../json-guard.js';
 import { attemptsEndedEmit, dagsFinishedEmit, engineEvents } from '../../observability/engine-events.js';
 import type { TaskRef } from './refusal.js';
-import type { CompletionInput, CompletionMode, CompletionResult } from '../../db/rows.js';
+import type { AttemptSpend, CompletionInput, CompletionMode, CompletionResult, RefusedRow } from '../../db/rows.js';
 
 /** An output (and what producing it cost) reported for a held task. */
-export interface Completion extends TaskRef {
+export interface Completion extends TaskRef, AttemptSpend {
   output: unknown;
-  costUsd?: number;
-  tokensIn?: number;
-  tokensOut?: number;
-  model?: string | null;
 }
 
-/** What an attempt reported spending, without its output. */
-export type Spent = Pick<Completion, 'costUsd' | 'tokensIn' | 'tokensOut' | 'model'>;
-
-export function spentOf(c: Spent): Spent {
+/** The spend of a report, without the rest of it. */
+export function spendOf(c: AttemptSpend): AttemptSpend {
   return { costUsd: c.costUsd, tokensIn: c.tokensIn, tokensOut: c.tokensOut, model: c.model };
 }
 
@@ -42,10 +36,10 @@ export function outputProblem(output: unknown, maxBytes: number = LIMITS.outputB
 }
 
 /** A completion as the statement's input row; `details` goes on the attempt (the verdicts that passed it). An output that cannot be stored is refused here. */
-export function completionInput(c: TaskRef & { output: unknown } & Spent, details?: Record<string, unknown>, maxBytes?: number, maxDepth?: number): CompletionInput {
+export function completionInput(c: TaskRef & { output: unknown } & AttemptSpend, details?: Record<string, unknown>, maxBytes?: number, maxDepth?: number): CompletionInput {
   const bad = outputProblem(c.output, maxBytes, maxDepth);
   if (bad) throw new InvalidInputError(`task ${c.taskId}: ${bad}`, { taskId: c.taskId });
-  return { id: c.taskId, fence: c.fence, output: c.output, ...spentOf(c), ...(details ? { details } : {}) };
+  return { id: c.taskId, fence: c.fence, output: c.output, ...spendOf(c), ...(details ? { details } : {}) };
 }
 
 /**
@@ -54,7 +48,9 @@ export function completionInput(c: TaskRef & { output: unknown } & Spent, detail
  * Every task that becomes COMPLETED, validation tasks included, comes through here,
  * so the `completed` engine event (and the completion metric) counts each exactly once.
  */
-export async function completionWrite(db: Db, items: CompletionInput[], mode: CompletionMode = {}): Promise<CompletionResult & { handed: ClaimedTask[] }> {
+export async function completionWrite(
+  db: Db, items: CompletionInput[], mode: CompletionMode = {},
+): Promise<CompletionResult & { handed: ClaimedTask[]; refused: Array<RefusedRow & { id: string }> }> {
   const { lateUpstreams, handed: handedRows, ...r } = await taskCompleteMark(db, items, mode);
   // Dependents added while these were completing may have been missed by the statement's snapshot.
   if (lateUpstreams.length > 0) await afterCommit(db, (top) => withTx(top, (tx) => taskLateDependentsRecount(tx, lateUpstreams)));
