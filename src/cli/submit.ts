@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { dagFileSchema, templateFileSchema } from '../dag/file-schema.js';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { withTx, type Db } from '../db/connection.js';
 import { eventInsertMany } from '../db/queries/events.js';
-import { taskDepsDriftList, taskDepsRecount } from '../db/queries/tasks-spawn.js';
+import { taskDepsDriftList, taskDepsRecount } from '../db/queries/task-deps.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 
 export const DEPS_RECONCILER_INTERVAL_MS_DEFAULT = 60_000;

@@ -29,7 +29,7 @@ export class MetricsCollector {
   readonly registry = new client.Registry();
   private readonly unsubscribe: Array<() => void> = [];
 
-  constructor(private readonly db: Db) {
+  constructor(db: Db) {
     const r = [this.registry];
     client.collectDefaultMetrics({ register: this.registry, prefix: 'dagent_process_' });
 

@@ -10,7 +10,7 @@ import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { TaskError } from '../../src/errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
-import llm, { llmConfigProblem, llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec, type ChatMessage } from '../../agents/llm.js';
+import llm, { llmConfigProblem, llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec } from '../../agents/llm.js';
 import { AgentFleet } from '../../src/runtime/fleet.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';

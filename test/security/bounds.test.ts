@@ -48,7 +48,7 @@ describe('reports are bounded', () => {
     const dagId = await submit(ONE('costly'));
     const agent = await httpAgent(server, db, 'spender', { capabilities: ['b'] });
     const [t] = await agent.claim(dagId, 1);
-    const r = await refused(400, 'INVALID_INPUT', server.call('POST', `/api/tasks/${t!.id}/complete`, { token: agent.token, body: { fence: t!.fence, output: 1, cost_usd: 1e7 } }), /cost_usd/);
+    await refused(400, 'INVALID_INPUT', server.call('POST', `/api/tasks/${t!.id}/complete`, { token: agent.token, body: { fence: t!.fence, output: 1, cost_usd: 1e7 } }), /cost_usd/);
     // As if the DAG and the agent had spent nearly 10^8 before: the next report takes them past it.
     await db.execute(sql`update dags set spent_usd = 99999999.5 where id = ${dagId}`);
     await db.execute(sql`update agents set spent_usd = 99999999.5 where id = 'spender'`);

@@ -11,7 +11,7 @@ import { taskFail } from '../../src/engine/attempt/fail.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { promoterCreate } from '../../src/maintenance/promoter.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
-import { IllegalTransitionError, LeaseLostError } from '../../src/errors.js';
+import { LeaseLostError } from '../../src/errors.js';
 import { MetricsCollector } from '../../src/observability/metrics.js';
 
 const database = await testDatabase();

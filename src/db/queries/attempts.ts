@@ -2,7 +2,7 @@ import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { attempts } from '../schema/index.js';
 import { rowsOf, textArray } from '../statement.js';
-import type { AttemptRow, PreviousAttempt } from '../rows.js';
+import type { PreviousAttempt } from '../rows.js';
 
 export type { PreviousAttempt } from '../rows.js';
 

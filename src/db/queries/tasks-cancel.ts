@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { tasks } from '../schema/index.js';
-import { LEASED_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
+import { LEASED_STATES, fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
 import { spendReleaseCtes } from './spend.js';
 import { MAP_WAIT_PREFIX } from './signals.js';

@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { priorityConstants } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
-import { edgeUnblockDependentsCtes } from './edges.js';
+import { taskDepsUnblockCtes } from './task-deps.js';
 import { dateOf, queryCompile, queryFill, rowsOfPrepared, textArray, type CompiledQuery } from '../statement.js';
 import { taskHandOff, type HandOffParts } from './tasks-hand-off.js';
 import { readyNotifySql } from './ready-hint.js';
@@ -123,7 +123,7 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
     -- Lock order: the agents that are charged, then the DAGs, each by id (spend.ts). With a
     -- hand-off, its CTEs lock them (and the agent it may hand to) instead.
     ${hand ? sql`` : sql`${agentLockCte(charged)},`}
-    ${edgeUnblockDependentsCtes(sql`done`, hand ? taskHandOff({ ...hand, charged }) : undefined)},
+    ${taskDepsUnblockCtes(sql`done`, hand ? taskHandOff({ ...hand, charged }) : undefined)},
     per_dag as (select dag_id, count(*)::int as n, sum(cost_usd) as cost, sum(reserved_usd) as reserved from done group by dag_id),
     dag_lock as materialized (
       select g.id from dags g where g.id in (select dag_id from per_dag) and ${AFTER_AGENT_LOCK} order by g.id for no key update of g

@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { effectivePrioritySql } from '../../model/priority.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
-import type { UnblockHandOff } from './edges.js';
+import { taskDepsLeftSql, taskDepsRunnableSql, type UnblockHandOff } from './task-deps.js';
 import { sqlStateList, textArray } from '../statement.js';
 import { leaseSql } from './tasks-lifecycle.js';
 import { AFTER_AGENT_LOCK, spendRemainingSql } from './spend.js';
@@ -45,8 +45,7 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
             and (d.validates_agent is null or d.validates_agent <> ${o.agentId})
             and not exists (select 1 from dags g where g.id = d.dag_id and g.budget_usd is not null)) as eligible
         from dep_counts c join tasks d on d.id = c.id
-        where d.status = any(${textArray(fromStates('unblock'))}) and d.deps_remaining - c.n = 0
-          and (d.run_at is null or d.run_at <= now()) and d.wait_key is null
+        where d.status = any(${textArray(fromStates('unblock'))}) and ${taskDepsRunnableSql('d', taskDepsLeftSql('d'))} and d.wait_key is null
           and d.cap_key in (select cap_key from hand_groups)
       ) x
       window w as (order by x.ep, x.id)

@@ -8,6 +8,7 @@ import { effectivePriorityOnReadySql, effectivePrioritySql } from '../../model/p
 import { capabilityGroupsEnsure } from './capability-groups.js';
 import { rowsOf, textArray } from '../statement.js';
 import { readyNotifySql } from './ready-hint.js';
+import { taskDepsRunnableSql } from './task-deps.js';
 
 /** New tasks into the queue: insert, activate (created → ready | pending), gain an upstream, and backpressure. */
 
@@ -74,7 +75,7 @@ async function taskInsertSql(rows: TaskInsert[]): Promise<SQL> {
   })).join(',')}]`;
   const names = plain.map((c) => c.name).join(', ');
   const inputs = [...plain.map((c) => `${c.name} ${c.type}`), ...INSTANT_PROPS.flatMap(([, name]) => [`${name}_at timestamptz`, `${name}_in_sec float8`])].join(', ');
-  const startsReady = sql`(x.wait_key is null and x.deps_remaining = 0 and (x.run_at is null or x.run_at <= now()))`;
+  const startsReady = sql`(x.wait_key is null and ${taskDepsRunnableSql('x')})`;
   return sql`
     with x as (
       select *, coalesce(j.deadline_at, now() + make_interval(secs => j.deadline_in_sec)) as deadline,
@@ -111,8 +112,8 @@ export async function taskActivateCreated(db: Db, dagId: string): Promise<{ read
   const [r] = await rowsOf<{ ready: number; pending: number }>(db, sql`
     with activated as (
       update tasks set
-        status = case when deps_remaining = 0 and (run_at is null or run_at <= now()) then 'ready' else 'pending' end,
-        ready_at = case when deps_remaining = 0 and (run_at is null or run_at <= now()) then now() end,
+        status = case when ${taskDepsRunnableSql('tasks')} then 'ready' else 'pending' end,
+        ready_at = case when ${taskDepsRunnableSql('tasks')} then now() end,
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       where dag_id = ${dagId} and status = any(${textArray(fromStates('activate'))})
@@ -125,15 +126,6 @@ export async function taskActivateCreated(db: Db, dagId: string): Promise<{ read
   return { ready: r?.ready ?? 0, pending: r?.pending ?? 0 };
 }
 
-/** An unclaimed task gained `n` unfinished upstream tasks: it waits (READY goes back to PENDING). False if it was already claimed. */
-export async function taskDepsAdd(db: Db, id: string, n: number): Promise<boolean> {
-  const r = await rowsOf(db, sql`
-    update tasks set deps_remaining = deps_remaining + ${n},
-      status = case when status = 'created' then 'created' else 'pending' end, ready_at = null, updated_at = now()
-    where id = ${id} and status = any(${textArray(fromStates('block'))})
-    returning id`);
-  return r.length > 0;
-}
 
 /** READY plus PENDING tasks: what backpressure compares with its limit (each status is walked through its partial index). */
 export async function taskQueuedCount(db: Db): Promise<number> {

@@ -3,6 +3,7 @@ import type { Db } from '../connection.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
+import { taskDepsAddSet } from './task-deps.js';
 
 /** A for_each task as its children are made from it: the columns a child copies. */
 export interface MapParentRow {
@@ -56,7 +57,7 @@ export function taskMapChildren(db: Db, parentId: string): Promise<Array<{ id: s
  */
 export async function taskMapWait(db: Db, w: { id: string; fence: number; children: number }): Promise<boolean> {
   const r = await rowsOf(db, sql`
-    update tasks set status = 'pending', deps_remaining = deps_remaining + ${w.children}, attempts = attempts - 1, has_children = true,
+    update tasks set status = 'pending', ${taskDepsAddSet(sql`${w.children}`)}, attempts = attempts - 1, has_children = true,
       lease_expires_at = null, ready_at = null, updated_at = now()
     where id = ${w.id} and fence = ${w.fence} and status = any(${textArray(fromStates('mapWait'))})
     returning id`);

@@ -1,9 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
 import { fromStates, type TaskState } from '../../model/state-machine.js';
-import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { rowsOf, textArray } from '../statement.js';
-import { readyNotifySql } from './ready-hint.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 
 /** Re-running finished work: which tasks, reopening them, and their dependents waiting again. */
@@ -49,38 +47,6 @@ export function taskReopen(db: Db, ids: string[]): Promise<ReopenedRow[]> {
       attempts = 0, attempts_reset_fence = t.fence, claim_lapses = 0, deadline_missed = false, updated_at = now()
     from targets x where t.id = x.id
     returning t.id, t.dag_id as "dagId", t.key, x.previous`);
-}
-
-/**
- * Recount what `ids` wait for after a re-run (the reopened tasks, and their direct dependents that had not
- * started): READY with nothing left to wait for, else PENDING (a READY dependent of a reopened task waits again).
- */
-export async function taskWaitRecount(db: Db, ids: string[]): Promise<void> {
-  if (ids.length === 0) return;
-  // As taskDepsRecount: wait out completions of their upstream tasks in flight first, then count in a new snapshot.
-  await db.execute(sql`
-    select u.id from edges e join tasks u on u.id = e.upstream_id
-    where e.downstream_id = any(${textArray(ids)}) and u.status <> 'completed'
-    order by u.id for share of u`);
-  await db.execute(sql`select id from tasks where id = any(${textArray(ids)}) and status in ('pending', 'ready') order by id for update`);
-  await rowsOf(db, sql`
-    with counted as (
-      select t.id, (
-        select count(*) from edges e join tasks u on u.id = e.upstream_id
-        where e.downstream_id = t.id and u.status <> 'completed'
-      )::int as open
-      from tasks t where t.id = any(${textArray(ids)}) and t.status in ('pending', 'ready')
-    ),
-    fixed as (
-      update tasks t set deps_remaining = c.open,
-        status = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then 'ready' else 'pending' end,
-        ready_at = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then coalesce(t.ready_at, now()) end,
-        ${effectivePriorityOnReadySql()},
-        updated_at = now()
-      from counted c where t.id = c.id
-      returning t.status, t.cap_key
-    )
-    select ${readyNotifySql(sql`fixed`)} as notified`);
 }
 
 /** Direct dependents of `ids` that have not started (pending or ready): they wait for the reopened tasks again. */

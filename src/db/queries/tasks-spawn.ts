@@ -1,11 +1,10 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../connection.js';
-import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
-import { readyNotifySql } from './ready-hint.js';
 import { spendSettleCtes, spendSql } from './spend.js';
 import type { AttemptSpend } from '../rows.js';
+import { taskDepsAddSet } from './task-deps.js';
 
 export interface LeasedTaskRow {
   id: string; dagId: string; key: string; priority: number; status: string; claimedBy: string | null;
@@ -49,7 +48,7 @@ export async function taskWaitForChildren(db: Db, w: AttemptSpend & { id: string
   const { cost, tokensIn, tokensOut } = spendSql(w);
   const r = await rowsOf(db, sql`
     with waiting as (
-      update tasks t set status = 'pending', deps_remaining = t.deps_remaining + ${w.children}, attempts = t.attempts - 1,
+      update tasks t set status = 'pending', ${taskDepsAddSet(sql`${w.children}`)}, attempts = t.attempts - 1,
         lease_expires_at = null, ready_at = null, updated_at = now(),
         cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
       where t.id = ${w.id} and t.fence = ${w.fence} and t.status = any(${textArray(fromStates('waitForChildren'))})
@@ -80,72 +79,4 @@ export async function taskUpstreamsHold(db: Db, dagId: string, keys: string[]): 
     update tasks t set late_dependents = true
     from (select id from tasks where dag_id = ${dagId} and key = any(${textArray(keys)}) and status <> 'completed' order by id for no key update) h
     where t.id = h.id and not t.late_dependents`);
-}
-
-/**
- * After the completion of tasks marked `late_dependents` has committed, recount their PENDING
- * dependents in a fresh snapshot: the completion statement counted dependents down from edges in
- * its own snapshot, which may predate an edge added while it ran. Its own transaction, like any
- * recount, so it holds no row of the completion while it waits for other upstreams.
- */
-export async function taskLateDependentsRecount(db: Db, upstreamIds: string[]): Promise<number> {
-  if (upstreamIds.length === 0) return 0;
-  const dependents = await rowsOf<{ id: string }>(db, sql`
-    select distinct downstream_id as id from edges where upstream_id = any(${textArray(upstreamIds)})`);
-  return taskDepsRecount(db, dependents.map((d) => d.id));
-}
-
-/**
- * Recount the unfinished upstream tasks of PENDING tasks and unblock those left
- * with none: the repair the deps-reconciler and taskLateDependentsRecount run.
- * The row locks come first, in their own statements, so the count (a new
- * snapshot) sees every completion that held them.
- * Call it inside a transaction, so the lock lasts until the count is written.
- */
-export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
-  if (ids.length === 0) return 0;
-  // Wait out completions of their upstreams already in flight (they hold the upstream row), upstream rows
-  // first and then the dependents, the order a completion takes them in, so the two cannot deadlock.
-  await db.execute(sql`
-    select u.id from edges e join tasks u on u.id = e.upstream_id
-    where e.downstream_id = any(${textArray(ids)}) and u.status <> 'completed'
-    order by u.id for share of u`);
-  await db.execute(sql`select id from tasks where id = any(${textArray(ids)}) and status = 'pending' order by id for update`);
-  const [r] = await rowsOf<{ n: number }>(db, sql`
-    with counted as (
-      select t.id, (
-        select count(*) from edges e join tasks u on u.id = e.upstream_id
-        where e.downstream_id = t.id and u.status <> 'completed'
-      )::int as open
-      from tasks t where t.id = any(${textArray(ids)}) and t.status = any(${textArray(fromStates('unblock'))})
-    ),
-    fixed as (
-      update tasks t set deps_remaining = c.open,
-        status = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then 'ready' else t.status end,
-        ready_at = case when c.open = 0 and (t.run_at is null or t.run_at <= now()) then now() else t.ready_at end,
-        ${effectivePriorityOnReadySql()},
-        updated_at = now()
-      from counted c where t.id = c.id and t.deps_remaining <> c.open
-      returning t.status, t.cap_key
-    )
-    select count(*)::int as n, ${readyNotifySql(sql`fixed`)} as notified from fixed`);
-  return r?.n ?? 0;
-}
-
-/**
- * PENDING tasks whose counter disagrees with their unfinished upstream tasks
- * and that nothing touched for `quietSec`: what taskDepsRecount could not
- * repair (a process that died between an edge insert and its recount). One
- * pass over the PENDING tasks, each checked through its incoming edges; run
- * it on a slow cadence.
- */
-export async function taskDepsDriftList(db: Db, quietSec: number, limit: number): Promise<string[]> {
-  const rows = await rowsOf<{ id: string }>(db, sql`
-    select t.id from tasks t
-    where t.status = 'pending' and t.updated_at < now() - make_interval(secs => ${quietSec})
-      and t.deps_remaining <> (
-        select count(*) from edges e join tasks u on u.id = e.upstream_id
-        where e.downstream_id = t.id and u.status <> 'completed')
-    limit ${limit}`);
-  return rows.map((r) => r.id);
 }

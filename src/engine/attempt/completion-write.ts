@@ -2,7 +2,7 @@ import { afterCommit, withTx, type Db } from '../../db/connection.js';
 import { taskCompleteMark, type HandedRow } from '../../db/queries/tasks-complete.js';
 import { attemptsPreviousFor } from '../../db/queries/attempts.js';
 import { claimedTaskOf, type ClaimedTask } from './claim.js';
-import { taskLateDependentsRecount } from '../../db/queries/tasks-spawn.js';
+import { taskLateDependentsRecount } from '../../db/queries/task-deps.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
 import { InvalidInputError } from '../../errors.js';
 import { jsonPathFormat, jsonProblem, jsonSizeExceeds } from '../../json-guard.js';

@@ -2,7 +2,7 @@ import { withTx, type Db } from '../../db/connection.js';
 import { dagGet, dagLockGraph } from '../../db/queries/dags.js';
 import { edgeInsertMany, edgeListForDag } from '../../db/queries/edges.js';
 import { eventInsertMany } from '../../db/queries/events.js';
-import { taskDepsAdd } from '../../db/queries/tasks-intake.js';
+import { taskDepsAdd } from '../../db/queries/task-deps.js';
 import { taskGraphRows } from '../../db/queries/tasks-read.js';
 import { taskUpstreamsHold } from '../../db/queries/tasks-spawn.js';
 import { InvalidInputError, NotFoundError } from '../../errors.js';

@@ -4,10 +4,11 @@ import { deadLetterResolveForTasks } from '../../db/queries/dead-letters.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskGet } from '../../db/queries/tasks-read.js';
 import {
-  taskDownstreamStates, taskFailedIds, taskMapChildrenRetire, taskReopen, taskWaitingDependents, taskWaitRecount, type ReopenedRow,
+  taskDownstreamStates, taskFailedIds, taskMapChildrenRetire, taskReopen, taskWaitingDependents, type ReopenedRow,
 } from '../../db/queries/tasks-rerun.js';
 import { ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError } from '../../errors.js';
 import { HELD_STATES, TRANSITIONS } from '../../model/state-machine.js';
+import { taskDepsRecountReopened } from '../../db/queries/task-deps.js';
 
 export interface RerunOptions { by?: string; note?: string }
 export interface RerunResult { dagId: string; reopened: Array<{ id: string; key: string; previous: string }> }
@@ -74,7 +75,7 @@ async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions):
   // Closed tasks (completed, cancelled) count as open again; a dead-lettered one never stopped counting.
   await dagTasksReopened(tx, dagId, reopened.filter((r) => r.previous !== 'dead_lettered').length);
   await deadLetterResolveForTasks(tx, reopened.filter((r) => r.previous === 'dead_lettered').map((r) => r.id), by, opts.note ?? 'run again', 'retried');
-  await taskWaitRecount(tx, [...reopenedIds, ...(await taskWaitingDependents(tx, reopenedIds))]);
+  await taskDepsRecountReopened(tx, [...reopenedIds, ...(await taskWaitingDependents(tx, reopenedIds))]);
   await dagReopen(tx, dagId);
   await dagStatusRefresh(tx, [dagId]);
   await eventInsertMany(tx, [

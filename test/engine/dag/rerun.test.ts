@@ -59,7 +59,7 @@ describe('re-running finished work', () => {
   });
 
   it('refuses a task that is not finished, and --downstream while an agent holds a task below it; nothing changes', async () => {
-    const dagId = await dagCreate(db, chainYaml('busy', 2));
+    await dagCreate(db, chainYaml('busy', 2));
     await agentCreate(db, 'w');
     const [t0] = await taskClaim(db, 'w');
     await expect(taskRerun(db, t0!.id)).rejects.toBeInstanceOf(IllegalTransitionError);
