@@ -11,7 +11,7 @@ export type { SubtaskSpec } from './dag/subtask-spec.js';
 export type { SpawnedChild } from './engine/dag/spawn.js';
 
 // The database: the embedded server, or DATABASE_URL's.
-export { databaseOpen, type Database, type DatabaseOptions, type Db } from './db/connection.js';
+export { databaseOpen, type Database, type DatabaseOptions, type Db } from './db/open.js';
 export { configFromEnv, LEASE_DEFAULTS, type Config } from './config/index.js';
 
 // DAGs: load a file, submit it, add edges to a live one.

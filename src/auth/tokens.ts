@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { apiTokenFind, apiTokenInsert, apiTokenList, apiTokenLive, apiTokenRevoke, apiTokenTouch, type ApiTokenRow } from '../db/queries/api-tokens.js';
 import { agentGet } from '../db/queries/agents.js';
 import { CAPABILITY_PATTERN } from '../dag/file-schema.js';

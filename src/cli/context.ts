@@ -1,7 +1,8 @@
 import { tracingWanted } from '../observability/tracing-env.js';
 import type { Logger } from 'pino';
 import { CONFIG_DEFAULTS, LOG_LEVELS } from '../config/defaults.js';
-import type { Database, DirectUrlError } from '../db/connection.js';
+import type { Database } from '../db/handle.js';
+import type { DirectUrlError } from '../db/migrate.js';
 import type { Io } from './output.js';
 import { InvalidInputError, UnavailableError } from '../errors.js';
 
@@ -38,7 +39,7 @@ export function commandContext(io: Io, defaultLevel: string = CONFIG_DEFAULTS.co
 
 /** What a failed open becomes: one line that says what could not be reached and what to do. */
 async function databaseOpenError(e: unknown, pooledUrl: string | undefined, dataDir: string): Promise<Error> {
-  const { errorMessage, isConnectionLost } = await import('../db/connection.js');
+  const { errorMessage, isConnectionLost } = await import('../db/pg-errors.js');
   // An error met connecting to DATABASE_DIRECT_URL names that variable.
   const direct = (e as DirectUrlError | undefined)?.directUrl;
   const url = direct ?? pooledUrl;
@@ -70,7 +71,7 @@ async function databaseOpenError(e: unknown, pooledUrl: string | undefined, data
 
 /** Open the database (DATABASE_URL, else the embedded server in DAGENT_DATA_DIR or .dagent), run, close. */
 export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => Promise<T>): Promise<T> {
-  const [{ configFromEnv }, { databaseOpen }] = await Promise.all([import('../config/index.js'), import('../db/connection.js')]);
+  const [{ configFromEnv }, { databaseOpen }] = await Promise.all([import('../config/index.js'), import('../db/open.js')]);
   const cfg = configFromEnv(ctx.io.env);
   const d = await databaseOpen({
     url: cfg.databaseUrl, directUrl: cfg.databaseDirectUrl, prepared: cfg.dbPrepared, dataDir: cfg.dataDir, schema: cfg.dbSchema, poolSize: cfg.dbPool, log: ctx.log,

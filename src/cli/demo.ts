@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import path from 'node:path';
 import { configFromEnv } from '../config/index.js';
-import type { Database } from '../db/connection.js';
+import type { Database } from '../db/handle.js';
 import { dagFileLoad } from '../dag/load.js';
 import { DagNotCompletedError } from '../errors.js';
 import { packageRoot, RUNNING_FROM_SOURCES } from '../package-root.js';

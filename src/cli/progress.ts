@@ -1,4 +1,4 @@
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { dagStatus } from '../engine/read/inspect.js';
 import { usd } from './output.js';
 import type { Io } from './output.js';

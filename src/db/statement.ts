@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Placeholder, sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pg from 'pg';
-import type { Db } from './connection.js';
+import type { Db } from './handle.js';
 import { poolModeOf } from './pool-mode.js';
 
 /** Rows of a hand-written statement. Timestamps arrive as text from drizzle's raw path; callers map them. */

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import type { MetricsCollector } from '../observability/metrics.js';
 import type { ClaimWaiters } from './claim-waiters.js';
 import type { EventHub } from './event-hub.js';

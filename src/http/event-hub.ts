@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { dagChangedSince } from '../db/queries/dags.js';
 import { eventListAfter, eventMaxId } from '../db/queries/events.js';
 import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/statement.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../db/connection.js';
+import { withTx } from '../db/tx.js';
+import type { Db } from '../db/handle.js';
 import { dagBudgetedOpenIds } from '../db/queries/dags.js';
 import { blockedKind, dagStatusSync } from '../engine/dag/dag-status.js';
 import { serviceCreate, type MaintenanceService } from './service.js';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { taskTypeDurationsRefresh } from '../db/queries/tasks-priority.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { budgetWatchCreate } from './budget-watch.js';
 import { depsReconcilerCreate } from './deps-reconciler.js';
 import { durationLearnerCreate } from './duration-learner.js';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { taskPromoteDue } from '../db/queries/tasks-maintenance.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { DECLARED_RATE_LIMIT_DEFAULTS } from '../config/index.js';
 import { RATE_USAGE_PRUNE_BATCH, rateUsagePrune } from '../db/queries/rate-limits.js';
 import { serviceCreate, type MaintenanceService } from './service.js';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
 import { attemptsEndedEmit, engineEvents } from '../observability/engine-events.js';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { agentMarkStaleOffline } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskReleaseMark } from '../db/queries/tasks-lifecycle.js';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { RETENTION_DEFAULTS } from '../config/index.js';
 import { prune } from '../engine/ops/retention.js';
 import { serviceCreate, type MaintenanceService } from './service.js';

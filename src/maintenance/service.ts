@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { nanoid } from 'nanoid';
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { loopLeaseHold, loopLeaseRelease } from '../db/queries/maintenance-leases.js';
 import { LOOP_LEASE_DEFAULTS } from '../config/index.js';
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { approvalsExpiredSettle } from '../engine/waits/approvals.js';
 import { mapTasksSettle } from '../engine/dag/map.js';
 import { signalWaitsSettle } from '../engine/waits/signals.js';

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { webhookDeliverDue, type DeliverOptions } from '../webhooks/webhooks.js';
 import { serviceCreate, type MaintenanceService } from './service.js';
 

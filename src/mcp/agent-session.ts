@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { errorMessage, type Db } from '../db/connection.js';
+import { errorMessage } from '../db/pg-errors.js';
+import type { Db } from '../db/handle.js';
 import { agentRegister } from '../engine/ops/agents.js';
 import { attemptLogAppend, type LogLineInput } from '../engine/read/attempt-logs.js';
 import { taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { dagFileLoad, dagSourceLoad } from '../dag/load.js';
 import { graphRender } from '../dag/render.js';
 import { accessAllows } from '../auth/access.js';

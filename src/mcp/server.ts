@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import type { Principal } from '../auth/tokens.js';
 import { McpAgentSession } from './agent-session.js';
 import { agentToolsRegister } from './agent-tools.js';

@@ -1,6 +1,6 @@
 import client from 'prom-client';
 import { listenerReconnectsTotal } from '../db/ready-listener.js';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { agentList } from '../db/queries/agents.js';
 import { dagSpendReport } from '../db/queries/dags.js';
 import { modelPauseList } from '../db/queries/model-pauses.js';

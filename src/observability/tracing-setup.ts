@@ -1,6 +1,6 @@
 import { context, trace } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { packageVersion } from '../package-root.js';
 import { dagentIdGenerator } from './trace-ids.js';
 import { traceEmitterStart } from './tracing.js';

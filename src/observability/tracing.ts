@@ -1,6 +1,6 @@
 import { context, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { attemptsForTrace, dagsFinishedForTrace, type AttemptTraceRow, type DagTraceRow } from '../db/queries/traces.js';
 import { engineEvents } from './engine-events.js';
 import { attemptSpanId, dagSpanId, dagTraceId, stepSpanId, withSpanIds } from './trace-ids.js';

@@ -1,6 +1,7 @@
 import { format } from 'node:util';
 import type { Logger } from 'pino';
-import { errorMessage, type Db } from '../db/connection.js';
+import { errorMessage } from '../db/pg-errors.js';
+import type { Db } from '../db/handle.js';
 import { attemptLogAppend, LOG_LEVELS, type LogLineInput } from '../engine/read/attempt-logs.js';
 import type { TaskRef } from '../engine/attempt/refusal.js';
 import { DagentError } from '../errors.js';

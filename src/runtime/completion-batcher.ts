@@ -1,4 +1,5 @@
-import { isConnectionLost, type Db } from '../db/connection.js';
+import { isConnectionLost } from '../db/pg-errors.js';
+import type { Db } from '../db/handle.js';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
 import type { Completion } from '../engine/attempt/completion-write.js';
 import type { HandOff } from '../db/rows.js';

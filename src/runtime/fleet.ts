@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import { AgentRunner } from './agent-runner.js';
 import type { AgentDefinition } from './define-agent.js';
 import { ReadyListener } from '../db/ready-listener.js';

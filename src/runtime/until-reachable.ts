@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { errorMessage, isConnectionLost, isTransientConflict } from '../db/connection.js';
+import { errorMessage, isConnectionLost, isTransientConflict } from '../db/pg-errors.js';
 
 /** Retry backoff while the database is unreachable: from UNREACHABLE_RETRY_MIN_MS doubling to UNREACHABLE_RETRY_MAX_MS. */
 export const UNREACHABLE_RETRY_MIN_MS = 200;

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Db } from '../db/connection.js';
+import type { Db } from '../db/handle.js';
 import {
   webhookDelete, webhookDeliveryList, webhookDeliveryRecord, webhookDeliveryTakeDue, webhookInsert, webhookListAll,
   type DueDelivery, type WebhookRow,

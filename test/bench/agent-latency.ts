@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
-import type { Database } from '../../src/db/connection.js';
+import type { Database } from '../../src/db/handle.js';
 import type { DagSpec, TaskSpec } from '../../src/dag/spec.js';
 import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';

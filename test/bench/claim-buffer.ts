@@ -1,4 +1,4 @@
-import type { Db } from '../../src/db/connection.js';
+import type { Db } from '../../src/db/handle.js';
 import { taskClaim, type ClaimedTask } from '../../src/engine/attempt/claim.js';
 import { Wakeup } from '../../src/runtime/wakeup.js';
 

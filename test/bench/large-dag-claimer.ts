@@ -3,7 +3,7 @@
  * claims share the database with the submit but not its event loop. Forked with the database's URL and its agent id;
  * claims one task at a time (and finishes it) from `go` until `stop`, then sends the claims' times in ms.
  */
-import { databaseOpen } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
 import { liveClaim } from './large-dag.js';
 
 const [url, agentId] = process.argv.slice(2) as [string, string];

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
-import type { Database, Db } from '../../src/db/connection.js';
+import type { Database, Db } from '../../src/db/handle.js';
 import type { TaskSpec } from '../../src/dag/spec.js';
 import { agentRegister } from '../../src/engine/ops/agents.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';

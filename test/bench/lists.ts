@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../src/db/connection.js';
+import type { Database } from '../../src/db/handle.js';
 import { dagPage, type DagListFilter } from '../../src/db/queries/dags.js';
 import { deadLetterList } from '../../src/db/queries/dead-letters.js';
 import type { DeadLetterSelector } from '../../src/db/rows.js';

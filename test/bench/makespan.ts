@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
-import type { Database } from '../../src/db/connection.js';
+import type { Database } from '../../src/db/handle.js';
 import { TASK_DEFAULTS, type DagSpec, type TaskSpec } from '../../src/dag/spec.js';
 import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { priorityConfigure, PRIORITY_DEFAULTS } from '../../src/model/priority.js';

@@ -11,7 +11,7 @@
  * The narrow claim has no agent row, budget or held count: its figure is a lower bound, the saving an upper one.
  */
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../src/db/connection.js';
+import type { Database } from '../../src/db/handle.js';
 import { agentRegister } from '../../src/engine/ops/agents.js';
 import { taskClaimReadySql } from '../../src/db/queries/tasks-claim.js';
 import { taskCompleteMarkSql } from '../../src/db/queries/tasks-complete.js';

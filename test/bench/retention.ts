@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../src/db/connection.js';
+import type { Database } from '../../src/db/handle.js';
 import type { TaskSpec } from '../../src/dag/spec.js';
 import { agentRegister } from '../../src/engine/ops/agents.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { rowsOf } from '../helpers/factories.js';
-import { afterCommit, withTx } from '../../src/db/connection.js';
+import { afterCommit, withTx } from '../../src/db/tx.js';
 
 const { db } = await testDatabase();
 

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
-import { withTx } from '../../src/db/connection.js';
+import { withTx } from '../../src/db/tx.js';
 import type { HandOff } from '../../src/db/rows.js';
 import { priorityConfigure } from '../../src/model/priority.js';
 import { queryCompile, queryFill } from '../../src/db/statement.js';

@@ -5,7 +5,8 @@ import pg from 'pg';
 import { dagentTableCount } from '../helpers/db.js';
 import { describe, expect, it, inject } from 'vitest';
 import { nanoid } from 'nanoid';
-import { databaseOpen, migrationsApply } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
+import { migrationsApply } from '../../src/db/migrate.js';
 import { embeddedServerStart } from '../../src/db/embedded.js';
 import { withDatabase } from '../helpers/global-setup.js';
 

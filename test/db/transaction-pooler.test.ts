@@ -11,7 +11,8 @@ import { eventually } from '../helpers/wait.js';
 import { faultProxy } from '../faults/helpers/proxy.js';
 import { frontendRead, sessionStateUses } from '../helpers/pg-frontend.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
-import { databaseOpen, withTx } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
+import { withTx } from '../../src/db/tx.js';
 import { rowsOfPreparedGeneric } from '../../src/db/statement.js';
 import { agentRegister, taskClaim, taskComplete } from '../../src/index.js';
 

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { databaseOpen, type Database } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
+import type { Database } from '../../src/db/handle.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
 import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { databaseOpen, isConnectionLost, withTx } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
+import { isConnectionLost } from '../../src/db/pg-errors.js';
+import { withTx } from '../../src/db/tx.js';
 import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { faultProxy } from './helpers/proxy.js';
 

@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { databaseOpen } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
 import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { rowsOf } from '../helpers/factories.js';

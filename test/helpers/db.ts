@@ -1,6 +1,7 @@
 import { afterAll, inject } from 'vitest';
 import { nanoid } from 'nanoid';
-import { databaseOpen, type Database } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
+import type { Database } from '../../src/db/handle.js';
 import { adminQuery, withDatabase } from './global-setup.js';
 
 /**

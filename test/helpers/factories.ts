@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../../src/db/connection.js';
+import type { Db } from '../../src/db/handle.js';
 import { dagSourceLoad } from '../../src/dag/load.js';
 import type { DagSpec } from '../../src/dag/spec.js';
 import { agentRegister } from '../../src/engine/ops/agents.js';

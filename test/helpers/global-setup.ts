@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { databaseOpen } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
 import { embeddedServerStart, type EmbeddedServer } from '../../src/db/embedded.js';
 
 declare module 'vitest' {

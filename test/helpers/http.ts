@@ -1,6 +1,6 @@
 import { afterAll } from 'vitest';
 import pino from 'pino';
-import type { Database } from '../../src/db/connection.js';
+import type { Database } from '../../src/db/handle.js';
 import { httpServerCreate, type HttpOptions, type HttpServer } from '../../src/http/server.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
 

@@ -1,6 +1,6 @@
 import { afterEach } from 'vitest';
 import { pino } from 'pino';
-import type { Database } from '../../src/db/connection.js';
+import type { Database } from '../../src/db/handle.js';
 import { AgentRunner, type AgentRunnerOptions } from '../../src/runtime/agent-runner.js';
 import type { AgentDefinition } from '../../src/runtime/define-agent.js';
 

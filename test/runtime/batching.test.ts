@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ClaimBuffer } from '../bench/claim-buffer.js';
 import { COMPLETION_BATCHER_DEFAULTS, CompletionBatcher } from '../../src/runtime/completion-batcher.js';
-import { databaseOpen } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
 import { openOptionsLike, testDatabase } from '../helpers/db.js';
 import { agentCreate, chainYaml, dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
 

@@ -9,7 +9,7 @@ import { NonRetryableError } from '../../src/runtime/task-errors.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskComplete, taskCompleteMany } from '../../src/engine/attempt/complete.js';
 import { taskStart } from '../../src/engine/attempt/lease.js';
-import { withTx } from '../../src/db/connection.js';
+import { withTx } from '../../src/db/tx.js';
 import { taskSpawn } from '../../src/engine/dag/spawn.js';
 import { dlqList, dlqRetry } from '../../src/engine/ops/dlq.js';
 import { dagGet } from '../../src/db/queries/dags.js';

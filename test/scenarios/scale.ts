@@ -22,7 +22,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
-import { databaseOpen } from '../../src/db/connection.js';
+import { databaseOpen } from '../../src/db/open.js';
 import { embeddedServerStart, type EmbeddedServer } from '../../src/db/embedded.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
 import { percentile } from './percentile.js';

@@ -1,5 +1,5 @@
 import { and, asc, eq, ne, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { rowsOf, textArray } from '../statement.js';
 import { agents } from '../schema/index.js';
 import type { AgentRegistration, AgentRow } from '../rows.js';

@@ -1,5 +1,5 @@
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { apiTokens } from '../schema/index.js';
 
 export type ApiTokenRow = typeof apiTokens.$inferSelect;

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { rowsOf, textArray } from '../statement.js';
 
 /** Per-attempt logs: who may append (the holder, at its fence), what is kept, and reading them back. */

@@ -1,5 +1,5 @@
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { attempts } from '../schema/index.js';
 import { rowsOf, textArray } from '../statement.js';
 import type { PreviousAttempt } from '../rows.js';

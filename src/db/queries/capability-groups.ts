@@ -1,4 +1,4 @@
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { capabilityGroups } from '../schema/index.js';
 
 /**

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { rowsOf } from '../statement.js';
 
 export interface SpendDay { day: string; costUsd: number; attempts: number }

@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, getTableColumns, sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from '../statement.js';
 import { keysetAfter, likeContaining } from './keyset.js';

@@ -1,5 +1,5 @@
 import { and, desc, eq, getTableColumns, isNull, sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { attempts, deadLetters, tasks } from '../schema/index.js';
 import type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
 import { keysetAfter, likeContaining, type Cursor } from './keyset.js';

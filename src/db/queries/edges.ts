@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { edges } from '../schema/index.js';
 import { textArray } from '../statement.js';
 

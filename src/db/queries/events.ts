@@ -1,5 +1,5 @@
 import { asc, desc, eq, gt, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { events } from '../schema/index.js';
 
 export interface EventInput {

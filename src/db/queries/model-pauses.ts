@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { dateOf, rowsOf } from '../statement.js';
 
 /** Pause `model` for the fleet until `delaySec` from now (a later pause only extends it). */

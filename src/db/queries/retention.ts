@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { HELD_STATES } from '../../model/state-machine.js';
 import { dagGraphTryLockSql } from './dags.js';
 import { rowsOf } from '../statement.js';

@@ -1,5 +1,5 @@
 import { asc, eq, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { schedules } from '../schema/index.js';
 import { dateOf, rowsOf } from '../statement.js';
 

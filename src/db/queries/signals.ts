@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { dateOf, rowsOf } from '../statement.js';
 
 /** Signals and the tasks that wait for them (status WAITING, wait_key): each walk goes through tasks_waiting_idx. */

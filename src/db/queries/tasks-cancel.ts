@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { tasks } from '../schema/index.js';
 import { LEASED_STATES, fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';

@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import type { ClaimedRow } from '../rows.js';
 import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { attemptsPreviousFor, type PreviousAttempt } from './attempts.js';

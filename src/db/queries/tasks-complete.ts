@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { priorityConstants } from '../../model/priority.js';
 import { fromStates } from '../../model/state-machine.js';
 import { taskDepsUnblockCtes } from './task-deps.js';

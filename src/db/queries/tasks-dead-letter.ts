@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';

@@ -1,7 +1,7 @@
 import { getTableColumns, sql, type SQL } from 'drizzle-orm';
 import type { Instant } from '../../durations.js';
 import { forEachSliced, mapSliced } from '../../event-loop.js';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { concurrencyKeys, tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql, effectivePrioritySql } from '../../model/priority.js';

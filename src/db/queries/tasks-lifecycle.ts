@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { LEASE_DEFAULTS } from '../../config/index.js';
 import { tasks } from '../schema/index.js';
 import { fromStates, type TaskState } from '../../model/state-machine.js';

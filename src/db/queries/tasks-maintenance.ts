@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { EXPIRING_LEASE_STATES, fromStates, type TaskState } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { rowsOf, sqlStateList, textArray } from '../statement.js';

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
 import { MAP_WAIT_PREFIX } from './signals.js';

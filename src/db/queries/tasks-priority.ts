@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { effectivePrioritySql, priorityConstants } from '../../model/priority.js';
 import { rowsOf, textArray } from '../statement.js';
 import { spendRemainingSql } from './spend.js';

@@ -1,5 +1,5 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { tasks } from '../schema/index.js';
 import { rowsOf } from '../statement.js';
 import type { StatusCount, TaskRow } from '../rows.js';

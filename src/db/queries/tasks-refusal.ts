@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { dateOf, rowsOf } from '../statement.js';
 import type { RefusedRow } from '../rows.js';
 

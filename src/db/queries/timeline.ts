@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { dateOf, rowsOf } from '../statement.js';
 
 /** One attempt as the timeline draws it. */

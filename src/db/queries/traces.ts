@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { dateOf, rowsOf, textArray } from '../statement.js';
 
 /** An ended attempt, with what its span says about it (src/observability/tracing.ts). */

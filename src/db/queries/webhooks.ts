@@ -1,5 +1,5 @@
 import { asc, desc, eq, sql } from 'drizzle-orm';
-import type { Db } from '../connection.js';
+import type { Db } from '../handle.js';
 import { webhookDeliveries, webhooks } from '../schema/index.js';
 import { rowsOf } from '../statement.js';
 

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { agentGet } from '../../db/queries/agents.js';
 import { taskClaimReady } from '../../db/queries/tasks-claim.js';
 import type { ClaimedRow, PreviousAttempt } from '../../db/rows.js';

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { taskRefusalRead } from '../../db/queries/tasks-refusal.js';
 import type { CompletionResult, HandOff, RefusedRow } from '../../db/rows.js';
 import { IllegalTransitionError, LeaseLostError, TransitionRacedError } from '../../errors.js';

@@ -1,4 +1,5 @@
-import { afterCommit, withTx, type Db } from '../../db/connection.js';
+import { afterCommit, withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { taskCompleteMark, type HandedRow } from '../../db/queries/tasks-complete.js';
 import { attemptsPreviousFor } from '../../db/queries/attempts.js';
 import { claimedTaskOf, type ClaimedTask } from './claim.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { attemptFailureStats } from '../../db/queries/attempts.js';
 import { dagStatusRefresh } from '../../db/queries/dags.js';
 import { deadLetterInsert } from '../../db/queries/dead-letters.js';

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { taskLeaseExtend, taskStartMark } from '../../db/queries/tasks-lifecycle.js';
 import { refusalExplain, type TaskRef } from './refusal.js';
 

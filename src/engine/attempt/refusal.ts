@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { taskRefusalRead } from '../../db/queries/tasks-refusal.js';
 import type { RefusedRow } from '../../db/rows.js';
 import { ConflictError, LeaseLostError, NotFoundError, TransitionRacedError, type DagentError } from '../../errors.js';

@@ -1,4 +1,5 @@
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskReleaseMark } from '../../db/queries/tasks-lifecycle.js';
 import type { AttemptSpend } from '../../db/rows.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { agentsLock } from '../../db/queries/agents.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import {

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { dagTasksAdded } from '../../db/queries/dags.js';
 import { taskActivateCreated, taskInsertMany } from '../../db/queries/tasks-intake.js';
 import { APPROVAL_WAIT_PREFIX } from '../../db/queries/signals.js';

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { taskRankInputs, taskRanksSet, taskTypeMedians } from '../../db/queries/tasks-priority.js';
 import { dagGraphBuild, upwardRanks, type DagGraph } from '../../dag/graph.js';
 import type { TaskSpec } from '../../dag/spec.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { dagBudgetSet as dagBudgetWrite, dagGet, dagStatusRefresh, type DagStatusChange } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { readyWake } from '../../db/statement.js';

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { agentJudgeModels } from '../../db/queries/agents.js';
 import type { DagSpec, TaskSpec } from '../../dag/spec.js';
 import { validationStepsOf } from '../../validation/steps/index.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { taskOutputsByKeys } from '../../db/queries/tasks-read.js';
 import { taskMapChildren, taskMapChildrenSize, taskMapLock, taskMapWait, taskMapWaiting, type MapParentRow } from '../../db/queries/tasks-map.js';
 import { dagLockGraph } from '../../db/queries/dags.js';

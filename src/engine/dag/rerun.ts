@@ -1,4 +1,5 @@
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { dagGet, dagLockGraph, dagReopen, dagStatusRefresh, dagTasksReopened } from '../../db/queries/dags.js';
 import { deadLetterResolveForTasks } from '../../db/queries/dead-letters.js';
 import { eventInsertMany } from '../../db/queries/events.js';

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { attemptsEndedEmit } from '../../observability/engine-events.js';
-import { withTxRetried, type Db } from '../../db/connection.js';
+import { withTxRetried } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { agentsLock } from '../../db/queries/agents.js';
 import { dagGet } from '../../db/queries/dags.js';
 import { taskLockLeased, taskWaitForChildren } from '../../db/queries/tasks-spawn.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../../db/queries/dags.js';
 import { edgeInsertMany } from '../../db/queries/edges.js';
 import { eventInsertMany } from '../../db/queries/events.js';

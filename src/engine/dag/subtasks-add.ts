@@ -5,7 +5,7 @@ import { MAP_WAIT_PREFIX } from '../../db/queries/signals.js';
 import { taskActivateCreated, taskInsertMany } from '../../db/queries/tasks-intake.js';
 import { taskGraphRows } from '../../db/queries/tasks-read.js';
 import { taskChildOutputs, taskUpstreamsHold } from '../../db/queries/tasks-spawn.js';
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { ancestors } from '../../dag/graph.js';
 import type { TaskSpec } from '../../dag/spec.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { agentGet, agentHeartbeat, agentHolderGet, agentList as agentRows, agentSeen, agentStatusSet, agentUpsert, type UpsertGuard } from '../../db/queries/agents.js';
 import { LEASE_DEFAULTS } from '../../config/index.js';
 import { taskHolderGet } from '../../db/queries/tasks-read.js';

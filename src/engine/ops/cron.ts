@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { errorMessage, withTx, type Db } from '../../db/connection.js';
+import { errorMessage } from '../../db/pg-errors.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { dagFindByIdempotencyKey, dagRunningIdsByCreator } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import {

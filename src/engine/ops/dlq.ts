@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { dagLockGraph, dagStatusRefresh } from '../../db/queries/dags.js';
 import {
   deadLetterGet, deadLetterIdsMatching, deadLetterList, deadLetterResolve,

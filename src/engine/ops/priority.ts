@@ -1,4 +1,5 @@
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { spendByAgent, spendByDag, spendByDay } from '../../db/queries/costs.js';
 import { dagGet } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import {
   retentionAgentsDelete, retentionDagsDelete, retentionDagsMark, retentionDaglessEventsDelete, retentionDeliveriesDelete,
   retentionLogsDelete, retentionPreview, retentionTasksDelete, type RetentionPreview,

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { dbNow } from '../../db/queries/schedules.js';
 import { InvalidInputError } from '../../errors.js';

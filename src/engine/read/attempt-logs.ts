@@ -1,4 +1,5 @@
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import {
   attemptLogAttempts, attemptLogHolder, attemptLogInsert, attemptLogRead, attemptLogReadTail, attemptLogStatsAdd, attemptLogStatsLock,
   type AttemptLogStats, type LogLine, type LogLineRow,

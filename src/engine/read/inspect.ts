@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { agentList } from '../../db/queries/agents.js';
 import { attemptCountsForDag as attemptCountsOfDag, attemptListForTask } from '../../db/queries/attempts.js';
 import { dagGet, dagPage } from '../../db/queries/dags.js';

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/connection.js';
+import type { Db } from '../../db/handle.js';
 import { dagGet } from '../../db/queries/dags.js';
 import { timelineCostByModel, timelineEdges, timelineTasks, type TimelineTaskRow } from '../../db/queries/timeline.js';
 import { NotFoundError } from '../../errors.js';

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { withTx, type Db } from '../../db/connection.js';
+import { withTx } from '../../db/tx.js';
+import type { Db } from '../../db/handle.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { signalRecord, taskWaitingExpired, taskWaitingLockForKey, taskWaitingSignalled, type WaitingTask } from '../../db/queries/signals.js';
 import { SIGNAL_KEY_PATTERN } from '../../dag/file-schema.js';

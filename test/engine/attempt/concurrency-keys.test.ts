@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { databaseOpen } from '../../../src/db/connection.js';
+import { databaseOpen } from '../../../src/db/open.js';
 import { taskClaim, type ClaimedTask } from '../../../src/engine/attempt/claim.js';
 import { taskCancel } from '../../../src/engine/dag/cancel.js';
 import { taskComplete, taskCompleteMany } from '../../../src/engine/attempt/complete.js';

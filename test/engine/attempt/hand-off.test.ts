@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { databaseOpen } from '../../../src/db/connection.js';
+import { databaseOpen } from '../../../src/db/open.js';
 import type { HandOff } from '../../../src/db/rows.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { taskCompleteMany } from '../../../src/engine/attempt/complete.js';

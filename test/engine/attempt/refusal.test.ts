@@ -11,7 +11,7 @@ import { ConflictError, IllegalTransitionError, LeaseLostError, NotFoundError } 
 
 /**
  * Statements sent to PostgreSQL while `fn` runs, BEGIN/COMMIT/ROLLBACK left out. The pool's connections bind their
- * query method when they connect (db/connection.ts), so it is wrapped before this file's database is opened.
+ * query method when they connect (db/open.ts), so it is wrapped before this file's database is opened.
  */
 let recording: string[] | null = null;
 const pgQuery = pg.Client.prototype.query;

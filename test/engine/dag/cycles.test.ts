@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { databaseOpen } from '../../../src/db/connection.js';
+import { databaseOpen } from '../../../src/db/open.js';
 import { dagEdgesAdd } from '../../../src/engine/dag/edges.js';
 import { dagSubmit } from '../../../src/engine/dag/submit.js';
 import { CycleError } from '../../../src/errors.js';

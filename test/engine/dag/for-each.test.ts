@@ -9,7 +9,7 @@ import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskSpawn } from '../../../src/engine/dag/spawn.js';
 import { dlqList, dlqRetry } from '../../../src/engine/ops/dlq.js';
 import { mapTasksSettle } from '../../../src/engine/dag/map.js';
-import { databaseOpen } from '../../../src/db/connection.js';
+import { databaseOpen } from '../../../src/db/open.js';
 import { testDatabase } from '../../helpers/db.js';
 import { CLI_FROM_SOURCES } from '../../helpers/cli.js';
 import { agentCreate, databaseReset, drain, rowsOf, taskStatusByKey } from '../../helpers/factories.js';
@@ -193,7 +193,7 @@ tasks:
 /** One pass of the waits loop's mapping in a child process whose limits `env` lowers (LIMITS is read at start-up). */
 async function settleWith(limits: Record<string, string>): Promise<string> {
   const script = `
-    import { databaseOpen } from './src/db/connection.ts';
+    import { databaseOpen } from './src/db/open.ts';
     import { mapTasksSettle } from './src/engine/dag/map.ts';
     const d = await databaseOpen({ url: process.env.DATABASE_URL, migrate: false, poolSize: 2 });
     console.log(await mapTasksSettle(d.db, { batch: 10 }));

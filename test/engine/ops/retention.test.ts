@@ -11,7 +11,7 @@ import { dagRerunFailed, taskRerun } from '../../../src/engine/dag/rerun.js';
 import { prune, prunePreview } from '../../../src/engine/ops/retention.js';
 import { retentionDagsMark, retentionTasksDelete } from '../../../src/db/queries/retention.js';
 import { dagLockGraph } from '../../../src/db/queries/dags.js';
-import { withTx } from '../../../src/db/connection.js';
+import { withTx } from '../../../src/db/tx.js';
 import { retentionLoopCreate } from '../../../src/maintenance/retention.js';
 import { ConflictError } from '../../../src/errors.js';
 import { cliWith } from '../../helpers/cli.js';

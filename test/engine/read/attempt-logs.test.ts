@@ -4,7 +4,7 @@ import { attemptLogAppend, attemptLogsGet } from '../../../src/engine/read/attem
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
-import { databaseOpen } from '../../../src/db/connection.js';
+import { databaseOpen } from '../../../src/db/open.js';
 import { LIMITS } from '../../../src/config/index.js';
 import { LeaseLostError } from '../../../src/errors.js';
 import { testDatabase } from '../../helpers/db.js';

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { Db } from '../../../src/db/connection.js';
+import type { Db } from '../../../src/db/handle.js';
 import { tokenCreate } from '../../../src/auth/tokens.js';
 import type { ServerProcess } from './server.js';
 

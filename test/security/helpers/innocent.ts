@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../../src/db/connection.js';
+import type { Database } from '../../../src/db/handle.js';
 import { tokenCreate } from '../../../src/auth/tokens.js';
 import type { ServerProcess } from './server.js';
 

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { leash } from '../../helpers/child-leash.js';
 import { afterAll, expect } from 'vitest';
-import type { Database } from '../../../src/db/connection.js';
+import type { Database } from '../../../src/db/handle.js';
 import { tokenCreate } from '../../../src/auth/tokens.js';
 import { eventually } from '../../helpers/wait.js';
 import { CLI_FROM_SOURCES } from '../../helpers/cli.js';
