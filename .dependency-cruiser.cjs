@@ -20,6 +20,8 @@ const LAYERS = [
   { name: 'webhooks and wire', path: '^src/(webhooks|wire)/' },
   { name: 'maintenance, runtime and mcp', path: '^src/(maintenance|runtime|mcp)/' },
   { name: 'http', path: '^src/http/' },
+  // One process assembled: the loops, the LISTEN connection, the agents and the HTTP API (nodeStart).
+  { name: 'node', path: '^src/node\\.ts$' },
   { name: 'cli', path: '^src/cli/' },
   { name: 'public API', path: '^src/index\\.ts$' },
 ];

@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import { agentModuleLoad } from '../runtime/agent-load.js';
-import { AgentFleet } from '../runtime/fleet.js';
+import { nodeStart } from '../node.js';
 import { AGENT_ID_PATTERN, AGENT_INSTANCE_PATTERN, configFromEnv } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
-import { maintenanceServices } from '../maintenance/index.js';
 import { SHUTDOWN_GRACE_MS_DEFAULT } from '../runtime/agent-runner.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
@@ -29,19 +28,18 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
       const instance = opts.instance ?? cfg.agentInstance;
       const def = await agentModuleLoad(file);
       await withDatabase(ctx, async (d) => {
-        // Retries, reaping and schedules must not depend on a `dagent up` somewhere: the cadence gate
-        // (maintenance/service.ts) elects one process per loop and interval, however many run them.
-        const services = opts.maintenance ? maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec }) : [];
-        services.forEach((s) => s.start());
-        const fleet = new AgentFleet(d, [{ def, id: opts.id, concurrency: opts.concurrency }], { pollIntervalMs: opts.pollMs, log: ctx.log, instance });
-        await fleet.start();
-        const r = fleet.runners[0]!;
-        const loops = services.length ? ` and the maintenance loops (${services.map((s) => s.name).join(', ')})` : '';
+        // Retries, reaping and schedules must not depend on a `dagent up` somewhere: each loop's lease
+        // (maintenance/service.ts) gives it to one process at a time, however many run them.
+        const node = await nodeStart({
+          database: d, log: ctx.log, agents: [{ def, id: opts.id, concurrency: opts.concurrency }], instance, pollIntervalMs: opts.pollMs,
+          maintenance: opts.maintenance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec,
+        });
+        const r = node.agents[0]!;
+        const loops = node.loops.length ? ` and the maintenance loops (${node.loops.map((s) => s.name).join(', ')})` : '';
         ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]${loops}; stop with Ctrl-C or SIGTERM\n`);
         const signal = await shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
         ctx.io.stdout(`agent ${r.id}: ${signal}, draining ${r.running} running task(s)\n`);
-        await fleet.stop(opts.graceSec === undefined ? undefined : opts.graceSec * 1000);
-        await Promise.all(services.map((s) => s.stop()));
+        await node.stop(opts.graceSec === undefined ? undefined : opts.graceSec * 1000);
         ctx.io.stdout(`agent ${r.id}: stopped\n`);
       });
     });

@@ -8,9 +8,8 @@ import { packageRoot, RUNNING_FROM_SOURCES } from '../package-root.js';
 import type { DagSpec } from '../dag/spec.js';
 import { attemptCountsForDag } from '../engine/read/inspect.js';
 import { dagSubmit } from '../engine/dag/submit.js';
-import { maintenanceServices } from '../maintenance/index.js';
 import { agentModuleLoad } from '../runtime/agent-load.js';
-import { AgentFleet } from '../runtime/fleet.js';
+import { nodeStart } from '../node.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { usd } from './output.js';
 import { DagProgress, dagProgressFollow, dagWatch, type DagSnapshot } from './progress.js';
@@ -49,13 +48,12 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
   // As `dagent up` runs them: the loops with this environment's settings (retention, backpressure), and each agent
   // under its stable id (`<name>-<instance>`), so the runs of `npm start` share their agents' history and spend.
   const cfg = configFromEnv(ctx.io.env);
-  const services = maintenanceServices(d.db, ctx.log, { maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec });
-  services.forEach((s) => s.start());
-  const fleet = new AgentFleet(d, defs.map((def) => ({ def })), { log: ctx.log, instance: cfg.agentInstance });
   let final: DagSnapshot;
+  const node = await nodeStart({
+    database: d, log: ctx.log, agents: defs.map((def) => ({ def })), instance: cfg.agentInstance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec,
+  });
   try {
-    await fleet.start();
-    out(`agents: ${fleet.runners.map((r) => `${r.id} [${r.def.capabilities.join(', ')}]`).join(', ')}`);
+    out(`agents: ${node.agents.map((r) => `${r.id} [${r.def.capabilities.join(', ')}]`).join(', ')}`);
     const [submitted] = await dagSubmit(d.db, [spec], { createdBy: 'demo', log: ctx.log, maxQueued: cfg.maxQueued });
     const dagId = submitted!.dagId;
     out(`submitted ${spec.name} as ${dagId} from ${path.relative(process.cwd(), spec.sourceFile ?? '') || spec.sourceFile}`);
@@ -63,8 +61,7 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
       ? await dagProgressFollow(new DagProgress(d.db, dagId, { transition: () => {}, status: () => {} }), POLL_MS)
       : await dagWatch(d.db, dagId, ctx.io, POLL_MS);
   } finally {
-    await fleet.stop(5_000);
-    await Promise.all(services.map((s) => s.stop()));
+    await node.stop(5_000);
   }
   const dagId = final.dag.id;
   const counts = await attemptCountsForDag(d.db, dagId);

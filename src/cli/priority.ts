@@ -7,7 +7,7 @@ import { Output, usd } from './output.js';
 import { positiveInt } from './inspect.js';
 
 /** `dagent priority` (a human's override), `dagent dag budget` and `dagent costs` (spend and reservations). */
-export function schedulingCommands(program: Command, ctx: CommandContext): void {
+export function priorityCommands(program: Command, ctx: CommandContext): void {
   program
     .command('priority')
     .description('set the base priority (0–100, lower is more urgent) of a task, or of every unfinished task of a DAG')

@@ -130,6 +130,14 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .option('--template', 'the schema of a task-group template file (dags/templates/*.yaml) instead')
     .option('--json', 'accepted for uniformity: the output is JSON either way')
     .action((opts: { template?: boolean }) => ctx.io.stdout(`${JSON.stringify(dagFileJsonSchema(opts.template ? 'template' : 'dag'), null, 2)}\n`));
+  program
+    .command('openapi')
+    .description('print the HTTP API\'s OpenAPI 3.1 document (generated from the routes\' zod schemas; also served at /openapi.json)')
+    .action(async () => {
+      // The routes are loaded for this command only: submit and validate never load the HTTP server.
+      const { openApiDocumentBuild } = await import('../http/server.js');
+      ctx.io.stdout(`${JSON.stringify(await openApiDocumentBuild(), null, 2)}\n`);
+    });
 }
 
 /** --param values are not stored with a schedule: a scheduled file takes its per-fire params from schedule.params. */

@@ -3,12 +3,15 @@ import { withTx } from '../db/tx.js';
 import type { Db } from '../db/handle.js';
 import { dagBudgetedOpenIds } from '../db/queries/dags.js';
 import { blockedKind, dagStatusSync } from '../engine/dag/dag-status.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export const BUDGET_WATCH_INTERVAL_MS_DEFAULT = 5_000;
 const BATCH = 500;
 
 export interface BudgetWatchOptions { db: Db; log?: Logger; intervalMs?: number }
+
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const BUDGET_WATCH_LOOP = { name: 'budget-watch', gated: true } as const satisfies LoopIdentity;
 
 /**
  * Marks a DAG `blocked` (reason `budget: …`, event `dag.blocked` {reason: budget})
@@ -20,7 +23,7 @@ export interface BudgetWatchOptions { db: Db; log?: Logger; intervalMs?: number 
  */
 export function budgetWatchCreate(o: BudgetWatchOptions): MaintenanceService {
   return serviceCreate({
-    name: 'budget-watch',
+    ...BUDGET_WATCH_LOOP,
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? BUDGET_WATCH_INTERVAL_MS_DEFAULT,

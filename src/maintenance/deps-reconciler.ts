@@ -3,7 +3,7 @@ import { withTx } from '../db/tx.js';
 import type { Db } from '../db/handle.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskDepsDriftList, taskDepsRecount } from '../db/queries/task-deps.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export const DEPS_RECONCILER_INTERVAL_MS_DEFAULT = 60_000;
 /** A task changed within this many seconds may be mid-update: it is left for the next pass. */
@@ -11,6 +11,9 @@ export const DEPS_RECONCILER_QUIET_SEC = 30;
 const BATCH = 500;
 
 export interface DepsReconcilerOptions { db: Db; log?: Logger; intervalMs?: number; quietSec?: number }
+
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const DEPS_RECONCILER_LOOP = { name: 'deps-reconciler', gated: true } as const satisfies LoopIdentity;
 
 /**
  * The safety net under runtime edges: finds PENDING tasks whose unfinished-
@@ -20,7 +23,7 @@ export interface DepsReconcilerOptions { db: Db; log?: Logger; intervalMs?: numb
  */
 export function depsReconcilerCreate(o: DepsReconcilerOptions): MaintenanceService {
   return serviceCreate({
-    name: 'deps-reconciler',
+    ...DEPS_RECONCILER_LOOP,
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? DEPS_RECONCILER_INTERVAL_MS_DEFAULT,

@@ -1,34 +1,44 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
-import { budgetWatchCreate } from './budget-watch.js';
-import { depsReconcilerCreate } from './deps-reconciler.js';
-import { durationLearnerCreate } from './duration-learner.js';
-import { priorityRefresherCreate } from './priority-refresher.js';
-import { promoterCreate } from './promoter.js';
-import { rateUsageCreate } from './rate-usage.js';
-import { reaperCreate } from './reaper.js';
-import { retentionLoopCreate } from './retention.js';
-import { schedulerCreate } from './scheduler.js';
-import type { MaintenanceService } from './service.js';
-import { waitsCreate } from './waits-and-maps.js';
-import { webhookDispatcherCreate } from './webhook-dispatcher.js';
+import { BUDGET_WATCH_LOOP, budgetWatchCreate } from './budget-watch.js';
+import { DEPS_RECONCILER_LOOP, depsReconcilerCreate } from './deps-reconciler.js';
+import { DURATION_LEARNER_LOOP, durationLearnerCreate } from './duration-learner.js';
+import { PRIORITY_REFRESHER_LOOP, priorityRefresherCreate } from './priority-refresher.js';
+import { PROMOTER_LOOP, promoterCreate } from './promoter.js';
+import { RATE_USAGE_LOOP, rateUsageCreate } from './rate-usage.js';
+import { REAPER_LOOP, reaperCreate } from './reaper.js';
+import { RETENTION_LOOP, retentionLoopCreate } from './retention.js';
+import { SCHEDULER_LOOP, schedulerCreate } from './scheduler.js';
+import type { LoopIdentity, MaintenanceService } from './service.js';
+import { WAITS_LOOP, waitsCreate } from './waits-and-maps.js';
+import { WEBHOOK_DISPATCHER_LOOP, webhookDispatcherCreate } from './webhook-dispatcher.js';
 
 export type { MaintenanceService };
 
-/** Every maintenance loop, with its defaults. A new loop is one file in this folder and one line here. */
-const LOOPS: Array<(o: LoopContext) => MaintenanceService> = [
-  reaperCreate,
-  promoterCreate,
-  schedulerCreate,
-  depsReconcilerCreate,
-  priorityRefresherCreate,
-  durationLearnerCreate,
-  webhookDispatcherCreate,
-  budgetWatchCreate,
-  waitsCreate,
-  rateUsageCreate,
-  retentionLoopCreate,
+/**
+ * Every maintenance loop, with its defaults, in the order a process starts them. A new loop is one file in this
+ * folder and one line here; what lists the loops (dagent up's help and banner, the docs' loop table, the tests)
+ * reads them from here.
+ */
+const LOOPS: ReadonlyArray<LoopIdentity & { create: (o: LoopContext) => MaintenanceService }> = [
+  { ...REAPER_LOOP, create: reaperCreate },
+  { ...PROMOTER_LOOP, create: promoterCreate },
+  { ...SCHEDULER_LOOP, create: schedulerCreate },
+  { ...DEPS_RECONCILER_LOOP, create: depsReconcilerCreate },
+  { ...PRIORITY_REFRESHER_LOOP, create: priorityRefresherCreate },
+  { ...DURATION_LEARNER_LOOP, create: durationLearnerCreate },
+  { ...WEBHOOK_DISPATCHER_LOOP, create: webhookDispatcherCreate },
+  { ...BUDGET_WATCH_LOOP, create: budgetWatchCreate },
+  { ...WAITS_LOOP, create: waitsCreate },
+  { ...RATE_USAGE_LOOP, create: rateUsageCreate },
+  { ...RETENTION_LOOP, create: retentionLoopCreate },
 ];
+
+/** The loops' names, in start order. */
+export const LOOP_NAMES: readonly string[] = LOOPS.map((l) => l.name);
+
+/** The loops one process at a time runs (the holder of the loop's lease); the others run in every process. */
+export const LOOPS_ELECTED: readonly string[] = LOOPS.filter((l) => l.gated).map((l) => l.name);
 
 /** What every loop is created with. */
 export interface LoopContext {
@@ -42,5 +52,5 @@ export interface LoopContext {
 
 /** The maintenance loops a long-running dagent process runs. */
 export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number; retentionSec?: number | null } = {}): MaintenanceService[] {
-  return LOOPS.map((create) => create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec }));
+  return LOOPS.map((l) => l.create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec }));
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import { taskPriorityRefresh } from '../db/queries/tasks-priority.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { drain, serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export const PRIORITY_REFRESH_INTERVAL_MS_DEFAULT = 2_000;
 /** A stored effective priority this close to the true one is left alone: refreshing costs an index update. */
@@ -18,6 +18,9 @@ export interface PriorityRefresherOptions {
   now?: () => Date;
 }
 
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const PRIORITY_REFRESHER_LOOP = { name: 'priority-refresher', gated: true } as const satisfies LoopIdentity;
+
 /**
  * Keeps the stored effective priority of READY tasks current as they age and
  * their deadlines near (the claim orders by the stored value), and flags tasks
@@ -26,19 +29,14 @@ export interface PriorityRefresherOptions {
  */
 export function priorityRefresherCreate(o: PriorityRefresherOptions): MaintenanceService {
   return serviceCreate({
-    name: 'priority-refresher',
+    ...PRIORITY_REFRESHER_LOOP,
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? PRIORITY_REFRESH_INTERVAL_MS_DEFAULT,
-    async work() {
-      let total = 0;
-      for (let i = 0; i < MAX_BATCHES_PER_TICK; i++) {
-        const r = await taskPriorityRefresh(o.db, { limit: BATCH, tolerance: o.tolerance ?? PRIORITY_REFRESH_TOLERANCE, at: o.now?.() });
-        total += r.refreshed;
-        for (const t of r.deadlinesMissed) o.log?.warn({ taskId: t.id, dagId: t.dagId }, 'deadline can no longer be met; the task still runs, flagged');
-        if (r.refreshed < BATCH) break;
-      }
-      return total;
-    },
+    work: () => drain(BATCH, async () => {
+      const r = await taskPriorityRefresh(o.db, { limit: BATCH, tolerance: o.tolerance ?? PRIORITY_REFRESH_TOLERANCE, at: o.now?.() });
+      for (const t of r.deadlinesMissed) o.log?.warn({ taskId: t.id, dagId: t.dagId }, 'deadline can no longer be met; the task still runs, flagged');
+      return r.refreshed;
+    }, MAX_BATCHES_PER_TICK),
   });
 }

@@ -1,28 +1,24 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import { taskPromoteDue } from '../db/queries/tasks-maintenance.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { drain, serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export const PROMOTER_INTERVAL_MS_DEFAULT = 1_000;
 export const PROMOTER_BATCH_DEFAULT = 1_000;
 
 export interface PromoterOptions { db: Db; log?: Logger; intervalMs?: number; batch?: number }
 
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const PROMOTER_LOOP = { name: 'promoter', gated: true } as const satisfies LoopIdentity;
+
 /** Moves RETRYING tasks whose retry time came, and PENDING tasks whose not_before passed, to READY. */
 export function promoterCreate(o: PromoterOptions): MaintenanceService {
   const batch = o.batch ?? PROMOTER_BATCH_DEFAULT;
   return serviceCreate({
-    name: 'promoter',
+    ...PROMOTER_LOOP,
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? PROMOTER_INTERVAL_MS_DEFAULT,
-    async work() {
-      let total = 0;
-      for (;;) {
-        const n = await taskPromoteDue(o.db, batch);
-        total += n;
-        if (n < batch) return total;
-      }
-    },
+    work: () => drain(batch, () => taskPromoteDue(o.db, batch)),
   });
 }

@@ -2,9 +2,12 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import { DECLARED_RATE_LIMIT_DEFAULTS } from '../config/index.js';
 import { RATE_USAGE_PRUNE_BATCH, rateUsagePrune } from '../db/queries/rate-limits.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { drain, serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export interface RateUsageOptions { db: Db; log?: Logger; intervalMs?: number }
+
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const RATE_USAGE_LOOP = { name: 'rate-usage', gated: true } as const satisfies LoopIdentity;
 
 /**
  * Prunes what declared rate limits can no longer count: usage rows older than the longest window a limit may
@@ -12,17 +15,10 @@ export interface RateUsageOptions { db: Db; log?: Logger; intervalMs?: number }
  */
 export function rateUsageCreate(o: RateUsageOptions): MaintenanceService {
   return serviceCreate({
-    name: 'rate-usage',
+    ...RATE_USAGE_LOOP,
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? DECLARED_RATE_LIMIT_DEFAULTS.pruneIntervalMs,
-    async work() {
-      let total = 0;
-      for (;;) {
-        const n = await rateUsagePrune(o.db, DECLARED_RATE_LIMIT_DEFAULTS.windowMaxSec);
-        total += n;
-        if (n < RATE_USAGE_PRUNE_BATCH) return total;
-      }
-    },
+    work: () => drain(RATE_USAGE_PRUNE_BATCH, () => rateUsagePrune(o.db, DECLARED_RATE_LIMIT_DEFAULTS.windowMaxSec)),
   });
 }

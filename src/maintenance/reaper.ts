@@ -10,7 +10,7 @@ import { DagentError } from '../errors.js';
 import { taskFail } from '../engine/attempt/fail.js';
 import { crashBlame } from '../engine/attempt/crash-blame.js';
 import { attemptCrashHistory } from '../db/queries/attempts.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 const SKIPPABLE = new Set(['LEASE_LOST', 'ILLEGAL_TRANSITION', 'TRANSITION_RACED']);
 
@@ -30,6 +30,9 @@ export interface ReaperOptions {
   batch?: number;
   agentStaleSec?: number;
 }
+
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const REAPER_LOOP = { name: 'reaper', gated: true } as const satisfies LoopIdentity;
 
 /**
  * Takes back leased tasks whose holder went quiet: CLAIMED past its claim TTL
@@ -97,7 +100,7 @@ export function reaperCreate(o: ReaperOptions): MaintenanceService {
     }
   };
   return serviceCreate({
-    name: 'reaper',
+    ...REAPER_LOOP,
     db: o.db,
     log: o.log,
     intervalMs,

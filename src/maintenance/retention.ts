@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import { RETENTION_DEFAULTS } from '../config/index.js';
 import { prune } from '../engine/ops/retention.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export interface RetentionLoopOptions {
   db: Db;
@@ -12,6 +12,9 @@ export interface RetentionLoopOptions {
   intervalMs?: number;
 }
 
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const RETENTION_LOOP = { name: 'retention', gated: true } as const satisfies LoopIdentity;
+
 /**
  * Prunes finished DAGs (and the rest retention covers) older than the period, in small batches
  * (src/engine/ops/retention.ts). Off when DAGENT_RETENTION is `off`.
@@ -20,7 +23,7 @@ export function retentionLoopCreate(o: RetentionLoopOptions): MaintenanceService
   const log = o.log?.child({ service: 'retention' });
   let stopping = false;
   const service = serviceCreate({
-    name: 'retention',
+    ...RETENTION_LOOP,
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? RETENTION_DEFAULTS.intervalMs,

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import { scheduleFireDue, type Clock } from '../engine/ops/cron.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export const SCHEDULER_INTERVAL_MS_DEFAULT = 1_000;
 
@@ -16,6 +16,9 @@ export interface SchedulerOptions {
   maxQueued?: number;
 }
 
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const SCHEDULER_LOOP = { name: 'scheduler', gated: false } as const satisfies LoopIdentity;
+
 /**
  * Fires due cron schedules. Not behind the cadence gate: every process ticks,
  * and the schedule row lock plus the per-fire idempotency key make each fire
@@ -23,10 +26,9 @@ export interface SchedulerOptions {
  */
 export function schedulerCreate(o: SchedulerOptions): MaintenanceService {
   return serviceCreate({
-    name: 'scheduler',
+    ...SCHEDULER_LOOP,
     db: o.db,
     log: o.log,
-    gated: false,
     intervalMs: o.intervalMs ?? SCHEDULER_INTERVAL_MS_DEFAULT,
     async work() {
       const reports = await scheduleFireDue(o.db, { clock: o.clock, log: o.log, maxQueued: o.maxQueued });

@@ -22,6 +22,27 @@ export interface MaintenanceService {
   runOnce(): Promise<number>;
 }
 
+/** A loop as the registry (index.ts) lists it: its name, which is its lease's, and whether one process at a time runs it. */
+export interface LoopIdentity {
+  readonly name: string;
+  /** True: only the process holding this loop's lease runs it (ServiceOptions.gated). */
+  readonly gated: boolean;
+}
+
+/**
+ * Run `pass` until it handles fewer than `batch` items (the work is drained), or `maxPasses` times; returns how
+ * many it handled in all. The shape of every loop whose statement takes a batch at a time.
+ */
+export async function drain(batch: number, pass: () => Promise<number>, maxPasses = Infinity): Promise<number> {
+  let total = 0;
+  for (let i = 0; i < maxPasses; i++) {
+    const n = await pass();
+    total += n;
+    if (n < batch) break;
+  }
+  return total;
+}
+
 export interface ServiceOptions {
   name: string;
   db: Db;

@@ -3,12 +3,15 @@ import type { Db } from '../db/handle.js';
 import { approvalsExpiredSettle } from '../engine/waits/approvals.js';
 import { mapTasksSettle } from '../engine/dag/map.js';
 import { signalWaitsSettle } from '../engine/waits/signals.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { drain, serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export const WAITS_INTERVAL_MS_DEFAULT = 1_000;
 export const WAITS_BATCH_DEFAULT = 500;
 
 export interface WaitsOptions { db: Db; log?: Logger; intervalMs?: number; batch?: number }
+
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const WAITS_LOOP = { name: 'waits', gated: true } as const satisfies LoopIdentity;
 
 /**
  * Settles WAITING tasks nobody else will: a signal that came before its task began waiting completes
@@ -19,18 +22,11 @@ export interface WaitsOptions { db: Db; log?: Logger; intervalMs?: number; batch
 export function waitsCreate(o: WaitsOptions): MaintenanceService {
   const batch = o.batch ?? WAITS_BATCH_DEFAULT;
   return serviceCreate({
-    name: 'waits',
+    ...WAITS_LOOP,
     db: o.db,
     log: o.log,
     intervalMs: o.intervalMs ?? WAITS_INTERVAL_MS_DEFAULT,
-    async work() {
-      let total = 0;
-      for (;;) {
-        const n = await signalWaitsSettle(o.db, { batch, log: o.log }) + await approvalsExpiredSettle(o.db, { batch, log: o.log })
-          + await mapTasksSettle(o.db, { batch, log: o.log });
-        total += n;
-        if (n < batch) return total;
-      }
-    },
+    work: () => drain(batch, async () => await signalWaitsSettle(o.db, { batch, log: o.log }) + await approvalsExpiredSettle(o.db, { batch, log: o.log })
+      + await mapTasksSettle(o.db, { batch, log: o.log })),
   });
 }

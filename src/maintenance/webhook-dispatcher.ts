@@ -1,11 +1,14 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import { webhookDeliverDue, type DeliverOptions } from '../webhooks/webhooks.js';
-import { serviceCreate, type MaintenanceService } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
 
 export const WEBHOOK_DISPATCHER_INTERVAL_MS_DEFAULT = 1_000;
 
 export interface WebhookDispatcherOptions extends DeliverOptions { db: Db; log?: Logger; intervalMs?: number }
+
+/** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
+export const WEBHOOK_DISPATCHER_LOOP = { name: 'webhook-dispatcher', gated: false } as const satisfies LoopIdentity;
 
 /**
  * POSTs the webhook outbox (rows the events trigger wrote). Not gated: deliveries
@@ -14,10 +17,9 @@ export interface WebhookDispatcherOptions extends DeliverOptions { db: Db; log?:
  */
 export function webhookDispatcherCreate(o: WebhookDispatcherOptions): MaintenanceService {
   return serviceCreate({
-    name: 'webhook-dispatcher',
+    ...WEBHOOK_DISPATCHER_LOOP,
     db: o.db,
     log: o.log,
-    gated: false,
     intervalMs: o.intervalMs ?? WEBHOOK_DISPATCHER_INTERVAL_MS_DEFAULT,
     work: () => webhookDeliverDue(o.db, o),
   });

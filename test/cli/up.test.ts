@@ -7,6 +7,8 @@ import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js';
 import { CLI_FROM_SOURCES } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
+import { LOOP_NAMES } from '../../src/maintenance/index.js';
+import { eventually } from '../helpers/wait.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -27,7 +29,8 @@ describe('dagent up (real process)', () => {
     // The promoter in the child moves the task to READY once its retry time (1 s, database clock) passes.
     for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).x !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
     expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
-    expect(stdout).toContain('reaper, promoter, scheduler, deps-reconciler, priority-refresher, duration-learner, webhook-dispatcher, budget-watch, waits, rate-usage, retention running');
+    // Every loop of the registry, in its order.
+    expect(stdout).toContain(`dagent up: ${LOOP_NAMES.join(', ')} running`);
     // The promoter ran in the child because the child holds its lease; stopping gives its leases up at once.
     const { rows } = await db.execute<{ name: string; holder: string }>(sql`select name, holder from maintenance_leases where name = 'promoter'`);
     expect(rows).toEqual([{ name: 'promoter', holder: expect.stringMatching(new RegExp(`/${child.pid}/`)) }]);
@@ -53,6 +56,8 @@ tasks:
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).b !== 'completed'; i++) await new Promise((r) => setTimeout(r, 100));
     expect(await taskStatusByKey(db, dagId)).toEqual({ a: 'completed', b: 'completed' });
+    // The banner comes once the HTTP API listens too, which may be after the agents ran the DAG.
+    await eventually('the banner', async () => /agents beta-\S+, alpha-\S+/.test(stdout));
     expect(stdout).toMatch(/agents beta-\S+, alpha-\S+/);
     child.kill('SIGTERM');
     expect(await exited).toBe(0);

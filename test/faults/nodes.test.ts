@@ -10,14 +10,15 @@ import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
 import { LOOP_LEASE_DEFAULTS } from '../../src/config/index.js';
+import { LOOPS_ELECTED } from '../../src/maintenance/index.js';
 
 // Several `dagent up` nodes on one database: each maintenance loop runs on one node, another takes it over when
 // that node is killed; every node's event stream shows every node's events; a webhook is delivered once.
 const database = await testDatabase({ poolSize: 4 });
 const { db } = database;
 const env = { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_RETENTION: 'off', DAGENT_WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
-/** The loops that run on one node (the scheduler and the webhook dispatcher share their rows out on every node). */
-const ELECTED = ['budget-watch', 'deps-reconciler', 'duration-learner', 'priority-refresher', 'promoter', 'rate-usage', 'reaper', 'retention', 'waits'];
+/** The loops that run on one node (the others, the scheduler and the webhook dispatcher, share their rows out on every node), by name. */
+const ELECTED = [...LOOPS_ELECTED].sort();
 
 interface Node { child: ChildProcess; url: string; exited: Promise<number | null>; output: () => string }
 const nodes: Node[] = [];

@@ -1,14 +1,10 @@
 import type { Command } from 'commander';
 import { tokenAgentKnown, tokenCreate, tokenList, tokenRevoke, VALIDATOR_PREFIX, type Grant, type TokenRole } from '../auth/tokens.js';
-import { urlRedact } from '../webhooks/post.js';
-import { webhookAdd, webhookDeliveryList, webhookList, webhookRemove } from '../webhooks/webhooks.js';
 import { withDatabase, type CommandContext } from './context.js';
-import { openApiDocumentBuild } from '../http/server.js';
-import { configFromEnv } from '../config/index.js';
 import { Output, ago } from './output.js';
 
-/** `dagent tokens …` and `dagent webhooks …`: the HTTP API's credentials and the notification subscriptions. */
-export function httpAdminCommands(program: Command, ctx: CommandContext): void {
+/** `dagent tokens …`: the HTTP API's bearer tokens. */
+export function tokenCommands(program: Command, ctx: CommandContext): void {
   const tokens = program.command('tokens').description('bearer tokens for the HTTP API (stored hashed; the secret is shown once)');
   tokens
     .command('create')
@@ -55,57 +51,8 @@ export function httpAdminCommands(program: Command, ctx: CommandContext): void {
       await withDatabase(ctx, (d) => tokenRevoke(d.db, id));
       ctx.io.stdout(`revoked ${id}\n`);
     });
-
-  program
-    .command('openapi')
-    .description('print the HTTP API\'s OpenAPI 3.1 document (generated from the routes\' zod schemas; also served at /openapi.json)')
-    .action(async () => ctx.io.stdout(`${JSON.stringify(await openApiDocumentBuild(), null, 2)}\n`));
-
-  const hooks = program.command('webhooks').description('POST a JSON event to URLs on dead letters (and DAG blocked/completed/cancelled if subscribed)');
-  hooks
-    .command('add')
-    .description('add a webhook (loopback, link-local and metadata addresses are refused unless DAGENT_WEBHOOK_ALLOW_HOSTS allows the host)')
-    .argument('<url>')
-    .option('--events <types>', 'comma-separated: task.dead_lettered, task.waiting, dag.blocked, dag.completed, dag.cancelled (default task.dead_lettered)')
-    .option('--secret <secret>', 'sign each body: Dagent-Signature: sha256=<HMAC>')
-    .option('--json', 'machine-readable output')
-    .action(async (url: string, opts: { events?: string; secret?: string; json?: boolean }) => {
-      const events = opts.events?.split(',').map((e) => e.trim()).filter(Boolean);
-      const row = await withDatabase(ctx, (d) => webhookAdd(d.db, { url, events, secret: opts.secret, allowHosts: configFromEnv(ctx.io.env).webhookAllowHosts }));
-      const out = new Output(ctx.io, !!opts.json);
-      const shown = { ...row, url: urlRedact(row.url), secret: row.secret ? '(set)' : null };
-      out.result(shown, () => out.line(`${row.id} → ${shown.url} on ${row.events.join(', ')}`));
-    });
-  hooks
-    .command('list')
-    .description('the webhooks: id, URL, the events each receives, signed, enabled')
-    .option('--json', 'machine-readable output')
-    .action(async (opts: { json?: boolean }) => {
-      const rows = await withDatabase(ctx, (d) => webhookList(d.db));
-      const out = new Output(ctx.io, !!opts.json);
-      out.result(rows, () => out.table(['id', 'url', 'events', 'signed', 'enabled'],
-        rows.map((r) => [r.id, r.url, r.events.join(','), r.signed ? 'yes' : 'no', r.enabled ? 'yes' : 'no'])));
-    });
-  hooks
-    .command('remove')
-    .description('remove a webhook')
-    .argument('<id>')
-    .action(async (id: string) => {
-      await withDatabase(ctx, (d) => webhookRemove(d.db, id));
-      ctx.io.stdout(`removed ${id}\n`);
-    });
-  hooks
-    .command('deliveries')
-    .description('webhook deliveries (the latest 100): event, status, attempts, the last answer or error, the next try')
-    .option('--webhook <id>', 'only this webhook\'s')
-    .option('--json', 'machine-readable output')
-    .action(async (opts: { webhook?: string; json?: boolean }) => {
-      const rows = await withDatabase(ctx, (d) => webhookDeliveryList(d.db, { webhookId: opts.webhook }));
-      const out = new Output(ctx.io, !!opts.json);
-      out.result(rows, () => out.table(['id', 'webhook', 'event', 'type', 'status', 'attempts', 'last', 'next', 'created'],
-        rows.map((r) => [r.id, r.webhookId, r.eventId, r.eventType, r.status, r.attempts, r.lastStatus ?? r.lastError, r.status === 'pending' ? r.nextAttemptAt.toISOString() : null, ago(r.createdAt)])));
-    });
 }
+
 
 function list(v: string): string[] {
   return v.split(',').map((x) => x.trim()).filter(Boolean);

@@ -1,0 +1,25 @@
+// The loops are listed once, in the registry (src/maintenance/index.ts); the docs name them by hand: these tests hold
+// the loop table and the banners the docs show to it.
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { LOOP_NAMES, LOOPS_ELECTED } from '../../src/maintenance/index.js';
+
+describe('the maintenance loops in the docs', () => {
+  it('docs/operations.md has one row per loop of the registry, and says which ones run on every process', () => {
+    const doc = readFileSync('docs/operations.md', 'utf8');
+    const table = doc.slice(doc.indexOf('| Loop | Interval | Batch | Work per tick |'));
+    const rows = table.split('\n').slice(2).filter((l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith('|')));
+    expect(rows.map((r) => r.split('|')[1]!.trim()).sort()).toEqual([...LOOP_NAMES].sort());
+    for (const name of LOOP_NAMES.filter((n) => !LOOPS_ELECTED.includes(n))) {
+      const row = rows.find((r) => r.split('|')[1]!.trim() === name)!;
+      expect(row, `${name} is not behind a lease`).toMatch(/Not (gated|behind a lease)/);
+    }
+  });
+
+  it('the banners docs/cli.md shows list the registry\'s loops, in its order', () => {
+    const doc = readFileSync('docs/cli.md', 'utf8');
+    const banners = [...doc.matchAll(/^dagent up: (.+) running;/gm), ...doc.matchAll(/and the maintenance loops \(([^)]+)\)/g)].map((m) => m[1]);
+    expect(banners).toHaveLength(2);
+    for (const b of banners) expect(b).toBe(LOOP_NAMES.join(', '));
+  });
+});
