@@ -10,6 +10,8 @@ const LAYERS = [
   { name: 'db', path: '^src/db/' },
   { name: 'observability', path: '^src/observability/' },
   { name: 'auth', path: '^src/auth/' },
+  // Waiting for work: the node's one mechanism, on its LISTEN connection (the runtime, HTTP long polls, MCP).
+  { name: 'claim-wait', path: '^src/claim-wait/' },
   // The engine, by who moves the task: an attempt's own steps at the bottom, then the DAG's shape,
   // waits, the read models and the operators' tools.
   { name: 'engine/attempt', path: '^src/engine/attempt/' },

@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { Database } from './db/handle.js';
 import { ReadyListener } from './db/ready-listener.js';
+import { ClaimWaiters } from './claim-wait/waiters.js';
+import { CLAIM_WAIT_DEFAULTS } from './config/index.js';
 import { EVENTS_CHANNEL, READY_CHANNEL } from './db/statement.js';
 import type { HttpOptions, HttpServer } from './http/server.js';
 import { maintenanceServices, type MaintenanceService } from './maintenance/index.js';
@@ -71,12 +73,17 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
   const listener = members.length > 0 || o.http
     ? new ReadyListener({ url: o.database.sessionUrl, log: o.log, channels: o.http ? [READY_CHANNEL, EVENTS_CHANNEL] : [READY_CHANNEL] })
     : undefined;
-  const fleet = members.length > 0 ? new AgentFleet(o.database, members, { log: o.log, listener, instance: o.instance, pollIntervalMs: o.pollIntervalMs }) : undefined;
+  // One place to wait for work, on that connection, for the agents' idle claim loops, HTTP long polls and MCP sessions.
+  const waiters = listener
+    ? new ClaimWaiters({ databaseUrl: o.database.sessionUrl, log: o.log, listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax })
+    : undefined;
+  const fleet = members.length > 0 ? new AgentFleet(o.database, members, { log: o.log, listener, waiters, instance: o.instance, pollIntervalMs: o.pollIntervalMs }) : undefined;
   let http: HttpServer | undefined;
   let stopped: Promise<void> | undefined;
   const stop = (graceMs?: number): Promise<void> => stopped ??= (async () => {
     await http?.close().catch((err: unknown) => o.log.warn({ err }, 'HTTP server close failed'));
     await fleet?.stop(graceMs);
+    await waiters?.close();
     await listener?.stop();
     await Promise.all(loops.map((s) => s.stop()));
   })();
@@ -89,7 +96,7 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
       const { httpServerCreate } = await httpModule;
       http = await httpServerCreate({
         db: o.database.db, databaseUrl: o.database.sessionUrl, log: o.log, maxQueued: o.maxQueued, fileRoots: o.http.fileRoots,
-        metricsPublic: o.http.metricsPublic, listener,
+        metricsPublic: o.http.metricsPublic, listener, claimWaiters: waiters,
       });
       url = await http.listen(o.http.port, o.http.host);
     }

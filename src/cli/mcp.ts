@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ForbiddenError, InvalidInputError, UnauthorizedError } from '../errors.js';
 import { accessAllows } from '../auth/access.js';
-import { configFromEnv } from '../config/index.js';
+import { CLAIM_WAIT_DEFAULTS, configFromEnv } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
 
 /** `dagent mcp --token T`: the MCP server over stdio, for a harness that launches it (stdout is the protocol's). */
@@ -13,15 +13,18 @@ export function mcpCommand(program: Command, ctx: CommandContext): void {
     .action(async (opts: { token?: string }) => {
       const token = opts.token ?? ctx.io.env.DAGENT_TOKEN;
       if (!token) throw new InvalidInputError('--token (or DAGENT_TOKEN) is required: an agent token from dagent tokens create --role agent');
-      const [{ StdioServerTransport }, { mcpSessionCreate }, { tokenVerify }, { packageVersion }] = await Promise.all([
+      const [{ StdioServerTransport }, { mcpSessionCreate }, { tokenVerify }, { packageVersion }, { ClaimWaiters }] = await Promise.all([
         import('@modelcontextprotocol/sdk/server/stdio.js'), import('../mcp/server.js'), import('../auth/tokens.js'), import('../package-root.js'),
+        import('../claim-wait/waiters.js'),
       ]);
       const cfg = configFromEnv(ctx.io.env);
       await withDatabase(ctx, async (d) => {
         const principal = await tokenVerify(d.db, token);
         if (!principal) throw new UnauthorizedError('the token is unknown or revoked');
         if (!accessAllows('mcp', principal.role)) throw new ForbiddenError(`a ${principal.role} token has no MCP tools: use an agent, submit, read or admin token`);
-        const session = mcpSessionCreate(d.db, principal, { log: ctx.log, version: packageVersion(), fileRoots: cfg.fileRoots, maxQueued: cfg.maxQueued });
+        // next_task waits for work as every waiting claim does, here on a LISTEN connection of this process's own.
+        const waiters = new ClaimWaiters({ databaseUrl: d.sessionUrl, log: ctx.log, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax });
+        const session = mcpSessionCreate(d.db, principal, { log: ctx.log, version: packageVersion(), fileRoots: cfg.fileRoots, maxQueued: cfg.maxQueued, waiters });
         const transport = new StdioServerTransport();
         const closed = new Promise<void>((resolve) => {
           transport.onclose = resolve;
@@ -32,6 +35,7 @@ export function mcpCommand(program: Command, ctx: CommandContext): void {
         await closed;
         // The harness went away: stop heartbeating; what the session held goes back through the reaper.
         session.close();
+        await waiters.close();
       });
     });
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import type { MetricsCollector } from '../observability/metrics.js';
-import type { ClaimWaiters } from './claim-waiters.js';
+import type { ClaimWaiters } from '../claim-wait/waiters.js';
 import type { EventHub } from './event-hub.js';
 
 /** What every route module is given: the database, the logger, the event stream's hub, the metrics registry, the waiting claims and the server's settings. */
@@ -10,8 +10,10 @@ export interface HttpDeps {
   log: Logger;
   hub: EventHub;
   metrics: MetricsCollector;
-  /** Claims waiting for READY work (`wait_sec`), on the node's LISTEN connection. */
+  /** Claims waiting for READY work (`wait_sec`): the node's one wait-for-work mechanism, on its LISTEN connection. */
   claimWaiters: ClaimWaiters;
+  /** Aborted when the server closes: its long polls answer with what they have. */
+  closing: AbortSignal;
   /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). */
   maxQueued?: number;
   /** Directories beyond the server's working directory that paths in a posted DAG may reach (DAGENT_FILE_ROOTS). */

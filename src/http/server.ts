@@ -5,7 +5,7 @@ import { CLAIM_WAIT_DEFAULTS, CONFIG_DEFAULTS, LIMITS } from '../config/index.js
 import { errorMessage, isConnectionLost, isTransientConflict } from '../db/pg-errors.js';
 import type { Db } from '../db/handle.js';
 import type { ReadyListener } from '../db/ready-listener.js';
-import { ClaimWaiters } from './claim-waiters.js';
+import { ClaimWaiters } from '../claim-wait/waiters.js';
 import type { Socket } from 'node:net';
 import {
   BadRequestError, BodyTooLargeError, DagentError, DagValidationError, ERROR_CODES, ForbiddenError, HeadersTooLargeError, InternalError,
@@ -37,6 +37,8 @@ export interface HttpOptions {
   streamPollMs?: number;
   /** The process's LISTEN connection (READY and events channels), shared with its agents. Default: the event stream and the waiting claims open their own. */
   listener?: ReadyListener;
+  /** The node's waiting claims, shared with its agents and MCP sessions (nodeStart). Default: the server's own, closed with it. */
+  claimWaiters?: ClaimWaiters;
 }
 
 
@@ -65,10 +67,11 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   });
   const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs, listener: o.listener });
   const metrics = new MetricsCollector(o.db);
-  const claimWaiters = new ClaimWaiters({
+  const claimWaiters = o.claimWaiters ?? new ClaimWaiters({
     databaseUrl: o.databaseUrl, log, listener: o.listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
   });
-  metrics.processGauge('dagent_claims_waiting', 'HTTP long-poll claims (wait_sec) under way on this node', () => claimWaiters.size);
+  const closing = new AbortController();
+  metrics.processGauge('dagent_claims_waiting', 'long-poll claims (HTTP wait_sec, MCP next_task) under way on this node', () => claimWaiters.size);
 
   // Security headers on every answer (the dashboard's pages above all): only its own scripts, styles and
   // connections, never framed (clickjacking), no content-type sniffing, no referrer leaking tokens in URLs.
@@ -135,7 +138,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     return reply.status(ERROR_CODES.NOT_FOUND.status).send(errorBody(error));
   });
 
-  routesRegister(app, { db: o.db, log, hub, metrics, claimWaiters, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
+  routesRegister(app, { db: o.db, log, hub, metrics, claimWaiters, closing: closing.signal, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
   await app.ready();
 
   return {
@@ -149,7 +152,8 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     },
     async close() {
       // Waiting claims first: the server waits for requests in flight, and a long poll may have 30 s to go.
-      await claimWaiters.close();
+      closing.abort();
+      if (!o.claimWaiters) await claimWaiters.close();
       await hub.close();
       metrics.close();
       await app.close();

@@ -9,13 +9,12 @@ import { taskComplete } from '../engine/attempt/complete.js';
 import { taskHeartbeat } from '../engine/attempt/lease.js';
 import { taskRelease } from '../engine/attempt/release.js';
 import { taskSpawn } from '../engine/dag/spawn.js';
-import { grantApply, grantMaxHeld, type Principal } from '../auth/tokens.js';
+import { grantApply, grantMaxHeld, tokenLive, type Principal } from '../auth/tokens.js';
+import { claimWhenReady } from '../claim-wait/claim-when-ready.js';
+import type { Claimant, ClaimWaiters, WaiterReach } from '../claim-wait/waiters.js';
 import { DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '../errors.js';
-import { LEASE_DEFAULTS } from '../config/index.js';
+import { CLAIM_WAIT_DEFAULTS, LEASE_DEFAULTS } from '../config/index.js';
 import type { AttemptSpend } from '../db/rows.js';
-
-/** How often next_task looks again while it waits for work. */
-const WAIT_POLL_MS = 500;
 
 interface Held { task: ClaimedTask; timer: NodeJS.Timeout }
 
@@ -30,31 +29,44 @@ export class McpAgentSession {
   private readonly held = new Map<string, Held>();
   /** Tasks taken back while held (lease lost, cancelled): the next call about one says so, once. */
   private readonly lost = new Map<string, string>();
-  private registered: string | undefined;
+  private registered: { signature: string; reach: WaiterReach } | undefined;
   readonly agentId: string;
+  /** This session's waiting claims, as the node's waiters know them. */
+  private readonly claimant: Claimant;
+  /** Aborted when the session ends: a next_task waiting for work answers at once. */
+  private readonly ended = new AbortController();
 
-  constructor(private readonly db: Db, private readonly principal: Principal, private readonly log?: Logger) {
+  /** `waiters`: the node's waiting claims (claim-wait/): next_task waits for work there, as HTTP long polls do. */
+  constructor(private readonly db: Db, private readonly principal: Principal, private readonly waiters: ClaimWaiters, private readonly log?: Logger) {
     if (principal.role !== 'agent' || !principal.agentId) throw new ForbiddenError('an agent token is needed to work tasks');
     this.agentId = principal.agentId;
+    this.claimant = { agentId: principal.agentId };
   }
 
-  /** Claim one task (waiting up to waitSec for one), straight into RUNNING; null when none came. */
+  /**
+   * Claim one task (waiting up to waitSec for one), straight into RUNNING; null when none came. It waits as every
+   * waiting claim of the node does (claim-wait/): a claim statement only when a READY hint names work it may take
+   * (or, while work it covers is blocked, every few seconds), never after its token is revoked or its session ended.
+   */
   async next(o: { waitSec?: number; dagId?: string; capabilities?: string[]; models?: string[] }): Promise<ClaimedTask | null> {
-    await this.register(o.capabilities ?? this.grantedCapabilities(), o.models ?? []);
-    const until = Date.now() + Math.min(Math.max(o.waitSec ?? 0, 0), 30) * 1000;
-    for (;;) {
-      const grant = this.principal.grant;
-      const [task] = await taskClaim(this.db, this.agentId, {
-        limit: 1, start: true, dagId: o.dagId,
-        grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
+    const reach = await this.register(o.capabilities ?? this.grantedCapabilities(), o.models ?? []);
+    const grant = this.principal.grant;
+    const claim = async () => {
+      const got = await taskClaim(this.db, this.agentId, {
+        limit: 1, start: true, dagId: o.dagId, grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
       });
-      if (task) {
-        this.hold(task);
-        return task;
-      }
-      if (Date.now() >= until) return null;
-      await new Promise((r) => setTimeout(r, WAIT_POLL_MS));
-    }
+      got.forEach((t) => this.hold(t));
+      return got;
+    };
+    const waitSec = Math.min(Math.max(o.waitSec ?? 0, 0), CLAIM_WAIT_DEFAULTS.waitMaxSec);
+    const since = waitSec > 0 ? await this.waiters.mark() : 0;
+    const [first] = await claim();
+    if (first || waitSec === 0) return first ?? null;
+    const [task] = await claimWhenReady(this.waiters, this.db, this.log, {
+      who: this.claimant, reach, since, waitSec, signal: this.ended.signal, claim,
+      stillAllowed: () => tokenLive(this.db, this.principal.tokenId),
+    });
+    return task ?? null;
   }
 
   /** The task a call is about: the one named, or the only one held. */
@@ -120,6 +132,7 @@ export class McpAgentSession {
 
   /** The session is over: no more heartbeats; what it holds goes back through the reaper. */
   close(): void {
+    this.ended.abort();
     for (const h of this.held.values()) clearInterval(h.timer);
     this.held.clear();
   }
@@ -128,16 +141,17 @@ export class McpAgentSession {
     return this.principal.grant?.capabilities ?? [];
   }
 
-  /** Register (again only when what is asked for changed), within the token's grant. */
-  private async register(capabilities: string[], models: string[]): Promise<void> {
+  /** Register (again only when what is asked for changed), within the token's grant; what it may claim. */
+  private async register(capabilities: string[], models: string[]): Promise<WaiterReach> {
     const signature = JSON.stringify([capabilities, models]);
-    if (this.registered === signature) return;
+    if (this.registered?.signature === signature) return this.registered.reach;
     const reg = grantApply(this.principal, {
       id: this.agentId, type: 'mcp', capabilities, models, maxConcurrent: undefined as number | undefined,
       budgetUsd: undefined as number | null | undefined, metadata: { via: 'mcp' },
     });
     await agentRegister(this.db, reg);
-    this.registered = signature;
+    this.registered = { signature, reach: { capabilities: reg.capabilities, models: reg.models ?? [] } };
+    return this.registered.reach;
   }
 
   private leaseSec(h: Held): number {

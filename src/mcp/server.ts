@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import type { Principal } from '../auth/tokens.js';
 import { McpAgentSession } from './agent-session.js';
+import type { ClaimWaiters } from '../claim-wait/waiters.js';
 import { agentToolsRegister } from './agent-tools.js';
 import { operatorToolsRegister } from './operator-tools.js';
 
@@ -16,7 +17,9 @@ export interface McpSession {
  * A dagent MCP server for one session, with the tools the token's role allows: an agent token works tasks as its
  * agent, within its grant; a submit, read or admin token looks and steers as it could over HTTP. The same server serves stdio (`dagent mcp`) and streamable HTTP (`/mcp` on `dagent up`).
  */
-export function mcpSessionCreate(db: Db, principal: Principal, o: { log?: Logger; version: string; fileRoots: readonly string[]; maxQueued?: number }): McpSession {
+export function mcpSessionCreate(
+  db: Db, principal: Principal, o: { log?: Logger; version: string; fileRoots: readonly string[]; maxQueued?: number; waiters: ClaimWaiters },
+): McpSession {
   const server = new McpServer({ name: 'dagent', version: o.version }, {
     instructions: principal.role === 'agent'
       ? 'You are an agent in a dagent fleet. Call next_task to get work, do it, then complete (or fail, or release) it. Never retry a call that answered LEASE_LOST.'
@@ -24,7 +27,7 @@ export function mcpSessionCreate(db: Db, principal: Principal, o: { log?: Logger
   });
   let session: McpAgentSession | undefined;
   if (principal.role === 'agent') {
-    session = new McpAgentSession(db, principal, o.log);
+    session = new McpAgentSession(db, principal, o.waiters, o.log);
     agentToolsRegister(server, session);
   } else operatorToolsRegister(server, principal, { db, log: o.log, fileRoots: o.fileRoots, maxQueued: o.maxQueued });
   return { server, close: () => session?.close() };

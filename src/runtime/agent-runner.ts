@@ -14,10 +14,11 @@ import { ConflictError, InvalidInputError } from '../errors.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
 import { UNREACHABLE_RETRY_MAX_MS, UNREACHABLE_RETRY_MIN_MS } from './until-reachable.js';
-import { READY_CHANNEL } from '../db/statement.js';
 import { ReadyListener } from '../db/ready-listener.js';
+import { handOnIfReady } from '../claim-wait/claim-when-ready.js';
+import { ClaimWaiters, type Claimant, type Wake, type WaiterReach } from '../claim-wait/waiters.js';
+import { CLAIM_WAIT_DEFAULTS } from '../config/index.js';
 import { TaskRun } from './task-run.js';
-import { Wakeup } from './wakeup.js';
 
 /** Fallback poll when no notification arrives; each wait is jittered ±20 % so agents do not poll in step. */
 export const POLL_INTERVAL_MS_DEFAULT = 2_000;
@@ -47,6 +48,8 @@ export interface AgentRunnerOptions {
   claimTtlSec?: number;
   /** Share one listener among the agents of a process. Default: the runner opens its own. */
   listener?: ReadyListener;
+  /** The process's waiting claims (claim-wait/), on that listener: where an idle claim loop waits for work. Default: its own. */
+  waiters?: ClaimWaiters;
   /**
    * Take the dependents its completions unblock in the completion's own statement, where it would claim them
    * first (docs/priority.md "Handing dependents on"). Default true; false: they go READY and are claimed like any
@@ -88,13 +91,21 @@ const LOST_CLAIM_MARGIN_SEC = 5;
 export class AgentRunner {
   private agentId: string;
   private readonly runs = new Map<string, TaskRun>();
-  private readonly wakeup = new Wakeup();
+  /** Where the idle claim loop waits for READY work it may take: the node's one wait-for-work mechanism. */
+  private readonly waiters: ClaimWaiters;
+  private readonly ownsWaiters: boolean;
+  /** The claim loop as the waiters know it (one object: a hint it tried is not handed to it again). */
+  private readonly claimant: Claimant;
+  private readonly reach: WaiterReach;
+  /** Ends the loop's current wait at once: a slot freed, or shutdown. A wake while it is not waiting is kept. */
+  private localWake = new AbortController();
+  private waiting = false;
+  private localWakePending = false;
   private readonly batcher: CompletionBatcher;
   private log: Logger;
   private readonly concurrency: number;
   private readonly listener: ReadyListener;
   private readonly ownsListener: boolean;
-  private unsubscribe: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private beatTimer: NodeJS.Timeout | undefined;
   private stopping = false;
@@ -127,6 +138,13 @@ export class AgentRunner {
     });
     this.ownsListener = !o.listener;
     this.listener = o.listener ?? new ReadyListener({ url: o.database.sessionUrl ?? o.database.url, log: this.log });
+    this.ownsWaiters = !o.waiters;
+    this.waiters = o.waiters ?? new ClaimWaiters({
+      databaseUrl: o.database.sessionUrl ?? o.database.url, log: this.log, listener: this.listener,
+      perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
+    });
+    this.claimant = { agentId: this.agentId };
+    this.reach = { capabilities: def.capabilities, models: def.models ?? [] };
   }
 
   /** The agent's id: known for certain once start() registered it (a default id may move to a free slot). */
@@ -150,7 +168,7 @@ export class AgentRunner {
     if (this.o.id) await agentRegister(db, registration(this.o.id));
     else await this.stableIdRegister(registration);
     if (this.stopping) return;
-    this.unsubscribe = this.listener.subscribe(() => this.wakeup.wake(), READY_CHANNEL);
+    this.claimant.agentId = this.id;
     if (this.ownsListener) await this.listener.start();
     if (this.stopping) return;
     this.beatTimer = setInterval(() => {
@@ -197,7 +215,7 @@ export class AgentRunner {
   private async shutdown(graceMs: number): Promise<void> {
     const { db } = this.o.database;
     this.stopping = true;
-    this.wakeup.wake();
+    this.wake();
     await agentDrain(db, this.id, this.instance).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not mark the agent draining'));
     await this.loop;
     this.log.info({ running: this.runs.size, graceMs }, 'draining');
@@ -209,26 +227,39 @@ export class AgentRunner {
     }
     await within(this.batcher.drain(), SHUTDOWN_SETTLE_MS);
     clearInterval(this.beatTimer);
-    this.unsubscribe?.();
+    if (this.ownsWaiters) await this.waiters.close();
     if (this.ownsListener) await this.listener.stop();
     await agentDeregister(db, this.id, this.instance).catch((err) => this.log.warn({ err: errorMessage(err) }, 'could not deregister'));
     this.log.info('agent stopped');
   }
 
+  /**
+   * Claim into the free slots; when that finds nothing (or no slot is free), wait: for a READY hint naming work
+   * this agent may take (the node's waiters, claim-wait/), a slot freeing up, or the poll interval, the fallback
+   * that keeps polling the truth. A hint it was woken by goes on to the next waiting claim when this claim left
+   * some of that work READY.
+   */
   private async claimLoop(): Promise<void> {
     const pollMs = this.o.pollIntervalMs ?? POLL_INTERVAL_MS_DEFAULT;
+    let woken: Wake | undefined;
+    let since = 0;
     while (!this.stopping) {
       const free = this.concurrency - this.runs.size;
+      let claimed = 0;
       if (free > 0) {
         try {
-          const claimed = await taskClaim(this.o.database.db, this.id, {
+          since = await this.waiters.mark();
+          const tasks = await taskClaim(this.o.database.db, this.id, {
             limit: free, capabilities: this.def.capabilities, claimTtlSec: this.o.claimTtlSec, start: true,
           });
+          claimed = tasks.length;
           this.claimFailures = 0;
-          for (const t of claimed) this.launch(t);
+          for (const t of tasks) this.launch(t);
           if (this.claimInDoubtSince !== undefined) await this.releaseLostClaims();
           // A full claim may have left more READY work behind: look again once a slot frees up.
         } catch (err) {
+          if (woken) handOnIfReady(this.waiters, this.o.database.db, this.log, this.claimant, woken);
+          woken = undefined;
           if (isConnectionLost(err)) this.claimInDoubtSince ??= Date.now();
           const delay = Math.min(UNREACHABLE_RETRY_MAX_MS, UNREACHABLE_RETRY_MIN_MS * 2 ** this.claimFailures++);
           this.log.warn({ err: errorMessage(err), retryInMs: delay, databaseUnreachable: isConnectionLost(err) }, 'claim failed');
@@ -236,9 +267,46 @@ export class AgentRunner {
           continue;
         }
       }
+      // Woken by a hint, but took fewer of its tasks than it announced (or had no slot): the rest may be another's.
+      if (woken && claimed < (woken.hint?.count ?? 1)) handOnIfReady(this.waiters, this.o.database.db, this.log, this.claimant, woken);
+      woken = undefined;
       if (this.stopping) break;
-      await this.wakeup.wait(pollMs * (0.8 + Math.random() * 0.4));
+      woken = await this.idle(this.concurrency - this.runs.size > 0, since, pollMs * (0.8 + Math.random() * 0.4));
     }
+  }
+
+  /**
+   * Wait up to `ms`: with a free slot, for a hint of work this agent may take (heard since `since`, the mark taken
+   * before the claim that found nothing, included); with none, only for a slot to free up (a full runner never
+   * takes a hint's turn from an agent that could use it). A local wake ends either at once.
+   */
+  private async idle(free: boolean, since: number, ms: number): Promise<Wake | undefined> {
+    if (this.localWakePending) {
+      this.localWakePending = false;
+      return undefined;
+    }
+    this.localWake = new AbortController();
+    const signal = this.localWake.signal;
+    this.waiting = true;
+    try {
+      if (free) {
+        const end = await this.waiters.wait(this.claimant, this.reach, since, ms, signal);
+        return end.woken ? end.wake : undefined;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+      });
+      return undefined;
+    } finally {
+      this.waiting = false;
+    }
+  }
+
+  /** End the claim loop's wait now (a slot freed, shutdown); kept for the next wait when it is not waiting. */
+  private wake(): void {
+    if (this.waiting) this.localWake.abort();
+    else this.localWakePending = true;
   }
 
   /**
@@ -280,7 +348,7 @@ export class AgentRunner {
     this.runs.set(key, run);
     void run.done.finally(() => {
       this.runs.delete(key);
-      this.wakeup.wake();
+      this.wake();
     });
   }
 }

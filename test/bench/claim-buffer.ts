@@ -1,6 +1,6 @@
 import type { Db } from '../../src/db/handle.js';
 import { taskClaim, type ClaimedTask } from '../../src/engine/attempt/claim.js';
-import { Wakeup } from '../../src/runtime/wakeup.js';
+import { Wakeup } from './wakeup.js';
 
 export const CLAIM_BUFFER_DEFAULTS = {
   /** Tasks claimed per statement. */

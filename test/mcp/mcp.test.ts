@@ -272,3 +272,44 @@ describe('dagent mcp refuses a missing, unknown or tool-less token', () => {
     expect(refused.stderr).toContain('a signal token has no MCP tools');
   });
 });
+
+describe('next_task waits as every waiting claim of the node does', () => {
+  it('claims once while nothing is READY for it, then takes the task a READY hint names; a revoked token waits no more', async () => {
+    const { engineEvents } = await import('../../src/observability/engine-events.js');
+    const { tokenRevoke } = await import('../../src/auth/tokens.js');
+    const claims: string[] = [];
+    const count = (e: { agentId: string }) => { if (e.agentId === 'waiter-1') claims.push(e.agentId); };
+    engineEvents.on('claim', count);
+    const { token, id } = await tokenCreate(db, { role: 'agent', agentId: 'waiter-1', capabilities: ['research', 'write'] });
+    const s = await overHttp(token);
+    try {
+      // Nothing READY for 2 s: one claim statement, not one every half second.
+      const idle = await s.call('next_task', { wait_sec: 2 });
+      expect(idle.value.task).toBeNull();
+      expect(claims).toHaveLength(1);
+
+      const waiting = s.call('next_task', { wait_sec: 20 });
+      await eventually('the second call claimed once and waits', async () => claims.length === 2);
+      const dagId = await dagCreate(db, SCRIPTED_DAG('woken'));
+      const got = await waiting;
+      expect(got.value.task).toMatchObject({ key: 'research', dag_id: dagId });
+      expect(claims.length).toBeLessThanOrEqual(4);
+
+      // Revoked while it waits: the next hint claims nothing for it.
+      const revoked = s.call('next_task', { wait_sec: 20 });
+      await eventually('the third call claimed once and waits', async () => claims.length >= 3);
+      const before = claims.length;
+      // The client's own requests after this (its closing ones) get 401s: expected, not this test's failure.
+      s.client.onerror = () => {};
+      await tokenRevoke(db, id);
+      await dagCreate(db, SCRIPTED_DAG('after-revoke'));
+      // The call ends without a task (null, or the 401 the revoked token's requests now get) and claimed nothing.
+      const answer = await revoked.catch((e: Error) => e);
+      expect(answer instanceof Error ? answer.message : answer.value?.task ?? null).toSatisfy((a: unknown) => a === null || /UNAUTHORIZED/.test(String(a)));
+      expect(claims.length).toBe(before);
+    } finally {
+      engineEvents.off('claim', count);
+      await s.close();
+    }
+  });
+});

@@ -44,6 +44,29 @@ tasks:
     expect(attempts.every((a) => a.outcome === 'completed' && Number(a.tokens_in) === 100 && a.model === 'm1')).toBe(true);
   });
 
+  it('an idle agent is woken only by READY work it may take: a hint for another agent\'s capability costs it no claim', async () => {
+    const { AgentFleet } = await import('../../src/runtime/fleet.js');
+    const { engineEvents } = await import('../../src/observability/engine-events.js');
+    const { pino } = await import('pino');
+    const claims = new Map<string, number>();
+    const count = (e: { agentId: string }) => claims.set(e.agentId, (claims.get(e.agentId) ?? 0) + 1);
+    engineEvents.on('claim', count);
+    const fleet = new AgentFleet(database, [
+      { def: defineAgent({ name: 'alpha', capabilities: ['alpha'], run: async () => 'a' }), id: 'wake-alpha' },
+      { def: defineAgent({ name: 'beta', capabilities: ['beta'], run: async () => 'b' }), id: 'wake-beta' },
+    ], { log: pino({ level: 'silent' }), pollIntervalMs: 30_000 });
+    try {
+      await fleet.start();
+      await eventually('both claimed once and wait', async () => claims.get('wake-alpha') === 1 && claims.get('wake-beta') === 1);
+      const dagId = await dagCreate(db, 'name: for-alpha\ntasks:\n  x: { type: t, spec: { constraints: { capabilities: [alpha] } } }\n');
+      await eventually('alpha ran it', async () => (await taskStatusByKey(db, dagId)).x === 'completed');
+      expect(claims.get('wake-beta')).toBe(1);
+    } finally {
+      engineEvents.off('claim', count);
+      await fleet.stop(0);
+    }
+  });
+
   it('wakes an idle agent by NOTIFY: a new task starts long before the 30 s poll could have found it', async () => {
     let claims = 0;
     const r = runner(defineAgent({ name: 'idle', capabilities: [], async run() { claims++; return 'ok'; } }), { pollIntervalMs: 30_000 });

@@ -61,7 +61,7 @@ export function mcpRoutes(app: FastifyInstance, d: HttpDeps): void {
         reply.header('retry-after', '60');
         return reply.status(503).send({ jsonrpc: '2.0', error: { code: -32000, message: `too many MCP sessions open${mine >= MCP_DEFAULTS.sessionsPerToken ? ' for this token' : ''}: close one (DELETE /mcp) or wait` }, id: null });
       }
-      const session = mcpSessionCreate(d.db, principal!, { log: d.log, version: packageVersion(), fileRoots: d.fileRoots ?? [], maxQueued: d.maxQueued });
+      const session = mcpSessionCreate(d.db, principal!, { log: d.log, version: packageVersion(), fileRoots: d.fileRoots ?? [], maxQueued: d.maxQueued, waiters: d.claimWaiters });
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         onsessioninitialized: (id) => { live.set(id, { transport, session, tokenId: principal!.tokenId, seenAt: Date.now() }); },

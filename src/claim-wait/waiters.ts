@@ -15,7 +15,7 @@ export interface Wake { hint: ReadyHint | null; tried: WeakSet<Claimant> }
 /** Why a wait ended: a hint woke it, or time ran out, or the caller gave up. */
 export type WaitEnd = { woken: true; wake: Wake } | { woken: false };
 
-/** One waiting claim (an HTTP request, across its waits), and the agent it claims for. */
+/** One waiting claimant (a runner's claim loop, an HTTP request or an MCP call, across its waits), and the agent it claims for. */
 export interface Claimant { agentId: string }
 
 interface Waiter {
@@ -26,13 +26,13 @@ interface Waiter {
 }
 
 /**
- * The long-poll side of `POST /api/agents/:id/claim` (`wait_sec`): requests that found nothing
- * wait here, on the node's one LISTEN connection, for a READY hint naming work their agent may
- * take. A hint names a claim group and how many of its tasks became READY; it wakes that many of
- * the waiters whose agent covers the group, oldest first, so one READY task costs one claim
- * statement, not one per waiting agent. Once a woken waiter's claim is done, its turn may go on
- * to the next (`passOn`; the long poll decides, http/long-poll.ts). A hint without a group, and every reconnect of the LISTEN connection (hints sent meanwhile are
- * lost), wakes everyone.
+ * Waiting for work, one way for the whole node: the agent runtime's idle claim loops, HTTP long polls
+ * (`POST /api/agents/:id/claim` with `wait_sec`) and MCP's `next_task` that found nothing wait here, on the
+ * node's one LISTEN connection, for a READY hint naming work their agent may take. A hint names a claim group
+ * and how many of its tasks became READY; it wakes that many of the waiters whose agent covers the group,
+ * oldest first, so one READY task costs one claim statement, not one per waiting agent. Once a woken waiter's
+ * claim is done, its turn may go on to the next (`passOn`, through handOnIfReady). A hint without a group, and
+ * every reconnect of the LISTEN connection (hints sent meanwhile are lost), wakes everyone.
  */
 export class ClaimWaiters {
   private readonly waiting = new Set<Waiter>();
@@ -53,7 +53,7 @@ export class ClaimWaiters {
    */
   constructor(private readonly o: { databaseUrl: string; log?: Logger; listener?: ReadyListener; perAgent: number; max: number }) {}
 
-  /** Long polls under way on this node: waiting, or claiming between two waits. */
+  /** Long polls (HTTP, MCP) under way on this node: waiting, or claiming between two waits. */
   get size(): number {
     return this.inFlight;
   }
