@@ -102,29 +102,43 @@ export const configSchema = z.object({
 });
 export type Config = z.infer<typeof configSchema>;
 
+/** A comma-separated list, its items trimmed and empty ones dropped. */
+const commaList = (v: string): string[] => v.split(',').map((x) => x.trim()).filter(Boolean);
+
+/**
+ * Each setting configFromEnv reads: its Config key and its environment variable, each named once (the variable is
+ * what an error names). `read` turns the text into what the schema parses; by default the text itself. An empty
+ * variable counts as unset.
+ */
+const ENV_VARIABLES = [
+  { key: 'databaseUrl', env: 'DATABASE_URL' },
+  { key: 'databaseDirectUrl', env: 'DATABASE_DIRECT_URL' },
+  { key: 'dbPrepared', env: 'DAGENT_DB_PREPARED' },
+  { key: 'dataDir', env: 'DAGENT_DATA_DIR' },
+  { key: 'logLevel', env: 'DAGENT_LOG_LEVEL' },
+  { key: 'agents', env: 'DAGENT_AGENTS', read: commaList },
+  { key: 'maxQueued', env: 'DAGENT_MAX_QUEUED' },
+  { key: 'httpPort', env: 'DAGENT_HTTP_PORT' },
+  { key: 'httpHost', env: 'DAGENT_HTTP_HOST' },
+  { key: 'fileRoots', env: 'DAGENT_FILE_ROOTS', read: commaList },
+  { key: 'webhookAllowHosts', env: 'DAGENT_WEBHOOK_ALLOW_HOSTS', read: commaList },
+  { key: 'dbSchema', env: 'DAGENT_DB_SCHEMA' },
+  { key: 'dbPool', env: 'DAGENT_DB_POOL' },
+  { key: 'retentionSec', env: 'DAGENT_RETENTION' },
+  { key: 'agentInstance', env: 'DAGENT_AGENT_INSTANCE' },
+] as const satisfies ReadonlyArray<{ key: keyof Config; env: string; read?: (v: string) => unknown }>;
+
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
   if (LIMITS_INVALID_ENV.length) throw new InvalidInputError(`environment ${LIMITS_INVALID_ENV[0]}: expected a positive whole number`);
-  const parsed = configSchema.safeParse({
-    databaseUrl: env.DATABASE_URL || undefined,
-    databaseDirectUrl: env.DATABASE_DIRECT_URL || undefined,
-    dbPrepared: env.DAGENT_DB_PREPARED || undefined,
-    dataDir: env.DAGENT_DATA_DIR || undefined,
-    logLevel: env.DAGENT_LOG_LEVEL || undefined,
-    agents: env.DAGENT_AGENTS ? env.DAGENT_AGENTS.split(',').map((a) => a.trim()).filter(Boolean) : undefined,
-    maxQueued: env.DAGENT_MAX_QUEUED || undefined,
-    httpPort: env.DAGENT_HTTP_PORT || undefined,
-    httpHost: env.DAGENT_HTTP_HOST || undefined,
-    fileRoots: env.DAGENT_FILE_ROOTS ? env.DAGENT_FILE_ROOTS.split(',').map((r) => r.trim()).filter(Boolean) : undefined,
-    webhookAllowHosts: env.DAGENT_WEBHOOK_ALLOW_HOSTS ? env.DAGENT_WEBHOOK_ALLOW_HOSTS.split(',').map((h) => h.trim()).filter(Boolean) : undefined,
-    dbSchema: env.DAGENT_DB_SCHEMA || undefined,
-    dbPool: env.DAGENT_DB_POOL || undefined,
-    retentionSec: env.DAGENT_RETENTION || undefined,
-    agentInstance: env.DAGENT_AGENT_INSTANCE || undefined,
-  });
+  const input = Object.fromEntries(ENV_VARIABLES.map((v) => {
+    const raw = env[v.env] || undefined;
+    return [v.key, raw !== undefined && 'read' in v ? v.read(raw) : raw];
+  }));
+  const parsed = configSchema.safeParse(input);
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', databaseDirectUrl: 'DATABASE_DIRECT_URL', dbPrepared: 'DAGENT_DB_PREPARED', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', dbPool: 'DAGENT_DB_POOL', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE' };
     const issue = parsed.error.issues[0]!;
-    throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
+    const variable = ENV_VARIABLES.find((v) => v.key === issue.path[0])?.env;
+    throw new InvalidInputError(`environment ${variable ?? issue.path.join('.')}: ${issue.message}`);
   }
   if (parsed.data.databaseDirectUrl && !parsed.data.databaseUrl) {
     throw new InvalidInputError('environment DATABASE_DIRECT_URL: set without DATABASE_URL; it is the direct way to the database DATABASE_URL reaches through a pooler (unset both to use the embedded server)');
