@@ -17,8 +17,8 @@ describe('the state machine, as data', () => {
 
   it('every transition moves between states it defines, and every state is entered and left as the model says', () => {
     for (const t of transitions) for (const s of [...t.from, ...t.to]) expect(TASK_STATES).toContain(s);
-    const entered = new Set(transitions.flatMap((t) => t.to));
-    const left = new Set(transitions.flatMap((t) => t.from));
+    const entered = new Set<string>(transitions.flatMap((t) => t.to));
+    const left = new Set<string>(transitions.flatMap((t) => t.from));
     // Inserted in these (taskInsertMany): pending, ready, created; every other state is reached by a transition.
     for (const s of TASK_STATES.filter((x) => !['created', 'pending', 'ready'].includes(x))) expect(entered.has(s), `${s} is entered`).toBe(true);
     // No state is a dead end: even a completed or cancelled task may run again (rerun).
