@@ -4,7 +4,7 @@ import { ReadyListener } from './db/ready-listener.js';
 import { ClaimWaiters } from './claim-wait/waiters.js';
 import { CLAIM_WAIT_DEFAULTS } from './config/index.js';
 import { EVENTS_CHANNEL, READY_CHANNEL } from './db/statement.js';
-import type { HttpOptions, HttpServer } from './http/server.js';
+import type { HttpServer } from './http/server.js';
 import { maintenanceServices, type MaintenanceService } from './maintenance/index.js';
 import type { AgentRunner } from './runtime/agent-runner.js';
 import { AgentFleet, type FleetMember } from './runtime/fleet.js';
@@ -35,7 +35,14 @@ export interface NodeOptions {
   /** The retention period (DAGENT_RETENTION) in seconds; null or absent: the retention loop prunes nothing. */
   retentionSec?: number | null;
   /** Serve the HTTP API, the dashboard and the metrics on `port` and `host`. Absent: no HTTP. */
-  http?: { port: number; host: string } & Pick<HttpOptions, 'fileRoots' | 'metricsPublic'>;
+  http?: {
+    port: number;
+    host: string;
+    /** Directories beyond the working directory that paths in a posted DAG may reach (DAGENT_FILE_ROOTS). Default none. */
+    fileRoots?: readonly string[];
+    /** Serve /metrics without a token. Default false. */
+    metricsPublic?: boolean;
+  };
   /**
    * An agent whose preflight says it cannot work here (a missing API key) is left out and reported to this, and the
    * others start. Without it, such an agent fails the start.

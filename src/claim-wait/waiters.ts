@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { READY_CHANNEL } from '../db/statement.js';
-import { readyHintParse, type ReadyHint } from '../db/queries/ready-hint.js';
+import { readyHintParse, type ReadyHint } from '../db/ready-hint-payload.js';
 import { ReadyListener } from '../db/ready-listener.js';
 
 /** How many of the latest hints are kept for claims that were running when they came. */

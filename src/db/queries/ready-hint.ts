@@ -2,17 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { READY_CHANNEL, rowsOf, textArray } from '../statement.js';
 
-/**
- * The payload of a READY notification: how many tasks of one claim group became READY, and the
- * group (`<count>/<µs> <cap_key>`), so a node's waiting HTTP claims wake only agents that can take them
- * (http/claim-waiters.ts). A payload without a group (an empty one, or one whose key would not fit
- * in a NOTIFY) means "something became READY": everyone wakes. Decided in docs/architecture.md#notify.
- */
-export interface ReadyHint {
-  count: number;
-  /** Null: any group. */
-  group: { key: string; capabilities: string[]; models: string[] } | null;
-}
+export { readyHintParse, type ReadyHint } from '../ready-hint-payload.js';
 
 /** NOTIFY payloads are at most 8,000 bytes; a key longer than this is announced without its group. */
 const KEY_BYTES_MAX = 7_000;
@@ -54,14 +44,4 @@ export async function readyForReach(db: Db, capabilities: readonly string[], mod
         and (cardinality(g.models) = 0 or g.models && ${textArray(models)} or '*' = any(${textArray(models)}))
         and exists (select 1 from tasks t where t.status = 'ready' and t.cap_key = g.cap_key)) as ready`);
   return r?.ready ?? false;
-}
-
-/** The hint a payload carries; null for one that names nothing (wake everyone). */
-export function readyHintParse(payload: string): ReadyHint | null {
-  const m = /^(\d+)(?:\/\d+)?(?: (.*))?$/s.exec(payload);
-  if (!m) return null;
-  const count = Number(m[1]);
-  if (m[2] === undefined) return { count, group: null };
-  const [caps, models] = m[2].split(' models=');
-  return { count, group: { key: m[2], capabilities: caps ? caps.split(',') : [], models: models ? models.split(',') : [] } };
 }
