@@ -27,7 +27,7 @@ describe('dagent up (real process)', () => {
     child.stdout.on('data', (b) => (stdout += b));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     // The promoter in the child moves the task to READY once its retry time (1 s, database clock) passes.
-    for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).x !== 'ready'; i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually('the promoter in dagent up made it READY', async () => (await taskStatusByKey(db, dagId)).x === 'ready');
     expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
     // Every loop of the registry, in its order.
     expect(stdout).toContain(`dagent up: ${LOOP_NAMES.join(', ')} running`);
@@ -54,7 +54,7 @@ tasks:
     let stdout = '';
     child.stdout.on('data', (b) => (stdout += b));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    for (let i = 0; i < 200 && (await taskStatusByKey(db, dagId)).b !== 'completed'; i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually('the agents in dagent up ran the DAG', async () => (await taskStatusByKey(db, dagId)).b === 'completed');
     expect(await taskStatusByKey(db, dagId)).toEqual({ a: 'completed', b: 'completed' });
     // The banner comes once the HTTP API listens too, which may be after the agents ran the DAG.
     await eventually('the banner', async () => /agents beta-\S+, alpha-\S+/.test(stdout));

@@ -11,6 +11,7 @@ import { taskApprove } from '../../src/engine/waits/approvals.js';
 import { mapTasksSettle } from '../../src/engine/dag/map.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseReset, drain } from '../helpers/factories.js';
+import { timePasses } from '../helpers/clock.js';
 
 const { db } = await testDatabase();
 beforeEach(() => databaseReset(db));
@@ -61,8 +62,8 @@ describe('example DAGs', () => {
         order.push(w.key);
       }
       if ((await dagGet(db, dagId))?.status === 'running') {
+        await timePasses(db, 100);
         await promoterCreate({ db }).runOnce();
-        await new Promise((r) => setTimeout(r, 100));
       }
     }
     expect((await dagGet(db, dagId))?.status).toBe('completed');

@@ -11,6 +11,7 @@ import { taskFail } from '../../src/engine/attempt/fail.js';
 import { webhookAdd } from '../../src/webhooks/webhooks.js';
 import { webhookDispatcherCreate } from '../../src/maintenance/webhook-dispatcher.js';
 import { InvalidInputError } from '../../src/errors.js';
+import { timePasses } from '../helpers/clock.js';
 
 // The receivers run on this machine: loopback, which webhooks reach only when an operator allows it.
 const LOCAL = ['127.0.0.1'];
@@ -59,7 +60,7 @@ async function dispatchAll(dispatcher: ReturnType<typeof webhookDispatcherCreate
     await dispatcher.runOnce();
     const [p] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from webhook_deliveries where status = 'pending'`);
     if (p!.n === 0) return;
-    await new Promise((r) => setTimeout(r, 20));
+    await timePasses(db, 20);
   }
   throw new Error('deliveries still pending');
 }

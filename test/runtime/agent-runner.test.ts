@@ -70,9 +70,13 @@ tasks:
   it('wakes an idle agent by NOTIFY: a new task starts long before the 30 s poll could have found it', async () => {
     let claims = 0;
     const r = runner(defineAgent({ name: 'idle', capabilities: [], async run() { claims++; return 'ok'; } }), { pollIntervalMs: 30_000 });
+    const { engineEvents } = await import('../../src/observability/engine-events.js');
+    let claimStatements = 0;
+    const counted = () => { claimStatements++; };
+    engineEvents.on('claim', counted);
     await r.start();
     // The loop's first claim found nothing; it now waits on the 30 s poll or a notification.
-    await new Promise((res) => setTimeout(res, 200));
+    await eventually('the first claim', async () => claimStatements > 0).finally(() => engineEvents.off('claim', counted));
     const submitted = Date.now();
     const dagId = await dagCreate(db, 'name: one\ntasks:\n  only: { type: t }\n');
     await eventually('task completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed', 10_000);

@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../../helpers/db.js';
 import { testHttp } from '../../helpers/http.js';
+import { timePasses } from '../../helpers/clock.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf } from '../../helpers/factories.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { taskComplete } from '../../../src/engine/attempt/complete.js';
@@ -14,7 +15,8 @@ const { db } = database;
 const http = await testHttp(database);
 beforeEach(() => databaseReset(db));
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Time passes between two steps (the stretches get lengths), without waiting: the recorded instants move back. */
+const elapse = (ms: number) => timePasses(db, ms);
 const kinds = (tl: DagTimeline, key: string) => tl.tasks.find((t) => t.key === key)!.segments.map((s) => s.kind === 'running' ? `running:${s.outcome}` : s.kind);
 
 // Two branches after `plan`: `slow` takes longer than `quick`, so `report` waits on `slow`, and the path through it is critical.
@@ -37,7 +39,7 @@ async function claimKey(agent: string, key: string) {
     const [t] = await taskClaim(db, agent, { start: true });
     if (t?.key === key) return t;
     if (t) throw new Error(`claimed ${t.key}, wanted ${key}`);
-    await sleep(20);
+    await elapse(20);
   }
   throw new Error(`${key} never became claimable`);
 }
@@ -47,20 +49,20 @@ describe('a DAG\'s timeline', () => {
     const dagId = await dagCreate(db, DAG);
     await agentCreate(db, 'w');
     await agentCreate(db, 'tester', ['validate:test']);
-    await sleep(30);
+    await elapse(30);
     const plan1 = await claimKey('w', 'plan');
-    await sleep(30);
+    await elapse(30);
     await taskFail(db, { taskId: plan1.id, fence: plan1.fence, errorClass: 'crash', message: 'boom', costUsd: 0.1, model: 'small' });
-    await sleep(30);
+    await elapse(30);
     const plan2 = await claimKey('w', 'plan');
-    await sleep(20);
+    await elapse(20);
     await taskComplete(db, { taskId: plan2.id, fence: plan2.fence, output: {}, costUsd: 0.2, model: 'small', tokensIn: 100, tokensOut: 10 });
 
     const [first] = await taskClaim(db, 'w', { start: true, limit: 1 });
     const [second] = await taskClaim(db, 'w', { start: true, limit: 1 });
     const byKey = Object.fromEntries([first!, second!].map((t) => [t.key, t]));
     await taskComplete(db, { taskId: byKey.quick!.id, fence: byKey.quick!.fence, output: {}, costUsd: 0.3, model: 'large' });
-    await sleep(30);
+    await elapse(30);
     const submitted = await taskComplete(db, { taskId: byKey.slow!.id, fence: byKey.slow!.fence, output: {}, costUsd: 0.4, model: 'large' });
     expect(submitted.settled).toMatchObject({ status: 'validating' });
 
@@ -69,11 +71,11 @@ describe('a DAG\'s timeline', () => {
     expect(kinds(midway, 'slow')).toEqual(['queued', 'running:validating', 'validating']);
     expect(kinds(midway, 'report')).toEqual([]);
 
-    await sleep(30);
+    await elapse(30);
     const check = await claimKey('tester', 'slow/validate-1@1');
     await taskComplete(db, { taskId: check.id, fence: check.fence, output: { pass: true } });
     const report = await claimKey('w', 'report');
-    await sleep(20);
+    await elapse(20);
     await taskComplete(db, { taskId: report.id, fence: report.fence, output: {}, costUsd: 0.05 });
 
     const tl = await dagTimeline(db, dagId);
@@ -116,11 +118,11 @@ describe('a DAG\'s timeline', () => {
   it('an attempt that spawned subtasks to wait for is followed by a waiting stretch until the task runs again', async () => {
     const dagId = await dagCreate(db, 'name: parent\ntasks:\n  boss: { type: t }\n');
     await agentCreate(db, 'w');
-    await sleep(20);
+    await elapse(20);
     const [boss] = await taskClaim(db, 'w', { start: true });
     await taskSpawn(db, { taskId: boss!.id, fence: boss!.fence }, [{ key: 'helper', type: 't' }], { wait: true });
     expect(kinds(await dagTimeline(db, dagId), 'boss')).toEqual(['queued', 'running:waiting', 'waiting']);
-    await sleep(20);
+    await elapse(20);
     const [helper] = await taskClaim(db, 'w', { start: true });
     expect(helper!.key).toBe('boss/helper');
     await taskComplete(db, { taskId: helper!.id, fence: helper!.fence, output: {} });
@@ -134,7 +136,7 @@ describe('a DAG\'s timeline', () => {
   it('an attempt claimed and finished within one millisecond still shows as a run', async () => {
     const dagId = await dagCreate(db, 'name: quick\ntasks:\n  a: { type: t }\n');
     await agentCreate(db, 'fast');
-    await sleep(5);
+    await elapse(5);
     const [a] = await taskClaim(db, 'fast', { start: true });
     await taskComplete(db, { taskId: a!.id, fence: a!.fence, output: {} });
     // As when the two statements fall within the same millisecond (the times reach the timeline in milliseconds).
