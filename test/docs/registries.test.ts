@@ -1,5 +1,5 @@
-// The loops are listed once, in the registry (src/maintenance/index.ts); the docs name them by hand: these tests hold
-// the loop table and the banners the docs show to it.
+// The registries list each loop and step kind once (src/maintenance/index.ts, src/validation/steps/index.ts); the docs
+// name them by hand: these tests hold the loop table, the banners the docs show and the list of step kinds to them.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { LOOP_NAMES, LOOPS_ELECTED } from '../../src/maintenance/index.js';
@@ -21,5 +21,14 @@ describe('the maintenance loops in the docs', () => {
     const banners = [...doc.matchAll(/^dagent up: (.+) running;/gm), ...doc.matchAll(/and the maintenance loops \(([^)]+)\)/g)].map((m) => m[1]);
     expect(banners).toHaveLength(2);
     for (const b of banners) expect(b).toBe(LOOP_NAMES.join(', '));
+  });
+});
+
+describe('the registries docs/architecture.md names', () => {
+  it('lists every step kind of STEP_KINDS', async () => {
+    const { STEP_KINDS } = await import('../../src/validation/steps/index.js');
+    const doc = readFileSync('docs/architecture.md', 'utf8');
+    const listed = /one module per kind \(([^)]+)\)/.exec(doc)![1]!.split(',').map((k) => k.trim().replaceAll('`', ''));
+    expect(listed).toEqual(STEP_KINDS.map((k) => k.kind));
   });
 });
