@@ -12,7 +12,8 @@
  * Throughput and latency of dagent's hot path on a fresh embedded PostgreSQL
  * (default, durable settings): flat claim → complete, chains whose every
  * completion unblocks the next task, the dependency hop latency, and the
- * agent runtime's dispatch and dependency latency (agent-latency.ts). Prints
+ * agent runtime's dispatch and dependency latency (agent-latency.ts), a completion's refused, replayed and validated
+ * paths one at a time with their statements (completion-paths.ts). Prints
  * figures; never asserts them (see docs/benchmarks.md).
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
@@ -35,6 +36,7 @@ import { listsBench } from './lists.js';
 import { idealMeanRatio, makespanBench } from './makespan.js';
 import { graphileBench, pgBossBench } from './peers.js';
 import { breakdownBench } from './breakdown.js';
+import { completionPathsBench, statementCounter } from './completion-paths.js';
 import { barChartSvg, plotWrite } from './plot.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { textArray } from '../../src/db/statement.js';
@@ -198,6 +200,8 @@ async function main() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-bench-'));
   chmodSync(dataDir, 0o755);
   const server = await embeddedServerStart({ dataDir, database: 'bench', ephemeral: EPHEMERAL });
+  // Before the pool connects: its connections bind the driver's query method as they open.
+  const counter = statementCounter();
   const d = await databaseOpen({ url: server.url, poolSize: 20 });
   const { rows } = await d.db.execute(sql`show server_version`);
   const pgVersion = (rows[0] as unknown as { server_version?: string })?.server_version;
@@ -291,6 +295,11 @@ async function main() {
     mine.httpDispatchP50 = pct(httpMs, 50);
     lines.push(`HTTP agent long-polling (wait_sec), ${LATENCY_TASKS} tasks: dispatch (submitted → claim answered) ${ms(httpMs)}; ÷ agent runtime's p50: ${(pct(httpMs, 50) / mine.dispatchP50!).toFixed(2)} (target ≤ 2)`);
     console.log(lines.at(-1));
+    await reset(d);
+    for (const p of await completionPathsBench(d, counter, quick ? 100 : 500)) {
+      lines.push(`a completion, ${p.name}, one at a time: p50 ${p.p50Ms.toFixed(2)} ms, p90 ${p.p90Ms.toFixed(2)} ms, ${p.statements.toFixed(1)} statements`);
+      console.log(lines.at(-1));
+    }
     for (const family of ['layered', 'shorts-then-chain'] as const) {
       const [ours, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES, HAND_OFF), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES, HAND_OFF)];
       mine[`makespan-${family}`] = ours.meanRatio;
