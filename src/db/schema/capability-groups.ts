@@ -13,7 +13,7 @@ export const capabilityGroups = pgTable('capability_groups', {
   models: text('models').array().notNull().default(sql`'{}'::text[]`),
 });
 
-/** Learned run time per task type: the median of recent completed attempts, refreshed by the priority refresher. */
+/** Learned run time per task type: the median of recent completed attempts, refreshed by the duration learner (maintenance/duration-learner.ts). */
 export const taskTypeDurations = pgTable('task_type_durations', {
   type: text('type').primaryKey(),
   medianSec: doublePrecision('median_sec').notNull(),

@@ -74,6 +74,20 @@ describe('zombie agents', () => {
     expect((await taskStatusByKey(db, dagId)).x).toBe('ready');
   });
 
+  it('a claim straight into RUNNING (the runtime\'s) whose agent never showed a sign of life is a lapse too: its claim and its first beat are one instant', async () => {
+    const tasks = Array.from({ length: 40 }, (_, i) => `  t${i}: { type: t }`).join('\n');
+    await dagCreate(db, `name: started\ntasks:\n${tasks}\n`);
+    const agentId = await agentCreate(db, 'start-a');
+    const claimed = await taskClaim(db, agentId, { start: true, limit: 40 });
+    expect(claimed).toHaveLength(40);
+    const stamps = await rowsOf<{ same: boolean }>(db, sql`select heartbeat_at = claimed_at and started_at = claimed_at as same from tasks where claimed_by = ${agentId}`);
+    expect(stamps.every((r) => r.same)).toBe(true);
+    for (const t of claimed) await leaseExpire(db, t.id);
+    expect(await reaper.runOnce()).toBe(40);
+    const outcomes = await rowsOf<{ outcome: string; n: number }>(db, sql`select outcome, count(*)::int as n from attempts a join tasks t on t.id = a.task_id where t.claimed_by = ${agentId} group by outcome`);
+    expect(outcomes).toEqual([{ outcome: 'lapsed', n: 40 }]);
+  });
+
   it('a running task whose agent showed a sign of life (start or heartbeat) and then went quiet is a crash, charged as an attempt', async () => {
     await dagCreate(db, 'name: quiet\ntasks:\n  x: { type: t, retry: { strategy: immediate } }\n');
     const agentId = await agentCreate(db, 'quiet-a');

@@ -44,6 +44,10 @@ describe('a completion hands the dependents it unblocks to the completing agent'
     const write = await taskOf(dagId, 'write');
     expect(write).toMatchObject({ status: 'running', claimed_by: a, fence: r.handed[0]!.fence, attempts: 1 });
     expect(write.lease_expires_at).not.toBeNull();
+    // Its first beat is its claim's instant, as for a claim straight into RUNNING: until its agent shows a sign of
+    // life, a lapse of its lease is a lost hand-off, not a crash (taskLeaseExpiredList).
+    const [stamps] = await rowsOf<{ same: boolean }>(db, sql`select heartbeat_at = claimed_at and started_at = claimed_at as same from tasks where dag_id = ${dagId} and key = 'write'`);
+    expect(stamps!.same).toBe(true);
     // It runs and completes like any claimed task.
     const done = await taskCompleteMany(db, [{ taskId: write.id, fence: write.fence, output: 'text' }], { handTo: handTo(a) });
     expect(done.completed).toEqual([write.id]);
