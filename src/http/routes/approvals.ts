@@ -7,7 +7,7 @@ import type { HttpDeps } from '../deps.js';
 
 /** Approval steps waiting for a person: the list (read), approve and reject (admin tokens: never an agent's). */
 export function approvalRoutes(app: FastifyInstance, d: HttpDeps): void {
-  const tag = 'humans';
+  const tag = 'approvals';
   route(app, {
     method: 'GET', url: '/api/approvals', access: 'read', tag,
     query: z.object({ dag_id: z.string().max(64).optional(), limit: z.coerce.number().int().min(1).max(1000).optional() }),

@@ -7,6 +7,7 @@ import { taskHeartbeat, taskStart } from '../../engine/attempt/lease.js';
 import { taskRelease } from '../../engine/attempt/release.js';
 import { taskFail } from '../../engine/attempt/fail.js';
 import { taskSpawn } from '../../engine/dag/spawn.js';
+import { attemptLogAppend } from '../../engine/read/attempt-logs.js';
 import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../auth/tokens.js';
 import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS, CLAIM_WAIT_DEFAULTS } from '../../config/index.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
@@ -15,7 +16,7 @@ import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
 import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
-import { reportFailure, reportProgress, reportSpend, spendOfReport } from '../../wire/reports.js';
+import { reportFailure, reportLogLine, reportProgress, reportSpend, spendOfReport } from '../../wire/reports.js';
 import type { HttpDeps } from '../deps.js';
 import { claimWhenReady } from '../long-poll.js';
 
@@ -28,9 +29,12 @@ function actingAs(p: Principal | null, agentId: string): void {
   }
 }
 
-/** The agent protocol over HTTP: the same calls, semantics and fencing as the TypeScript runtime. */
-export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
-  const tag = 'agents';
+/**
+ * The agent protocol over HTTP: register, heartbeat, drain, claim, and the reports on a task held (start, heartbeat,
+ * spawn, complete, fail, release, log lines); the same calls, semantics and fencing as the TypeScript runtime.
+ */
+export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
+  const tag = 'agent protocol';
   route(app, {
     method: 'POST', url: '/api/agents', access: 'agent', tag,
     body: z.strictObject({
@@ -185,5 +189,18 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
     await holding(d, principal, params.id!, body.fence);
     await taskRelease(d.db, { taskId: params.id!, fence: body.fence, reason: body.reason, ...spendOfReport(body) });
     return { ok: true };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/logs', access: 'agent', tag,
+    body: z.strictObject({
+      fence,
+      lines: z.array(reportLogLine).min(1).max(500),
+    }),
+    summary: 'Store log lines with the attempt the agent holds (fenced); past the attempt\'s allowance they are counted as dropped; 409 if the lease was lost',
+    responds: '{stored, dropped}',
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    return attemptLogAppend(d.db, { taskId: params.id!, fence: body.fence }, body.lines);
   });
 }
