@@ -40,7 +40,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
           await listener.start();
           await fleet.start({ onUnready: (message) => ctx.io.stderr(`dagent up: ${message}; the other agents and the loops run on\n`) });
           http = opts.http
-            ? await httpServerCreate({ db: d.db, databaseUrl: d.sessionUrl, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener })
+            ? await httpServerCreate({ db: d.db, databaseUrl: d.sessionUrl, log: ctx.log, maxQueued: cfg.maxQueued, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, listener, checkResponses: cfg.checkResponses })
             : undefined;
           const url = await http?.listen(cfg.httpPort, cfg.httpHost).catch((e: NodeJS.ErrnoException) => {
             if (e.code !== 'EADDRINUSE' && e.code !== 'EACCES' && e.code !== 'EADDRNOTAVAIL') throw e;

@@ -94,6 +94,11 @@ export const configSchema = z.object({
    */
   agentInstance: z.string().regex(AGENT_INSTANCE_PATTERN, { error: 'letters, digits, _ . : - (at most 64, starting with a letter or digit)' }).optional(),
   /** Seconds after which finished DAGs, dag-less events, old webhook deliveries and long-offline agents are pruned (DAGENT_RETENTION); null: never. */
+  /**
+   * Check every JSON answer of the HTTP API against its route's response schema (DAGENT_CHECK_RESPONSES=1): a
+   * mismatch is a 500 naming the route and the field. For test suites; production sends answers unparsed. Default off.
+   */
+  checkResponses: z.enum(['0', '1']).transform((v) => v === '1').default(false),
   retentionSec: z.string().transform((raw, ctx) => {
     const r = retentionParse(raw, RETENTION_DEFAULTS.minSec);
     if (typeof r === 'string') { ctx.addIssue({ code: 'custom', message: r }); return z.NEVER; }
@@ -120,9 +125,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
     dbPool: env.DAGENT_DB_POOL || undefined,
     retentionSec: env.DAGENT_RETENTION || undefined,
     agentInstance: env.DAGENT_AGENT_INSTANCE || undefined,
+    checkResponses: env.DAGENT_CHECK_RESPONSES || undefined,
   });
   if (!parsed.success) {
-    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', databaseDirectUrl: 'DATABASE_DIRECT_URL', dbPrepared: 'DAGENT_DB_PREPARED', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', dbPool: 'DAGENT_DB_POOL', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE' };
+    const names: Record<string, string> = { databaseUrl: 'DATABASE_URL', databaseDirectUrl: 'DATABASE_DIRECT_URL', dbPrepared: 'DAGENT_DB_PREPARED', dataDir: 'DAGENT_DATA_DIR', logLevel: 'DAGENT_LOG_LEVEL', agents: 'DAGENT_AGENTS', maxQueued: 'DAGENT_MAX_QUEUED', httpPort: 'DAGENT_HTTP_PORT', httpHost: 'DAGENT_HTTP_HOST', fileRoots: 'DAGENT_FILE_ROOTS', webhookAllowHosts: 'DAGENT_WEBHOOK_ALLOW_HOSTS', dbSchema: 'DAGENT_DB_SCHEMA', dbPool: 'DAGENT_DB_POOL', retentionSec: 'DAGENT_RETENTION', agentInstance: 'DAGENT_AGENT_INSTANCE', checkResponses: 'DAGENT_CHECK_RESPONSES' };
     const issue = parsed.error.issues[0]!;
     throw new InvalidInputError(`environment ${names[String(issue.path[0])] ?? issue.path.join('.')}: ${issue.message}`);
   }

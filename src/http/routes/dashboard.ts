@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { NotFoundError } from '../../errors.js';
 import { packageRoot } from '../../package-root.js';
-import { route } from '../route.js';
+import { otherContent, route } from '../route.js';
 
 // Plain files served as they are (no build step), so they ship as sources beside dist/.
 export const DASHBOARD_DIR = path.join(packageRoot(), 'src/http/dashboard');
@@ -31,9 +31,10 @@ function send(file: string, reply: FastifyReply): string {
  * admin token the user pasted (kept in the browser's localStorage).
  */
 export function dashboardRoutes(app: FastifyInstance): void {
-  route(app, { method: 'GET', url: '/', access: 'public', tag: 'dashboard', summary: 'The web dashboard', responds: 'text/html' }, ({ reply }) => send('index.html', reply));
+  route(app, { method: 'GET', url: '/', access: 'public', tag: 'dashboard', summary: 'The web dashboard', response: otherContent(['text/html'], 'the dashboard\'s page') }, ({ reply }) => send('index.html', reply));
   route(app, {
-    method: 'GET', url: '/assets/:file', access: 'public', tag: 'dashboard', summary: 'The dashboard\'s JS modules and CSS', responds: 'text/javascript or text/css',
+    method: 'GET', url: '/assets/:file', access: 'public', tag: 'dashboard', summary: 'The dashboard\'s JS modules and CSS',
+    response: otherContent(['text/javascript', 'text/css'], 'the file'),
   }, ({ params, reply }) => {
     if (!ASSETS.has(params.file!) && !Object.hasOwn(VENDOR, params.file!)) throw new NotFoundError('dashboard file', params.file!);
     return send(params.file!, reply);
