@@ -6,8 +6,9 @@ import { NotFoundError } from '../../errors.js';
 import { packageRoot } from '../../package-root.js';
 import { otherContent, route } from '../route.js';
 
-// Plain files served as they are (no build step), so they ship as sources beside dist/.
-export const DASHBOARD_DIR = path.join(packageRoot(), 'src/http/dashboard');
+// Plain files served as they are (no build step), so they ship as sources beside dist/: the dashboard/ folder at the
+// package's root, a client of this API like any other (no import ties it to the server).
+export const DASHBOARD_DIR = path.join(packageRoot(), 'dashboard');
 
 /** The dashboard's files, plain HTML, CSS and JS modules (no build step); any other name under /assets/ is a 404. */
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
