@@ -1,7 +1,14 @@
+// @ts-check
 // Approval steps waiting for a person: read the output, optionally edit it, approve or reject with a comment.
 import { api, errorText } from './api.js';
 import { h, fill, main, link, hrefDag, hrefTask, pre, empty, when, flash, pageError } from './dom.js';
 
+/** @typedef {import('./live.js').PageContext} PageContext */
+/** @typedef {import('../src/wire/approvals.js').ApprovalWaitingView} ApprovalWaitingView */
+/** @typedef {import('../src/wire/approvals.js').ApprovalListAnswer} ApprovalListAnswer */
+/** @typedef {import('../src/wire/approvals.js').ApprovalDecisionAnswer} ApprovalDecisionAnswer */
+
+/** @param {PageContext} ctx */
 export function pageApprovals(ctx) {
   const list = h('div', { class: 'approval-list' }, h('p', { class: 'muted' }, 'Loading…'));
   fill(main,
@@ -12,16 +19,26 @@ export function pageApprovals(ctx) {
   /**
    * Cards stay the same elements across refetches, so a typed comment or an edit survives live updates.
    * Keyed by the approval's own task: a rejected output that comes back is a new approval of the same task.
+   * @type {Map<string, HTMLElement>}
    */
   const cards = new Map();
 
+  /** The card's message line. @param {HTMLElement} card */
+  const msgOf = (card) => /** @type {HTMLElement} */ (card.querySelector('.action-msg'));
+
+  /**
+   * @param {ApprovalWaitingView} a
+   * @param {HTMLElement} card
+   * @param {'approve' | 'reject'} decision
+   * @param {{ comment?: string, output?: unknown }} body
+   */
   const decide = async (a, card, decision, body) => {
-    const out = card.querySelector('.action-msg');
+    const out = msgOf(card);
     out.className = 'action-msg';
     out.textContent = decision === 'approve' ? 'Approving…' : 'Rejecting…';
     for (const b of card.querySelectorAll('button')) b.disabled = true;
     try {
-      const r = await api('POST', `/api/tasks/${encodeURIComponent(a.taskId)}/${decision}`, body);
+      const r = /** @type {ApprovalDecisionAnswer} */ (await api('POST', `/api/tasks/${encodeURIComponent(a.taskId)}/${decision}`, body));
       const done = decision === 'approve' ? 'Approved' : 'Rejected';
       flash(`${done} ${a.taskKey}.`);
       out.className = 'action-msg ok';
@@ -35,6 +52,7 @@ export function pageApprovals(ctx) {
     }
   };
 
+  /** @param {ApprovalWaitingView} a */
   const buildCard = (a) => {
     const card = h('article', { class: 'card approval', 'data-task-id': a.taskId, 'data-approval-id': a.id });
     const comment = h('input', { type: 'text', class: 'comment', placeholder: 'comment (required to reject)', maxlength: 10000, 'aria-label': 'comment' });
@@ -46,15 +64,16 @@ export function pageApprovals(ctx) {
     });
     const approve = h('button', { type: 'button', class: 'primary', 'data-action': 'approve' }, 'Approve');
     approve.addEventListener('click', () => {
+      /** @type {{ comment?: string, output?: unknown }} */
       const body = {};
       if (comment.value.trim()) body.comment = comment.value.trim();
       if (!edit.hidden) {
         try {
           body.output = JSON.parse(edit.value);
         } catch (err) {
-          const out = card.querySelector('.action-msg');
+          const out = msgOf(card);
           out.className = 'action-msg error';
-          out.textContent = `The edited output is not JSON: ${err.message}`;
+          out.textContent = `The edited output is not JSON: ${/** @type {Error} */ (err).message}`;
           return;
         }
       }
@@ -63,7 +82,7 @@ export function pageApprovals(ctx) {
     const reject = h('button', { type: 'button', class: 'danger', 'data-action': 'reject' }, 'Reject');
     reject.addEventListener('click', () => {
       if (!comment.value.trim()) {
-        const out = card.querySelector('.action-msg');
+        const out = msgOf(card);
         out.className = 'action-msg error';
         out.textContent = 'A rejection needs a comment: it is what the retry is told to fix.';
         return;
@@ -84,7 +103,7 @@ export function pageApprovals(ctx) {
   };
 
   const load = ctx.refetcher({
-    load: () => api('GET', '/api/approvals'),
+    load: () => /** @type {Promise<ApprovalListAnswer>} */ (api('GET', '/api/approvals')),
     apply: ({ approvals }) => {
       const seen = new Set(approvals.map((a) => a.id));
       for (const [id, card] of cards) if (!seen.has(id) && !card.classList.contains('resolved')) cards.delete(id);

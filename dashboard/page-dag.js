@@ -1,3 +1,4 @@
+// @ts-check
 // One DAG: header and actions, the graph (recoloured live from the stream),
 // its open dead letters and its task table.
 import { renderSvg, setNodeStatus, sameShape, STATUS_ORDER, statusLabel } from './graph.js';
@@ -7,15 +8,23 @@ import { OFFLINE_POLL_MS } from './live.js';
 import { timelineView, costView } from './timeline.js';
 import Panzoom from './panzoom.js';
 
+/** @typedef {import('./live.js').PageContext} PageContext */
+/** @typedef {import('../src/wire/dags.js').DagGraphAnswer} DagGraphAnswer */
+/** @typedef {import('../src/wire/dags.js').DagTimelineAnswer} DagTimelineAnswer */
+/** @typedef {import('../src/wire/dags.js').DagCancelAnswer} DagCancelAnswer */
+/** @typedef {import('../src/wire/tasks.js').RerunAnswer} RerunAnswer */
+
 /**
  * The drawing in a frame that pans (drag the background) and zooms (wheel, or the buttons), fitted to the
  * frame's width at first: a 3,000-task DAG is legible as a whole, then as a part.
+ * @param {SVGSVGElement} svg
  */
 function pannable(svg) {
   const frame = h('div', { class: 'graph-frame' }, svg);
   const width = Number(svg.getAttribute('width'));
   const height = Number(svg.getAttribute('height'));
   // Panzoom measures the element: it starts once the frame is in the page.
+  /** @type {import('@panzoom/panzoom').PanzoomObject | undefined} */
   let pz;
   const fit = () => {
     if (!pz) return;
@@ -25,6 +34,11 @@ function pannable(svg) {
     frame.style.height = `${Math.min(Math.max(160, height * scale + 8), window.innerHeight * 0.7)}px`;
     svg.dataset.scale = String(scale);
   };
+  /**
+   * @param {string} label
+   * @param {string} action
+   * @param {() => void} fn
+   */
   const button = (label, action, fn) => {
     const b = h('button', { type: 'button', class: 'small', 'data-action': action }, label);
     b.addEventListener('click', () => fn());
@@ -33,8 +47,9 @@ function pannable(svg) {
   const tools = h('div', { class: 'graph-tools' }, button('Fit', 'graph-fit', fit), button('+', 'graph-zoom-in', () => pz?.zoomIn()), button('−', 'graph-zoom-out', () => pz?.zoomOut()));
   requestAnimationFrame(() => {
     if (!frame.isConnected) return;
-    pz = Panzoom(svg, { maxScale: 4, minScale: 0.05, step: 0.2, excludeClass: 'panzoom-exclude', origin: '0 0' });
-    frame.addEventListener('wheel', (ev) => pz.zoomWithWheel(ev));
+    const zoomer = Panzoom(svg, { maxScale: 4, minScale: 0.05, step: 0.2, excludeClass: 'panzoom-exclude', origin: '0 0' });
+    pz = zoomer;
+    frame.addEventListener('wheel', (ev) => zoomer.zoomWithWheel(ev));
     fit();
   });
   return h('div', null, tools, frame);
@@ -46,6 +61,7 @@ const TIMELINE_REFETCH_MS = 2_000;
 /** Rows of the Tasks table drawn before "Show all": a 3,000-row table takes the browser seconds to lay out. */
 export const TASKS_SHOWN = 500;
 const URGENT_FIRST = ['dead_lettered', 'failed', 'retrying', 'running', 'claimed', 'validating', 'waiting', 'ready', 'pending', 'completed', 'cancelled'];
+/** @param {string} status */
 const urgency = (status) => {
   const i = URGENT_FIRST.indexOf(status);
   return i < 0 ? URGENT_FIRST.length : i;
@@ -57,6 +73,10 @@ function legend() {
     h('span', { class: 'legend-item' }, h('span', { class: 'swatch critical' }), 'critical path'));
 }
 
+/**
+ * @param {PageContext} ctx
+ * @param {string} dagId
+ */
 export function pageDag(ctx, dagId) {
   const head = h('div', { class: 'page-head' }, h('h1', null, 'DAG'));
   const graphBox = h('div', { class: 'graph-box' });
@@ -72,9 +92,12 @@ export function pageDag(ctx, dagId) {
     h('section', { class: 'card' }, h('h2', null, 'Open dead letters'), dlBox),
     h('section', { class: 'card flush' }, h('h2', null, 'Tasks'), tasksBox));
 
+  /** @type {DagGraphAnswer | undefined} */
   let graph;
+  /** @type {SVGSVGElement | undefined} */
   let svg;
   let allTasks = false;
+  /** @type {Map<string, HTMLElement>} */
   const statusCells = new Map();
 
   const statusEl = h('span', { id: 'dag-status', class: 'badge' });
@@ -82,7 +105,7 @@ export function pageDag(ctx, dagId) {
   const facts = h('div', { class: 'facts' });
   const cancelBtn = confirmButton('Cancel DAG', { 'data-action': 'dag-cancel' }, async () => {
     try {
-      const r = await api('POST', `/api/dags/${encodeURIComponent(dagId)}/cancel`, { note: 'cancelled from the dashboard' });
+      const r = /** @type {DagCancelAnswer} */ (await api('POST', `/api/dags/${encodeURIComponent(dagId)}/cancel`, { note: 'cancelled from the dashboard' }));
       flash(`Cancelled ${r.cancelled} task(s).`);
       void load.now();
     } catch (err) {
@@ -94,7 +117,7 @@ export function pageDag(ctx, dagId) {
   rerunBtn.addEventListener('click', async () => {
     rerunBtn.disabled = true;
     try {
-      const r = await api('POST', `/api/dags/${encodeURIComponent(dagId)}/rerun`, { from_failed: true });
+      const r = /** @type {RerunAnswer} */ (await api('POST', `/api/dags/${encodeURIComponent(dagId)}/rerun`, { from_failed: true }));
       flash(`Running again: ${r.reopened.map((t) => t.key).join(', ')}.`);
       void load.now();
     } catch (err) {
@@ -108,11 +131,13 @@ export function pageDag(ctx, dagId) {
   fill(head, h('div', { class: 'head-row' }, title, statusEl, h('span', { class: 'spacer' }), rerunBtn, cancelBtn), subtitle, progressSlot, facts);
 
   // A folded group opens its first task (the Tasks table below lists them all).
+  /** @param {string} key */
   const nodeClick = (key) => {
     const n = graph?.nodes.find((x) => x.key === key);
     if (n) location.hash = hrefTask(n.id);
   };
 
+  /** @param {string} status */
   const showStatus = (status) => {
     statusEl.textContent = status;
     statusEl.className = `badge status-${status}`;
@@ -120,11 +145,13 @@ export function pageDag(ctx, dagId) {
     cancelBtn.hidden = status === 'completed' || status === 'cancelled';
   };
 
+  /** @param {DagGraphAnswer} g */
   const apply = (g) => {
     const { dag } = g;
     title.textContent = dag.name;
     fill(subtitle, dag.title ? `${dag.title} · ` : '', h('span', { class: 'mono' }, dag.id));
     showStatus(dag.status);
+    /** @type {Record<string, number>} */
     const counts = {};
     for (const n of g.nodes) counts[n.status] = (counts[n.status] ?? 0) + 1;
     rerunBtn.hidden = !(counts.dead_lettered || counts.cancelled);
@@ -153,7 +180,7 @@ export function pageDag(ctx, dagId) {
     const ordered = [...g.nodes].sort((a, b) => (large ? urgency(a.status) - urgency(b.status) : 0) || a.depth - b.depth || a.key.localeCompare(b.key, undefined, { numeric: true }));
     const shown = allTasks ? ordered : ordered.slice(0, TASKS_SHOWN);
     const more = ordered.length > shown.length ? h('button', { type: 'button', 'data-action': 'tasks-all' }, `Show all ${ordered.length} tasks`) : null;
-    more?.addEventListener('click', () => { allTasks = true; apply(graph); });
+    more?.addEventListener('click', () => { allTasks = true; apply(/** @type {DagGraphAnswer} */ (graph)); });
     fill(tasksBox, table(['Task', 'Type', 'Status', 'Attempts', 'Priority', 'Claimed by', 'Cost', 'Last error'],
       shown.map((n) => {
         const cell = h('td', null, badge(n.status));
@@ -170,7 +197,7 @@ export function pageDag(ctx, dagId) {
   };
 
   const graphLoad = ctx.refetcher({
-    load: () => api('GET', `/api/dags/${encodeURIComponent(dagId)}`),
+    load: () => /** @type {Promise<DagGraphAnswer>} */ (api('GET', `/api/dags/${encodeURIComponent(dagId)}`)),
     apply: (g) => {
       msg.textContent = '';
       apply(g);
@@ -182,7 +209,7 @@ export function pageDag(ctx, dagId) {
   // The timeline reads every attempt of the DAG: on its own, at most every TIMELINE_REFETCH_MS, and its failure
   // is its card's alone.
   const timelineLoad = ctx.refetcher({
-    load: () => api('GET', `/api/dags/${encodeURIComponent(dagId)}/timeline`),
+    load: () => /** @type {Promise<DagTimelineAnswer>} */ (api('GET', `/api/dags/${encodeURIComponent(dagId)}/timeline`)),
     apply: (tl) => {
       fill(timelineBox, timelineView(tl));
       fill(costBox, costView(tl));
@@ -196,7 +223,11 @@ export function pageDag(ctx, dagId) {
   void load.now();
   ctx.every(OFFLINE_POLL_MS, () => { if (liveStreams === 0) load.soon(); });
 
-  /** A status change seen on the stream: recolour now, refetch shortly (header, counts, dead letters). */
+  /**
+   * A status change seen on the stream: recolour now, refetch shortly (header, counts, dead letters).
+   * @param {string} key
+   * @param {string} status
+   */
   const recolour = (key, status) => {
     const n = graph?.nodes.find((x) => x.key === key);
     if (!n || !svg) return false;

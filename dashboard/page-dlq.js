@@ -1,3 +1,4 @@
+// @ts-check
 // The dead-letter queue: retry, edit & retry, or cancel each open entry; search, filter and page through them on
 // the server, and retry or cancel every entry a filter matches at once.
 import { api, errorText } from './api.js';
@@ -5,9 +6,18 @@ import { h, add, fill, main, link, hrefDag, hrefTask, table, empty, usd, when, d
 import { DLQ_EVENTS, dlqCountRefreshSoon } from './live.js';
 import { filterForm, pagedList } from './list-filter.js';
 
+/** @typedef {import('./live.js').PageContext} PageContext */
+/** @typedef {import('../src/wire/dlq.js').DeadLetterListed} DeadLetterListed */
+/** @typedef {import('../src/wire/dlq.js').HistoryAttempt} HistoryAttempt */
+/** @typedef {import('../src/wire/dlq.js').DlqPageAnswer} DlqPageAnswer */
+/** @typedef {import('../src/wire/dlq.js').DlqShowAnswer} DlqShowAnswer */
+/** @typedef {import('../src/wire/dlq.js').DlqBulkAnswer} DlqBulkAnswer */
+/** What an edit changes, with the API's field names. @typedef {{ prompt?: string, input?: object, priority?: number, max_attempts?: number }} TaskEdit */
+
 /** Entries per page. */
 export const DLQ_PAGE = 50;
 
+/** @param {HistoryAttempt[] | undefined} history */
 function historyTable(history) {
   if (!history?.length) return empty('No attempts recorded.');
   return table(['#', 'Agent', 'Outcome', 'Error class', 'Error', 'Duration', 'Cost'], history.map((a) => h('tr', null,
@@ -17,6 +27,10 @@ function historyTable(history) {
   { class: 'history' });
 }
 
+/**
+ * @param {PageContext} ctx
+ * @param {string} [selectedId] the entry to show open (`#/dlq/<id>`)
+ */
 export function pageDlq(ctx, selectedId) {
   const list = h('div', { class: 'dlq-list' }, h('p', { class: 'muted' }, 'Loading…'));
   const pager = pagedList(DLQ_PAGE, () => void load.now());
@@ -33,6 +47,7 @@ export function pageDlq(ctx, selectedId) {
   const bulkNote = h('input', { type: 'text', class: 'note', placeholder: 'note (required to cancel)', maxlength: 2000, 'aria-label': 'bulk note' });
   const bulkReset = h('input', { type: 'checkbox', class: 'reset' });
   const bulkMsg = h('p', { class: 'action-msg', role: 'status', id: 'dlq-bulk-msg' });
+  /** @param {'retry' | 'cancel'} action */
   const bulk = async (action) => {
     const filter = pager.current();
     if (Object.keys(filter).length === 0) {
@@ -46,7 +61,7 @@ export function pageDlq(ctx, selectedId) {
       return;
     }
     try {
-      const r = await api('POST', '/api/dlq/bulk', { action, filter, ...(bulkNote.value.trim() ? { note: bulkNote.value.trim() } : {}), ...(action === 'retry' ? { reset_attempts: bulkReset.checked } : {}) });
+      const r = /** @type {DlqBulkAnswer} */ (await api('POST', '/api/dlq/bulk', { action, filter, ...(bulkNote.value.trim() ? { note: bulkNote.value.trim() } : {}), ...(action === 'retry' ? { reset_attempts: bulkReset.checked } : {}) }));
       bulkMsg.className = 'action-msg ok';
       bulkMsg.textContent = `${action === 'retry' ? 'Retried' : 'Cancelled'} ${r.ids.length} task(s).`;
       flash(bulkMsg.textContent);
@@ -66,12 +81,19 @@ export function pageDlq(ctx, selectedId) {
     filters.el, bulkBar, list, pager.el);
 
   /** Entries stay the same elements across refetches, so typed notes and open forms survive live updates. */
+  /** @type {Map<string, HTMLElement>} */
   const cards = new Map();
   let selected = selectedId;
 
   const DONE = { Retry: 'Retried', Cancel: 'Cancelled', 'Edit & retry': 'Edited and retried' };
+  /**
+   * @param {DeadLetterListed} entry
+   * @param {HTMLElement} card
+   * @param {keyof typeof DONE} what
+   * @param {() => Promise<unknown>} call
+   */
   const act = async (entry, card, what, call) => {
-    const out = card.querySelector('.action-msg');
+    const out = /** @type {HTMLElement} */ (card.querySelector('.action-msg'));
     out.className = 'action-msg';
     out.textContent = `${what}…`;
     for (const b of card.querySelectorAll('button')) b.disabled = true;
@@ -90,6 +112,7 @@ export function pageDlq(ctx, selectedId) {
     }
   };
 
+  /** @param {DeadLetterListed} entry */
   const buildCard = (entry) => {
     const path = `/api/dlq/${encodeURIComponent(entry.id)}`;
     const note = h('input', { type: 'text', class: 'note', placeholder: 'note (required to cancel)', maxlength: 2000, 'aria-label': 'note', 'data-id': entry.id });
@@ -100,6 +123,7 @@ export function pageDlq(ctx, selectedId) {
     const card = h('article', { class: 'card dlq-entry', 'data-id': entry.id });
 
     const noteBody = () => {
+      /** @type {{ note?: string }} */
       const b = {};
       if (note.value.trim()) b.note = note.value.trim();
       return b;
@@ -130,7 +154,9 @@ export function pageDlq(ctx, selectedId) {
     const priority = h('input', { type: 'number', min: 0, max: 100, step: 1, class: 'edit-priority' });
     const maxAttempts = h('input', { type: 'number', min: 1, max: 100, step: 1, class: 'edit-max-attempts' });
     const submit = h('button', { type: 'button', class: 'primary', 'data-action': 'edit-retry', 'data-id': entry.id }, 'Save & retry');
+    /** The fields as the task had them. @type {{ prompt?: string, input?: string, priority?: string, maxAttempts?: string }} */
     let original = {};
+    /** @returns {{ value?: object, error?: string }} */
     const parseInput = () => {
       const text = input.value.trim();
       if (!text) return { value: undefined };
@@ -139,7 +165,7 @@ export function pageDlq(ctx, selectedId) {
         if (!v || typeof v !== 'object' || Array.isArray(v)) return { error: 'Input must be a JSON object, like {"key": "value"}.' };
         return { value: v };
       } catch (err) {
-        return { error: `Input is not valid JSON: ${err.message}` };
+        return { error: `Input is not valid JSON: ${/** @type {Error} */ (err).message}` };
       }
     };
     const checkInput = () => {
@@ -154,15 +180,16 @@ export function pageDlq(ctx, selectedId) {
       if (filled) return;
       filled = true;
       try {
-        const { task } = await api('GET', path);
-        original = {
+        const { task } = /** @type {DlqShowAnswer} */ (await api('GET', path));
+        const was = {
           prompt: task.spec?.prompt ?? '', input: JSON.stringify(task.spec?.input ?? {}, null, 2),
           priority: String(task.priority), maxAttempts: String(task.maxAttempts),
         };
-        prompt.value = original.prompt;
-        input.value = original.input;
-        priority.value = original.priority;
-        maxAttempts.value = original.maxAttempts;
+        original = was;
+        prompt.value = was.prompt;
+        input.value = was.input;
+        priority.value = was.priority;
+        maxAttempts.value = was.maxAttempts;
         checkInput();
       } catch (err) {
         filled = false;
@@ -172,6 +199,7 @@ export function pageDlq(ctx, selectedId) {
     submit.addEventListener('click', () => {
       const parsed = checkInput();
       if (parsed.error) return;
+      /** @type {TaskEdit} */
       const e = {};
       if (prompt.value !== original.prompt) e.prompt = prompt.value;
       if (input.value !== original.input) e.input = parsed.value ?? {};
@@ -191,6 +219,7 @@ export function pageDlq(ctx, selectedId) {
       h('div', { class: 'actions' }, submit));
 
     const toggle = h('button', { type: 'button', class: 'link', 'aria-expanded': 'false' }, 'Show failure history');
+    /** @param {boolean} open */
     const select = (open) => {
       card.classList.toggle('selected', open);
       details.hidden = !open;
@@ -202,8 +231,9 @@ export function pageDlq(ctx, selectedId) {
       }
     };
     // The list carries no history (it can be long); it is fetched when first shown.
+    /** @type {Promise<void> | undefined} */
     let historyLoading;
-    const historyLoad = () => historyLoading ??= api('GET', `/api/dlq/${encodeURIComponent(entry.id)}`).then(({ entry: full }) => {
+    const historyLoad = () => historyLoading ??= /** @type {Promise<DlqShowAnswer>} */ (api('GET', `/api/dlq/${encodeURIComponent(entry.id)}`)).then(({ entry: full }) => {
       const verdicts = verdictRows((full.history ?? []).map((a) => ({ attempt: a.attempt, details: a.details })));
       fill(details, h('h3', null, 'Failure history'), historyTable(full.history),
         verdicts.length ? [h('h3', null, 'Validation verdicts'), table(['Attempt', 'Step', 'Kind', 'Verdict', 'Score', 'Reasons'], verdicts, { class: 'verdicts' })] : null);
@@ -232,21 +262,21 @@ export function pageDlq(ctx, selectedId) {
 
   let first = true;
   const load = ctx.refetcher({
-    load: () => api('GET', `/api/dlq${pager.query()}`),
+    load: () => /** @type {Promise<DlqPageAnswer>} */ (api('GET', `/api/dlq${pager.query()}`)),
     apply: ({ entries, next }) => {
       pager.loaded(next, entries.length);
       const ids = new Set(entries.map((e) => e.id));
       for (const [id, card] of cards) if (!ids.has(id)) { card.remove(); cards.delete(id); }
       const ordered = entries.map((e) => {
         if (!cards.has(e.id)) cards.set(e.id, buildCard(e));
-        return cards.get(e.id);
+        return /** @type {HTMLElement} */ (cards.get(e.id));
       });
       if (ordered.length === 0) fill(list, empty(Object.keys(pager.current()).length ? 'No open dead letter matches.' : 'No open dead letters. Everything is flowing.'));
       else fill(list, ...ordered);
-      if (first && selectedId && cards.has(selectedId)) cards.get(selectedId).scrollIntoView({ block: 'start' });
+      if (first && selectedId && cards.has(selectedId)) /** @type {HTMLElement} */ (cards.get(selectedId)).scrollIntoView({ block: 'start' });
       else if (first && selectedId) {
         // Not on the first page: show it by its id, unless it was resolved meanwhile.
-        api('GET', `/api/dlq/${encodeURIComponent(selectedId)}`)
+        /** @type {Promise<DlqShowAnswer>} */ (api('GET', `/api/dlq/${encodeURIComponent(selectedId)}`))
           .then(({ entry }) => (entry.resolution ? flash(`Dead letter ${selectedId} is not open any more.`, 'warn') : pager.filter({ q: selectedId })))
           .catch(() => flash(`Dead letter ${selectedId} is not open any more.`, 'warn'));
       }

@@ -1,15 +1,29 @@
+// @ts-check
 // One task: spec, resolved inputs, output, validation verdicts, attempts and
 // events, with priority, re-run and cancel actions.
 import { api, errorText } from './api.js';
 import { taskLogPanel } from './task-log.js';
 import { h, fill, main, link, hrefDag, badge, pre, chips, table, section, empty, usd, when, duration, confirmButton, pageError, verdictRows } from './dom.js';
 
+/** @typedef {import('./live.js').PageContext} PageContext */
+/** @typedef {import('../src/wire/tasks.js').TaskShowAnswer} TaskShowAnswer */
+/** @typedef {import('../src/wire/tasks.js').TaskView} TaskView */
+/** @typedef {import('../src/wire/tasks.js').TaskBodyView} TaskBodyView */
+/** @typedef {import('../src/wire/tasks.js').PriorityAnswer} PriorityAnswer */
+/** @typedef {import('../src/wire/tasks.js').TaskCancelAnswer} TaskCancelAnswer */
+/** @typedef {import('../src/wire/tasks.js').RerunAnswer} RerunAnswer */
+
+/**
+ * @param {PageContext} ctx
+ * @param {string} taskId
+ */
 export function pageTask(ctx, taskId) {
   const head = h('div', { class: 'page-head' }, h('h1', null, 'Task'));
   const actionMsg = h('p', { class: 'action-msg', role: 'status' });
   const content = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const prio = h('input', { type: 'number', min: 0, max: 100, step: 1, id: 'priority-input', 'aria-label': 'priority (0 is most urgent)' });
   const cancelNote = h('input', { type: 'text', placeholder: 'note (optional)', 'aria-label': 'cancel note', maxlength: 2000 });
+  /** @type {TaskView | undefined} */
   let task;
 
   const setPriority = h('button', { type: 'button', 'data-action': 'task-priority' }, 'Set priority');
@@ -21,7 +35,7 @@ export function pageTask(ctx, taskId) {
       return;
     }
     try {
-      const r = await api('POST', `/api/tasks/${encodeURIComponent(taskId)}/priority`, { priority: p });
+      const r = /** @type {PriorityAnswer} */ (await api('POST', `/api/tasks/${encodeURIComponent(taskId)}/priority`, { priority: p }));
       actionMsg.className = 'action-msg ok';
       actionMsg.textContent = `Priority set to ${p} (${r.tasks ?? 1} task).`;
       void load.now();
@@ -32,7 +46,7 @@ export function pageTask(ctx, taskId) {
   });
   const cancelBtn = confirmButton('Cancel task', { 'data-action': 'task-cancel' }, async () => {
     try {
-      const r = await api('POST', `/api/tasks/${encodeURIComponent(taskId)}/cancel`, cancelNote.value.trim() ? { note: cancelNote.value.trim() } : {});
+      const r = /** @type {TaskCancelAnswer} */ (await api('POST', `/api/tasks/${encodeURIComponent(taskId)}/cancel`, cancelNote.value.trim() ? { note: cancelNote.value.trim() } : {}));
       actionMsg.className = 'action-msg ok';
       actionMsg.textContent = `Cancelled ${r.cancelled.length} task(s): ${r.cancelled.map((c) => c.key).join(', ')}`;
       void load.now();
@@ -48,7 +62,7 @@ export function pageTask(ctx, taskId) {
   rerunBtn.addEventListener('click', async () => {
     rerunBtn.disabled = true;
     try {
-      const r = await api('POST', `/api/tasks/${encodeURIComponent(taskId)}/rerun`, downstream.checked ? { downstream: true } : {});
+      const r = /** @type {RerunAnswer} */ (await api('POST', `/api/tasks/${encodeURIComponent(taskId)}/rerun`, downstream.checked ? { downstream: true } : {}));
       actionMsg.className = 'action-msg ok';
       actionMsg.textContent = `Running again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`;
       void load.now();
@@ -68,6 +82,7 @@ export function pageTask(ctx, taskId) {
   fill(main, head, actions, actionMsg, content);
 
   let streaming = false;
+  /** @param {TaskShowAnswer} answer */
   const apply = ({ task: t, inputs, attempts, events }) => {
     const first = !task;
     task = t;
@@ -92,7 +107,7 @@ export function pageTask(ctx, taskId) {
         h('span', { class: 'muted mono' }, t.id)),
       t.lastError ? h('p', { class: 'error' }, 'Last error: ', t.lastError) : null);
 
-    const spec = t.spec ?? {};
+    const spec = /** @type {Partial<TaskBodyView>} */ (t.spec ?? {});
     const verdicts = verdictRows(attempts);
     fill(content, 
       section('Spec',
@@ -120,7 +135,7 @@ export function pageTask(ctx, taskId) {
         { id: 'attempts' }) : empty('No attempts yet.')),
       section('Events', events.length ? h('ol', { class: 'events' }, events.map((e) => h('li', null,
         when(e.at), ' ', h('strong', null, e.type), e.agentId ? h('span', { class: 'muted' }, ` by ${e.agentId}`) : null,
-        e.data && Object.keys(e.data).length ? h('code', { class: 'small' }, ` ${JSON.stringify(e.data)}`) : null))) : empty('No events.')));
+        e.data && Object.keys(/** @type {object} */ (e.data)).length ? h('code', { class: 'small' }, ` ${JSON.stringify(e.data)}`) : null))) : empty('No events.')));
 
     // A new attempt, or the end of one: the log panel catches up (it polls on its own while an attempt runs).
     void log.refresh();
@@ -134,7 +149,7 @@ export function pageTask(ctx, taskId) {
   };
 
   const load = ctx.refetcher({
-    load: () => api('GET', `/api/tasks/${encodeURIComponent(taskId)}`),
+    load: () => /** @type {Promise<TaskShowAnswer>} */ (api('GET', `/api/tasks/${encodeURIComponent(taskId)}`)),
     apply,
     fail: (err) => { if (!task) { actions.hidden = true; fill(content, pageError(err)); } },
   });
