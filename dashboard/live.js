@@ -108,55 +108,7 @@ export function pageContext() {
      * @param {Loads<T>} fn
      * @returns {Refetcher}
      */
-    refetcher: (fn, ms = REFETCH_MS) => {
-      /** @type {ReturnType<typeof setTimeout> | undefined} */
-      let timer;
-      /** @type {ReturnType<typeof setTimeout> | undefined} */
-      let retryTimer;
-      let failures = 0;
-      /** @type {Promise<void> | null} */
-      let running = null;
-      let again = false;
-      const once = async () => {
-        clearTimeout(retryTimer);
-        try {
-          const result = await fn.load();
-          failures = 0;
-          if (ctx.alive) fn.apply(result);
-        } catch (e) {
-          const err = /** @type {LoadError} */ (e);
-          // A newer load is about to run: it says what is true now.
-          if (!ctx.alive || again) return;
-          fn.fail?.(err);
-          if (err?.status === 0 || err?.status === 503) retryTimer = setTimeout(() => void now(), Math.min(NETWORK_RETRY_MAX_MS, 1000 * 2 ** failures++));
-        }
-      };
-      const now = () => {
-        if (running) {
-          again = true;
-          return running;
-        }
-        running = (async () => {
-          try {
-            do {
-              again = false;
-              await once();
-            } while (again && ctx.alive);
-          } finally {
-            running = null;
-          }
-        })();
-        return running;
-      };
-      cleanups.push(() => { clearTimeout(timer); clearTimeout(retryTimer); });
-      return {
-        now,
-        soon: () => {
-          if (timer) return;
-          timer = setTimeout(() => { timer = undefined; void now(); }, ms);
-        },
-      };
-    },
+    refetcher: (fn, ms = REFETCH_MS) => refetcherCreate(ctx, fn, ms),
     close: () => {
       ctx.alive = false;
       for (const fn of cleanups.splice(0)) {
@@ -165,4 +117,62 @@ export function pageContext() {
     },
   };
   return ctx;
+}
+
+/**
+ * A page's loads of one kind (PageContext.refetcher says how they run), stopped with the page.
+ * @template T
+ * @param {{ alive: boolean, onCleanup: (fn: () => unknown) => unknown }} ctx
+ * @param {Loads<T>} fn
+ * @param {number} ms
+ * @returns {Refetcher}
+ */
+function refetcherCreate(ctx, fn, ms) {
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let retryTimer;
+  let failures = 0;
+  /** @type {Promise<void> | null} */
+  let running = null;
+  let again = false;
+  const once = async () => {
+    clearTimeout(retryTimer);
+    try {
+      const result = await fn.load();
+      failures = 0;
+      if (ctx.alive) fn.apply(result);
+    } catch (e) {
+      const err = /** @type {LoadError} */ (e);
+      // A newer load is about to run: it says what is true now.
+      if (!ctx.alive || again) return;
+      fn.fail?.(err);
+      if (err?.status === 0 || err?.status === 503) retryTimer = setTimeout(() => void now(), Math.min(NETWORK_RETRY_MAX_MS, 1000 * 2 ** failures++));
+    }
+  };
+  const now = () => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await once();
+        } while (again && ctx.alive);
+      } finally {
+        running = null;
+      }
+    })();
+    return running;
+  };
+  ctx.onCleanup(() => { clearTimeout(timer); clearTimeout(retryTimer); });
+  return {
+    now,
+    soon: () => {
+      if (timer) return;
+      timer = setTimeout(() => { timer = undefined; void now(); }, ms);
+    },
+  };
 }

@@ -10,9 +10,14 @@ import { otherContent, route } from '../route.js';
 // package's root, a client of this API like any other (no import ties it to the server).
 export const DASHBOARD_DIR = path.join(packageRoot(), 'dashboard');
 
-/** The dashboard's files, plain HTML, CSS and JS modules (no build step); any other name under /assets/ is a 404. */
+/**
+ * The dashboard's files by their path under it (`app.js`, `dlq/card.js`: a page's parts are one folder down), plain
+ * HTML, CSS and JS modules (no build step); any other name under /assets/ is a 404.
+ */
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
-const ASSETS = new Set(readdirSync(DASHBOARD_DIR).filter((f) => path.extname(f) in TYPES && f !== 'index.html'));
+const ASSETS = new Set(readdirSync(DASHBOARD_DIR, { withFileTypes: true })
+  .flatMap((e) => (e.isDirectory() ? readdirSync(path.join(DASHBOARD_DIR, e.name)).map((f) => `${e.name}/${f}`) : [e.name]))
+  .filter((f) => path.extname(f) in TYPES && f !== 'index.html'));
 
 const require = createRequire(import.meta.url);
 const packageDir = (name: string) => path.dirname(require.resolve(`${name}/package.json`));
@@ -39,5 +44,13 @@ export function dashboardRoutes(app: FastifyInstance): void {
   }, ({ params, reply }) => {
     if (!ASSETS.has(params.file!) && !Object.hasOwn(VENDOR, params.file!)) throw new NotFoundError('dashboard file', params.file!);
     return send(params.file!, reply);
+  });
+  route(app, {
+    method: 'GET', url: '/assets/:dir/:file', access: 'public', tag: 'dashboard', summary: 'The JS modules of a dashboard page\'s parts (dlq/card.js)',
+    response: otherContent(['text/javascript'], 'the file'),
+  }, ({ params, reply }) => {
+    const file = `${params.dir!}/${params.file!}`;
+    if (!ASSETS.has(file)) throw new NotFoundError('dashboard file', file);
+    return send(file, reply);
   });
 }
