@@ -1,14 +1,14 @@
 // Every JSON route declares the schema of its answer (src/http/route.ts): TypeScript holds the handler to it, the
 // test servers parse every answer against it, and the OpenAPI document publishes it.
 import Fastify from 'fastify';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { answersJson, route, routeRegistry, routeResponsesCheck } from '../../src/http/route.js';
 import { openApiDocumentBuild } from '../../src/http/server.js';
 import { instant } from '../../src/wire/instant.js';
 
-/** A bare Fastify with one route whose handler answers `answer`, its response schema `{n: number, at: instant}`. */
-async function appAnswering(answer: unknown, checked: boolean) {
+/** What GET /answer answers on a bare Fastify with one route whose handler returns `answer`, its response schema `{n: number, at: instant}`. */
+async function answerOf(answer: unknown, checked: boolean) {
   const app = Fastify();
   if (checked) routeResponsesCheck(app);
   route(app, {
@@ -16,38 +16,40 @@ async function appAnswering(answer: unknown, checked: boolean) {
     response: z.object({ n: z.number(), at: instant }),
     // What TypeScript refuses (see route.ts RouteAnswer), as a drifted engine would send it.
   }, () => answer as never);
-  await app.ready();
-  afterAll(() => app.close());
-  return app;
+  try {
+    return await app.inject({ method: 'GET', url: '/answer' });
+  } finally {
+    await app.close();
+  }
 }
 
 describe('a route\'s answer and its response schema', () => {
   it('an answer the schema describes goes out as it was returned, its instants as ISO text', async () => {
     const at = new Date('2026-11-27T09:30:00.000Z');
-    const r = await (await appAnswering({ n: 1, at }, true)).inject({ method: 'GET', url: '/answer' });
+    const r = await answerOf({ n: 1, at }, true);
     expect(r.statusCode).toBe(200);
     expect(r.json()).toEqual({ n: 1, at: '2026-11-27T09:30:00.000Z' });
   });
 
   it('checked (the tests\' servers), an answer the schema refuses is a 500 naming the route and the field', async () => {
-    const wrongType = await (await appAnswering({ n: 'one', at: new Date() }, true)).inject({ method: 'GET', url: '/answer' });
+    const wrongType = await answerOf({ n: 'one', at: new Date() }, true);
     expect(wrongType.statusCode).toBe(500);
     expect(wrongType.json().message).toMatch(/^GET \/answer answered what its response schema does not describe: answer\.n: /);
 
     // An instant the engine gave as text where the schema says Date: JSON would send another form than the schema's.
-    const textInstant = await (await appAnswering({ n: 1, at: '2026-11-27 09:30:00+00' }, true)).inject({ method: 'GET', url: '/answer' });
+    const textInstant = await answerOf({ n: 1, at: '2026-11-27 09:30:00+00' }, true);
     expect(textInstant.statusCode).toBe(500);
     expect(textInstant.json().message).toContain('answer.at');
   });
 
   it('checked, a field the schema does not name is a 500 too (the schema would hide it from the contract)', async () => {
-    const r = await (await appAnswering({ n: 1, at: new Date(), extra: { deep: true } }, true)).inject({ method: 'GET', url: '/answer' });
+    const r = await answerOf({ n: 1, at: new Date(), extra: { deep: true } }, true);
     expect(r.statusCode).toBe(500);
     expect(r.json().message).toContain('answer.extra: a field the schema does not name');
   });
 
   it('unchecked (production), the answer goes out unparsed', async () => {
-    const r = await (await appAnswering({ n: 'one', at: 'whenever' }, false)).inject({ method: 'GET', url: '/answer' });
+    const r = await answerOf({ n: 'one', at: 'whenever' }, false);
     expect(r.statusCode).toBe(200);
     expect(r.json()).toEqual({ n: 'one', at: 'whenever' });
   });
