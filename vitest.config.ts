@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // `dagent up` processes the tests start check every JSON answer against its route's response schema (src/http/route.ts).
+    env: { DAGENT_CHECK_RESPONSES: '1' },
   },
 });

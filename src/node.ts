@@ -42,6 +42,8 @@ export interface NodeOptions {
     fileRoots?: readonly string[];
     /** Serve /metrics without a token. Default false. */
     metricsPublic?: boolean;
+    /** Parse every JSON answer against its route's response schema, a mismatch a 500 (a test suite's; DAGENT_CHECK_RESPONSES). Default false. */
+    checkResponses?: boolean;
   };
   /**
    * An agent whose preflight says it cannot work here (a missing API key) is left out and reported to this, and the
@@ -103,7 +105,7 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
       const { httpServerCreate } = await httpModule;
       http = await httpServerCreate({
         db: o.database.db, databaseUrl: o.database.sessionUrl, log: o.log, maxQueued: o.maxQueued, fileRoots: o.http.fileRoots,
-        metricsPublic: o.http.metricsPublic, listener, claimWaiters: waiters,
+        metricsPublic: o.http.metricsPublic, checkResponses: o.http.checkResponses, listener, claimWaiters: waiters,
       });
       url = await http.listen(o.http.port, o.http.host);
     }

@@ -93,6 +93,11 @@ export const configSchema = z.object({
    * the same across restarts. Default: the host name.
    */
   agentInstance: z.string().regex(AGENT_INSTANCE_PATTERN, { error: 'letters, digits, _ . : - (at most 64, starting with a letter or digit)' }).optional(),
+  /**
+   * Check every JSON answer of the HTTP API against its route's response schema (DAGENT_CHECK_RESPONSES=1): a
+   * mismatch is a 500 naming the route and the field. For test suites; production sends answers unparsed. Default off.
+   */
+  checkResponses: z.enum(['0', '1']).transform((v) => v === '1').default(false),
   /** Seconds after which finished DAGs, dag-less events, old webhook deliveries and long-offline agents are pruned (DAGENT_RETENTION); null: never. */
   retentionSec: z.string().transform((raw, ctx) => {
     const r = retentionParse(raw, RETENTION_DEFAULTS.minSec);
@@ -126,6 +131,7 @@ const ENV_VARIABLES = [
   { key: 'dbPool', env: 'DAGENT_DB_POOL' },
   { key: 'retentionSec', env: 'DAGENT_RETENTION' },
   { key: 'agentInstance', env: 'DAGENT_AGENT_INSTANCE' },
+  { key: 'checkResponses', env: 'DAGENT_CHECK_RESPONSES' },
 ] as const satisfies ReadonlyArray<{ key: keyof Config; env: string; read?: (v: string) => unknown }>;
 
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {

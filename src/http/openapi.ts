@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
-import { routeRegistry } from './route.js';
+import { answersJson, routeRegistry, type RouteResponse } from './route.js';
 
 /** Each HTTP status an error can have, with the codes that give it and what they mean (from ERROR_CODES). */
 const ERROR_RESPONSES: Record<string, string> = {};
@@ -14,9 +14,30 @@ const BODY_STATUSES = [String(ERROR_CODES.BODY_TOO_LARGE.status), String(ERROR_C
 /** Statuses only a route that needs a token can get. */
 const TOKEN_STATUSES = [String(ERROR_CODES.UNAUTHORIZED.status), String(ERROR_CODES.FORBIDDEN.status)];
 
+/**
+ * A success's content: a JSON route's response schema as JSON Schema (as sent: instants are strings), or the media
+ * types another route answers with. An object may gain fields in a later version (no `additionalProperties: false`,
+ * unless its schema is strict): a client ignores what it does not know. The shapes the wire schemas name
+ * (`.meta({ id })`: TaskView, DagView, …) go to `components.schemas` once, in `shared`, and are referred to there.
+ */
+function contentOf(r: RouteResponse, shared: Record<string, unknown>): Record<string, unknown> {
+  if (!answersJson(r)) return Object.fromEntries(r.contentTypes.map((t) => [t, { schema: { type: 'string', description: r.description } }]));
+  const { $defs, $schema: _, ...schema } = z.toJSONSchema(r, {
+    io: 'output', unrepresentable: 'any',
+    override: (ctx) => {
+      const def = (ctx.zodSchema as unknown as { _zod: { def: { type: string; catchall?: unknown } } })._zod.def;
+      if (def.type === 'object' && def.catchall === undefined) delete (ctx.jsonSchema as { additionalProperties?: unknown }).additionalProperties;
+    },
+  });
+  const toComponents = <T>(s: T): T => JSON.parse(JSON.stringify(s).replaceAll('"#/$defs/', '"#/components/schemas/')) as T;
+  for (const [id, def] of Object.entries($defs ?? {})) shared[id] = toComponents(def);
+  return { 'application/json': { schema: toComponents(schema) } };
+}
+
 /** OpenAPI 3.1 from the registered routes and their zod schemas (z.toJSONSchema). */
-export function openApiDocument(): Record<string, unknown> {
+export function openApiDocument() {
   const paths: Record<string, Record<string, unknown>> = {};
+  const shared: Record<string, unknown> = {};
   for (const r of routeRegistry) {
     const url = r.url.replace(/:([a-z_]+)/g, '{$1}');
     const parameters: unknown[] = [...r.url.matchAll(/:([a-z_]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
@@ -31,7 +52,7 @@ export function openApiDocument(): Record<string, unknown> {
       security: r.access === 'public' ? [] : [{ bearer: [] }],
       'x-dagent-access': r.access,
       responses: {
-        200: { description: r.responds ?? 'success' },
+        ...Object.fromEntries(Object.entries(r.successStatuses ?? { 200: 'success' }).map(([status, description]) => [status, { description, content: contentOf(r.response, shared) }])),
         ...Object.fromEntries(Object.entries(ERROR_RESPONSES)
           .filter(([status]) => (r.access !== 'public' || !TOKEN_STATUSES.includes(status)) && (r.body || !BODY_STATUSES.includes(status)))
           .map(([code, description]) => [code, { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }])),
@@ -61,6 +82,7 @@ export function openApiDocument(): Record<string, unknown> {
             },
           },
         },
+        ...Object.fromEntries(Object.entries(shared).sort(([a], [b]) => a.localeCompare(b))),
       },
     },
     paths,

@@ -13,7 +13,7 @@ import {
 } from '../errors.js';
 import { jsonTextTooDeep, utf8Decode } from '../json-guard.js';
 import { tokenTouch, tokenVerify } from '../auth/tokens.js';
-import { ACCESS_ROLES } from './route.js';
+import { ACCESS_ROLES, routeResponsesCheck } from './route.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
 import { openApiDocument } from './openapi.js';
@@ -39,6 +39,11 @@ export interface HttpOptions {
   listener?: ReadyListener;
   /** The node's waiting claims, shared with its agents and MCP sessions (nodeStart). Default: the server's own, closed with it. */
   claimWaiters?: ClaimWaiters;
+  /**
+   * Parse every JSON answer against its route's response schema before it is sent, and answer a mismatch with a 500
+   * naming the route and the field (route.ts routeResponsesCheck): for tests (DAGENT_CHECK_RESPONSES). Default false.
+   */
+  checkResponses?: boolean;
 }
 
 
@@ -138,6 +143,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     return reply.status(ERROR_CODES.NOT_FOUND.status).send(errorBody(error));
   });
 
+  if (o.checkResponses) routeResponsesCheck(app);
   routesRegister(app, { db: o.db, log, hub, metrics, claimWaiters, closing: closing.signal, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
   await app.ready();
 

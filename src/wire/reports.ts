@@ -5,7 +5,7 @@ import type { AttemptSpend } from '../db/rows.js';
 
 /**
  * The fields of an agent's reports, one definition for every way an agent speaks: the HTTP API's bodies
- * (src/http/routes/agents.ts, logs.ts) and the MCP tools' arguments (src/mcp/agent-tools.ts), with the limits
+ * (src/http/routes/agent-protocol.ts) and the MCP tools' arguments (src/mcp/agent-tools.ts), with the limits
  * each report is held to. Names are the wire's (snake_case).
  */
 

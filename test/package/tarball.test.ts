@@ -51,7 +51,7 @@ describe('the packed and installed package', () => {
     expect(files).toContain('dist/cjs/index.cjs');
     expect(files).toContain('dist/cjs/src/index.d.cts');
     expect(files).toContain('dist/agents/shell.js');
-    expect(files).toContain('src/http/dashboard/index.html');
+    expect(files).toContain('dashboard/index.html');
     expect(files.filter((f) => f.startsWith('migrations/') && f.endsWith('.sql')).length).toBeGreaterThan(10);
     // Sources are not shipped, only the dashboard's plain files.
     expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.endsWith('.d.cts'))).toEqual([]);

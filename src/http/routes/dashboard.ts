@@ -4,14 +4,20 @@ import path from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { NotFoundError } from '../../errors.js';
 import { packageRoot } from '../../package-root.js';
-import { route } from '../route.js';
+import { otherContent, route } from '../route.js';
 
-// Plain files served as they are (no build step), so they ship as sources beside dist/.
-export const DASHBOARD_DIR = path.join(packageRoot(), 'src/http/dashboard');
+// Plain files served as they are (no build step), so they ship as sources beside dist/: the dashboard/ folder at the
+// package's root, a client of this API like any other (no import ties it to the server).
+export const DASHBOARD_DIR = path.join(packageRoot(), 'dashboard');
 
-/** The dashboard's files, plain HTML, CSS and JS modules (no build step); any other name under /assets/ is a 404. */
+/**
+ * The dashboard's files by their path under it (`app.js`, `dlq/card.js`: a page's parts are one folder down), plain
+ * HTML, CSS and JS modules (no build step); any other name under /assets/ is a 404.
+ */
 const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
-const ASSETS = new Set(readdirSync(DASHBOARD_DIR).filter((f) => path.extname(f) in TYPES && f !== 'index.html'));
+const ASSETS = new Set(readdirSync(DASHBOARD_DIR, { withFileTypes: true })
+  .flatMap((e) => (e.isDirectory() ? readdirSync(path.join(DASHBOARD_DIR, e.name)).map((f) => `${e.name}/${f}`) : [e.name]))
+  .filter((f) => path.extname(f) in TYPES && f !== 'index.html'));
 
 const require = createRequire(import.meta.url);
 const packageDir = (name: string) => path.dirname(require.resolve(`${name}/package.json`));
@@ -31,11 +37,20 @@ function send(file: string, reply: FastifyReply): string {
  * admin token the user pasted (kept in the browser's localStorage).
  */
 export function dashboardRoutes(app: FastifyInstance): void {
-  route(app, { method: 'GET', url: '/', access: 'public', tag: 'dashboard', summary: 'The web dashboard', responds: 'text/html' }, ({ reply }) => send('index.html', reply));
+  route(app, { method: 'GET', url: '/', access: 'public', tag: 'dashboard', summary: 'The web dashboard', response: otherContent(['text/html'], 'the dashboard\'s page') }, ({ reply }) => send('index.html', reply));
   route(app, {
-    method: 'GET', url: '/assets/:file', access: 'public', tag: 'dashboard', summary: 'The dashboard\'s JS modules and CSS', responds: 'text/javascript or text/css',
+    method: 'GET', url: '/assets/:file', access: 'public', tag: 'dashboard', summary: 'The dashboard\'s JS modules and CSS',
+    response: otherContent(['text/javascript', 'text/css'], 'the file'),
   }, ({ params, reply }) => {
     if (!ASSETS.has(params.file!) && !Object.hasOwn(VENDOR, params.file!)) throw new NotFoundError('dashboard file', params.file!);
     return send(params.file!, reply);
+  });
+  route(app, {
+    method: 'GET', url: '/assets/:dir/:file', access: 'public', tag: 'dashboard', summary: 'The JS modules of a dashboard page\'s parts (dlq/card.js)',
+    response: otherContent(['text/javascript'], 'the file'),
+  }, ({ params, reply }) => {
+    const file = `${params.dir!}/${params.file!}`;
+    if (!ASSETS.has(file)) throw new NotFoundError('dashboard file', file);
+    return send(file, reply);
   });
 }

@@ -5,7 +5,7 @@ import { MCP_DEFAULTS } from '../../config/index.js';
 import type { Principal } from '../../auth/tokens.js';
 import { mcpSessionCreate, type McpSession } from '../../mcp/server.js';
 import { packageVersion } from '../../package-root.js';
-import { route } from '../route.js';
+import { otherContent, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
 interface Live { transport: StreamableHTTPServerTransport; session: McpSession; tokenId: string; seenAt: number }
@@ -48,7 +48,7 @@ export function mcpRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'POST', url: '/mcp', access: 'mcp', tag: 'mcp',
     summary: 'MCP (streamable HTTP): initialize a session, or send to one (mcp-session-id); the tools are the token\'s role\'s',
-    responds: 'JSON-RPC over JSON or an SSE stream, as the MCP specification says',
+    response: otherContent(['application/json', 'text/event-stream'], 'JSON-RPC over JSON or an SSE stream, as the MCP specification says'),
   }, async ({ req, reply, principal }) => {
     const sid = req.headers['mcp-session-id'];
     let l: Live | undefined;
@@ -79,7 +79,7 @@ export function mcpRoutes(app: FastifyInstance, d: HttpDeps): void {
     route(app, {
       method, url: '/mcp', access: 'mcp', tag: 'mcp',
       summary: method === 'GET' ? 'MCP: the session\'s server-to-client stream (SSE)' : 'MCP: end the session (what it holds goes back through the reaper)',
-      responds: method === 'GET' ? 'text/event-stream' : '200',
+      response: method === 'GET' ? otherContent(['text/event-stream'], 'the session\'s messages to the client') : otherContent([], 'the session is ended (no body)'),
     }, async ({ req, reply, principal }) => {
       const sid = req.headers['mcp-session-id'];
       if (typeof sid !== 'string') return reply.status(400).send({ jsonrpc: '2.0', error: { code: -32000, message: 'mcp-session-id header required' }, id: null });

@@ -1,14 +1,16 @@
 import type { FastifyInstance } from 'fastify';
-import { route } from '../route.js';
+import { okAnswerSchema } from '../../wire/operations.js';
+import { otherContent, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
 export function metricsRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'GET', url: '/metrics', access: 'read', tag: 'operations',
-    summary: 'Prometheus metrics (a read token, unless the server runs with --metrics-public)', responds: 'text/plain; version=0.0.4',
+    summary: 'Prometheus metrics (a read token, unless the server runs with --metrics-public)',
+    response: otherContent(['text/plain; version=0.0.4'], 'the Prometheus text format'),
   }, async ({ reply }) => {
     reply.header('content-type', d.metrics.contentType);
     return d.metrics.metrics();
   });
-  route(app, { method: 'GET', url: '/healthz', access: 'public', tag: 'operations', summary: 'Liveness: 200 when the server answers', responds: '{ok: true}' }, () => ({ ok: true }));
+  route(app, { method: 'GET', url: '/healthz', access: 'public', tag: 'operations', summary: 'Liveness: 200 when the server answers', response: okAnswerSchema }, () => ({ ok: true as const }));
 }

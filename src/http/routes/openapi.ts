@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { openApiDocument } from '../openapi.js';
+import { openApiAnswerSchema } from '../../wire/operations.js';
 import { route } from '../route.js';
 
 export function openApiRoutes(app: FastifyInstance): void {
-  route(app, { method: 'GET', url: '/openapi.json', access: 'public', tag: 'operations', summary: 'This API\'s OpenAPI 3.1 document', responds: 'application/json' }, () => openApiDocument());
+  route(app, { method: 'GET', url: '/openapi.json', access: 'public', tag: 'operations', summary: 'This API\'s OpenAPI 3.1 document', response: openApiAnswerSchema }, () => openApiDocument());
 }

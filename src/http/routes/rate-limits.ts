@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { modelPauseList } from '../../db/queries/model-pauses.js';
 import { rateLimitBodySchema, rateLimitList, rateLimitRemove, rateLimitSet } from '../../engine/ops/rate-limits.js';
+import { rateLimitListAnswerSchema, rateLimitRemoveAnswerSchema, rateLimitViewSchema } from '../../wire/rate-limits.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
@@ -10,22 +11,21 @@ export function rateLimitRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'GET', url: '/api/rate-limits', access: 'read', tag,
     summary: 'The declared rate limits with what their current window holds, and the models or providers paused by a 429',
-    responds: '{rateLimits: [{key, requests, tokens, windowSec, defaultTokens, requestsUsed, tokensUsed, updatedAt}], paused: [{model, until, remainingSec, reason, hits}]}',
+    response: rateLimitListAnswerSchema,
   }, async () => ({ rateLimits: await rateLimitList(d.db), paused: (await modelPauseList(d.db)).filter((p) => p.remainingSec > 0) }));
 
   route(app, {
     method: 'PUT', url: '/api/rate-limits/:key', access: 'admin', tag,
     body: rateLimitBodySchema,
-    summary: 'Declare or change the rate limit of a model (openai%2Fgpt-4o, the slash encoded) or a provider (openai); the next claim obeys it',
-    responds: 'the limit as listed',
+    summary: 'Declare or change the rate limit of a model (openai%2Fgpt-4o, the slash encoded) or a provider (openai); the next claim obeys it; answers the limit as listed',
+    response: rateLimitViewSchema,
   }, async ({ params, body }) => rateLimitSet(d.db, params.key!, body, { log: d.log }));
 
   route(app, {
     method: 'DELETE', url: '/api/rate-limits/:key', access: 'admin', tag,
-    summary: 'Remove a declared rate limit',
-    responds: '{key, removed: true}; 404 when none is declared',
+    summary: 'Remove a declared rate limit; 404 when none is declared', response: rateLimitRemoveAnswerSchema,
   }, async ({ params }) => {
     await rateLimitRemove(d.db, params.key!, { log: d.log });
-    return { key: params.key!, removed: true };
+    return { key: params.key!, removed: true as const };
   });
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { signalSend } from '../../engine/waits/signals.js';
+import { signalAnswerSchema } from '../../wire/signals.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
@@ -10,6 +11,6 @@ export function signalRoutes(app: FastifyInstance, d: HttpDeps): void {
     method: 'POST', url: '/api/signals/:key', access: 'signal', tag: 'signals',
     body: z.strictObject({ payload: z.unknown().optional().describe('any JSON: the output of each task the signal completes (default null)') }).optional(),
     summary: 'Send a signal: every task waiting on the key (wait_for) completes with the payload as its output; one created earlier that begins waiting later completes with it too',
-    responds: '{key, completed: [{id, dagId, key}], receivedAt}',
+    response: signalAnswerSchema,
   }, async ({ params, body, principal }) => signalSend(d.db, params.key!, body?.payload ?? null, { by: actor(principal), log: d.log }));
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { dagRequire } from '../../engine/read/inspect.js';
 import { tokenLive } from '../../auth/tokens.js';
 import type { HttpDeps } from '../deps.js';
-import { route } from '../route.js';
+import { otherContent, route } from '../route.js';
 import { LIMITS } from '../../config/index.js';
 import { engineEvents } from '../../observability/engine-events.js';
 
@@ -20,7 +20,7 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
         .describe('only this DAG: its events, a snapshot of its tasks, then task.status changes'),
     }),
     summary: 'Server-sent events: task and DAG events as they happen (LISTEN/NOTIFY, with polling as the fallback)',
-    responds: 'text/event-stream; events: snapshot, task.status, dag.progress and every events-table type (task.failed, task.dead_lettered, dag.completed, …); close when the token is revoked or the server stops',
+    response: otherContent(['text/event-stream'], 'events: snapshot, task.status, dag.progress and every events-table type (task.failed, task.dead_lettered, dag.completed, …); close when the token is revoked or the server stops'),
   }, async ({ req, reply, query, principal }) => {
     // Refused before the stream opens: an unknown DAG is a 404, not an empty stream.
     if (query.dag_id) await dagRequire(d.db, query.dag_id);

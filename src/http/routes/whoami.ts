@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { whoamiAnswerSchema } from '../../wire/tokens.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
@@ -10,7 +11,7 @@ export function whoamiRoutes(app: FastifyInstance, _d: HttpDeps): void {
   route(app, {
     method: 'GET', url: '/api/whoami', access: 'token', tag: 'tokens',
     summary: 'The token presented: its id, role, the agent it acts as (agent tokens) and its grant',
-    responds: '{tokenId, role, agentId, grant}',
+    response: whoamiAnswerSchema,
   }, async ({ principal }) => ({
     tokenId: principal!.tokenId, role: principal!.role, agentId: principal!.agentId, grant: principal!.grant,
   }));

@@ -1,3 +1,4 @@
+// @ts-check
 // The DAG list: DAGs with their status, progress and spend, newest first, searched and filtered on the
 // server and paged by its cursors, so it stays quick with 100,000 DAGs.
 import { api, liveStreams } from './api.js';
@@ -5,9 +6,14 @@ import { h, fill, main, link, hrefDag, badge, table, empty, usd, when, agoText, 
 import { OFFLINE_POLL_MS } from './live.js';
 import { filterForm, pagedList } from './list-filter.js';
 
+/** @typedef {import('./live.js').PageContext} PageContext */
+/** @typedef {import('../src/wire/dags.js').DagListAnswer} DagListAnswer */
+/** @typedef {import('../src/wire/fleet.js').StatsAnswer} StatsAnswer */
+
 /** DAGs per page. */
 export const DAGS_PAGE = 50;
 
+/** @param {PageContext} ctx */
 export function pageDags(ctx) {
   const stats = h('p', { class: 'muted stats' });
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
@@ -22,10 +28,14 @@ export function pageDags(ctx) {
   fill(main, h('div', { class: 'page-head' }, h('h1', null, 'DAGs'), stats), filters.el, h('div', { class: 'card flush' }, body), pager.el);
 
   const load = ctx.refetcher({
-    load: () => Promise.all([api('GET', `/api/dags${pager.query()}`), api('GET', '/api/stats').catch(() => null)]),
+    load: () => Promise.all([
+      /** @type {Promise<DagListAnswer>} */ (api('GET', `/api/dags${pager.query()}`)),
+      /** @type {Promise<StatsAnswer | null>} */ (api('GET', '/api/stats').catch(() => null)),
+    ]),
     apply: ([{ dags, next }, st]) => {
       pager.loaded(next, dags.length);
       if (st) {
+        /** @type {Record<string, number>} */
         const by = {};
         for (const c of st.counts) by[c.status] = (by[c.status] ?? 0) + c.n;
         fill(stats, 

@@ -7,6 +7,7 @@ import { taskHeartbeat, taskStart } from '../../engine/attempt/lease.js';
 import { taskRelease } from '../../engine/attempt/release.js';
 import { taskFail } from '../../engine/attempt/fail.js';
 import { taskSpawn } from '../../engine/dag/spawn.js';
+import { attemptLogAppend } from '../../engine/read/attempt-logs.js';
 import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../auth/tokens.js';
 import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS, CLAIM_WAIT_DEFAULTS } from '../../config/index.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
@@ -15,7 +16,11 @@ import { LIMITS } from '../../config/index.js';
 import { ForbiddenError } from '../../errors.js';
 import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
-import { reportFailure, reportProgress, reportSpend, spendOfReport } from '../../wire/reports.js';
+import {
+  agentRegisterAnswerSchema, claimAnswerSchema, completeAnswerSchema, failureOutcomeSchema, leaseAnswerSchema, logAppendAnswerSchema, spawnAnswerSchema,
+} from '../../wire/agent-protocol.js';
+import { okAnswerSchema } from '../../wire/operations.js';
+import { reportFailure, reportLogLine, reportProgress, reportSpend, spendOfReport } from '../../wire/reports.js';
 import type { HttpDeps } from '../deps.js';
 import { claimWhenReady } from '../long-poll.js';
 
@@ -28,9 +33,12 @@ function actingAs(p: Principal | null, agentId: string): void {
   }
 }
 
-/** The agent protocol over HTTP: the same calls, semantics and fencing as the TypeScript runtime. */
-export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
-  const tag = 'agents';
+/**
+ * The agent protocol over HTTP: register, heartbeat, drain, claim, and the reports on a task held (start, heartbeat,
+ * spawn, complete, fail, release, log lines); the same calls, semantics and fencing as the TypeScript runtime.
+ */
+export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
+  const tag = 'agent protocol';
   route(app, {
     method: 'POST', url: '/api/agents', access: 'agent', tag,
     body: z.strictObject({
@@ -42,7 +50,8 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       budget_usd: z.number().positive().nullable().optional(),
       metadata: z.record(z.string(), z.unknown()).optional(),
     }),
-    summary: 'Register (or re-register) an agent: its capabilities and budget decide what it may claim', responds: '201 {agent}',
+    summary: 'Register (or re-register) an agent: its capabilities and budget decide what it may claim',
+    response: agentRegisterAnswerSchema, successStatuses: { 201: 'registered' },
   }, async ({ body, principal, reply }) => {
     actingAs(principal, body.id);
     // An agent token registers only what its grant allows: capabilities are granted, not claimed.
@@ -57,22 +66,22 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'POST', url: '/api/agents/:id/heartbeat', access: 'agent', tag,
-    summary: 'The agent is alive (brings an agent marked offline back)', responds: '{ok: true}',
+    summary: 'The agent is alive (brings an agent marked offline back)', response: okAnswerSchema,
   }, async ({ params, principal }) => {
     actingAs(principal, params.id!);
     await agentBeat(d.db, params.id!);
-    return { ok: true };
+    return { ok: true as const };
   });
 
   for (const [verb, fn, summary] of [
     ['drain', agentDrain, 'Stop claiming (tasks in hand may finish); a re-registration makes the agent active again'],
     ['deregister', agentDeregister, 'Sign off: the agent is offline and claims nothing until it registers again'],
   ] as const) {
-    route(app, { method: 'POST', url: `/api/agents/:id/${verb}`, access: 'agent', tag, summary, responds: '{ok: true}' }, async ({ params, principal }) => {
+    route(app, { method: 'POST', url: `/api/agents/:id/${verb}`, access: 'agent', tag, summary, response: okAnswerSchema }, async ({ params, principal }) => {
       actingAs(principal, params.id!);
       await agentRequire(d.db, params.id!);
       await fn(d.db, params.id!);
-      return { ok: true };
+      return { ok: true as const };
     });
   }
 
@@ -87,7 +96,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
         .describe(`when nothing is READY for this agent, hold the request up to this many seconds (at most ${CLAIM_WAIT_DEFAULTS.waitMaxSec}) until something is; default 0`),
     }).optional(),
     summary: 'Claim the most urgent READY tasks this agent is capable of and can afford (may return none; with wait_sec, waits for some)',
-    responds: '{tasks: [{id, fence, spec, inputs, children, leaseExpiresAt, heartbeatSec, ...}]}',
+    response: claimAnswerSchema,
   }, async ({ params, body, principal, reply }) => {
     actingAs(principal, params.id!);
     // Whatever the agent row says (an older registration, an operator's), an agent token claims only within its grant.
@@ -116,7 +125,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'POST', url: '/api/tasks/:id/start', access: 'agent', tag, body: z.strictObject({ fence }),
-    summary: 'claimed → running; the heartbeat lease starts', responds: '{leaseExpiresAt}',
+    summary: 'claimed → running; the heartbeat lease starts', response: leaseAnswerSchema,
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     return { leaseExpiresAt: await taskStart(d.db, { taskId: params.id!, fence: body.fence }) };
@@ -125,7 +134,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'POST', url: '/api/tasks/:id/heartbeat', access: 'agent', tag,
     body: z.strictObject({ fence, ...reportProgress }),
-    summary: 'Extend the lease and record progress; 409 if the lease was lost', responds: '{leaseExpiresAt}',
+    summary: 'Extend the lease and record progress; 409 if the lease was lost', response: leaseAnswerSchema,
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     return { leaseExpiresAt: await taskHeartbeat(d.db, { taskId: params.id!, fence: body.fence, progress: body.progress, message: body.message }) };
@@ -139,7 +148,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
       wait: z.boolean().optional().describe('the parent waits for its subtasks: its attempt ends now'),
       ...spend,
     }),
-    summary: 'Add subtasks to the running task\'s DAG (cycle-checked, idempotent per key)', responds: '{children, waiting}',
+    summary: 'Add subtasks to the running task\'s DAG (cycle-checked, idempotent per key)', response: spawnAnswerSchema,
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     return taskSpawn(d.db, { taskId: params.id!, fence: body.fence }, body.subtasks, { wait: body.wait, cost: spendOfReport(body), log: d.log });
@@ -148,7 +157,8 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'POST', url: '/api/tasks/:id/complete', access: 'agent', tag,
     body: z.strictObject({ fence, output: z.unknown(), ...spend }),
-    summary: 'Submit the output: completed, or validated first when the task declares validation', responds: '{completed, unblocked, settled, replayed}: replayed when the same completion was already applied (its reply was lost)',
+    summary: 'Submit the output: completed, or validated first when the task declares validation; the same completion made again is answered as replayed',
+    response: completeAnswerSchema,
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     const r = await taskComplete(d.db, {
@@ -168,7 +178,7 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
         .refine((d) => d === undefined || Buffer.byteLength(JSON.stringify(d)) <= LIMITS.failureDetailsBytes, { error: `at most ${LIMITS.failureDetailsBytes} bytes as JSON` }),
       ...spend,
     }),
-    summary: 'Record a failed attempt; the retry policy decides: retrying, ready or dead-lettered', responds: '{status, retryAt? | deadLetterId?}',
+    summary: 'Record a failed attempt; the retry policy decides: retrying, ready or dead-lettered', response: failureOutcomeSchema,
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     return taskFail(d.db, {
@@ -180,10 +190,23 @@ export function agentRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'POST', url: '/api/tasks/:id/release', access: 'agent', tag,
     body: z.strictObject({ fence, reason: z.string().max(2000).optional(), ...spend }),
-    summary: 'Hand the task back to READY without using an attempt (agent shutdown)', responds: '{ok: true}',
+    summary: 'Hand the task back to READY without using an attempt (agent shutdown)', response: okAnswerSchema,
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
     await taskRelease(d.db, { taskId: params.id!, fence: body.fence, reason: body.reason, ...spendOfReport(body) });
-    return { ok: true };
+    return { ok: true as const };
+  });
+
+  route(app, {
+    method: 'POST', url: '/api/tasks/:id/logs', access: 'agent', tag,
+    body: z.strictObject({
+      fence,
+      lines: z.array(reportLogLine).min(1).max(500),
+    }),
+    summary: 'Store log lines with the attempt the agent holds (fenced); past the attempt\'s allowance they are counted as dropped; 409 if the lease was lost',
+    response: logAppendAnswerSchema,
+  }, async ({ params, body, principal }) => {
+    await holding(d, principal, params.id!, body.fence);
+    return attemptLogAppend(d.db, { taskId: params.id!, fence: body.fence }, body.lines);
   });
 }

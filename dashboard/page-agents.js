@@ -1,12 +1,18 @@
+// @ts-check
 // The agents: status, capabilities, budget and a ticking heartbeat age.
 import { api } from './api.js';
 import { h, fill, main, badge, chips, table, empty, usd, agoSec, agoText, pageError } from './dom.js';
+
+/** @typedef {import('./live.js').PageContext} PageContext */
+/** @typedef {import('../src/wire/fleet.js').AgentListAnswer} AgentListAnswer */
+/** @typedef {import('../src/wire/rate-limits.js').RateLimitListAnswer} RateLimitListAnswer */
 
 /** A heartbeat older than this is shown in red. */
 const STALE_HEARTBEAT_SEC = 60;
 /** The agents page refetches this often (heartbeats write no events). */
 const AGENTS_REFRESH_MS = 5000;
 
+/** @param {PageContext} ctx */
 export function pageAgents(ctx) {
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   // Models a provider's rate limit paused for the whole fleet: no claim hands out a task on them until then.
@@ -14,6 +20,7 @@ export function pageAgents(ctx) {
   // Limits declared ahead of time per model or provider, and what their window holds now.
   const limits = h('div', { class: 'card', id: 'rate-limits', hidden: true });
   fill(main, h('div', { class: 'page-head' }, h('h1', null, 'Agents')), limits, paused, h('div', { class: 'card flush' }, body));
+  /** @type {Array<{ el: HTMLElement, at: string }>} */
   const heartbeats = [];
 
   const tick = () => {
@@ -26,11 +33,16 @@ export function pageAgents(ctx) {
 
   const load = ctx.refetcher({
     load: async () => {
-      const [{ agents }, { rateLimits, paused: pausedModels }] = await Promise.all([api('GET', '/api/agents'), api('GET', '/api/rate-limits')]);
+      const [{ agents }, { rateLimits, paused: pausedModels }] = /** @type {[AgentListAnswer, RateLimitListAnswer]} */ (
+        await Promise.all([api('GET', '/api/agents'), api('GET', '/api/rate-limits')]));
       return { agents, pausedModels, rateLimits };
     },
     apply: ({ agents, pausedModels, rateLimits }) => {
       limits.hidden = rateLimits.length === 0;
+      /**
+       * @param {number} used
+       * @param {number | null} limit
+       */
       const of = (used, limit) => (limit == null ? '—' : `${used.toLocaleString()} / ${limit.toLocaleString()}`);
       fill(limits, h('h2', null, 'Rate limits'),
         h('p', { class: 'muted' }, 'Declared per model or provider, shared by the fleet: a claim takes a task only while its model\'s window has room.'),

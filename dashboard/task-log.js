@@ -1,18 +1,29 @@
+// @ts-check
 // A task's log on its page: the lines its agent logged during one attempt (the latest by
 // default, or one chosen), appended live while that attempt runs.
 import { api, errorText } from './api.js';
 import { h, fill, section, empty } from './dom.js';
 
+/** @typedef {import('./live.js').PageContext} PageContext */
+/** @typedef {import('../src/wire/tasks.js').TaskLogAnswer} TaskLogAnswer */
+
 /** How often the log of a running attempt is asked for new lines. */
 const LIVE_MS = 1_000;
 
+/**
+ * The log panel of a task's page, and `refresh` to read it (again).
+ * @param {PageContext} ctx
+ * @param {string} taskId
+ */
 export function taskLogPanel(ctx, taskId) {
   const status = h('p', { class: 'muted small', id: 'task-log-status' });
   const picker = h('select', { 'aria-label': 'attempt', id: 'task-log-attempt', hidden: true });
   const lines = h('pre', { class: 'log', id: 'task-log' });
   const el = section('Log', h('div', { class: 'head-row' }, status, picker), lines);
-  let shown; // { fence, next }
-  let chosen; // an attempt number the person picked, else the latest
+  /** @type {{ fence: number, next: string | number } | undefined} */
+  let shown;
+  /** @type {number | undefined} an attempt number the person picked, else the latest */
+  let chosen;
   let busy = false;
 
   picker.addEventListener('change', () => {
@@ -28,7 +39,7 @@ export function taskLogPanel(ctx, taskId) {
       const q = new URLSearchParams();
       if (chosen !== undefined) q.set('attempt', String(chosen));
       if (shown) q.set('after', String(shown.next));
-      const r = await api('GET', `/api/tasks/${encodeURIComponent(taskId)}/logs?${q}`);
+      const r = /** @type {TaskLogAnswer} */ (await api('GET', `/api/tasks/${encodeURIComponent(taskId)}/logs?${q}`));
       if (!ctx.alive) return;
       const a = r.attempt;
       fill(picker, r.attempts.map((x) => h('option', { value: String(x.attempt), selected: a && x.fence === a.fence ? '' : null }, `attempt ${x.attempt}`)));

@@ -1,6 +1,10 @@
+// @ts-check
 // The DAG's timeline: a Gantt chart of its tasks' attempts (GET /api/dags/:id/timeline), drawn as SVG
 // from text and numbers only (no markup from the data), and its cost per model.
 import { h, table, usd, duration, empty } from './dom.js';
+
+/** @typedef {import('../src/wire/dags.js').DagTimelineAnswer} DagTimelineAnswer */
+/** @typedef {import('../src/wire/dags.js').TimelineSegmentView['kind']} SegmentKind */
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 /** Sizes in SVG user units: the label column, the chart, one row per task. */
@@ -8,8 +12,15 @@ export const TIMELINE_SIZES = { labelW: 190, chartW: 860, rowH: 18, barH: 10, ax
 /** Rows drawn before "Show all": a 3,000-task DAG's chart would be 54,000 units tall. */
 export const TIMELINE_ROWS_SHOWN = 200;
 
+/** @type {Record<SegmentKind, string>} */
 export const SEGMENT_LABELS = { queued: 'queued', running: 'running', validating: 'validating', retry_wait: 'retry wait', waiting: 'waiting for subtasks' };
 
+/**
+ * An SVG element with attributes and children (text as text nodes).
+ * @param {string} tag
+ * @param {Record<string, unknown> | null} attrs
+ * @param {...(Node | string | null | undefined)} children
+ */
 function s(tag, attrs, ...children) {
   const el = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs ?? {})) if (v !== undefined && v !== null) el.setAttribute(k, String(v));
@@ -17,7 +28,10 @@ function s(tag, attrs, ...children) {
   return el;
 }
 
-/** Round tick steps for a span of `ms`, about six ticks. */
+/**
+ * Round tick steps for a span of `ms`, about six ticks.
+ * @param {number} ms
+ */
 function tickStep(ms) {
   const steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5, 72e5, 216e5, 432e5, 864e5];
   return steps.find((st) => ms / st <= 7) ?? 864e5 * Math.ceil(ms / (864e5 * 7));
@@ -26,12 +40,15 @@ function tickStep(ms) {
 /**
  * The chart: one row per task (the first `rows` of them), time across, each segment a bar coloured by its kind
  * (running bars by how the attempt ended), critical-path rows marked.
- * @param {{from: string, to: string, tasks: Array<{key: string, critical: boolean, segments: Array<{kind: string, from: string, to: string, attempt?: number, outcome?: string, model?: string|null}>}>}} tl
+ * @param {Pick<DagTimelineAnswer, 'from' | 'to' | 'tasks'>} tl
+ * @param {number} [rows]
+ * @param {typeof TIMELINE_SIZES} [sizes]
  */
 export function timelineSvg(tl, rows = TIMELINE_ROWS_SHOWN, sizes = TIMELINE_SIZES) {
   const { labelW, chartW, rowH, barH, axisH } = sizes;
   const t0 = Date.parse(tl.from);
   const span = Math.max(1, Date.parse(tl.to) - t0);
+  /** @param {string} iso */
   const x = (iso) => labelW + ((Date.parse(iso) - t0) / span) * chartW;
   const shown = tl.tasks.slice(0, rows);
   const height = axisH + shown.length * rowH + 4;
@@ -66,7 +83,10 @@ export function timelineLegend() {
     h('span', { class: 'legend-item' }, h('span', { class: 'swatch critical' }), 'critical path'));
 }
 
-/** The chart with its legend and, past TIMELINE_ROWS_SHOWN tasks, a button that draws them all. */
+/**
+ * The chart with its legend and, past TIMELINE_ROWS_SHOWN tasks, a button that draws them all.
+ * @param {DagTimelineAnswer} tl
+ */
 export function timelineView(tl) {
   if (tl.tasks.every((t) => t.segments.length === 0)) return empty('Nothing has run yet.');
   const box = h('div', { class: 'graph-scroll timeline-box' }, timelineSvg(tl));
@@ -81,7 +101,10 @@ export function timelineView(tl) {
   return h('div', null, timelineLegend(), path, box, more);
 }
 
-/** What the DAG has cost per model, and its most expensive tasks. */
+/**
+ * What the DAG has cost per model, and its most expensive tasks.
+ * @param {DagTimelineAnswer} tl
+ */
 export function costView(tl) {
   const byModel = tl.costByModel.length
     ? table(['Model', 'Cost', 'Tokens in', 'Tokens out', 'Attempts'], tl.costByModel.map((m) => h('tr', { 'data-model': m.model ?? '' },

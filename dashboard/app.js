@@ -1,3 +1,4 @@
+// @ts-check
 // The dagent dashboard: a hash-routed single page over the HTTP API, no build step.
 // Every call sends the admin token kept in localStorage; live views read the
 // server-sent event stream with fetch (EventSource cannot send a header).
@@ -13,18 +14,29 @@ import { pageDlq } from './page-dlq.js';
 import { pageAgents } from './page-agents.js';
 import { pageApprovals } from './page-approvals.js';
 
+/** @typedef {import('./live.js').PageContext} PageContext */
+
+/** @param {string} id */
+const byId = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+
 // ---------------------------------------------------------------- nav
 
+/**
+ * @param {boolean} signedIn
+ * @param {string} active
+ */
 function navShow(signedIn, active) {
-  document.getElementById('nav').hidden = !signedIn;
-  document.getElementById('signout').hidden = !signedIn;
-  for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.nav === active);
+  byId('nav').hidden = !signedIn;
+  byId('signout').hidden = !signedIn;
+  for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', /** @type {HTMLElement} */ (a).dataset.nav === active);
 }
 
 // ---------------------------------------------------------------- router
 
+/** @type {PageContext | undefined} */
 let current;
 
+/** @param {string} message */
 function signOut(message) {
   tokenSet('');
   globalStreamStop();
@@ -47,10 +59,11 @@ function route() {
   window.scrollTo(0, 0);
   void dlqCountRefresh();
   const [page, id] = parts;
+  /** @type {Record<string, [string, () => void]>} */
   const pages = {
     '': ['dags', () => pageDags(ctx)],
     dags: ['dags', () => (id ? pageDag(ctx, id) : pageDags(ctx))],
-    tasks: ['', () => pageTask(ctx, id)],
+    tasks: ['', () => pageTask(ctx, /** @type {string} */ (id))],
     dlq: ['dlq', () => pageDlq(ctx, id)],
     agents: ['agents', () => pageAgents(ctx)],
     approvals: ['approvals', () => pageApprovals(ctx)],
@@ -67,6 +80,7 @@ function route() {
 
 // ---------------------------------------------------------------- login
 
+/** @param {string} [message] */
 function pageLogin(message) {
   navShow(false, '');
   const input = h('input', { type: 'password', id: 'token-input', name: 'token', autocomplete: 'off', placeholder: 'dagent admin token', required: true, size: 48 });
@@ -91,6 +105,6 @@ function pageLogin(message) {
 // ---------------------------------------------------------------- start
 
 onSignOut(signOut);
-document.getElementById('signout').addEventListener('click', () => signOut('Signed out.'));
+byId('signout').addEventListener('click', () => signOut('Signed out.'));
 window.addEventListener('hashchange', route);
 route();

@@ -1,3 +1,4 @@
+// @ts-check
 // Talking to the server: the admin token (localStorage), the JSON fetch helper and
 // the server-sent event stream reader (fetch-based: EventSource cannot send a header).
 
@@ -6,10 +7,12 @@ const TOKEN_KEY = 'dagent.token';
 const RECONNECT_MS = 2000;
 
 /** Called when the server refuses the token; the router installs it (see app.js). */
-let signOutHandler = () => {};
+let signOutHandler = /** @type {(message: string) => void} */ (() => {});
+/** @param {(message: string) => void} fn */
 export function onSignOut(fn) {
   signOutHandler = fn;
 }
+/** @param {string} message */
 function signOut(message) {
   signOutHandler(message);
 }
@@ -20,6 +23,7 @@ export function tokenGet() {
   return localStorage.getItem(TOKEN_KEY) ?? '';
 }
 
+/** @param {string} token */
 export function tokenSet(token) {
   if (token) localStorage.setItem(TOKEN_KEY, token);
   else localStorage.removeItem(TOKEN_KEY);
@@ -36,6 +40,12 @@ export function tokenFromFragment() {
 // ---------------------------------------------------------------- API
 
 export class ApiError extends Error {
+  /**
+   * @param {number} status the HTTP status; 0 when the server could not be reached
+   * @param {string} code the API's error code (`NOT_FOUND`, …), or `HTTP_<status>`
+   * @param {string} message
+   * @param {unknown} [body]
+   */
   constructor(status, code, message, body) {
     super(message);
     this.status = status;
@@ -44,8 +54,16 @@ export class ApiError extends Error {
   }
 }
 
-/** One API call; a non-2xx answer throws ApiError with the server's code and message. */
+/**
+ * One API call; a non-2xx answer throws ApiError with the server's code and message. What it answers is described by
+ * the route's response schema (src/wire/): the caller casts the answer to that schema's type (DagGraphAnswer, …).
+ * @param {'GET' | 'POST'} method
+ * @param {string} path
+ * @param {unknown} [body]
+ * @returns {Promise<unknown>}
+ */
 export async function api(method, path, body) {
+  /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${tokenGet()}` };
   let payload;
   if (method !== 'GET') {
@@ -56,7 +74,7 @@ export async function api(method, path, body) {
   try {
     res = await fetch(path, { method, headers, body: payload, cache: 'no-store' });
   } catch (err) {
-    throw new ApiError(0, 'NETWORK', `cannot reach the server (${err.message})`);
+    throw new ApiError(0, 'NETWORK', `cannot reach the server (${/** @type {Error} */ (err).message})`);
   }
   const text = await res.text();
   let json = null;
@@ -70,25 +88,38 @@ export async function api(method, path, body) {
   return json;
 }
 
+/** @param {unknown} err */
 export function errorText(err) {
   if (err instanceof ApiError) return `${err.status ? `${err.status} ` : ''}${err.code}: ${err.message}`;
-  return String(err?.message ?? err);
+  return String(/** @type {{ message?: unknown } | undefined} */ (err)?.message ?? err);
 }
 
 // ---------------------------------------------------------------- event stream
 
 export let liveStreams = 0;
+/** @param {number} delta */
 function liveChanged(delta) {
   liveStreams += delta;
-  const el = document.getElementById('live');
+  const el = /** @type {HTMLElement} */ (document.getElementById('live'));
   el.textContent = liveStreams > 0 ? 'live' : 'offline';
   el.classList.toggle('on', liveStreams > 0);
 }
 
-/** Parse `text/event-stream` chunks; calls onEvent({type, data}) per complete event. */
+/**
+ * An event of the stream (docs/http-api.md, "The event stream": `snapshot`, `task.status`, `dag.progress` and the
+ * events table's types): its type, and its data as sent. The stream is no JSON route, so its data has no schema here.
+ * @typedef {{ type: string, data: any }} StreamEvent
+ */
+
+/**
+ * Parse `text/event-stream` chunks; calls onEvent({type, data}) per complete event.
+ * @param {(e: StreamEvent) => void} onEvent
+ * @returns {(chunk: string) => void}
+ */
 export function sseParser(onEvent) {
   let buf = '';
   let type = '';
+  /** @type {string[]} */
   let data = [];
   return (chunk) => {
     buf += chunk;
@@ -122,10 +153,15 @@ export function sseParser(onEvent) {
 /**
  * Read /api/events (with `query`, e.g. `?dag_id=…`) until stopped, reconnecting
  * RECONNECT_MS after an error or the end of the stream. Returns the stop function.
+ * @param {string} query
+ * @param {(e: StreamEvent) => void} onEvent
+ * @returns {() => void}
  */
 export function streamOpen(query, onEvent) {
   let stopped = false;
+  /** @type {AbortController | undefined} */
   let ctrl;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   const run = async () => {
     if (stopped) return;
@@ -150,7 +186,8 @@ export function streamOpen(query, onEvent) {
         if (done) break;
         push(decoder.decode(value, { stream: true }));
       }
-    } catch (err) {
+    } catch (e) {
+      const err = /** @type {Error | undefined} */ (e);
       if (!stopped && err?.name !== 'AbortError') console.warn('event stream:', err?.message ?? err);
     } finally {
       if (connected) liveChanged(-1);

@@ -1,0 +1,21 @@
+import type { FastifyInstance } from 'fastify';
+import { agentList } from '../../engine/ops/agents.js';
+import { statsGet } from '../../engine/read/inspect.js';
+import { agentListAnswerSchema, statsAnswerSchema } from '../../wire/fleet.js';
+import { route } from '../route.js';
+import type { HttpDeps } from '../deps.js';
+
+/** The fleet as people see it: the registered agents, and the queue's health. */
+export function fleetRoutes(app: FastifyInstance, d: HttpDeps): void {
+  const tag = 'fleet';
+  route(app, {
+    method: 'GET', url: '/api/agents', access: 'read', tag,
+    summary: 'Registered agents: capabilities, budgets, spend and heartbeats', response: agentListAnswerSchema,
+  }, async () => ({ agents: await agentList(d.db) }));
+
+  route(app, {
+    method: 'GET', url: '/api/stats', access: 'read', tag,
+    summary: 'Queue health: task counts by status and priority tier, oldest READY age, agents, which node runs each maintenance loop',
+    response: statsAnswerSchema,
+  }, () => statsGet(d.db));
+}

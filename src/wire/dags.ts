@@ -1,0 +1,143 @@
+import { z } from 'zod';
+import { DAG_STATES } from '../model/state-machine.js';
+import { deadLetterOfDagSchema } from './dlq.js';
+import { instant } from './instant.js';
+
+/** What the DAG routes answer (src/http/routes/dags.ts), as sent (engine/read/inspect.ts, timeline.ts, engine/dag/*). */
+
+const dagStatus = z.string().describe(`the DAG's state: ${DAG_STATES.join(', ')}`);
+
+/** A row of `dags`, every column (db/rows.ts DagRow). */
+export const dagViewSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  title: z.string().nullable(),
+  status: dagStatus,
+  blockedReason: z.string().nullable().describe('why it is blocked: `budget: …`, or the dead letter\'s reason'),
+  params: z.unknown().describe('the params it was submitted with, by name'),
+  spec: z.unknown().describe('the DAG as submitted, normalized'),
+  sourceFile: z.string().nullable(),
+  budgetUsd: z.number().nullable(),
+  spentUsd: z.number(),
+  reservedUsd: z.number(),
+  tasksTotal: z.number(),
+  tasksOpen: z.number(),
+  idempotencyKey: z.string().nullable(),
+  createdBy: z.string(),
+  spawnPolicy: z.unknown(),
+  scheduledAt: instant.nullable(),
+  createdAt: instant,
+  updatedAt: instant,
+  completedAt: instant.nullable(),
+  prunedAt: instant.nullable().describe('when retention began deleting it; null otherwise'),
+  tags: z.array(z.string()).describe('every tag its tasks carried at submit'),
+}).meta({ id: 'DagView' });
+export type DagView = z.infer<typeof dagViewSchema>;
+
+export const dagListAnswerSchema = z.object({
+  dags: z.array(dagViewSchema.extend({ taskCounts: z.record(z.string(), z.number()).describe('its tasks by status') })),
+  next: z.string().nullable().describe('the `cursor` of the page after; null on the last'),
+});
+export type DagListAnswer = z.infer<typeof dagListAnswerSchema>;
+export type DagListed = DagListAnswer['dags'][number];
+
+/** A task as the DAG's graph draws it. */
+export const dagNodeSchema = z.object({
+  id: z.string(),
+  key: z.string(),
+  type: z.string(),
+  title: z.string().nullable(),
+  status: z.string(),
+  depth: z.number().describe('the longest path from a root'),
+  parentKey: z.string().nullable().describe('a subtask\'s parent'),
+  priority: z.number(),
+  effectivePriority: z.number(),
+  cpRankSec: z.number(),
+  estimateSec: z.number(),
+  attempts: z.number(),
+  maxAttempts: z.number(),
+  claimedBy: z.string().nullable(),
+  lastError: z.string().nullable(),
+  costUsd: z.number(),
+});
+export type DagNode = z.infer<typeof dagNodeSchema>;
+
+export const dagEdgeSchema = z.object({ upstream: z.string(), downstream: z.string() }).describe('task keys');
+
+export const dagGraphAnswerSchema = z.object({
+  dag: dagViewSchema,
+  nodes: z.array(dagNodeSchema),
+  edges: z.array(dagEdgeSchema),
+  criticalPath: z.array(z.string()).describe('task keys, from the root with the largest upward rank'),
+  deadLetters: z.array(deadLetterOfDagSchema).describe('its open dead letters'),
+});
+export type DagGraphAnswer = z.infer<typeof dagGraphAnswerSchema>;
+
+/** A stretch of a task's time (engine/read/timeline.ts TimelineSegment). */
+export const timelineSegmentSchema = z.object({
+  kind: z.enum(['queued', 'running', 'validating', 'retry_wait', 'waiting']),
+  from: instant,
+  to: instant,
+  attempt: z.number().optional(),
+  outcome: z.string().optional().describe('how the attempt ended (`running` while it runs)'),
+  model: z.string().nullable().optional(),
+}).meta({ id: 'TimelineSegment' });
+export type TimelineSegmentView = z.infer<typeof timelineSegmentSchema>;
+
+export const timelineTaskSchema = z.object({
+  id: z.string(),
+  key: z.string(),
+  type: z.string(),
+  status: z.string(),
+  parentKey: z.string().nullable(),
+  costUsd: z.number(),
+  critical: z.boolean().describe('on the path that decided when the DAG finished'),
+  segments: z.array(timelineSegmentSchema),
+});
+export type TimelineTaskView = z.infer<typeof timelineTaskSchema>;
+
+export const costByModelSchema = z.object({
+  model: z.string().nullable(),
+  costUsd: z.number(),
+  tokensIn: z.number(),
+  tokensOut: z.number(),
+  attempts: z.number(),
+});
+export type CostByModelView = z.infer<typeof costByModelSchema>;
+
+export const dagTimelineAnswerSchema = z.object({
+  dagId: z.string(),
+  from: instant,
+  to: instant.describe('when the DAG finished, else now'),
+  tasks: z.array(timelineTaskSchema),
+  criticalPath: z.array(z.string()).describe('task keys, first to last, each waiting on the one before'),
+  costByModel: z.array(costByModelSchema),
+});
+export type DagTimelineAnswer = z.infer<typeof dagTimelineAnswerSchema>;
+
+/** What a submission came to, per DAG in the file: created (or found by its idempotency key), or a schedule registered. */
+export const dagSubmitAnswerSchema = z.object({
+  results: z.array(z.union([
+    z.object({
+      dagId: z.string(),
+      name: z.string(),
+      tasks: z.number(),
+      created: z.boolean().describe('false when a DAG with the same idempotency key existed (its id is given)'),
+      warnings: z.array(z.string()).optional(),
+    }),
+    z.object({ schedule: z.string(), nextFireAt: instant, warnings: z.array(z.string()).optional() }),
+  ])),
+});
+export type DagSubmitAnswer = z.infer<typeof dagSubmitAnswerSchema>;
+
+export const dagCancelAnswerSchema = z.object({ cancelled: z.number().describe('how many tasks were cancelled') });
+export type DagCancelAnswer = z.infer<typeof dagCancelAnswerSchema>;
+
+export const dagBudgetAnswerSchema = z.object({
+  dagId: z.string(),
+  previous: z.number().nullable(),
+  budgetUsd: z.number(),
+  status: dagStatus,
+  blockedReason: z.string().nullable(),
+});
+export type DagBudgetAnswer = z.infer<typeof dagBudgetAnswerSchema>;

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { instant, instantText } from './instant.js';
+
+/** What the fleet routes answer (src/http/routes/fleet.ts), as sent: agents and the queue's health (engine/read/inspect.ts statsGet). */
+
+/** A row of `agents` (db/rows.ts AgentRow). */
+export const agentViewSchema = z.object({
+  id: z.string(),
+  type: z.string(),
+  status: z.string().describe('active, draining or offline'),
+  capabilities: z.array(z.string()),
+  models: z.array(z.string()).describe('model names, or `*` for any'),
+  maxConcurrent: z.number(),
+  budgetUsd: z.number().nullable(),
+  spentUsd: z.number(),
+  reservedUsd: z.number().describe('what its claimed and running tasks hold against its budget'),
+  heartbeatAt: instant,
+  registeredAt: instant,
+  claimWriter: z.string().nullable(),
+  metadata: z.unknown().describe('what it registered with: host, pid, via, …'),
+}).meta({ id: 'AgentView' });
+export type AgentView = z.infer<typeof agentViewSchema>;
+
+export const agentListAnswerSchema = z.object({ agents: z.array(agentViewSchema) });
+export type AgentListAnswer = z.infer<typeof agentListAnswerSchema>;
+
+/** A model (or provider) a provider's rate limit paused: no claim hands out a task on it until `until`. */
+export const modelPauseSchema = z.object({
+  model: z.string(),
+  until: instantText,
+  remainingSec: z.number(),
+  reason: z.string().nullable(),
+  hits: z.number().describe('how many limits it took'),
+}).meta({ id: 'ModelPause' });
+export type ModelPauseView = z.infer<typeof modelPauseSchema>;
+
+export const statsAnswerSchema = z.object({
+  counts: z.array(z.object({ status: z.string(), tier: z.string().describe('urgent, high, normal or background'), n: z.number() })),
+  oldestReadyAgeSec: z.number().nullable(),
+  pausedModels: z.array(modelPauseSchema),
+  agents: z.array(agentViewSchema.pick({ id: true, type: true, status: true, capabilities: true, heartbeatAt: true, budgetUsd: true, spentUsd: true })),
+  loops: z.array(z.object({
+    name: z.string(),
+    holder: z.string().describe('the process that runs it: `<host>/<pid>/<random>`'),
+    acquiredAt: instant,
+    ranAt: instant.nullable(),
+    expiresAt: instant,
+    live: z.boolean().describe('false: its holder stopped renewing the lease'),
+  })).describe('which process runs each maintenance loop'),
+});
+export type StatsAnswer = z.infer<typeof statsAnswerSchema>;
