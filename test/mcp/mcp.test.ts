@@ -274,13 +274,12 @@ describe('dagent mcp refuses a missing, unknown or tool-less token', () => {
 });
 
 describe('next_task waits as every waiting claim of the node does', () => {
-  it('claims once while nothing is READY for it, then takes the task a READY hint names; a revoked token waits no more', async () => {
+  it('claims once while nothing is READY for it, then takes the task a READY hint names', async () => {
     const { engineEvents } = await import('../../src/observability/engine-events.js');
-    const { tokenRevoke } = await import('../../src/auth/tokens.js');
     const claims: string[] = [];
     const count = (e: { agentId: string }) => { if (e.agentId === 'waiter-1') claims.push(e.agentId); };
     engineEvents.on('claim', count);
-    const { token, id } = await tokenCreate(db, { role: 'agent', agentId: 'waiter-1', capabilities: ['research', 'write'] });
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'waiter-1', capabilities: ['research', 'write'] });
     const s = await overHttp(token);
     try {
       // Nothing READY for 2 s: one claim statement, not one every half second.
@@ -294,23 +293,35 @@ describe('next_task waits as every waiting claim of the node does', () => {
       const got = await waiting;
       expect(got.value.task).toMatchObject({ key: 'research', dag_id: dagId });
       expect(claims.length).toBeLessThanOrEqual(4);
-
-      // Revoked while it waits: the next hint claims nothing for it.
-      const sofar = claims.length;
-      const revoked = s.call('next_task', { wait_sec: 20 });
-      await eventually('the third call claimed once and waits', async () => claims.length === sofar + 1);
-      const before = claims.length;
-      // The client's own requests after this (its closing ones) get 401s: expected, not this test's failure.
-      s.client.onerror = () => {};
-      await tokenRevoke(db, id);
-      await dagCreate(db, SCRIPTED_DAG('after-revoke'));
-      // The call ends without a task (null, or the 401 the revoked token's requests now get) and claimed nothing.
-      const answer = await revoked.catch((e: Error) => e);
-      expect(answer instanceof Error ? answer.message : answer.value?.task ?? null).toSatisfy((a: unknown) => a === null || /UNAUTHORIZED/.test(String(a)));
-      expect(claims.length).toBe(before);
     } finally {
       engineEvents.off('claim', count);
       await s.close();
+    }
+  });
+
+  it('a session whose token is revoked while next_task waits claims nothing more: the call ends without a task', async () => {
+    const { engineEvents } = await import('../../src/observability/engine-events.js');
+    const { tokenRevoke, tokenVerify } = await import('../../src/auth/tokens.js');
+    const { McpAgentSession } = await import('../../src/mcp/agent-session.js');
+    const { ClaimWaiters } = await import('../../src/claim-wait/waiters.js');
+    const claims: string[] = [];
+    const count = (e: { agentId: string }) => { if (e.agentId === 'waiter-2') claims.push(e.agentId); };
+    engineEvents.on('claim', count);
+    const waiters = new ClaimWaiters({ databaseUrl: database.sessionUrl, perAgent: 4, max: 100 });
+    const { token, id } = await tokenCreate(db, { role: 'agent', agentId: 'waiter-2', capabilities: ['research', 'write'] });
+    const session = new McpAgentSession(db, (await tokenVerify(db, token))!, waiters);
+    try {
+      const waiting = session.next({ waitSec: 20 });
+      await eventually('its first claim', async () => claims.length === 1);
+      await tokenRevoke(db, id);
+      const dagId = await dagCreate(db, SCRIPTED_DAG('after-revoke'));
+      expect(await waiting).toBeNull();
+      expect(claims).toHaveLength(1);
+      expect((await rowsOf<{ status: string }>(db, sql`select status from tasks where dag_id = ${dagId} and key = 'research'`))[0]!.status).toBe('ready');
+    } finally {
+      engineEvents.off('claim', count);
+      session.close();
+      await waiters.close();
     }
   });
 });
