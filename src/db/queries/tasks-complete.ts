@@ -156,12 +156,17 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
     ${opts.checked ? sql`` : sql`,
     -- The items the UPDATE skipped, as this statement's snapshot saw their row and the attempt under the
     -- reported fence (engine/attempt/refusal.ts turns each into its answer).
+    -- The skipped items first, then each one's row and attempt by their keys (LATERAL): joined the other way round,
+    -- PostgreSQL read all of attempts to join it with the batch before the anti-join left nothing (0.5 ms of a
+    -- batch of 200 at 400 attempts; EXPLAIN ANALYZE), and a batch that completes fully must pay only the anti-join.
+    skipped as materialized (select i.id, i.fence, i.output from input i where not exists (select 1 from done d where d.id = i.id)),
     refused as (
-      select i.id, ${refusedRowColumns('t', 'a', sql`i.output`)}
-      from input i
-      left join tasks t on t.id = i.id
-      left join attempts a on a.task_id = i.id and a.fence = i.fence
-      where not exists (select 1 from done d where d.id = i.id)
+      select s.id, r.* from skipped s
+      left join lateral (
+        select ${refusedRowColumns('t', 'a', sql`s.output`)}
+        from tasks t left join attempts a on a.task_id = t.id and a.fence = s.fence
+        where t.id = s.id
+      ) r on true
     )`}
     select
       (select array_agg(id) from done) as completed,
