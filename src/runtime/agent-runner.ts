@@ -267,8 +267,10 @@ export class AgentRunner {
           continue;
         }
       }
-      // Woken by a hint, but took fewer of its tasks than it announced (or had no slot): the rest may be another's.
-      if (woken && claimed < (woken.hint?.count ?? 1)) handOnIfReady(this.waiters, this.o.database.db, this.log, this.claimant, woken);
+      // Woken by a hint, but its free slots were not all filled (or it had none by then): what it could not take may
+      // be another waiter's. A runner that filled them leaves the rest of the hint to the others it woke (dispatch
+      // woke as many as the hint counted); probing after every wake cost makespan's layered DAGs ~0.5 ms a hop.
+      if (woken && (free <= 0 || claimed < free)) handOnIfReady(this.waiters, this.o.database.db, this.log, this.claimant, woken);
       woken = undefined;
       if (this.stopping) break;
       woken = await this.idle(this.concurrency - this.runs.size > 0, since, pollMs * (0.8 + Math.random() * 0.4));

@@ -43,15 +43,23 @@ async function restart(whileDown: () => Promise<void> = async () => {}): Promise
 describe('database restart', () => {
   it('an idle agent reconnects, listens again and is woken by a notification after the restart', async () => {
     const r = new AgentRunner(defineAgent({ name: 'idle', capabilities: [], async run() { return 'ok'; } }), { database, log, pollIntervalMs: 30_000 });
+    const { engineEvents } = await import('../../src/observability/engine-events.js');
+    let claims = 0;
+    const counted = () => { claims++; };
+    engineEvents.on('claim', counted);
     await r.start();
     try {
       await restart(() => new Promise((res) => setTimeout(res, 500)));
+      const before = claims;
       await eventually('listener reconnected', async () => logged('ready listener reconnected'));
-      await new Promise((res) => setTimeout(res, 300)); // let the claim loop settle into its 30 s wait
+      // The reconnect wakes every waiting claim once (what became READY meanwhile notified nobody): its claim finds
+      // nothing, and the loop settles into its 30 s wait.
+      await eventually('the claim after the reconnect', async () => claims > before);
       const dagId = await dagCreate(database.db, 'name: after\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n');
       // With a 30 s poll, finishing within seconds means a notification on the new connection woke it.
       await eventually('DAG completed', async () => (await dagGet(database.db, dagId))?.status === 'completed', 10_000);
     } finally {
+      engineEvents.off('claim', counted);
       await r.stop({ graceMs: 0 });
     }
   });
