@@ -21,11 +21,28 @@ export const HEALTH_TIMEOUT_MS = 3_000;
 const KEEPALIVE_DELAY_MS = 10_000;
 /** A connection attempt that has not completed by then is given up (and retried). */
 const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Every statement of the listener's connection (its LISTENs, the pings) is given up past this: a server, proxy or NAT
+ * that never answers a LISTEN after a reconnect would otherwise leave the node on its polling fallback for good.
+ */
+export const LISTENER_STATEMENT_TIMEOUT_MS = 5_000;
 
 let reconnectsTotal = 0;
 /** Reconnects of every listener in this process since it started (the metric dagent_listener_reconnects_total). */
 export function listenerReconnectsTotal(): number {
   return reconnectsTotal;
+}
+
+/** The listeners of this process that were started and not stopped. */
+const started = new Set<ReadyListener>();
+/**
+ * How many of this process's listeners are not listening now (the metric dagent_listener_down): their subscribers
+ * hear nothing, and the agents among them find work by polling only until the connection is back.
+ */
+export function listenersDown(): number {
+  let n = 0;
+  for (const l of started) if (!l.listening) n++;
+  return n;
 }
 
 /**
@@ -67,11 +84,13 @@ export class ReadyListener {
   async start(): Promise<void> {
     if (!this.stopped) return;
     this.stopped = false;
+    started.add(this);
     await this.connect();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    started.delete(this);
     clearTimeout(this.reconnectTimer);
     const c = this.client;
     this.client = undefined;
@@ -90,6 +109,7 @@ export class ReadyListener {
     const client = new pg.Client({
       connectionString: this.o.url, application_name: LISTENER_APPLICATION_NAME,
       keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS, connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      query_timeout: LISTENER_STATEMENT_TIMEOUT_MS,
     });
     let lost = false;
     let health: NodeJS.Timeout | undefined;
@@ -103,7 +123,7 @@ export class ReadyListener {
       (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
       client.end().catch(() => {});
       if (this.stopped) return;
-      this.o.log?.warn({ err: err?.message }, 'ready listener lost its connection; reconnecting');
+      this.o.log?.warn({ err: err?.message }, 'ready listener lost its connection; reconnecting (agents poll meanwhile)');
       this.reconnectSchedule();
     };
     client.on('notification', (n) => {

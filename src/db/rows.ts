@@ -187,6 +187,8 @@ export interface RefusedRow {
   outcome: string | null;
   errorClass: string | null;
   errorMessage: string | null;
+  /** That attempt failed without its holder's report: the reaper took its lapsed lease back, or its run overran. */
+  reaped: boolean;
   /** The task's output (or, for a validation task, what its agent sent) equals the reported one, as jsonb. */
   sameOutput: boolean;
   runAt: Date | null;

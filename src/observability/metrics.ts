@@ -1,5 +1,5 @@
 import client from 'prom-client';
-import { listenerReconnectsTotal } from '../db/ready-listener.js';
+import { listenerReconnectsTotal, listenersDown } from '../db/ready-listener.js';
 import type { Db } from '../db/handle.js';
 import { agentList } from '../db/queries/agents.js';
 import { dagSpendReport } from '../db/queries/dags.js';
@@ -117,6 +117,10 @@ export class MetricsCollector {
         if (now > reconnectsSeen) this.inc(now - reconnectsSeen);
         reconnectsSeen = now;
       },
+    });
+    new client.Gauge({
+      name: 'dagent_listener_down', help: 'This process\'s LISTEN connections that are not listening now (reconnecting): its agents find work by polling only until they are back', registers: r,
+      collect() { this.set(listenersDown()); },
     });
     const dropped = new client.Counter({ name: 'dagent_event_streams_dropped_total', help: 'Event streams this process cut off because their reader fell more than DAGENT_LIMIT_STREAM_BACKLOG_BYTES behind', registers: r });
     this.on('streamDropped', () => dropped.inc());

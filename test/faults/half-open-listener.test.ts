@@ -5,7 +5,7 @@ import { testDatabase } from '../helpers/db.js';
 import { agentProcesses } from '../helpers/agent-process.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
-import { ReadyListener, listenerReconnectsTotal } from '../../src/db/ready-listener.js';
+import { LISTENER_STATEMENT_TIMEOUT_MS, ReadyListener, listenerReconnectsTotal, listenersDown } from '../../src/db/ready-listener.js';
 import { MetricsCollector } from '../../src/observability/metrics.js';
 import { faultProxy } from './helpers/proxy.js';
 
@@ -49,4 +49,33 @@ describe('a half-open LISTEN connection', () => {
       .catch((e: Error) => { throw new Error(`${e.message}\n${agent.output()}`); });
     expect(agent.output()).toMatch(/no answer to its health-check ping/);
   });
+
+  it('a reconnect whose LISTEN is never answered is given up and made again: the node is back on LISTEN once the network lets it, and says so meanwhile', async () => {
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => { lines.push(l); } });
+    const listener = new ReadyListener({ url: proxy.url, log });
+    const metrics = new MetricsCollector(db);
+    await listener.start();
+    try {
+      expect(listener.listening).toBe(true);
+      const before = listenerReconnectsTotal();
+      // The connection goes half-open, and every LISTEN of the reconnects is swallowed.
+      proxy.swallowListens(true);
+      proxy.freezeListening();
+      await eventually('the listener is down', async () => !listener.listening, 15_000);
+      expect(listenersDown()).toBeGreaterThanOrEqual(1);
+      expect(await metrics.metrics()).toMatch(/^dagent_listener_down [1-9]/m);
+      // At least one reconnect's LISTEN was given up, not waited on for ever.
+      await eventually('a swallowed LISTEN given up', async () => lines.some((l) => /lost its connection; reconnecting/.test(l) && /timeout/i.test(l)),
+        LISTENER_STATEMENT_TIMEOUT_MS * 3);
+      expect(listener.listening).toBe(false);
+      proxy.swallowListens(false);
+      await eventually('back on LISTEN', async () => listener.listening && listenerReconnectsTotal() > before, LISTENER_STATEMENT_TIMEOUT_MS * 3);
+      expect(await metrics.metrics()).toMatch(/^dagent_listener_down 0/m);
+    } finally {
+      proxy.swallowListens(false);
+      metrics.close();
+      await listener.stop();
+    }
+  }, 60_000);
 });

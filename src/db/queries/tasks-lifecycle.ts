@@ -67,6 +67,9 @@ export interface FailedRow {
  */
 export async function taskFailMark(db: Db, f: FailureInput): Promise<{ failed: FailedRow } | { refused: RefusedRow | null }> {
   const { cost, tokensIn, tokensOut } = spendSql(f);
+  // A failure the holder did not report (its lease lapsed, its run overran) says so on the attempt: the holder's late
+  // report is then told it lost the lease, not that it contradicts itself (refusal.ts).
+  const details = f.reapCondition ? { ...f.details, reaped: f.reapCondition } : f.details;
   const [r] = await rowsOf<Partial<FailedRow> & { refused: (Omit<RefusedRow, 'runAt'> & { runAt: string | null }) | null }>(db, sql`
     with failed as (
       update tasks t set status = 'failed', lease_expires_at = null, last_error = ${f.message}, updated_at = now(),
@@ -81,7 +84,7 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<{ failed: F
                             duration_ms, cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts, fence, claimed_by, 'failed', ${f.errorClass}, ${f.message}, claimed_at, now(),
              (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut},
-             ${f.model ?? null}, ${f.details ? JSON.stringify(f.details) : null}::jsonb
+             ${f.model ?? null}, ${details ? JSON.stringify(details) : null}::jsonb
       from failed
       -- A VALIDATING task's attempt was recorded when its output was submitted: the negative verdict finishes it.
       on conflict (task_id, fence) do update set outcome = 'failed', error_class = excluded.error_class, error_message = excluded.error_message,

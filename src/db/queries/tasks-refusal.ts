@@ -31,6 +31,7 @@ export function refusedRowColumns(t: string, a: string, output?: SQL): SQL {
   const A = sql.raw(a);
   return sql`${T}.status, ${T}.fence, coalesce(${validationRequiredSql(t)}, false) as validated,
     ${A}.outcome, ${A}.error_class as "errorClass", ${A}.error_message as "errorMessage", ${T}.run_at as "runAt",
+    coalesce(${A}.details ? 'reaped', false) as reaped,
     ${output ? sql`coalesce(${T}.output = ${output} or ${A}.details->'reported' = ${output}, false)` : sql`false`} as "sameOutput",
     (select jsonb_build_object('id', l.id, 'reason', l.reason, 'poisonPill', l.poison_pill) from dead_letters l
       where l.task_id = ${T}.id and ${T}.status = 'dead_lettered' order by l.created_at desc limit 1) as "deadLetter"`;

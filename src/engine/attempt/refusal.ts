@@ -54,6 +54,8 @@ export function completionRefusal(c: TaskRef, row: RefusedRow | null): Completio
       if (row.sameOutput) return { kind: 'replayed', completed: row.status === 'completed' && !row.validated };
       return { kind: 'refused', error: new ConflictError(`task ${c.taskId}: the attempt under fence ${c.fence} already reported a different output; an attempt has one result`, { taskId: c.taskId, fence: c.fence }) };
     }
+    // The reaper failed the attempt (its lease lapsed): the holder lost its lease, whatever came first.
+    if (row.outcome === 'failed' && row.reaped && row.status !== null) return { kind: 'refused', error: new LeaseLostError(c.taskId, c.fence, row.fence, row.status) };
     if (row.outcome === 'failed') {
       return { kind: 'refused', error: new ConflictError(`task ${c.taskId}: the attempt under fence ${c.fence} already failed (${row.errorClass}); it cannot also complete`, { taskId: c.taskId, fence: c.fence }) };
     }
@@ -80,6 +82,9 @@ export function failureRefusal(
         return { replayed: { status: 'dead_lettered', deadLetterId: row.deadLetter.id, reason: row.deadLetter.reason, poisonPill: row.deadLetter.poisonPill } };
       }
       if (row.status === 'retrying' || row.status === 'ready') return { replayed: { status: row.status, retryAt: row.runAt ?? new Date() } };
+    } else if (row.outcome === 'failed' && row.reaped && row.status !== null) {
+      // The reaper failed the attempt (its lease lapsed): the holder lost its lease, as for a completion.
+      return { error: new LeaseLostError(f.taskId, f.fence, row.fence, row.status) };
     } else if (row.outcome === 'failed' || row.outcome === 'completed') {
       const ended = row.outcome === 'completed' ? 'completed' : `failed with ${row.errorClass}: ${row.errorMessage}`;
       return { error: new ConflictError(`task ${f.taskId}: the attempt under fence ${f.fence} already ${ended}; an attempt has one result`, { taskId: f.taskId, fence: f.fence }) };

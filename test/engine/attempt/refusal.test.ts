@@ -37,7 +37,7 @@ const { db } = await testDatabase();
 
 /** A refused row as a statement returns it, for the pure cases. */
 function row(over: Partial<RefusedRow>): RefusedRow {
-  return { status: 'running', fence: 1, validated: false, outcome: null, errorClass: null, errorMessage: null, sameOutput: false, runAt: null, deadLetter: null, ...over };
+  return { status: 'running', fence: 1, validated: false, outcome: null, errorClass: null, errorMessage: null, reaped: false, sameOutput: false, runAt: null, deadLetter: null, ...over };
 }
 const ref = { taskId: 'tsk_1', fence: 1 };
 
@@ -58,6 +58,9 @@ describe('a refusal, from the row the statement returned (pure)', () => {
     expect(other.kind === 'refused' && other.error).toBeInstanceOf(ConflictError);
     const failed = completionRefusal(ref, row({ status: 'ready', outcome: 'failed', errorClass: 'crash' }));
     expect(failed.kind === 'refused' && failed.error.message).toMatch(/already failed \(crash\)/);
+    // The reaper failed it (the lease lapsed): the holder lost its lease, it did not contradict itself.
+    const reaped = completionRefusal(ref, row({ status: 'ready', outcome: 'failed', errorClass: 'crash', reaped: true }));
+    expect(reaped.kind === 'refused' && reaped.error).toBeInstanceOf(LeaseLostError);
     expect(completionRefusal(ref, row({ validated: true }))).toEqual({ kind: 'settle' });
     const stale = completionRefusal(ref, row({ validated: true, fence: 2 }));
     expect(stale.kind === 'refused' && stale.error).toBeInstanceOf(LeaseLostError);
@@ -73,6 +76,8 @@ describe('a refusal, from the row the statement returned (pure)', () => {
       .toEqual({ replayed: { status: 'dead_lettered', deadLetterId: 'dlq_1', reason: 'exhausted', poisonPill: false } });
     const other = failureRefusal(f, row({ status: 'retrying', outcome: 'failed', errorClass: 'crash', errorMessage: 'other' }));
     expect('error' in (other as object) && (other as { error: Error }).error).toBeInstanceOf(ConflictError);
+    const lapsed = failureRefusal({ ...f, errorClass: 'tool_error' }, row({ status: 'ready', outcome: 'failed', errorClass: 'crash', errorMessage: 'lease', reaped: true }));
+    expect((lapsed as { error: Error }).error).toBeInstanceOf(LeaseLostError);
     const done = failureRefusal(f, row({ status: 'completed', outcome: 'completed' }));
     expect((done as { error: Error }).error.message).toMatch(/already completed/);
     const reaped = failureRefusal(f, row({ status: 'retrying', outcome: 'failed', errorClass: 'crash', errorMessage: 'boom' }), true);
@@ -150,7 +155,7 @@ describe('a refused report says why from its own statement', () => {
     await leaseExpire(db, u.id);
     await taskFail(db, { taskId: u.id, fence: u.fence, errorClass: 'crash', message: 'lease expired' }, { reapCondition: 'lease_expired' });
     const late = await statementsOf(() => taskComplete(db, { taskId: u.id, fence: u.fence, output: 'late' }));
-    expect(late.result).toBeInstanceOf(ConflictError);
+    expect(late.result).toBeInstanceOf(LeaseLostError);
     expect(late.statements).toHaveLength(1);
   });
 });

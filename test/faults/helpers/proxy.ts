@@ -26,6 +26,11 @@ export interface FaultProxy {
    */
   freezeListening(): void;
   /**
+   * While on, a connection that sends LISTEN is black-holed from that moment, both ways, for good: its LISTEN is never
+   * answered (a server, proxy or NAT that swallows it). Connections that do not LISTEN pass.
+   */
+  swallowListens(on: boolean): void;
+  /**
    * Send new connections to another server from now on (a virtual IP or DNS name moved to a promoted standby);
    * connections already open stay where they are.
    */
@@ -51,6 +56,7 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
   let targetPort = Number(target.port || 5432);
   let targetHost = target.hostname;
   let mode: ProxyMode = 'pass';
+  let swallowing = false;
   let delayMs = 0;
   let accepted = 0;
   const pairs = new Set<{ client: Socket; upstream: Socket; listens: boolean; frozen: boolean }>();
@@ -60,7 +66,10 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
     from.on('data', (chunk) => {
       if (!toClient) pair.sent.push(chunk);
       if (mode === 'blackhole' || pair.frozen) return; // swallowed: the peer waits for ever
-      if (!toClient && /\bLISTEN\s/i.test(chunk.toString('latin1'))) pair.listens = true;
+      if (!toClient && /\bLISTEN\s/i.test(chunk.toString('latin1'))) {
+        pair.listens = true;
+        if (swallowing) { pair.frozen = true; return; }
+      }
       if (mode === 'mute' && toClient && !pair.listens) return; // the server's answers are lost
       if (delayMs > 0) setTimeout(() => to.writable && to.write(chunk), delayMs);
       else if (to.writable) to.write(chunk);
@@ -104,6 +113,9 @@ export async function faultProxy(targetUrl: string): Promise<FaultProxy> {
     },
     freezeListening() {
       for (const p of pairs) if (p.listens) p.frozen = true;
+    },
+    swallowListens(on) {
+      swallowing = on;
     },
     retarget(next) {
       const u = new URL(next);
