@@ -22,7 +22,8 @@ describe('a late completion racing the reaper', () => {
   it(`${TASKS} tasks run past their max duration: the reaper and the holders race; one side wins each, the loser hears LEASE_LOST, no deadlock`, async () => {
     // Costs and a budget so both sides settle spend on the agents and the DAGs' rows (the locks they share).
     const dag = (name: string) => [`name: ${name}`, 'budget_usd: 100000', 'defaults: { retry: { strategy: immediate }, max_attempts: 5 }', 'tasks:',
-      ...Array.from({ length: TASKS / 2 }, (_, i) => `  t${i}: { type: t, spec: { constraints: { max_cost_usd: 1 } } }`)].join('\n');
+      // Every other task has one attempt: the reaper's failure dead-letters it (and blocks its DAG), the rest retry.
+      ...Array.from({ length: TASKS / 2 }, (_, i) => `  t${i}: { type: t, max_attempts: ${i % 2 ? 1 : 5}, spec: { constraints: { max_cost_usd: 1 } } }`)].join('\n');
     const dags = [await dagCreate(db, dag('race-a')), await dagCreate(db, dag('race-b'))];
     const holders = await Promise.all(Array.from({ length: HOLDERS }, (_, i) => agentCreate(db, `holder-${i}`, [], 100_000)));
     const held = [];
