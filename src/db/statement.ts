@@ -18,6 +18,8 @@ export function dateOf(v: string | Date | null | undefined): Date | null {
 export const READY_CHANNEL = 'dagent_ready';
 /** NOTIFY channel the events table's trigger (migration 0010) signals on every new event row. */
 export const EVENTS_CHANNEL = 'dagent_events';
+/** NOTIFY channel a token's revocation signals on (its payload is the token's id): open sessions and streams end at once. */
+export const REVOKED_CHANNEL = 'dagent_token_revoked';
 
 /** A JS string array bound as one `text[]` parameter (a bare array would expand to a value list); entries may be null. */
 export function textArray(values: ReadonlyArray<string | null>): SQL {

@@ -3,8 +3,9 @@ import type { Db } from '../db/handle.js';
 import type { MetricsCollector } from '../observability/metrics.js';
 import type { ClaimWaiters } from '../claim-wait/waiters.js';
 import type { EventHub } from './event-hub.js';
+import type { TokenRevocations } from '../auth/revocations.js';
 
-/** What every route module is given: the database, the logger, the event stream's hub, the metrics registry, the waiting claims and the server's settings. */
+/** What every route module is given: the database, the logger, the event stream's hub, the metrics registry, the waiting claims, token revocations and the server's settings. */
 export interface HttpDeps {
   db: Db;
   log: Logger;
@@ -12,6 +13,8 @@ export interface HttpDeps {
   metrics: MetricsCollector;
   /** Claims waiting for READY work (`wait_sec`): the node's one wait-for-work mechanism, on its LISTEN connection. */
   claimWaiters: ClaimWaiters;
+  /** Ends what a token has open (streams, MCP sessions, long polls) when it is revoked. */
+  revocations: TokenRevocations;
   /** Aborted when the server closes: its long polls answer with what they have. */
   closing: AbortSignal;
   /** Backpressure for POST /api/dags (see SubmitOptions.maxQueued). */

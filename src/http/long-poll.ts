@@ -18,7 +18,7 @@ export interface LongPoll<T> {
 
 /**
  * A claim request's long poll (`wait_sec`), as every waiting claim of the node waits (claim-wait/): it ends when
- * the client hangs up or the server stops, and claims nothing more once the request's token is revoked.
+ * the client hangs up, the server stops or the request's token is revoked, and claims nothing more once it is.
  */
 export async function claimWhenReady<T>(d: HttpDeps, p: LongPoll<T>): Promise<T[]> {
   const gone = new AbortController();
@@ -29,6 +29,8 @@ export async function claimWhenReady<T>(d: HttpDeps, p: LongPoll<T>): Promise<T[
   const stopping = () => gone.abort();
   d.closing.addEventListener('abort', stopping, { once: true });
   if (d.closing.aborted) gone.abort();
+  // A token revoked mid-wait ends the wait when the revocation commits (and is checked again before each claim).
+  const unwatch = p.tokenId ? d.revocations.watch(p.tokenId, () => gone.abort(), { recheck: false }) : undefined;
   try {
     return await readyClaimWait(d.claimWaiters, d.db, d.log, {
       who: p.who, reach: p.reach, since: p.since, waitSec: p.waitSec, signal: gone.signal, claim: p.claim,
@@ -36,6 +38,7 @@ export async function claimWhenReady<T>(d: HttpDeps, p: LongPoll<T>): Promise<T[
     });
   } finally {
     p.reply.raw.off('close', hangUp);
+    unwatch?.();
     d.closing.removeEventListener('abort', stopping);
   }
 }

@@ -13,6 +13,7 @@ import {
 } from '../errors.js';
 import { jsonTextTooDeep, utf8Decode } from '../json-guard.js';
 import { tokenTouch, tokenVerify } from '../auth/tokens.js';
+import { TokenRevocations } from '../auth/revocations.js';
 import { ACCESS_ROLES, routeResponsesCheck } from './route.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
@@ -35,7 +36,7 @@ export interface HttpOptions {
   metricsPublic?: boolean;
   /** How often the event stream re-reads when no NOTIFY came (ms). Default 1000. */
   streamPollMs?: number;
-  /** The process's LISTEN connection (READY and events channels), shared with its agents. Default: the event stream and the waiting claims open their own. */
+  /** The process's LISTEN connection (READY, events and revocation channels), shared with its agents. Default: the event stream and the waiting claims open their own. */
   listener?: ReadyListener;
   /** The node's waiting claims, shared with its agents and MCP sessions (nodeStart). Default: the server's own, closed with it. */
   claimWaiters?: ClaimWaiters;
@@ -75,6 +76,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   const claimWaiters = o.claimWaiters ?? new ClaimWaiters({
     databaseUrl: o.databaseUrl, log, listener: o.listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
   });
+  const revocations = new TokenRevocations({ db: o.db, databaseUrl: o.databaseUrl, log, listener: o.listener });
   const closing = new AbortController();
   metrics.processGauge('dagent_claims_waiting', 'long-poll claims (HTTP wait_sec, MCP next_task) under way on this node', () => claimWaiters.size);
 
@@ -144,7 +146,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   });
 
   if (o.checkResponses) routeResponsesCheck(app);
-  routesRegister(app, { db: o.db, log, hub, metrics, claimWaiters, closing: closing.signal, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
+  routesRegister(app, { db: o.db, log, hub, metrics, claimWaiters, revocations, closing: closing.signal, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
   await app.ready();
 
   return {
@@ -163,6 +165,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
       await hub.close();
       metrics.close();
       await app.close();
+      await revocations.close();
     },
   };
 }

@@ -35,6 +35,10 @@ export class McpAgentSession {
   private readonly claimant: Claimant;
   /** Aborted when the session ends: a next_task waiting for work answers at once. */
   private readonly ended = new AbortController();
+  /** The next_task calls under way: the session's end waits for them to answer (with nothing). */
+  private readonly nextCalls = new Set<Promise<ClaimedTask | null>>();
+  /** Why it ended, when what it held is released at its end (close's `release`). */
+  private endReason: string | undefined;
 
   /** `waiters`: the node's waiting claims (claim-wait/): next_task waits for work there, as HTTP long polls do. */
   constructor(private readonly db: Db, private readonly principal: Principal, private readonly waiters: ClaimWaiters, private readonly log?: Logger) {
@@ -49,12 +53,27 @@ export class McpAgentSession {
    * (or, while work it covers is blocked, every few seconds), never after its token is revoked or its session ended.
    */
   async next(o: { waitSec?: number; dagId?: string; capabilities?: string[]; models?: string[] }): Promise<ClaimedTask | null> {
+    const call = this.nextTask(o);
+    this.nextCalls.add(call);
+    try {
+      return await call;
+    } finally {
+      this.nextCalls.delete(call);
+    }
+  }
+
+  private async nextTask(o: { waitSec?: number; dagId?: string; capabilities?: string[]; models?: string[] }): Promise<ClaimedTask | null> {
     const reach = await this.register(o.capabilities ?? this.grantedCapabilities(), o.models ?? []);
     const grant = this.principal.grant;
     const claim = async () => {
       const got = await taskClaim(this.db, this.agentId, {
         limit: 1, start: true, dagId: o.dagId, grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
       });
+      // A claim that was under way when the session ended: what it took is handed back, never held or returned.
+      if (this.ended.signal.aborted) {
+        await this.handBack(got, this.endReason ?? `MCP session of ${this.agentId} ended`);
+        return [];
+      }
       got.forEach((t) => this.hold(t));
       return got;
     };
@@ -130,11 +149,26 @@ export class McpAgentSession {
     return this.guarded(h, () => attemptLogAppend(this.db, { taskId: h.task.id, fence: h.task.fence }, lines));
   }
 
-  /** The session is over: no more heartbeats; what it holds goes back through the reaper. */
-  close(): void {
+  /**
+   * The session is over: a waiting next_task answers at once (resolves once it has), heartbeats stop. What it holds goes back through the
+   * reaper when its lease lapses, or, given `release` (the reason: its token was revoked), is released now, no
+   * attempt spent, as a deregistering agent's tasks are.
+   */
+  async close(o: { release?: string } = {}): Promise<void> {
+    this.endReason = o.release;
     this.ended.abort();
-    for (const h of this.held.values()) clearInterval(h.timer);
+    const held = [...this.held.values()];
+    for (const h of held) clearInterval(h.timer);
     this.held.clear();
+    if (o.release !== undefined) await this.handBack(held.map((h) => h.task), o.release);
+    await Promise.allSettled([...this.nextCalls]);
+  }
+
+  private async handBack(tasks: ClaimedTask[], reason: string): Promise<void> {
+    await Promise.all(tasks.map((t) => taskRelease(this.db, { taskId: t.id, fence: t.fence, reason }).catch((err) => {
+      // Taken back meanwhile (the reaper, a cancel): nothing of this session's is left to release.
+      this.log?.info({ taskId: t.id, err: errorMessage(err) }, 'MCP session could not release a task at its end');
+    })));
   }
 
   private grantedCapabilities(): string[] {

@@ -9,8 +9,8 @@ import { operatorToolsRegister } from './operator-tools.js';
 
 export interface McpSession {
   server: McpServer;
-  /** End the session: its heartbeats stop (what it held goes back through the reaper). */
-  close(): void;
+  /** End the session: its heartbeats stop; what it held goes back through the reaper, or now given `release` (McpAgentSession.close). */
+  close(o?: { release?: string }): Promise<void>;
 }
 
 /**
@@ -30,5 +30,5 @@ export function mcpSessionCreate(
     session = new McpAgentSession(db, principal, o.waiters, o.log);
     agentToolsRegister(server, session);
   } else operatorToolsRegister(server, principal, { db, log: o.log, fileRoots: o.fileRoots, maxQueued: o.maxQueued });
-  return { server, close: () => session?.close() };
+  return { server, close: async (c) => { await session?.close(c); } };
 }

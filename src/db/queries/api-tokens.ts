@@ -1,6 +1,7 @@
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { apiTokens } from '../schema/index.js';
+import { REVOKED_CHANNEL, rowsOf, textArray } from '../statement.js';
 
 export type ApiTokenRow = typeof apiTokens.$inferSelect;
 
@@ -36,8 +37,21 @@ export async function apiTokenLive(db: Db, id: string): Promise<boolean> {
   return row !== undefined;
 }
 
+/**
+ * Revoke a live token, and say so on REVOKED_CHANNEL in the same statement: the NOTIFY is delivered when the
+ * revocation commits, so every node ends the token's sessions and streams then, not at its next poll.
+ */
 export async function apiTokenRevoke(db: Db, id: string): Promise<boolean> {
-  const r = await db.update(apiTokens).set({ revokedAt: sql`now()` })
-    .where(and(eq(apiTokens.id, id), isNull(apiTokens.revokedAt))).returning({ id: apiTokens.id });
-  return r.length > 0;
+  const rows = await rowsOf<{ id: string }>(db, sql`
+    with revoked as (
+      update ${apiTokens} set revoked_at = now() where id = ${id} and revoked_at is null returning id
+    )
+    select id, pg_notify(${REVOKED_CHANNEL}, id) from revoked`);
+  return rows.length > 0;
+}
+
+/** Which of these tokens are revoked (the fallback while a node hears no notifications). */
+export async function apiTokensRevokedAmong(db: Db, ids: readonly string[]): Promise<string[]> {
+  const rows = await rowsOf<{ id: string }>(db, sql`select id from ${apiTokens} where id = any(${textArray(ids)}) and revoked_at is not null`);
+  return rows.map((r) => r.id);
 }

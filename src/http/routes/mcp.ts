@@ -8,7 +8,7 @@ import { packageVersion } from '../../package-root.js';
 import { otherContent, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 
-interface Live { transport: StreamableHTTPServerTransport; session: McpSession; tokenId: string; seenAt: number }
+interface Live { transport: StreamableHTTPServerTransport; session: McpSession; tokenId: string; seenAt: number; unwatch: () => void }
 
 /**
  * MCP over streamable HTTP at /mcp, behind the API's tokens: POST opens a session (initialize) or sends to one,
@@ -16,12 +16,19 @@ interface Live { transport: StreamableHTTPServerTransport; session: McpSession; 
  */
 export function mcpRoutes(app: FastifyInstance, d: HttpDeps): void {
   const live = new Map<string, Live>();
-  const end = (id: string) => {
+  /** `release`: hand what the session holds back now (its token was revoked), not when its leases lapse. */
+  const end = (id: string, release?: string) => {
     const l = live.get(id);
     if (!l) return;
     live.delete(id);
-    l.session.close();
-    void l.transport.close().catch(() => {});
+    l.unwatch();
+    // Its waiting calls answer (with nothing) and what it holds is handed back; then its streams (GET /mcp) close,
+    // once the answers are out (a turn of the event loop after the tools returned them).
+    void (async () => {
+      await l.session.close({ release }).catch((err) => d.log.warn({ err, sessionId: id }, 'MCP session did not end cleanly'));
+      await new Promise((resolve) => setImmediate(resolve));
+      await l.transport.close().catch(() => {});
+    })();
   };
   const sweep = setInterval(() => {
     const idleBefore = Date.now() - MCP_DEFAULTS.idleSec * 1000;
@@ -64,12 +71,16 @@ export function mcpRoutes(app: FastifyInstance, d: HttpDeps): void {
       const session = mcpSessionCreate(d.db, principal!, { log: d.log, version: packageVersion(), fileRoots: d.fileRoots ?? [], maxQueued: d.maxQueued, waiters: d.claimWaiters });
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => { live.set(id, { transport, session, tokenId: principal!.tokenId, seenAt: Date.now() }); },
+        onsessioninitialized: (id) => {
+          // Revoking the token ends the session when the revocation commits: nothing more is claimed, beaten or said for it.
+          const unwatch = d.revocations.watch(principal!.tokenId, () => end(id, 'its token was revoked'));
+          live.set(id, { transport, session, tokenId: principal!.tokenId, seenAt: Date.now(), unwatch });
+        },
         onsessionclosed: (id) => end(id),
       });
-      transport.onclose = () => { if (transport.sessionId) end(transport.sessionId); else session.close(); };
+      transport.onclose = () => { if (transport.sessionId) end(transport.sessionId); else void session.close(); };
       await session.server.connect(transport);
-      l = { transport, session, tokenId: principal!.tokenId, seenAt: Date.now() };
+      l = { transport, session, tokenId: principal!.tokenId, seenAt: Date.now(), unwatch: () => {} };
     }
     reply.hijack();
     await l.transport.handleRequest(req.raw, reply.raw, req.body);

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { dagRequire } from '../../engine/read/inspect.js';
-import { tokenLive } from '../../auth/tokens.js';
 import type { HttpDeps } from '../deps.js';
 import { otherContent, route } from '../route.js';
 import { LIMITS } from '../../config/index.js';
@@ -9,8 +8,6 @@ import { engineEvents } from '../../observability/engine-events.js';
 
 /** Comment lines keep idle proxies (and the browser) from closing a quiet stream. */
 export const STREAM_KEEPALIVE_MS = 15_000;
-/** How often a stream asks again whether its token is still live: a revoked token's streams close within this. */
-export const STREAM_TOKEN_RECHECK_MS = 2_000;
 
 export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
@@ -55,20 +52,19 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
       },
     });
     const keepalive = setInterval(() => { if (!res.destroyed && res.writableLength === 0) res.write(': keepalive\n\n'); }, STREAM_KEEPALIVE_MS);
-    // A token revoked after the stream opened stops it within STREAM_TOKEN_RECHECK_MS.
-    const recheck = principal ? setInterval(() => {
-      tokenLive(d.db, principal.tokenId).then((live) => {
-        if (live || res.writableEnded) return;
-        send('close', { reason: 'token revoked' });
-        res.end();
-      }).catch((err) => d.log.warn({ err }, 'event stream could not recheck its token; will try again'));
-    }, STREAM_TOKEN_RECHECK_MS) : undefined;
+    // A token revoked after the stream opened ends it when the revocation commits (auth/revocations.ts): the
+    // revocation is heard on the connection the events come by, so no event committed after it goes out.
+    const unwatch = principal ? d.revocations.watch(principal.tokenId, () => {
+      if (res.writableEnded) return;
+      send('close', { reason: 'token revoked' });
+      res.end();
+    }) : undefined;
     let ended = false;
     const closed = () => {
       if (ended) return;
       ended = true;
       clearInterval(keepalive);
-      clearInterval(recheck);
+      unwatch?.();
       unsubscribe();
     };
     req.raw.on('close', closed);
