@@ -3,6 +3,7 @@ import type { Db } from '../db/handle.js';
 import { apiTokenFind, apiTokenInsert, apiTokenList, apiTokenLive, apiTokenRevoke, apiTokenTouch, type ApiTokenRow } from '../db/queries/api-tokens.js';
 import { agentGet } from '../db/queries/agents.js';
 import { CAPABILITY_PATTERN } from '../dag/file-schema.js';
+import { agentModelSchema } from '../llm-models.js';
 import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
 import { newTokenId } from '../ids.js';
 import { AGENT_TOKEN_DEFAULTS } from '../config/index.js';
@@ -25,6 +26,8 @@ export interface Grant {
   capabilities: string[] | null;
   /** Validator capabilities it may register, without the prefix (`test` for validate:test). */
   validators: string[];
+  /** Models it may register (`*`: any); null for a token made before models were granted: any. */
+  models: string[] | null;
   /** Most budget it may register (a registration without one gets this); null: no ceiling. */
   budgetUsd: number | null;
   /** Most tasks at once it may register; null: no ceiling. */
@@ -54,6 +57,8 @@ export interface TokenCreate {
   capabilities?: string[];
   /** Agent tokens: validator capabilities it may register, without the prefix (`test`, `judge`). */
   validators?: string[];
+  /** Agent tokens: the models it may register (`*`: any; default none: it works tasks that name no model). */
+  models?: string[];
   budgetUsd?: number;
   maxConcurrent?: number;
 }
@@ -61,8 +66,8 @@ export interface TokenCreate {
 export async function tokenCreate(db: Db, o: TokenCreate): Promise<{ id: string; token: string; role: TokenRole; agentId: string | null; grant: Grant | null }> {
   if (!(TOKEN_ROLES as readonly string[]).includes(o.role)) throw new InvalidInputError(`--role ${o.role}: expected one of ${TOKEN_ROLES.join(', ')}`);
   if (o.role === 'agent' && !o.agentId) throw new InvalidInputError('an agent token needs --agent ID: it can only act as that agent');
-  const grantGiven = o.capabilities !== undefined || o.validators !== undefined || o.budgetUsd !== undefined || o.maxConcurrent !== undefined;
-  if (o.role !== 'agent' && (o.agentId || grantGiven)) throw new InvalidInputError('--agent, --capabilities, --validators, --budget-usd and --max-concurrent apply to agent tokens only');
+  const grantGiven = o.capabilities !== undefined || o.validators !== undefined || o.models !== undefined || o.budgetUsd !== undefined || o.maxConcurrent !== undefined;
+  if (o.role !== 'agent' && (o.agentId || grantGiven)) throw new InvalidInputError('--agent, --capabilities, --validators, --models, --budget-usd and --max-concurrent apply to agent tokens only');
   if (o.agentId && !/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/.test(o.agentId)) throw new InvalidInputError(`--agent ${o.agentId}: not a valid agent id`);
   const capabilities = [...new Set(o.capabilities ?? [])];
   for (const c of capabilities) {
@@ -71,22 +76,24 @@ export async function tokenCreate(db: Db, o: TokenCreate): Promise<{ id: string;
   }
   const validators = [...new Set(o.validators ?? [])];
   for (const v of validators) if (!/^[a-z][a-z0-9_-]{0,63}$/.test(v)) throw new InvalidInputError(`--validators ${v}: expected a validator name such as test or judge`);
+  const models = [...new Set(o.models ?? [])];
+  for (const m of models) if (!agentModelSchema.safeParse(m).success) throw new InvalidInputError(`--models ${m}: expected a model name such as openai/gpt-4o (letters, digits and . _ : / @ + -), or * for any`);
   if (o.budgetUsd !== undefined && !(o.budgetUsd >= 0)) throw new InvalidInputError(`--budget-usd ${o.budgetUsd}: expected a number ≥ 0`);
   if (o.maxConcurrent !== undefined && !(Number.isInteger(o.maxConcurrent) && o.maxConcurrent >= 1)) throw new InvalidInputError(`--max-concurrent ${o.maxConcurrent}: expected a whole number ≥ 1`);
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
   const isAgent = o.role === 'agent';
   const row = await apiTokenInsert(db, {
     id: newTokenId(), role: o.role, agentId: o.agentId ?? null, name: o.name ?? null, tokenHash: tokenHash(token),
-    grantCapabilities: isAgent ? capabilities : null, grantValidators: isAgent ? validators : [],
+    grantCapabilities: isAgent ? capabilities : null, grantValidators: isAgent ? validators : [], grantModels: isAgent ? models : null,
     grantBudgetUsd: o.budgetUsd ?? null, grantMaxConcurrent: o.maxConcurrent ?? null,
   });
   return { id: row.id, token, role: o.role, agentId: row.agentId, grant: grantOf(row) };
 }
 
-function grantOf(row: Pick<ApiTokenRow, 'role' | 'grantCapabilities' | 'grantValidators' | 'grantBudgetUsd' | 'grantMaxConcurrent'>): Grant | null {
+function grantOf(row: Pick<ApiTokenRow, 'role' | 'grantCapabilities' | 'grantValidators' | 'grantModels' | 'grantBudgetUsd' | 'grantMaxConcurrent'>): Grant | null {
   if (row.role !== 'agent') return null;
   return {
-    capabilities: row.grantCapabilities, validators: row.grantValidators,
+    capabilities: row.grantCapabilities, validators: row.grantValidators, models: row.grantModels,
     budgetUsd: row.grantBudgetUsd === null ? null : Number(row.grantBudgetUsd), maxConcurrent: row.grantMaxConcurrent,
   };
 }
@@ -97,14 +104,23 @@ export function grantCovers(g: Grant, capability: string): boolean {
   return g.capabilities === null || g.capabilities.includes(capability);
 }
 
+/** Whether a grant covers one model an agent registers (`*` only through a grant of `*`). */
+export function grantCoversModel(g: Grant, model: string): boolean {
+  return g.models === null || g.models.includes('*') || g.models.includes(model);
+}
+
 /**
  * What an agent token may register: capabilities only from its grant (validator ones
- * only from its validator grant), budget and concurrency within its ceilings (a budget
+ * only from its validator grant), models only from its grant, budget and concurrency within its ceilings (a budget
  * left out is the ceiling). Returns the registration to store, or refuses with the reason.
  */
-export function grantApply<R extends { capabilities: string[]; budgetUsd?: number | null; maxConcurrent?: number }>(p: Principal, reg: R): R {
+export function grantApply<R extends { capabilities: string[]; models?: string[]; budgetUsd?: number | null; maxConcurrent?: number }>(p: Principal, reg: R): R {
   if (p.role !== 'agent' || !p.grant) return reg;
   const g = p.grant;
+  const modelsBeyond = (reg.models ?? []).filter((m) => !grantCoversModel(g, m));
+  if (modelsBeyond.length) {
+    throw new ForbiddenError(`token ${p.tokenId} does not grant the models ${modelsBeyond.join(', ')}: models are granted to a token (dagent tokens create --models), not claimed by its agent`, { models: modelsBeyond });
+  }
   const beyond = reg.capabilities.filter((c) => !grantCovers(g, c));
   if (beyond.length) {
     const validator = beyond.some((c) => c.startsWith(VALIDATOR_PREFIX));

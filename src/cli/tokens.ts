@@ -13,15 +13,16 @@ export function tokenCommands(program: Command, ctx: CommandContext): void {
     .option('--agent <id>', 'agent tokens: the agent it acts as')
     .option('--capabilities <list>', 'agent tokens: comma-separated capabilities it may register (default none)', list)
     .option('--validators <list>', 'agent tokens: validator capabilities it may register, by name (test, judge: validate:test, validate:judge)', list)
+    .option('--models <list>', 'agent tokens: comma-separated models it may register, or * for any (default none: it works tasks that name no model)', list)
     .option('--budget-usd <n>', 'agent tokens: most budget it may register', Number)
     .option('--max-concurrent <n>', 'agent tokens: most tasks at once it may register', Number)
     .option('--name <text>', 'a label to recognise the token by')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { role: string; agent?: string; name?: string; json?: boolean; capabilities?: string[]; validators?: string[]; budgetUsd?: number; maxConcurrent?: number }) => {
+    .action(async (opts: { role: string; agent?: string; name?: string; json?: boolean; capabilities?: string[]; validators?: string[]; models?: string[]; budgetUsd?: number; maxConcurrent?: number }) => {
       const { created, known } = await withDatabase(ctx, async (d) => {
         const c = await tokenCreate(d.db, {
           role: opts.role as TokenRole, agentId: opts.agent, name: opts.name,
-          capabilities: opts.capabilities ?? (opts.role === 'agent' ? [] : undefined), validators: opts.validators, budgetUsd: opts.budgetUsd, maxConcurrent: opts.maxConcurrent,
+          capabilities: opts.capabilities ?? (opts.role === 'agent' ? [] : undefined), validators: opts.validators, models: opts.models ?? (opts.role === 'agent' ? [] : undefined), budgetUsd: opts.budgetUsd, maxConcurrent: opts.maxConcurrent,
         });
         return { created: c, known: opts.agent ? await tokenAgentKnown(d.db, opts.agent) : true };
       });
@@ -62,6 +63,7 @@ function list(v: string): string[] {
 function grantText(g: Grant): string {
   const parts = [g.capabilities === null ? 'any capability but validators (made before grants)' : `capabilities ${g.capabilities.join(', ') || 'none'}`];
   if (g.validators.length) parts.push(`validators ${g.validators.map((v) => `${VALIDATOR_PREFIX}${v}`).join(', ')}`);
+  parts.push(g.models === null ? 'any model (made before models were granted)' : `models ${g.models.join(', ') || 'none'}`);
   if (g.budgetUsd !== null) parts.push(`budget ≤ ${g.budgetUsd} USD`);
   if (g.maxConcurrent !== null) parts.push(`≤ ${g.maxConcurrent} at once`);
   return parts.join('; ');

@@ -3,7 +3,7 @@ import { errorMessage } from '../db/pg-errors.js';
 import type { Db } from '../db/handle.js';
 import { agentRegister } from '../engine/ops/agents.js';
 import { attemptLogAppend, type LogLineInput } from '../engine/read/attempt-logs.js';
-import { taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
+import { modelUsable, taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
 import { taskFail, type FailureOutcome } from '../engine/attempt/fail.js';
 import { taskComplete } from '../engine/attempt/complete.js';
 import { taskHeartbeat } from '../engine/attempt/lease.js';
@@ -63,7 +63,7 @@ export class McpAgentSession {
   }
 
   private async nextTask(o: { waitSec?: number; dagId?: string; capabilities?: string[]; models?: string[] }): Promise<ClaimedTask | null> {
-    const reach = await this.register(o.capabilities ?? this.grantedCapabilities(), o.models ?? []);
+    const reach = await this.register(o.capabilities ?? this.grantedCapabilities(), o.models ?? this.principal.grant?.models ?? []);
     const grant = this.principal.grant;
     const claim = async () => {
       const got = await taskClaim(this.db, this.agentId, {
@@ -116,6 +116,7 @@ export class McpAgentSession {
 
   async complete(taskId: string | undefined, output: unknown, spent: AttemptSpend = {}) {
     const h = this.pick(taskId);
+    this.modelCheck(h, spent.model);
     const r = await this.guarded(h, () => taskComplete(this.db, { taskId: h.task.id, fence: h.task.fence, output, ...spent }));
     this.drop(h.task.id);
     return r;
@@ -123,6 +124,7 @@ export class McpAgentSession {
 
   async fail(taskId: string | undefined, f: { errorClass: string; message: string; retryable?: boolean } & AttemptSpend): Promise<FailureOutcome> {
     const h = this.pick(taskId);
+    this.modelCheck(h, f.model);
     const r = await this.guarded(h, () => taskFail(this.db, { taskId: h.task.id, fence: h.task.fence, ...f }, { log: this.log }));
     this.drop(h.task.id);
     return r;
@@ -130,12 +132,14 @@ export class McpAgentSession {
 
   async release(taskId: string | undefined, reason?: string, spent: AttemptSpend = {}): Promise<void> {
     const h = this.pick(taskId);
+    this.modelCheck(h, spent.model);
     await this.guarded(h, () => taskRelease(this.db, { taskId: h.task.id, fence: h.task.fence, reason: reason ?? `MCP session of ${this.agentId} released it`, ...spent }));
     this.drop(h.task.id);
   }
 
   async spawn(taskId: string | undefined, subtasks: unknown, wait: boolean, spent: AttemptSpend = {}) {
     const h = this.pick(taskId);
+    this.modelCheck(h, spent.model);
     const r = await this.guarded(h, () => taskSpawn(this.db, { taskId: h.task.id, fence: h.task.fence }, subtasks, {
       wait, cost: spent, log: this.log,
     }));
@@ -169,6 +173,17 @@ export class McpAgentSession {
       // Taken back meanwhile (the reaper, a cancel): nothing of this session's is left to release.
       this.log?.info({ taskId: t.id, err: errorMessage(err) }, 'MCP session could not release a task at its end');
     })));
+  }
+
+  /** A model the session says its attempt used must be one it could use (engine/ops/agents.ts reportedModelCheck). */
+  private modelCheck(h: Held, model: string | null | undefined): void {
+    if (!model) return;
+    const taskModels = [...new Set([...h.task.spec.models, ...h.task.spec.fallbackModels])];
+    const agentModels = this.registered?.reach.models ?? [];
+    if (!modelUsable(model, taskModels, agentModels)) {
+      const could = taskModels.length ? `the task accepts ${taskModels.join(', ')}` : 'the task names no model';
+      throw new InvalidInputError(`model: ${model} is not a model this attempt could use (${could}; the session registered ${agentModels.join(', ') || 'none'})`, { model });
+    }
   }
 
   private grantedCapabilities(): string[] {

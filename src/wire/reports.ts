@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LIMITS } from '../config/index.js';
+import { modelNameSchema } from '../llm-models.js';
 import { LOG_LEVELS } from '../engine/read/attempt-logs.js';
 import type { AttemptSpend } from '../db/rows.js';
 
@@ -14,7 +15,7 @@ export const reportSpend = {
   cost_usd: z.number().min(0).max(LIMITS.reportCostUsd).optional().describe('USD this attempt spent so far'),
   tokens_in: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
   tokens_out: z.number().int().min(0).max(LIMITS.reportTokens).optional(),
-  model: z.string().max(200).nullable().optional().describe('the model the attempt used'),
+  model: modelNameSchema.nullable().optional().describe('the model the attempt used: one the task accepts and the agent registered (or, for a task that names none, one the agent registered)'),
 };
 
 /** A report's spend fields (reportSpend) as the engine takes them. */

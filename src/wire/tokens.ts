@@ -9,6 +9,7 @@ export const whoamiAnswerSchema = z.object({
   grant: z.object({
     capabilities: z.array(z.string()).nullable().describe('capabilities it may register; null: any but validator ones (a token made before grants)'),
     validators: z.array(z.string()),
+    models: z.array(z.string()).nullable().describe('models it may register (`*`: any); null: any (a token made before models were granted)'),
     budgetUsd: z.number().nullable(),
     maxConcurrent: z.number().nullable(),
   }).nullable().describe('an agent token\'s grant; null for other roles'),

@@ -40,8 +40,9 @@ function caller(client: Client): Tool {
   };
 }
 
+// The scripted model reports the model it ran on: the token grants it, and the session registers what is granted.
 const agentToken = async (agentId: string, capabilities: string[] = ['research', 'write']) =>
-  (await tokenCreate(db, { role: 'agent', agentId, capabilities })).token;
+  (await tokenCreate(db, { role: 'agent', agentId, capabilities, models: ['harness-model'] })).token;
 
 const SCRIPTED_DAG = (name: string) => `
 name: ${name}

@@ -58,7 +58,7 @@ describe('agents spawn data, never code', () => {
 tasks:
   host: { type: w, spec: { models: [small], fallback_models: [tiny], constraints: { capabilities: [work] } } }
 `);
-    const hostile = await httpAgent(server, db, 'inheritor', { capabilities: ['work'] }, { models: ['small'] });
+    const hostile = await httpAgent(server, db, 'inheritor', { capabilities: ['work'], models: ['small'] });
     const [host] = await hostile.claim(dagId);
     const pwned = marker();
     const r = await hostile.spawn(host!, [{ key: 'sneaky', type: 'w', spec: { input: { command: `touch ${pwned}` } } }]);

@@ -25,7 +25,7 @@ export async function apiTokenTouch(db: Db, id: string): Promise<void> {
 export function apiTokenList(db: Db) {
   return db.select({
     id: apiTokens.id, role: apiTokens.role, agentId: apiTokens.agentId, name: apiTokens.name,
-    grantCapabilities: apiTokens.grantCapabilities, grantValidators: apiTokens.grantValidators,
+    grantCapabilities: apiTokens.grantCapabilities, grantValidators: apiTokens.grantValidators, grantModels: apiTokens.grantModels,
     grantBudgetUsd: apiTokens.grantBudgetUsd, grantMaxConcurrent: apiTokens.grantMaxConcurrent,
     createdAt: apiTokens.createdAt, lastUsedAt: apiTokens.lastUsedAt, revokedAt: apiTokens.revokedAt,
   }).from(apiTokens).orderBy(asc(apiTokens.createdAt));

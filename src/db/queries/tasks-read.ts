@@ -55,6 +55,13 @@ export async function taskHolderGet(db: Db, id: string): Promise<{ claimedBy: st
   return r;
 }
 
+/** The models a task accepts and those of the agent that holds it: what decides which models its attempt could use. */
+export async function taskHolderModels(db: Db, id: string): Promise<{ taskModels: string[]; agentModels: string[] } | undefined> {
+  const [r] = await rowsOf<{ taskModels: string[]; agentModels: string[] | null }>(db, sql`
+    select t.models as "taskModels", (select a.models from agents a where a.id = t.claimed_by) as "agentModels" from tasks t where t.id = ${id}`);
+  return r && { taskModels: r.taskModels, agentModels: r.agentModels ?? [] };
+}
+
 /** Every task's state in one DAG, small columns only: what the live stream diffs. */
 export function taskStatesForDag(db: Db, dagId: string) {
   return db.select({

@@ -18,6 +18,8 @@ export const apiTokens = pgTable(
     agentId: text('agent_id'),
     grantCapabilities: text('grant_capabilities').array(),
     grantValidators: text('grant_validators').array().notNull().default(sql`'{}'::text[]`),
+    /** Models it may register (`*`: any); null for a token made before models were granted: any. */
+    grantModels: text('grant_models').array(),
     grantBudgetUsd: numeric('grant_budget_usd', { mode: 'number' }),
     grantMaxConcurrent: integer('grant_max_concurrent'),
     name: text('name'),

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 
 /**
@@ -14,4 +15,11 @@ export const modelPauses = pgTable('model_pauses', {
   taskId: text('task_id'),
   /** How many limits paused it (its history, for /metrics). */
   hits: integer('hits').notNull().default(1),
+  /**
+   * When the run of pauses it is in began: reports extend a pause to at most RATE_LIMIT_DEFAULTS.maxDelaySec past
+   * it, and a run goes on only while agents that have not paused it yet in that run report (model-pauses.ts).
+   */
+  startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),
+  /** The agents whose reports paused it in this run. */
+  reporters: text('reporters').array().notNull().default(sql`'{}'::text[]`),
 });

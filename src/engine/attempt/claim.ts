@@ -147,6 +147,15 @@ export function modelsForAgent(body: Pick<TaskBody, 'models' | 'fallbackModels'>
   return agentModels.includes('*') ? all : all.filter((m) => agentModels.includes(m));
 }
 
+/**
+ * Whether an attempt could have used `model`: one the task accepts (its models and fallbacks) that the agent registered
+ * (`*`: any), or, for a task that names none, one the agent registered. What an agent reports it used must be one.
+ */
+export function modelUsable(model: string, taskModels: readonly string[], agentModels: readonly string[]): boolean {
+  const agentHas = agentModels.includes('*') || agentModels.includes(model);
+  return agentHas && (taskModels.length === 0 || taskModels.includes(model));
+}
+
 /** A model is paused when it is, or its provider (`openai` for `openai/gpt-4o`) is. */
 export function modelPaused(model: string, paused: readonly string[]): boolean {
   return paused.includes(model) || paused.includes(model.split('/')[0]!);

@@ -107,13 +107,17 @@ async function taskRateLimited(db: Db, f: Failure, opts: { log?: Logger } = {}):
       spent: spendOf(f),
     });
     if (!returned) return null;
-    // The fleet-wide pause: only on a model this attempt may have used (one the task accepts, else one the agent
-    // registered by name), and never longer than maxDelaySec, so no agent stops the fleet from using a model for long.
-    const model = f.model && (returned.taskModels.length ? returned.taskModels.includes(f.model) : returned.agentModels.includes(f.model)) ? f.model : null;
+    // The fleet-wide pause: only on a model this attempt was handed (one the task accepts and the agent has: a task
+    // that names no model pauses none), for at most maxDelaySec per agent (modelPause), so no agent stops the fleet
+    // from using a model for long.
+    const model = f.model && returned.taskModels.includes(f.model) && (returned.agentModels.includes('*') || returned.agentModels.includes(f.model)) ? f.model : null;
     // A model whose only declared limit is its provider's pauses the provider (every model of it).
     const pauseKey = model ? await rateLimitPauseKey(tx, model) : null;
     const pausedUntil = pauseKey
-      ? await modelPause(tx, { model: pauseKey, delaySec: Math.min(delaySec, RATE_LIMIT_DEFAULTS.maxDelaySec), reason: f.message.slice(0, 500), taskId: f.taskId })
+      ? await modelPause(tx, {
+        model: pauseKey, delaySec: Math.min(delaySec, RATE_LIMIT_DEFAULTS.maxDelaySec), maxDelaySec: RATE_LIMIT_DEFAULTS.maxDelaySec,
+        reason: f.message.slice(0, 500), taskId: f.taskId, agentId: returned.agentId ?? '',
+      })
       : null;
     await eventInsertMany(tx, [{
       type: 'task.rate_limited', dagId: returned.dagId, taskId: f.taskId, agentId: returned.agentId,

@@ -150,7 +150,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     }),
     summary: 'Add subtasks to the running task\'s DAG (cycle-checked, idempotent per key)', response: spawnAnswerSchema,
   }, async ({ params, body, principal }) => {
-    await holding(d, principal, params.id!, body.fence);
+    await holding(d, principal, params.id!, body.fence, body.model);
     return taskSpawn(d.db, { taskId: params.id!, fence: body.fence }, body.subtasks, { wait: body.wait, cost: spendOfReport(body), log: d.log });
   });
 
@@ -160,7 +160,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     summary: 'Submit the output: completed, or validated first when the task declares validation; the same completion made again is answered as replayed',
     response: completeAnswerSchema,
   }, async ({ params, body, principal }) => {
-    await holding(d, principal, params.id!, body.fence);
+    await holding(d, principal, params.id!, body.fence, body.model);
     const r = await taskComplete(d.db, {
       taskId: params.id!, fence: body.fence, output: body.output ?? null,
       ...spendOfReport(body),
@@ -180,7 +180,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     }),
     summary: 'Record a failed attempt; the retry policy decides: retrying, ready or dead-lettered', response: failureOutcomeSchema,
   }, async ({ params, body, principal }) => {
-    await holding(d, principal, params.id!, body.fence);
+    await holding(d, principal, params.id!, body.fence, body.model);
     return taskFail(d.db, {
       taskId: params.id!, fence: body.fence, errorClass: body.error_class, message: body.message, retryable: body.retryable,
       retryAfterSec: body.retry_after_sec, details: body.details, ...spendOfReport(body),
@@ -192,7 +192,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     body: z.strictObject({ fence, reason: z.string().max(2000).optional(), ...spend }),
     summary: 'Hand the task back to READY without using an attempt (agent shutdown)', response: okAnswerSchema,
   }, async ({ params, body, principal }) => {
-    await holding(d, principal, params.id!, body.fence);
+    await holding(d, principal, params.id!, body.fence, body.model);
     await taskRelease(d.db, { taskId: params.id!, fence: body.fence, reason: body.reason, ...spendOfReport(body) });
     return { ok: true as const };
   });
