@@ -60,7 +60,7 @@ export function logsCommand(program: Command, ctx: CommandContext): void {
           if (a && (fence === undefined || a.fence === fence)) {
             fence = a.fence;
             for (const l of a.entries) {
-              if (opts.json) ctx.io.stdout(`${JSON.stringify(l)}\n`);
+              if (opts.json) out.jsonLine(l);
               else out.line(logLineText(l));
             }
             after = a.next;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { terminalSafe, terminalSafeLines } from '../../src/cli/terminal-text.js';
+import { jsonForTerminal, terminalSafe, terminalSafeLines } from '../../src/cli/terminal-text.js';
 
 // The process test of every command is test/security/terminal-text.test.ts; this one covers every character.
 const codePoints = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => String.fromCharCode(from + i));
@@ -22,5 +22,17 @@ describe('terminalSafe', () => {
 
   it('keeps the line breaks of text that is several lines by design, and escapes the rest', () => {
     expect(terminalSafeLines('a.yaml:1:1 bad\x1b[2J\nb.yaml:2:3 worse\r')).toBe('a.yaml:1:1 bad\\x1b[2J\nb.yaml:2:3 worse\\r');
+  });
+});
+
+describe('jsonForTerminal', () => {
+  it('writes no character of the set raw, and parses back to the same value', () => {
+    const value = { text: UNSAFE.join(''), [`key${'\u202e'}`]: ['\u009b', '\x7f'], n: 1 };
+    for (const indent of [undefined, 2]) {
+      const json = jsonForTerminal(value, indent);
+      expect(json.split('\n').every((line) => UNSAFE.every((c) => !line.includes(c)))).toBe(true);
+      expect(JSON.parse(json)).toEqual(value);
+    }
+    expect(jsonForTerminal('\u009b\u202e\x7f')).toBe('"\\u009b\\u202e\\u007f"');
   });
 });

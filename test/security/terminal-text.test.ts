@@ -115,3 +115,21 @@ describe('agent text printed by the CLI', () => {
     expect(entries.map((l) => l.split(' ')[1])).toEqual(['ERROR', 'INFO', 'WARN']);
   }, 60_000);
 });
+
+// JSON.stringify escapes the C0 controls but writes DEL, the C1 controls and the bidi characters as they are;
+// `--json` output read on a terminal must be as safe, and parse to exactly what the agent sent.
+describe('agent text printed by the CLI with --json', () => {
+  it.each([
+    { what: 'logs --json', argv: () => ['logs', ids.work, '--json'], sent: (j: any) => [j.attempt.entries[0].message, j.attempt.entries[1].fields.note], expected: [HOSTILE, HOSTILE] },
+    { what: 'logs --follow --json (a JSON line per log line)', argv: () => ['logs', ids.work, '--follow', '--json'], lines: true, sent: (j: any) => [j[0].message, j[1].fields.note], expected: [HOSTILE, HOSTILE] },
+    { what: 'task show --json', argv: () => ['task', 'show', ids.answer, '--json'], sent: (j: any) => [j.task.output.text], expected: [HOSTILE] },
+    { what: 'stats --json', argv: () => ['stats', '--json'], sent: (j: any) => [j.pausedModels[0].reason, j.agents[0].type], expected: [HOSTILE, AGENT_TYPE] },
+  ])('$what: no raw control, and the same text once parsed', async ({ argv, lines, sent, expected }) => {
+    const r = await dagent(...argv());
+    expect(r.code, r.stderr).toBe(0);
+    const at = RAW_CONTROL.exec(r.stdout);
+    expect(at && `U+${at[0].charCodeAt(0).toString(16).padStart(4, '0')} at ${at.index}`).toBeNull();
+    const parsed = lines ? r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l)) : JSON.parse(r.stdout);
+    expect(sent(parsed)).toEqual(expected);
+  }, 60_000);
+});
