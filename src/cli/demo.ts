@@ -11,7 +11,7 @@ import { dagSubmit } from '../engine/dag/submit.js';
 import { agentModuleLoad } from '../runtime/agent-load.js';
 import { nodeStart } from '../node.js';
 import { withDatabase, type CommandContext } from './context.js';
-import { usd } from './output.js';
+import { Output, usd } from './output.js';
 import { DagProgress, dagProgressFollow, dagWatch, type DagSnapshot } from './progress.js';
 import { paramCollect } from './submit.js';
 
@@ -41,8 +41,9 @@ export function demoCommand(program: Command, ctx: CommandContext): void {
 }
 
 async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Awaited<ReturnType<typeof agentModuleLoad>>[], json: boolean): Promise<void> {
+  const output = new Output(ctx.io, json);
   const out = (s: string) => {
-    if (!json) ctx.io.stdout(`${s}\n`);
+    if (!json) output.line(s);
   };
   const started = Date.now();
   // As `dagent up` runs them: the loops with this environment's settings (retention, backpressure), and each agent
@@ -78,17 +79,15 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
     report: report ?? null,
   };
   const failed = final.dag.status === 'completed' ? undefined : new DagNotCompletedError(dagId, final.dag.status, final.dag.blockedReason);
-  if (json) {
-    // One JSON document on stdout: the summary, or the error carrying it.
-    if (failed) throw Object.assign(failed, { details: { ...failed.details, summary } });
-    ctx.io.stdout(`${JSON.stringify(summary, null, 2)}\n`);
-  } else {
-    out('');
-    out(`DAG ${dagId}: ${final.dag.status}${final.dag.blockedReason ? ` (${final.dag.blockedReason})` : ''}`);
-    out(`tasks completed ${summary.completed}/${summary.tasks}, retries ${summary.retries}, dead letters ${summary.deadLetters}, cost ${usd(summary.costUsd)}, wall time ${summary.wallSec}s`);
-    if (report) out(`report: ${path.relative(process.cwd(), report) || report}`);
-    out(`inspect it: npx dagent status ${dagId}   ·   npx dagent graph ${dagId}`);
-  }
+  // With --json, one JSON document on stdout: the summary, or the error carrying it.
+  if (json && failed) throw Object.assign(failed, { details: { ...failed.details, summary } });
+  output.result(summary, () => {
+    output.line();
+    output.line(`DAG ${dagId}: ${final.dag.status}${final.dag.blockedReason ? ` (${final.dag.blockedReason})` : ''}`);
+    output.line(`tasks completed ${summary.completed}/${summary.tasks}, retries ${summary.retries}, dead letters ${summary.deadLetters}, cost ${usd(summary.costUsd)}, wall time ${summary.wallSec}s`);
+    if (report) output.line(`report: ${path.relative(process.cwd(), report) || report}`);
+    output.line(`inspect it: npx dagent status ${dagId}   ·   npx dagent graph ${dagId}`);
+  });
   // The main job tells the truth in its exit code too: a DAG that did not complete is a failure (exit 1), with why.
   if (failed) throw failed;
 }

@@ -49,19 +49,19 @@ export function dlqCommands(program: Command, ctx: CommandContext): void {
         out.line(`reason: ${entry.reason}`);
         out.line(`poison pill: ${entry.poisonPill ? 'yes' : 'no'}   attempts: ${entry.attempts}   total cost: ${usd(entry.totalCostUsd)}   since ${entry.createdAt.toISOString()}`);
         if (entry.resolution) out.line(`resolved: ${entry.resolution} by ${entry.resolvedBy} at ${entry.resolvedAt?.toISOString()}${entry.resolvedNote ? ` — ${entry.resolvedNote}` : ''}`);
-        out.line('\nfailure history:');
+        out.section('failure history:');
         out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost'],
           (entry.history as HistoryItem[]).map((h) => [h.attempt, h.agent, h.outcome, h.error_class, h.error, `${h.duration_ms} ms`, usd(Number(h.cost_usd))]));
         if (s.log) {
           const cut = s.log.lines - s.log.entries.length;
-          out.line(`\nlog of attempt ${s.log.attempt}${cut > 0 ? ` (its last ${s.log.entries.length} of ${s.log.lines} lines: dagent logs ${s.task.id} --attempt ${s.log.attempt})` : ''}:`);
+          out.section(`log of attempt ${s.log.attempt}${cut > 0 ? ` (its last ${s.log.entries.length} of ${s.log.lines} lines: dagent logs ${s.task.id} --attempt ${s.log.attempt})` : ''}:`);
           for (const l of s.log.entries) out.line(`  ${logLineText(l)}`);
           const dropped = logDroppedText(s.log);
           if (dropped) out.line(`  ${dropped}`);
         }
         const judged = (entry.history as HistoryItem[]).filter((h) => h.details?.verdicts?.length);
         if (judged.length === 0) return;
-        out.line('\nvalidation verdicts:');
+        out.section('validation verdicts:');
         out.table(['#', 'step', 'kind', 'verdict', 'score', 'reasons'], judged.flatMap((h) => h.details!.verdicts!.map((v) => [
           h.attempt, v.step + 1, v.kind, v.pass ? 'pass' : 'fail', v.score ?? '', v.reasons.join('; ').slice(0, 300),
         ])));

@@ -63,10 +63,10 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
         out.line(`spec: ${JSON.stringify(t.spec)}`);
         out.line(`inputs: ${JSON.stringify(s.inputs)}`);
         out.line(`output: ${JSON.stringify(t.output)}`);
-        out.line('\nattempts:');
+        out.section('attempts:');
         out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost'],
           s.attempts.map((a) => [a.attempt, a.agentId, a.outcome, a.errorClass, a.errorMessage, `${a.durationMs} ms`, usd(a.costUsd)]));
-        out.line('\nevents:');
+        out.section('events:');
         out.table(['at', 'type', 'agent', 'data'], s.events.map((e) => [e.at.toISOString(), e.type, e.agentId, JSON.stringify(e.data)]));
       });
     });
@@ -120,10 +120,10 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
         out.table(['status', 'tier', 'tasks'], s.counts.map((c) => [c.status, c.tier, c.n]));
         out.line(`oldest READY: ${s.oldestReadyAgeSec == null ? '-' : `${s.oldestReadyAgeSec.toFixed(1)}s`}`);
         for (const p of s.pausedModels) out.line(`model ${p.model} paused for ${Math.ceil(p.remainingSec)}s (rate limit: ${p.reason ?? '-'})`);
-        out.line('\nagents:');
+        out.section('agents:');
         out.table(['id', 'type', 'status', 'capabilities', 'heartbeat', 'spent'],
           s.agents.map((a) => [a.id, a.type, a.status, a.capabilities.join(','), ago(a.heartbeatAt), `${usd(a.spentUsd)}${a.budgetUsd != null ? ` / ${usd(a.budgetUsd)}` : ''}`]));
-        out.line('\nmaintenance loops:');
+        out.section('maintenance loops:');
         out.table(['loop', 'node', 'since', 'last ran', 'lease'],
           s.loops.map((l) => [l.name, l.holder, ago(l.acquiredAt), ago(l.ranAt), l.live ? 'held' : 'lapsed']));
       });

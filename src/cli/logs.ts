@@ -59,17 +59,20 @@ export function logsCommand(program: Command, ctx: CommandContext): void {
           const a = view.attempt;
           if (a && (fence === undefined || a.fence === fence)) {
             fence = a.fence;
-            for (const l of a.entries) ctx.io.stdout(`${opts.json ? JSON.stringify(l) : logLineText(l)}\n`);
+            for (const l of a.entries) {
+              if (opts.json) out.jsonLine(l);
+              else out.line(logLineText(l));
+            }
             after = a.next;
             if (!a.running && a.entries.length === 0) {
-              if (!opts.json) for (const s of [logDroppedText(a), `(attempt ${a.attempt} ended)`]) if (s) ctx.io.stdout(`${s}\n`);
+              if (!opts.json) for (const s of [logDroppedText(a), `(attempt ${a.attempt} ended)`]) if (s) out.line(s);
               return;
             }
           } else if (!a) {
             // Nothing logged yet: wait while the task may still run an attempt.
             const task = await taskGet(d.db, taskId);
             if (!task || ['completed', 'cancelled', 'dead_lettered'].includes(task.status)) {
-              if (!opts.json) ctx.io.stdout(`(task ${taskId} is ${task?.status ?? 'gone'}; it logged nothing)\n`);
+              if (!opts.json) out.line(`(task ${taskId} is ${task?.status ?? 'gone'}; it logged nothing)`);
               return;
             }
           }
@@ -77,7 +80,7 @@ export function logsCommand(program: Command, ctx: CommandContext): void {
           view = await attemptLogsGet(d.db, taskId, { attempt, after: fence === undefined ? 0 : after });
           if (fence !== undefined && view.attempt && view.attempt.fence !== fence) {
             // A later attempt began: the one followed has ended.
-            if (!opts.json) ctx.io.stdout(`(attempt ended; attempt ${view.attempt.attempt} began: dagent logs ${taskId} --follow)\n`);
+            if (!opts.json) out.line(`(attempt ended; attempt ${view.attempt.attempt} began: dagent logs ${taskId} --follow)`);
             return;
           }
         }

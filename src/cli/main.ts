@@ -5,6 +5,7 @@ import { COMMAND_MODULES } from './commands.js';
 import { commandContext, type CommandContextLazy } from './context.js';
 import { exitCodeFor } from './exit-codes.js';
 import { processIo, type Io } from './output.js';
+import { jsonForTerminal, terminalSafeLines } from './terminal-text.js';
 
 /**
  * The program, with the commands `argv` runs defined in full: only their module is loaded. Without
@@ -49,11 +50,12 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     if (err instanceof CommanderError) return code;
     if (json) {
       const e = err instanceof DagentError ? { code: err.code, message: err.message, ...err.details } : { code: 'INTERNAL', message: String(err) };
-      io.stdout(`${JSON.stringify({ error: e }, null, 2)}\n`);
+      io.stdout(`${jsonForTerminal({ error: e }, 2)}\n`);
     }
-    if (err instanceof DagValidationError) io.stderr(`${err.message}\n${err.problems.length} problem(s); nothing was written\n`);
-    else if (err instanceof DagentError) io.stderr(`error: ${err.message}\n`);
-    else io.stderr(`error: ${(err as Error)?.stack ?? String(err)}\n`);
+    // A message may quote what a file or an agent said: its lines reach the terminal as text (terminal-text.ts).
+    if (err instanceof DagValidationError) io.stderr(`${terminalSafeLines(err.message)}\n${err.problems.length} problem(s); nothing was written\n`);
+    else if (err instanceof DagentError) io.stderr(`error: ${terminalSafeLines(err.message)}\n`);
+    else io.stderr(`error: ${terminalSafeLines((err as Error)?.stack ?? String(err))}\n`);
     return code;
   }
 }

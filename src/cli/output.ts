@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type TableType from 'cli-table3';
+import { jsonForTerminal, terminalSafe } from './terminal-text.js';
 
 // Loaded on the first table, not at start-up (cli-table3 is CommonJS, so a synchronous require does).
 const tableClass = (): typeof TableType => createRequire(import.meta.url)('cli-table3') as typeof TableType;
@@ -19,18 +20,33 @@ export const processIo: Io = {
   terminal: process.stdout.isTTY ? process.stdout : undefined,
 };
 
-/** Prints either JSON (`--json`) or human tables and lines. */
+/**
+ * Prints either JSON (`--json`) or human tables and lines. Each line and each cell is one field's worth of
+ * text made safe for a terminal (terminal-text.ts): what an agent wrote in it cannot move the cursor, retitle
+ * the window or start a line that looks like the command's own. JSON is escaped as safely, and parses the same.
+ */
 export class Output {
   constructor(private readonly io: Io, readonly json: boolean) {}
 
   /** With --json, the value; without, the human rendering. */
   result(value: unknown, human: () => void): void {
-    if (this.json) this.io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+    if (this.json) this.io.stdout(`${jsonForTerminal(value, 2)}\n`);
     else human();
   }
 
+  /** One value as one line of JSON (`logs --follow --json`). */
+  jsonLine(value: unknown): void {
+    this.io.stdout(`${jsonForTerminal(value)}\n`);
+  }
+
   line(s = ''): void {
-    this.io.stdout(`${s}\n`);
+    this.io.stdout(`${terminalSafe(s)}\n`);
+  }
+
+  /** A blank line, then a heading (`attempts:`) for what follows. */
+  section(heading: string): void {
+    this.line();
+    this.line(heading);
   }
 
   table(head: string[], rows: Array<Array<string | number | null | undefined>>): void {
@@ -41,7 +57,7 @@ export class Output {
       chars: { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '',
         left: '', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ' },
     });
-    for (const r of rows) t.push(r.map((c) => (c === null || c === undefined ? '-' : String(c))));
+    for (const r of rows) t.push(r.map((c) => (c === null || c === undefined ? '-' : terminalSafe(String(c)))));
     this.io.stdout(`${t.toString()}\n`);
   }
 }

@@ -61,10 +61,10 @@ export function priorityCommands(program: Command, ctx: CommandContext): void {
       out.result(r, () => {
         out.line(`daily spend (UTC), last ${opts.days} days:`);
         out.table(['day', 'spent', 'attempts'], r.days.map((d) => [d.day, usd(d.costUsd), d.attempts]));
-        out.line('\nagents:');
+        out.section('agents:');
         out.table(['agent', 'budget', 'spent', 'reserved', 'left'], r.agents.map((a) => [
           a.id, a.budgetUsd == null ? '-' : usd(a.budgetUsd), usd(a.spentUsd), usd(a.reservedUsd), a.remainingUsd == null ? '-' : usd(a.remainingUsd)]));
-        out.line('\nDAGs:');
+        out.section('DAGs:');
         out.table(['dag', 'name', 'status', 'budget', 'spent', 'reserved'], r.dags.map((g) => [
           g.id, g.name, g.status, g.budgetUsd == null ? '-' : usd(g.budgetUsd), usd(g.spentUsd), usd(g.reservedUsd)]));
       });

@@ -1,6 +1,10 @@
 import type { Io } from './output.js';
+import { terminalSafe } from './terminal-text.js';
 
-/** Where a DAG's progress goes: a line per task transition, and a status line kept current. */
+/**
+ * Where a DAG's progress goes: a line per task transition, and a status line kept current. A line carries a
+ * failure's message as its agent wrote it: it is made safe for the terminal here (terminal-text.ts).
+ */
 export interface ProgressDisplay {
   transition(line: string): void;
   status(line: string): void;
@@ -11,12 +15,22 @@ export interface ProgressDisplay {
 /** How often the status line is printed when it cannot be redrawn in place (not a terminal). */
 export const PLAIN_STATUS_EVERY_MS = 10_000;
 
+/** The display for `io`, every line made safe for a terminal before it is shown. */
+export async function progressDisplay(io: Io): Promise<ProgressDisplay> {
+  const display = await displayOn(io);
+  return {
+    transition: (line) => display.transition(terminalSafe(line)),
+    status: (line) => display.status(terminalSafe(line)),
+    end: () => display.end(),
+  };
+}
+
 /**
  * On a terminal, the status line is redrawn in place under the transitions (log-update); otherwise
  * (a pipe, a file, CI) everything is plain lines: each transition, the status when it changed and
  * at most every PLAIN_STATUS_EVERY_MS, and the last status at the end.
  */
-export async function progressDisplay(io: Io): Promise<ProgressDisplay> {
+async function displayOn(io: Io): Promise<ProgressDisplay> {
   // A terminal that reports no size (a bare pty) cannot be redrawn in: plain lines there too.
   if (io.terminal && (io.terminal.rows ?? 0) > 0 && (io.terminal.columns ?? 0) > 0) {
     const { createLogUpdate } = await import('log-update');

@@ -8,6 +8,7 @@ import { dagSubmitOrSchedule } from '../engine/ops/submit-or-schedule.js';
 import { configFromEnv } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output } from './output.js';
+import { terminalSafe } from './terminal-text.js';
 
 /** `--param k=v` collected into an object. */
 export function paramCollect(value: string, previous: Record<string, string> = {}): Record<string, string> {
@@ -80,7 +81,7 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
       const out = new Output(ctx.io, !!opts.json);
       await withDatabase(ctx, async (d) => {
         const results = await dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued, replaceAnySchedule: true, force: opts.force });
-        if (!opts.json) for (const w of results.flatMap((r) => r.warnings ?? [])) ctx.io.stderr(`warning: ${w}\n`);
+        if (!opts.json) for (const w of results.flatMap((r) => r.warnings ?? [])) ctx.io.stderr(`warning: ${terminalSafe(w)}\n`);
         const line = (r: (typeof results)[number]) => 'schedule' in r
           ? `scheduled ${r.schedule}: next fire ${r.nextFireAt.toISOString()}`
           : r.created ? r.dagId : `${r.dagId} (already exists: same idempotency key)`;
