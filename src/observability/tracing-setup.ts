@@ -20,6 +20,7 @@ export interface Tracing {
 export async function tracingStart(db: Db, env: NodeJS.ProcessEnv, log?: Logger): Promise<Tracing | null> {
   const kind = tracingWanted(env);
   if (!kind) return null;
+  // CommonJS packages: the CLI bundle leaves them to Node (scripts/build-cli.mjs), which finds their named exports.
   const [sdk, resources, { AsyncLocalStorageContextManager }] = await Promise.all([
     import('@opentelemetry/sdk-trace-base'), import('@opentelemetry/resources'), import('@opentelemetry/context-async-hooks'),
   ]);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
@@ -19,7 +19,7 @@ const othersConnected = async () => (await rowsOf<{ n: number }>(db, sql`
 
 describe('the connection budget of a node', () => {
   it(`dagent up with DAGENT_DB_POOL=${POOL} holds at most ${POOL} + 1 connections, serving 30 long polls and 10 event streams`, async () => {
-    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], {
+    const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'up'], {
       env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_DB_POOL: String(POOL), DAGENT_RETENTION: 'off' },
       stdio: ['ignore', 'pipe', 'pipe'],
     }));
@@ -56,7 +56,7 @@ describe('the connection budget of a node', () => {
   });
 
   it('a pool size that is not a whole number of at least 2 is refused, naming the variable', async () => {
-    const child = spawn(process.execPath, [...CLI_FROM_SOURCES, 'stats'], {
+    const child = spawn(process.execPath, [...CLI_COMPILED, 'stats'], {
       env: { ...process.env, DATABASE_URL: database.url, DAGENT_DB_POOL: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';

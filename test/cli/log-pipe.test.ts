@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { testDatabase } from '../helpers/db.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -12,7 +12,7 @@ const database = await testDatabase({ poolSize: 2 });
 
 describe('dagent up and its stderr', () => {
   it('exits on SIGTERM after its stderr reader stalled with lines pending and then closed the pipe', async () => {
-    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], {
+    const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'up'], {
       env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_LOG_LEVEL: 'debug', DAGENT_LOG_FORMAT: 'json' }, stdio: ['ignore', 'pipe', 'pipe'],
     }));
     const exited = new Promise<string>((resolve) => child.on('exit', (code, signal) => resolve(`${code}/${signal}`)));

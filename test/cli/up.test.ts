@@ -5,7 +5,7 @@ import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, taskStatusByKey } from '../helpers/factories.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { LOOP_NAMES } from '../../src/maintenance/index.js';
 import { eventually } from '../helpers/wait.js';
@@ -22,7 +22,7 @@ describe('dagent up (real process)', () => {
     expect((await taskStatusByKey(db, dagId)).x).toBe('retrying');
 
     // Leashed: a failed assertion before the SIGTERM below must not leave `dagent up` running after the tests.
-    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let stdout = '';
     child.stdout.on('data', (b) => (stdout += b));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -48,7 +48,7 @@ tasks:
   a: { type: t, spec: { constraints: { capabilities: [alpha] } } }
   b: { type: t, depends_on: [a], spec: { constraints: { capabilities: [beta] } } }
 `);
-    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
+    const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'up', '--agent', 'test/fixtures/agents/alpha.ts:1'], {
       env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_AGENTS: 'test/fixtures/agents/beta.ts' }, stdio: ['ignore', 'pipe', 'pipe'],
     }));
     let stdout = '';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { CLI_FROM_SOURCES, cliWith } from '../helpers/cli.js';
+import { CLI_COMPILED, cliWith } from '../helpers/cli.js';
 import { dagSpec, databaseSnapshot, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { schedulePause, scheduleRegister } from '../../src/engine/ops/cron.js';
@@ -74,7 +74,7 @@ describe('three scheduler processes', () => {
     const yaml = 'name: every-second\ntasks:\n  tick: { type: t }\nschedule:\n  cron: "* * * * * *"\n  catchup: all\n  catchup_limit: 100\n';
     await scheduleRegister(db, await dagSpec(yaml), yaml);
     const procs = [0, 1, 2].map(() => {
-      const child = spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [...CLI_COMPILED, 'up'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
       return { child, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code))) };
     });
     try {

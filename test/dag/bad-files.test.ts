@@ -8,7 +8,7 @@ import { dagFileLoad } from '../../src/dag/load.js';
 import { DagValidationError } from '../../src/errors.js';
 import { testDatabase } from '../helpers/db.js';
 import { databaseSnapshot } from '../helpers/factories.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 
 /**
  * Every file in test/fixtures/bad/ is a plausible DAG with one mistake. Its first
@@ -53,10 +53,10 @@ async function cli(argv: string[]): Promise<Run> {
   return { code, stdout, stderr };
 }
 
-/** `dagent …` (from the sources) in a child process; resolves with the exit code instead of rejecting. */
+/** `dagent …` (the compiled CLI) in a child process; resolves with the exit code instead of rejecting. */
 function childCli(argv: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [...CLI_FROM_SOURCES, ...argv], { cwd: ROOT, env, timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [...CLI_COMPILED, ...argv], { cwd: ROOT, env, timeout: 60_000 }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
       resolve({ code, stdout: String(stdout), stderr: String(stderr) });
     });

@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { adminQuery, withDatabase } from '../helpers/global-setup.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
-import { CLI_FROM_SOURCES, cliWith } from '../helpers/cli.js';
+import { CLI_COMPILED, cliWith } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
 import { faultProxy } from '../faults/helpers/proxy.js';
@@ -74,7 +74,7 @@ describe('behind a transaction-mode pooler (DATABASE_DIRECT_URL set)', () => {
 
   it('dagent up runs a DAG through it (an in-process agent retrying a failure, an HTTP agent woken from a long poll, a subtask it spawns); nothing the pool sent needs a session, and LISTEN went direct', async () => {
     const before = pooled.sent().length;
-    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], {
+    const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'up'], {
       env: { ...env, DAGENT_HTTP_PORT: '0', DAGENT_AGENTS: 'test/fixtures/agents/flaky.ts' }, stdio: ['ignore', 'pipe', 'pipe'],
     }));
     let stdout = '';

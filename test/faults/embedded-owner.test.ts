@@ -4,7 +4,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLI_FROM_SOURCES, cliWith } from '../helpers/cli.js';
+import { CLI_COMPILED, cliWith } from '../helpers/cli.js';
 import { eventually } from '../helpers/wait.js';
 
 // The embedded PostgreSQL died with whichever process started it: with `dagent up` in one
@@ -19,7 +19,7 @@ const cli = cliWith(env);
 const children: ChildProcess[] = [];
 
 function dagent(...args: string[]) {
-  const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  const child = leash(spawn(process.execPath, [...CLI_COMPILED, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
   children.push(child);
   let out = '';
   child.stdout!.on('data', (b) => (out += b));

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { databaseOpen } from '../../src/db/open.js';
 import type { Database } from '../../src/db/handle.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { agentProcesses } from '../helpers/agent-process.js';
 import { rowsOf } from '../helpers/factories.js';
@@ -29,7 +29,7 @@ const agentProcess = agentProcesses(address.url);
 describe('a PostgreSQL failover to a promoted synchronous standby', () => {
   it('loses no acknowledged report, runs nothing twice, and the fleet goes on against the new primary', async () => {
     const env = { ...process.env, DATABASE_URL: address.url, DAGENT_HTTP_PORT: '0', DAGENT_RETENTION: 'off', DAGENT_LOG_LEVEL: 'warn' };
-    const node = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const node = leash(spawn(process.execPath, [...CLI_COMPILED, 'up'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
     let nodeOut = '';
     node.stdout!.on('data', (b) => (nodeOut += b));
     node.stderr!.on('data', (b) => (nodeOut += b));

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { rowsOf } from '../helpers/factories.js';
-import { CLI_FROM_SOURCES, cliWith } from '../helpers/cli.js';
+import { CLI_COMPILED, cliWith } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
@@ -25,7 +25,7 @@ const nodes: Node[] = [];
 afterAll(() => { for (const n of nodes) if (n.child.exitCode === null && n.child.signalCode === null) n.child.kill('SIGKILL'); });
 
 async function nodeStart(): Promise<Node> {
-  const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'up'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
   let out = '';
   child.stdout!.on('data', (b) => (out += b));
   child.stderr!.on('data', (b) => (out += b));

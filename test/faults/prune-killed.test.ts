@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { leash } from '../helpers/child-leash.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { agentCreate, dagCreate, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { attemptLogAppend } from '../../src/engine/read/attempt-logs.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
@@ -67,7 +67,7 @@ describe('a prune killed halfway (kill -9)', () => {
     // Work running now, beside the history.
     const live = await dagCreate(db, 'name: live\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n');
 
-    const prune = () => leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'prune', '--older-than', '30d'], {
+    const prune = () => leash(spawn(process.execPath, [...CLI_COMPILED, 'prune', '--older-than', '30d'], {
       env: { ...process.env, DATABASE_URL: database.url }, stdio: ['ignore', 'pipe', 'pipe'],
     }));
     const child = prune();
@@ -107,7 +107,7 @@ describe('a prune killed halfway (kill -9)', () => {
     expect(await taskStatusByKey(db, live)).toEqual({ a: 'ready', b: 'pending' });
 
     // The next prune finishes what the killed one began, and the rest.
-    const again = spawnSync(process.execPath, [...CLI_FROM_SOURCES, 'prune', '--older-than', '30d', '--json'], {
+    const again = spawnSync(process.execPath, [...CLI_COMPILED, 'prune', '--older-than', '30d', '--json'], {
       env: { ...process.env, DATABASE_URL: database.url }, encoding: 'utf8', timeout: 120_000,
     });
     expect(again.status, again.stderr).toBe(0);

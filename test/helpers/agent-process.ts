@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { leash } from './child-leash.js';
 import { afterEach } from 'vitest';
 import { eventually } from './wait.js';
-import { CLI_FROM_SOURCES } from './cli.js';
+import { CLI_COMPILED } from './cli.js';
 
 export interface AgentProcess { child: ChildProcess; output: () => string; exited: Promise<number | null> }
 
@@ -17,7 +17,7 @@ export function agentProcesses(databaseUrl: string, directUrl?: string) {
   });
   /** Without `maintenance`, the process runs no maintenance loops, so a test drives the reaper and promoter itself. */
   return async (file: string, id: string, extra: string[] = [], o: { maintenance?: boolean } = {}): Promise<AgentProcess> => {
-    const args = [...CLI_FROM_SOURCES, 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...(o.maintenance ? [] : ['--no-maintenance']), ...extra];
+    const args = [...CLI_COMPILED, 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...(o.maintenance ? [] : ['--no-maintenance']), ...extra];
     const child = leash(spawn(process.execPath, args, {
       env: { ...process.env, DATABASE_URL: databaseUrl, ...(directUrl ? { DATABASE_DIRECT_URL: directUrl } : {}), DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
     }));

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { main } from '../../src/cli/main.js';
 
 /** Run the CLI in-process with this environment, capturing its output and exit code. */
@@ -11,8 +12,10 @@ export function cliWith(env: NodeJS.ProcessEnv) {
 }
 
 /**
- * `node …CLI_FROM_SOURCES, 'submit', …`: the dagent command run from the TypeScript sources in a
- * child process, so a test never runs a stale build and shares one copy of dagent with the agent
- * fixtures it loads. test/package/tarball.test.ts runs the compiled, packed one.
+ * `node …CLI_COMPILED, 'submit', …`: the dagent command as users run it, bin/dagent.js running the
+ * bundle in dist/cli/, in a child process. A test of a process sees what the bundle does (a module the
+ * bundler mangled crashes it, where the sources would have worked); the global setup builds dist/cli/
+ * from the sources at the start of every run, so it is never stale. test/package/tarball.test.ts runs
+ * the compiled CLI packed and installed.
  */
-export const CLI_FROM_SOURCES = ['--import', 'tsx', 'src/cli/bin.ts'];
+export const CLI_COMPILED = [fileURLToPath(new URL('../../bin/dagent.js', import.meta.url))];

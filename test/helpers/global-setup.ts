@@ -1,6 +1,9 @@
+import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { databaseOpen } from '../../src/db/open.js';
@@ -19,8 +22,11 @@ declare module 'vitest' {
 /**
  * One Postgres for the whole run: DATABASE_URL's server if set, else a throwaway
  * embedded server. The schema is migrated once into a template database.
+ * Meanwhile dist/cli/ is built from the sources: the tests of processes run the compiled CLI (CLI_COMPILED).
  */
 export default async function setup(project: TestProject) {
+  // Held as a value until the server is up: a failed build then stops the server before the run ends.
+  const cliBuilt = cliBuild().then(() => null, (e: Error) => e);
   let server: EmbeddedServer | undefined;
   let dataDir: string | undefined;
   let adminUrl = process.env.DATABASE_URL;
@@ -29,6 +35,12 @@ export default async function setup(project: TestProject) {
     chmodSync(dataDir, 0o755); // the postgres system user must reach its data folder inside
     server = await embeddedServerStart({ dataDir, database: 'postgres', ephemeral: true });
     adminUrl = server.url;
+  }
+  const buildFailure = await cliBuilt;
+  if (buildFailure) {
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    throw buildFailure;
   }
   const dbPrefix = `dagent_t${process.pid}_`;
   const templateDb = `${dbPrefix}template`;
@@ -50,6 +62,17 @@ export default async function setup(project: TestProject) {
     await server?.stop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   };
+}
+
+/**
+ * Build the `dagent` bundle at every run (esbuild, ~2 s, beside the server's start), not when it looks
+ * older than the sources: no timestamp then decides whether a test runs yesterday's CLI.
+ */
+async function cliBuild(): Promise<void> {
+  const script = fileURLToPath(new URL('../../scripts/build-cli.mjs', import.meta.url));
+  await promisify(execFile)(process.execPath, [script]).catch((e: Error & { stderr?: string }) => {
+    throw new Error(`building the CLI for the tests failed: ${e.stderr || e.message}`);
+  });
 }
 
 export function withDatabase(url: string, database: string): string {

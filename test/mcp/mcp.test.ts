@@ -8,7 +8,7 @@ import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { dagCreate, databaseReset, leaseExpire, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -86,7 +86,7 @@ async function scriptedModel(client: Client, dagId: string, agentId: string): Pr
 
 function overStdio(token: string) {
   const transport = new StdioClientTransport({
-    command: process.execPath, args: [...CLI_FROM_SOURCES, 'mcp'],
+    command: process.execPath, args: [...CLI_COMPILED, 'mcp'],
     env: { ...process.env, DATABASE_URL: database.url, DAGENT_TOKEN: token, DAGENT_LOG_LEVEL: 'warn' } as Record<string, string>, stderr: 'pipe',
   });
   return { transport, client: new Client({ name: 'stdio-model', version: '1.0.0' }) };

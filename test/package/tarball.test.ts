@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -21,11 +21,17 @@ let dir: string;
 let app: string;
 const bin = () => path.join(app, 'node_modules/.bin/dagent');
 const installed = (...p: string[]) => path.join(app, 'node_modules/dagent', ...p);
+/** The checkout's folders the package is neither built from nor made of (the build's output is remade). */
+const NOT_PACKED = new Set(['.git', 'node_modules', 'dist', 'test', 'docs', '.dagent']);
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-package-'));
-  // npm pack runs the prepare script first: the tarball holds a fresh build.
-  const packed = await run('npm', ['pack', '--pack-destination', dir, '--silent'], { cwd: ROOT, maxBuffer: 16 << 20 });
+  // npm pack runs the prepare script first: the tarball holds a fresh build. It packs a copy of the project:
+  // the build empties dist/ first, and the checkout's dist/cli/ is the CLI other test files are running.
+  const project = path.join(dir, 'project');
+  cpSync(ROOT, project, { recursive: true, filter: (p) => !NOT_PACKED.has(path.relative(ROOT, p)) });
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(project, 'node_modules'));
+  const packed = await run('npm', ['pack', '--pack-destination', dir, '--silent'], { cwd: project, maxBuffer: 16 << 20 });
   const tarball = path.join(dir, packed.stdout.trim().split('\n').pop()!);
   app = path.join(dir, 'app');
   await run('mkdir', [app]);
@@ -109,12 +115,14 @@ export const name: string = dagent.defineAgent({ name: 'required', capabilities:
     const env = { ...process.env, DATABASE_URL: database.url, DAGENT_LOG_LEVEL: 'warn' };
     const submitted = await run(bin(), ['submit', 'two.yaml', '--json'], { cwd: app, env });
     const dagId = (JSON.parse(submitted.stdout) as Array<{ dagId: string }>)[0]!.dagId;
+    // Traces printed: the installed CLI loads the OpenTelemetry SDK from the app's node_modules.
     const agents = ['js-agent.mjs', 'ts-agent.ts'].map((file) => {
-      const child = leash(spawn(bin(), ['agent', 'run', file, '--no-maintenance', '--poll-ms', '200'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+      const child = leash(spawn(bin(), ['agent', 'run', file, '--no-maintenance', '--poll-ms', '200'], { cwd: app, env: { ...env, OTEL_TRACES_EXPORTER: 'console' }, stdio: ['ignore', 'pipe', 'pipe'] }));
       let out = '';
       child.stdout.on('data', (b) => (out += b));
       child.stderr.on('data', (b) => (out += b));
-      return { child, output: () => out, exited: new Promise<number | null>((r) => child.on('exit', (code) => r(code))) };
+      // 'close': the process exited and its output was all read.
+      return { child, output: () => out, exited: new Promise<number | null>((r) => child.on('close', (code) => r(code))) };
     });
     await eventually('the DAG completed', async () => (await rowsOf<{ status: string }>(database.db, sql`select status from dags where id = ${dagId}`))[0]!.status === 'completed', 60_000)
       .catch((e: Error) => { throw new Error(`${e.message}\n${agents.map((a) => a.output()).join('\n')}`); });
@@ -122,6 +130,8 @@ export const name: string = dagent.defineAgent({ name: 'required', capabilities:
     expect(outputs).toEqual([{ key: 'first', output: { by: 'javascript', key: 'first' } }, { key: 'second', output: { by: 'typescript', key: 'second' } }]);
     for (const a of agents) a.child.kill('SIGTERM');
     expect(await Promise.all(agents.map((a) => a.exited))).toEqual([0, 0]);
+    expect(agents[0]!.output()).toContain("name: 'task first'");
+    expect(agents[1]!.output()).toContain("name: 'task second'");
     expect(existsSync(installed('src/cli'))).toBe(false);
   }, 120_000);
 

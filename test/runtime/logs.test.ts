@@ -5,7 +5,7 @@ import { testDatabase } from '../helpers/db.js';
 import { leash } from '../helpers/child-leash.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -17,7 +17,7 @@ const keysOf = (line: string) => [...line.matchAll(/[{,]"([A-Za-z_]+)":/g)].map(
 async function agentRun(fixture: string, id: string) {
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: database.url };
   delete env.DAGENT_LOG_LEVEL;
-  const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'agent', 'run', fixture, '--id', id, '--no-maintenance', '--poll-ms', '200'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'agent', 'run', fixture, '--id', id, '--no-maintenance', '--poll-ms', '200'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
   let out = '';
   child.stdout.on('data', (b) => (out += b));
   child.stderr.on('data', (b) => (out += b));

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { createServer } from 'node:http';
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
@@ -12,7 +11,8 @@ import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 import { leash } from '../helpers/child-leash.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { otlpReceiverStart } from '../helpers/otlp-receiver.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import validateTest from '../../agents/validate-test.js';
 import { dagGet } from '../../src/db/queries/dags.js';
@@ -197,24 +197,10 @@ describe('the trace context over HTTP', () => {
 
 describe('exporting over OTLP from a dagent process', () => {
   it('dagent agent run with OTEL_EXPORTER_OTLP_ENDPOINT sends its spans to the collector', async () => {
-    const received: Array<{ name: string; traceId: string; spanId: string; parentSpanId?: string }> = [];
-    const collector = createServer((req, res) => {
-      let body = '';
-      req.on('data', (c) => (body += c));
-      req.on('end', () => {
-        if (req.url === '/v1/traces') {
-          for (const rs of JSON.parse(body).resourceSpans ?? []) {
-            for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) received.push({ name: s.name, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined });
-          }
-        }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      });
-    });
-    await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
-    const port = (collector.address() as { port: number }).port;
+    const collector = await otlpReceiverStart();
     const dagId = await dagCreate(db, 'name: exported\ntasks:\n  one: { type: t }\n');
-    const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'agent', 'run', 'test/fixtures/agents/chatty.ts', '--id', 'otlp-1', '--poll-ms', '200'], {
-      env: { ...process.env, DATABASE_URL: database.url, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_SERVICE_NAME: 'dagent-test' },
+    const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'agent', 'run', 'test/fixtures/agents/chatty.ts', '--id', 'otlp-1', '--poll-ms', '200'], {
+      env: { ...process.env, DATABASE_URL: database.url, OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'dagent-test' },
       stdio: ['ignore', 'pipe', 'pipe'],
     }));
     let out = '';
@@ -225,7 +211,7 @@ describe('exporting over OTLP from a dagent process', () => {
       child.kill('SIGTERM');
       await new Promise((r) => child.on('exit', r));
       const [task] = await rowsOf<{ id: string; fence: number }>(db, sql`select id, fence from tasks where dag_id = ${dagId}`);
-      const mine = received.filter((s) => s.traceId === dagTraceId(dagId));
+      const mine = collector.spans.filter((s) => s.traceId === dagTraceId(dagId));
       // OTLP/JSON carries ids as hex: the spans the process exported are the ones the ids name.
       expect(mine.map((s) => [s.name, s.spanId, s.parentSpanId]).sort(), out).toEqual([
         ['dag exported', dagSpanId(dagId), undefined],
@@ -233,7 +219,7 @@ describe('exporting over OTLP from a dagent process', () => {
       ]);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
-      collector.close();
+      await collector.close();
     }
   });
 });

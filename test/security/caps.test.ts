@@ -9,7 +9,7 @@ import { InvalidInputError } from '../../src/errors.js';
 import { jsonStorable } from '../../src/runtime/task-run.js';
 import { innocentBystander } from './helpers/innocent.js';
 import { refused, serverStart } from './helpers/server.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 
 // Finding 6: ~100 kB of YAML expanded through ${params} to ~50 MB of spec (and GBs of RSS).
 // Every size now has a cap and a clear error; each cap can be changed with DAGENT_LIMIT_<NAME>.
@@ -64,7 +64,7 @@ describe('limits are set per process', () => {
   });
 
   it('a limit set to something that is not a positive whole number stops the command with exit 2, naming the variable', () => {
-    const r = spawnSync(process.execPath, [...CLI_FROM_SOURCES, 'status', 'dag_x'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_LIMIT_OUTPUT_BYTES: 'lots' }, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [...CLI_COMPILED, 'status', 'dag_x'], { env: { ...process.env, DATABASE_URL: database.url, DAGENT_LIMIT_OUTPUT_BYTES: 'lots' }, encoding: 'utf8' });
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/DAGENT_LIMIT_OUTPUT_BYTES=lots: expected a positive whole number/);
   });

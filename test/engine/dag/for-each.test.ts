@@ -11,7 +11,7 @@ import { dlqList, dlqRetry } from '../../../src/engine/ops/dlq.js';
 import { mapTasksSettle } from '../../../src/engine/dag/map.js';
 import { databaseOpen } from '../../../src/db/open.js';
 import { testDatabase } from '../../helpers/db.js';
-import { CLI_FROM_SOURCES } from '../../helpers/cli.js';
+import { CLI_COMPILED } from '../../helpers/cli.js';
 import { agentCreate, databaseReset, drain, rowsOf, taskStatusByKey } from '../../helpers/factories.js';
 
 const database = await testDatabase();
@@ -218,7 +218,7 @@ describe('limits on a for_each', () => {
     expect(await failedAttempt()).toEqual({ cls: 'invalid_input', message: 'for_each: plan.files has 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)' });
 
     const env = { ...process.env, DATABASE_URL: database.url, DAGENT_LIMIT_MAP_ITEMS: '2' };
-    const submitted = await new Promise<{ code: number; stderr: string }>((resolve) => execFile(process.execPath, [...CLI_FROM_SOURCES, 'submit', 'test/fixtures/dags/for-each-three.yaml'], { env, timeout: 60_000 },
+    const submitted = await new Promise<{ code: number; stderr: string }>((resolve) => execFile(process.execPath, [...CLI_COMPILED, 'submit', 'test/fixtures/dags/for-each-three.yaml'], { env, timeout: 60_000 },
       (err, _stdout, stderr) => resolve({ code: err ? Number(err.code) : 0, stderr: String(stderr) })));
     expect(submitted.code, submitted.stderr).toBe(2);
     expect(submitted.stderr).toContain('test/fixtures/dags/for-each-three.yaml:4:5 tasks.hello.for_each: 3 items; a for_each maps over at most 2 (DAGENT_LIMIT_MAP_ITEMS)');

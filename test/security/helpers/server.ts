@@ -4,7 +4,7 @@ import { afterAll, expect } from 'vitest';
 import type { Database } from '../../../src/db/handle.js';
 import { tokenCreate } from '../../../src/auth/tokens.js';
 import { eventually } from '../../helpers/wait.js';
-import { CLI_FROM_SOURCES } from '../../helpers/cli.js';
+import { CLI_COMPILED } from '../../helpers/cli.js';
 
 export interface Reply { status: number; body: any; headers: Headers }
 export type Call = (method: string, path: string, o?: { token?: string | null; body?: unknown; raw?: string | Buffer; contentType?: string; timeoutMs?: number }) => Promise<Reply>;
@@ -28,7 +28,7 @@ export interface ServerProcess {
  * runner with it. Stopped after the file.
  */
 export async function serverStart(database: Database, o: { args?: string[]; env?: Record<string, string> } = {}): Promise<ServerProcess> {
-  const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'up', '--port', '0', ...(o.args ?? [])], {
+  const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'up', '--port', '0', ...(o.args ?? [])], {
     env: { ...process.env, DATABASE_URL: database.url, DAGENT_LOG_LEVEL: 'warn', ...o.env }, stdio: ['ignore', 'pipe', 'pipe'],
   }));
   let out = '';
