@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { testDatabase } from '../helpers/db.js';
+import { databaseSnapshot, rowsOf } from '../helpers/factories.js';
+import { innocentBystander } from './helpers/innocent.js';
+import { httpAgent } from './helpers/agent.js';
+import { refused, serverStart, type Reply } from './helpers/server.js';
+
+// Trust boundary, third pass: dates PostgreSQL cannot store (a 500 before).
+const database = await testDatabase();
+const { db } = database;
+const server = await serverStart(database);
+
+/** Refused with `status` and `code`, saying `why`, and nothing in the database changed. */
+async function unchanged(r: () => Promise<Reply>, status: number, code: string, why: RegExp): Promise<Reply> {
+  const before = await databaseSnapshot(db);
+  const reply = await refused(status, code, r(), why);
+  expect(await databaseSnapshot(db)).toBe(before);
+  return reply;
+}
+
+const ONE = (name: string, extra = '') => `name: ${name}\ntasks:\n  a: { type: w, spec: { constraints: { capabilities: [w] } }${extra} }\n`;
+const yaml = (raw: string, token?: string) => server.call('POST', '/api/dags', { raw, contentType: 'application/yaml', token });
+const cursorOf = (at: string) => Buffer.from(JSON.stringify([at, 'dag_x'])).toString('base64url');
+
+/** Dates PostgreSQL cannot store, or that do not exist: year 0, past year 9999, impossible days and offsets. */
+const BAD_DATES = [
+  '0000-01-01T00:00:00Z', '0000-02-29T00:00:00Z', '2023-02-29T00:00:00Z', '2024-01-01T00:00:00-23:59', '2024-01-01T00:00:00+14:01',
+  '2024-01-01T24:00:00Z', '9999-12-31T23:59:59-00:01',
+];
+
+describe('every date a request gives is one PostgreSQL stores, else a 400 naming the field', () => {
+  it('a log line\'s `at`: year 0, ±8.64e15 ms, year 275760, impossible dates and offsets; nothing is logged', async () => {
+    const innocent = await innocentBystander(server, database, 'beside-log-dates');
+    const dagId = await server.submit(ONE('log-dates'));
+    const agent = await httpAgent(server, db, 'logger', { capabilities: ['w'] });
+    const [t] = await agent.claim(dagId, 1);
+    const log = (at: unknown) => server.call('POST', `/api/tasks/${t!.id}/logs`, { token: agent.token, body: { fence: t!.fence, lines: [{ message: 'fine' }, { message: 'dated', at }] } });
+    for (const at of [...BAD_DATES, 8.64e15, -8.64e15, '+275760-09-13T00:00:00.000Z', -62_135_596_800_001, 'yesterday']) {
+      await unchanged(() => log(at), 400, 'INVALID_INPUT', /body\.lines\.1\.at: /);
+    }
+    // The earliest and latest instants taken, kept between the claim and now as any agent's clock is.
+    for (const at of ['0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999+00:00', '2024-01-01T00:00:00-12:00', 0, Date.now()]) {
+      const r = await log(at);
+      expect(r.status, `${at}: ${JSON.stringify(r.body)}`).toBe(200);
+    }
+    const [n] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from attempt_logs where task_id = ${t!.id}`);
+    expect(n!.n).toBe(10);
+    await innocent.finish();
+  });
+
+  it('list filters (from, to) of DAGs and dead letters, the bulk action\'s filter, and a cursor carrying such a date', async () => {
+    for (const bad of BAD_DATES) {
+      const q = encodeURIComponent(bad);
+      await unchanged(() => server.call('GET', `/api/dags?from=${q}`), 400, 'INVALID_INPUT', /query\.from: /);
+      await unchanged(() => server.call('GET', `/api/dags?to=${q}`), 400, 'INVALID_INPUT', /query\.to: /);
+      await unchanged(() => server.call('GET', `/api/dlq?from=${q}`), 400, 'INVALID_INPUT', /query\.from: /);
+      await unchanged(() => server.call('POST', '/api/dlq/bulk', { body: { action: 'cancel', filter: { to: bad } } }), 400, 'INVALID_INPUT', /body\.filter\.to: /);
+    }
+    for (const at of ['0000-01-01 00:00:00+00', '2024-01-01 00:00:00+16', '2023-02-29 00:00:00.123456+00', '0001-01-01 00:00:00+00 BC']) {
+      await unchanged(() => server.call('GET', `/api/dags?cursor=${cursorOf(at)}`), 400, 'INVALID_INPUT', /cursor: not a cursor this list gave/);
+      await unchanged(() => server.call('GET', `/api/dlq?cursor=${cursorOf(at)}`), 400, 'INVALID_INPUT', /cursor: not a cursor this list gave/);
+    }
+    // The whole range, and the widest offsets, are taken.
+    const wide = `from=${encodeURIComponent('0001-01-01T00:00:00+00:00')}&to=${encodeURIComponent('9999-12-31T23:59:59Z')}`;
+    for (const list of ['dags', 'dlq']) expect((await server.call('GET', `/api/${list}?${wide}`)).status).toBe(200);
+    expect((await server.call('GET', `/api/dags?from=${encodeURIComponent('2024-01-01T00:00:00+14:00')}&to=${encodeURIComponent('2024-01-01T00:00:00-12:00')}`)).status).toBe(200);
+    expect((await server.call('GET', `/api/dags?cursor=${cursorOf('9999-12-31 23:59:59.999999+00')}`)).status).toBe(200);
+  });
+
+  it('a DAG\'s deadline and not_before are held to the same range at submit, naming the task\'s field', async () => {
+    await unchanged(() => yaml(ONE('deadline-0', ', deadline: "0000-01-01T00:00:00Z"')), 400, 'DAG_INVALID', /tasks\.a\.deadline: "0000-01-01T00:00:00Z" is outside the years 1 to 9999/);
+    await unchanged(() => yaml(ONE('nb-offset', ', not_before: "2024-01-01T00:00:00-23:59"')), 400, 'DAG_INVALID', /tasks\.a\.not_before: .*offset/);
+    await unchanged(() => yaml(ONE('deadline-10000', ', deadline: "9999-12-31T23:30:00-01:00"')), 400, 'DAG_INVALID', /tasks\.a\.deadline: /);
+    expect((await yaml(ONE('deadline-far', ', deadline: "9999-12-31T23:59:59Z"'))).status).toBe(201);
+  });
+});
