@@ -2,11 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { databaseSnapshot, rowsOf } from '../helpers/factories.js';
+import { tokenCreate } from '../../src/auth/tokens.js';
 import { innocentBystander } from './helpers/innocent.js';
 import { httpAgent } from './helpers/agent.js';
 import { refused, serverStart, type Reply } from './helpers/server.js';
 
-// Trust boundary, third pass: dates PostgreSQL cannot store (a 500 before).
+// Trust boundary, third pass: dates PostgreSQL cannot store (a 500 before), and a DAG raising another
+// author's concurrency limit.
 const database = await testDatabase();
 const { db } = database;
 const server = await serverStart(database);
@@ -73,5 +75,26 @@ describe('every date a request gives is one PostgreSQL stores, else a 400 naming
     await unchanged(() => yaml(ONE('nb-offset', ', not_before: "2024-01-01T00:00:00-23:59"')), 400, 'DAG_INVALID', /tasks\.a\.not_before: .*offset/);
     await unchanged(() => yaml(ONE('deadline-10000', ', deadline: "9999-12-31T23:30:00-01:00"')), 400, 'DAG_INVALID', /tasks\.a\.deadline: /);
     expect((await yaml(ONE('deadline-far', ', deadline: "9999-12-31T23:59:59Z"'))).status).toBe(201);
+  });
+});
+
+describe('a concurrency key\'s limit: the strictest wins', () => {
+  it('another author\'s DAG cannot raise the limit a DAG set on a shared key; an agent holds one of its tasks at a time', async () => {
+    const innocent = await innocentBystander(server, database, 'beside-keys');
+    const authorA = (await tokenCreate(db, { role: 'submit', name: 'author-a' })).token;
+    const authorB = (await tokenCreate(db, { role: 'submit', name: 'author-b' })).token;
+    const guarded = await yaml(`name: guarded\nconcurrency: { key: "db:prod", limit: 1 }\ntasks:\n${['m1', 'm2', 'm3'].map((k) => `  ${k}: { type: w, spec: { constraints: { capabilities: [w] } } }\n`).join('')}`, authorA);
+    expect(guarded.status, JSON.stringify(guarded.body)).toBe(201);
+    const raiser = await yaml('name: raiser\nconcurrency: { key: "db:prod", limit: 10000 }\ntasks:\n  r: { type: w, spec: { constraints: { capabilities: [w] } } }\n', authorB);
+    expect(raiser.status, JSON.stringify(raiser.body)).toBe(201);
+    expect(await rowsOf(db, sql`select lim from concurrency_keys where key = 'db:prod'`)).toEqual([{ lim: 1 }]);
+
+    const agent = await httpAgent(server, db, 'db-worker', { capabilities: ['w'] });
+    const held = await agent.claim(guarded.body.results[0].dagId, 10);
+    expect(held).toHaveLength(1);
+    expect(await agent.claim(raiser.body.results[0].dagId, 10)).toEqual([]);
+    expect((await agent.complete(held[0]!, { ok: true })).status).toBe(200);
+    expect(await agent.claim(guarded.body.results[0].dagId, 10)).toHaveLength(1);
+    await innocent.finish();
   });
 });
