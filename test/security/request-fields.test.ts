@@ -1,5 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
+import { nanoid } from 'nanoid';
 import { testDatabase } from '../helpers/db.js';
 import { databaseSnapshot, rowsOf } from '../helpers/factories.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
@@ -7,11 +10,15 @@ import { innocentBystander } from './helpers/innocent.js';
 import { httpAgent } from './helpers/agent.js';
 import { refused, serverStart, type Reply } from './helpers/server.js';
 
-// Trust boundary, third pass: dates PostgreSQL cannot store (a 500 before), and a DAG raising another
-// author's concurrency limit.
+// Trust boundary, third pass: dates PostgreSQL cannot store (a 500 before), a DAG raising another
+// author's concurrency limit, and names every JavaScript object has as group and subtask keys.
 const database = await testDatabase();
 const { db } = database;
 const server = await serverStart(database);
+const DIR = path.resolve('test/.tmp', `request-fields-${nanoid(6)}`);
+mkdirSync(DIR, { recursive: true });
+afterAll(() => rmSync(DIR, { recursive: true, force: true }));
+const rel = (f: string) => path.relative(process.cwd(), path.join(DIR, f));
 
 /** Refused with `status` and `code`, saying `why`, and nothing in the database changed. */
 async function unchanged(r: () => Promise<Reply>, status: number, code: string, why: RegExp): Promise<Reply> {
@@ -96,5 +103,36 @@ describe('a concurrency key\'s limit: the strictest wins', () => {
     expect((await agent.complete(held[0]!, { ok: true })).status).toBe(200);
     expect(await agent.claim(guarded.body.results[0].dagId, 10)).toHaveLength(1);
     await innocent.finish();
+  });
+});
+
+describe('names every JavaScript object has are refused wherever task keys are checked', () => {
+  const NAMES = Object.getOwnPropertyNames(Object.prototype);
+  /** A key `__proto__` is refused when the YAML is read, before any name is checked. */
+  const reserved = (name: string) => `"${name}" is (a reserved name|not allowed as a key)`;
+
+  it('as a group\'s key, each of them, naming it as reserved', async () => {
+    expect(NAMES).toEqual(expect.arrayContaining(['constructor', '__proto__', 'hasOwnProperty', 'valueOf', 'toString', 'isPrototypeOf']));
+    for (const name of NAMES) {
+      const group = `name: grouped\ntasks:\n  ${JSON.stringify(name)}: { use: dags/templates/review-loop.yaml, with: { path: src } }\n`;
+      await unchanged(() => yaml(group), 400, 'DAG_INVALID', new RegExp(`tasks\\.${name}: ${reserved(name)}`));
+    }
+  });
+
+  it('as a template\'s task key, each of them', async () => {
+    for (const name of NAMES) {
+      writeFileSync(path.join(DIR, 'reserved.yaml'), `tasks:\n  ${JSON.stringify(name)}: { type: w }\n`);
+      await unchanged(() => yaml(`name: grouped\ntasks:\n  g: { use: ${rel('reserved.yaml')} }\n`), 400, 'DAG_INVALID', new RegExp(reserved(name)));
+    }
+  });
+
+  it('as a subtask\'s key, each of them', async () => {
+    const dagId = await server.submit(ONE('spawner'));
+    const agent = await httpAgent(server, db, 'spawner', { capabilities: ['w'] });
+    const [t] = await agent.claim(dagId, 1);
+    for (const name of NAMES) {
+      await unchanged(() => agent.spawn(t!, [{ key: name, type: 'w' }]), 400, 'INVALID_INPUT', new RegExp(`subtasks\\[0\\]\\.key: "${name}" is a reserved name`));
+    }
+    expect((await agent.spawn(t!, [{ key: 'fine', type: 'w' }])).status).toBe(200);
   });
 });
