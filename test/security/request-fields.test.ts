@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
@@ -11,7 +11,8 @@ import { httpAgent } from './helpers/agent.js';
 import { refused, serverStart, type Reply } from './helpers/server.js';
 
 // Trust boundary, third pass: dates PostgreSQL cannot store (a 500 before), a DAG raising another
-// author's concurrency limit, and names every JavaScript object has as group and subtask keys.
+// author's concurrency limit, names every JavaScript object has as group and subtask keys, and
+// template errors that told which server files exist and where the server runs.
 const database = await testDatabase();
 const { db } = database;
 const server = await serverStart(database);
@@ -134,5 +135,34 @@ describe('names every JavaScript object has are refused wherever task keys are c
       await unchanged(() => agent.spawn(t!, [{ key: name, type: 'w' }]), 400, 'INVALID_INPUT', new RegExp(`subtasks\\[0\\]\\.key: "${name}" is a reserved name`));
     }
     expect((await agent.spawn(t!, [{ key: 'fine', type: 'w' }])).status).toBe(200);
+  });
+});
+
+describe('template and file errors say nothing of the server\'s files outside the project', () => {
+  it('a path outside the project gets one answer whether or not the file exists, naming no server path', async () => {
+    const group = (use: string) => `name: grouped\ntasks:\n  g: { use: "${use}" }\n`;
+    const outside: string[] = [];
+    for (const use of ['/etc/hostname', '/etc/no-such-template.yaml', '../../../../../../etc/passwd', '../../../../../../etc/nothing-here']) {
+      const r = await unchanged(() => yaml(group(use)), 400, 'DAG_INVALID', /is outside the DAG's directory/);
+      outside.push((r.body.error.message as string).replace(use, 'USE'));
+    }
+    expect(new Set(outside).size).toBe(1);
+    // Through a symlink in the project that leads out: the same answer, there or not.
+    symlinkSync('/etc', path.join(DIR, 'etc-link'));
+    for (const use of [rel('etc-link/hostname'), rel('etc-link/no-such-template.yaml')]) {
+      const r = await unchanged(() => yaml(group(use)), 400, 'DAG_INVALID', /is outside the DAG's directory/);
+      expect((r.body.error.message as string).replace(use, 'USE')).toBe(outside[0]);
+    }
+    const missing = await unchanged(() => yaml(group('dags/templates/missing.yaml')), 400, 'DAG_INVALID', /template dags\/templates\/missing\.yaml not found \(looked in dags\/templates\)/);
+    for (const m of [...outside, missing.body.error.message as string]) {
+      expect(m).not.toContain(process.cwd());
+      expect(m).not.toMatch(/looked in \//);
+    }
+    const schema = await unchanged(() => yaml(`name: files\ntasks:\n  t: { type: w, output: { validation: { kind: json-schema, schema_file: "/etc/nothing-here.json" } } }\n`),
+      400, 'DAG_INVALID', /schema file \/etc\/nothing-here\.json is outside the DAG's directory/);
+    expect(schema.body.error.message).not.toContain(process.cwd());
+    const cwd = await unchanged(() => yaml(`name: steps\ntasks:\n  t: { type: w, output: { validation: { kind: test, command: "true", cwd: /tmp } } }\n`),
+      400, 'DAG_INVALID', /\/tmp is outside the DAG's directory/);
+    expect(cwd.body.error.message).not.toContain(process.cwd());
   });
 });
