@@ -1,8 +1,9 @@
 import { z } from 'zod';
 
 /**
- * Durations and instants as DAG files write them (`30s`, `5m`, `2026-12-01T09:00:00Z`).
- * At the bottom of the tree: the file format and the validation step kinds both read them.
+ * Durations and instants as DAG files and requests write them (`30s`, `5m`, `2026-12-01T09:00:00Z`).
+ * At the bottom of the tree: the file format, the validation step kinds, the wire schemas and the
+ * list cursors all read them.
  */
 export const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 
@@ -33,7 +34,38 @@ export function durationSeconds(d: number | string): number {
 /** A point in time: absolute (ISO 8601 with offset) or relative to submission, resolved later by the database clock. */
 export type Instant = { at: string } | { inSeconds: number };
 
-const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+/**
+ * The instants dagent takes from outside (a request's field, a DAG file, a list's cursor): years 1 to 9999, as
+ * written and in UTC, with an offset of at most ±14:00 (the widest any time zone uses), on a day and at a time that
+ * exist. PostgreSQL refuses year 0, and JavaScript writes a year past 9999 as `+275760-…`, which it refuses too:
+ * each reached the database and was a 500.
+ */
+export const INSTANT_EARLIEST = '0001-01-01T00:00:00Z';
+export const INSTANT_LATEST = '9999-12-31T23:59:59.999Z';
+export const INSTANT_EARLIEST_MS = Date.parse(INSTANT_EARLIEST);
+export const INSTANT_LATEST_MS = Date.parse(INSTANT_LATEST);
+const OFFSET_MAX_MINUTES = 14 * 60;
+
+/** ISO 8601 date-time with offset: `2026-12-01T09:00:00Z`, `2026-12-01T09:00+01:00`, `…:00.123456-05:00`. */
+export const ISO_INSTANT_PATTERN = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/;
+
+/** An ISO 8601 date-time with offset as a Date, or why dagent does not take it (the message quotes it). */
+export function isoInstantRead(s: string): Date | string {
+  const m = ISO_INSTANT_PATTERN.exec(s);
+  if (!m) return `"${s}" is not an ISO 8601 date-time with offset (2026-12-01T09:00:00Z)`;
+  const [y, mo, d, h, mi, sec, oh, om] = m.slice(1).map((v) => (v === undefined ? 0 : Number(v))) as number[];
+  const outside = `"${s}" is outside the years 1 to 9999 (${INSTANT_EARLIEST} to ${INSTANT_LATEST})`;
+  if (y! < 1) return outside;
+  // Date.parse rolls 2026-02-30 over to March; setUTCFullYear, unlike Date.UTC, takes years below 100 as written.
+  const day = new Date(0);
+  day.setUTCFullYear(y!, mo! - 1, d!);
+  if (day.getUTCMonth() !== mo! - 1 || day.getUTCDate() !== d || h! > 23 || mi! > 59 || sec! > 59) return `"${s}" is not a valid date-time`;
+  if (om! > 59 || oh! * 60 + om! > OFFSET_MAX_MINUTES) return `"${s}": the offset must be at most ±14:00`;
+  const ms = Date.parse(s);
+  if (Number.isNaN(ms)) return `"${s}" is not a valid date-time`;
+  if (ms < INSTANT_EARLIEST_MS || ms > INSTANT_LATEST_MS) return outside;
+  return new Date(ms);
+}
 
 /** Parses an instant, or returns an error message. */
 export function instantParse(s: string): Instant | string {
@@ -41,18 +73,9 @@ export function instantParse(s: string): Instant | string {
     const inSeconds = durationSeconds(s);
     return inSeconds <= DURATION_MAX_SEC ? { inSeconds } : `"${s}" is further off than 366 days`;
   }
-  if (!ISO_WITH_OFFSET.test(s)) {
+  if (!ISO_INSTANT_PATTERN.test(s)) {
     return `"${s}" is neither an ISO 8601 date-time with offset (2026-12-01T09:00:00Z) nor a duration (2h)`;
   }
-  if (Number.isNaN(Date.parse(s)) || !calendarValid(s)) return `"${s}" is not a valid date-time`;
-  return { at: new Date(s).toISOString() };
-}
-
-/** Date.parse rolls 2026-02-30 over to March; refuse dates and times that do not exist. */
-function calendarValid(s: string): boolean {
-  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?/.exec(s);
-  if (!m) return false;
-  const [y, mo, d, h, mi, sec] = m.slice(1).map((v) => (v === undefined ? 0 : Number(v))) as number[];
-  const date = new Date(Date.UTC(y!, mo! - 1, d!));
-  return date.getUTCMonth() === mo! - 1 && date.getUTCDate() === d && h! <= 23 && mi! <= 59 && sec! <= 59;
+  const at = isoInstantRead(s);
+  return typeof at === 'string' ? at : { at: at.toISOString() };
 }

@@ -23,18 +23,25 @@ export const BUILTIN_ERROR_CLASSES = [
 
 const MAX_TEXT = 100_000;
 const shortText = z.string().max(200);
-/** A name dagent looks up (a task key, a param): never one that every JavaScript object already has. */
+/** The part of a name (`review_api/constructor`: either side of the `/`) that every JavaScript object already has. */
+const reservedPart = (name: string): string | undefined => name.split('/').find((part) => RESERVED_NAMES.has(part));
+/**
+ * A name dagent looks up (a task key, a group's, a subtask's, a param): never one that every JavaScript object
+ * already has (RESERVED_NAMES), nor a ref with such a part. Checked before the name's pattern, so `toString` is
+ * refused as reserved, as `constructor` is, not only for its capital letter.
+ */
 const notReserved = (what: string) => [
-  (name: string) => !RESERVED_NAMES.has(name),
-  { error: (issue: { input: unknown }) => `"${String(issue.input)}" is a reserved name; choose another ${what}` },
+  (name: string) => reservedPart(name) === undefined,
+  { error: (issue: { input: unknown }) => `"${reservedPart(String(issue.input))}" is a reserved name; choose another ${what}` },
 ] as const;
-const key = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }).refine(...notReserved('key'));
+/** A task key, a group's, a subtask's (local: the spawn stores it as `<parent>/<key>`), a type, a DAG's name. */
+export const keySchema = z.string().refine(...notReserved('key')).regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
 /**
  * A task as other tasks name it: its key, or a group's task (`review_api/lint`). `/` joins a group and its
  * tasks as it joins a parent and the subtasks it spawns; `.` is kept for paths into outputs (`plan.files`).
  */
 export const TASK_REF_PATTERN = /^[a-z][a-z0-9_-]{0,63}(\/[a-z][a-z0-9_-]{0,63})?$/;
-const taskRef = z.string().regex(TASK_REF_PATTERN, { error: 'must be a task key, or a group\'s task (review_api/lint)' }).refine(...notReserved('key'));
+const taskRef = z.string().refine(...notReserved('key')).regex(TASK_REF_PATTERN, { error: 'must be a task key, or a group\'s task (review_api/lint)' });
 const duration = durationSchema;
 const instant = z.string().max(64)
   .describe('ISO 8601 date-time with offset (2026-12-01T09:00:00Z), or a duration from submission (2h)');
@@ -128,7 +135,7 @@ const taskCommon = {
 };
 
 export const taskSchema = z.strictObject({
-  type: key,
+  type: keySchema,
   title: shortText.optional(),
   spec: taskBodySchema.optional(),
   ...taskCommon,
@@ -169,7 +176,7 @@ const inputFieldName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'an
  * the fixed input fields), so a template may say what runs; the agent supplies data.
  */
 export const spawnTemplateSchema = z.strictObject({
-  type: key,
+  type: keySchema,
   title: shortText.optional(),
   spec: taskBodySchema.optional(),
   ...taskCommon,
@@ -179,7 +186,7 @@ export const spawnTemplateSchema = z.strictObject({
 });
 
 export const spawnSchema = z.strictObject({
-  templates: z.record(key, spawnTemplateSchema).optional().describe('subtasks agents may spawn by name (template: NAME), with what runs fixed here'),
+  templates: z.record(keySchema, spawnTemplateSchema).optional().describe('subtasks agents may spawn by name (template: NAME), with what runs fixed here'),
   free_form: z.boolean().optional()
     .describe('whether agents may also spawn subtasks of their own making: data only, no capabilities, no validation but inline checks. Default true'),
   max_tasks: z.number().int().min(0).max(100_000).optional().describe('most subtasks agents may add to this DAG in all. Default: up to the DAG task limit'),
@@ -205,7 +212,7 @@ export const paramSchema = z.union([
 ]);
 
 export const scheduleSchema = z.strictObject({
-  name: key.optional().describe('the schedule\'s name; default the DAG\'s name'),
+  name: keySchema.optional().describe('the schedule\'s name; default the DAG\'s name'),
   cron: z.string().min(1).max(200).describe('cron expression (croner): 5 fields, or 6 with seconds first; @daily and friends'),
   timezone: z.string().min(1).max(64).optional().describe('IANA time zone the cron expression is read in; default UTC'),
   catchup: z.enum(['none', 'latest', 'all']).optional()
@@ -231,7 +238,7 @@ export const taskGroupSchema = z.strictObject({
 export type TaskGroupFile = z.infer<typeof taskGroupSchema>;
 
 export const dagFileSchema = z.strictObject({
-  name: key,
+  name: keySchema,
   title: shortText.optional(),
   description: z.string().max(10_000).optional(),
   params: z.record(
@@ -242,7 +249,7 @@ export const dagFileSchema = z.strictObject({
   idempotency_key: z.string().min(1).max(200).optional(),
   defaults: defaultsSchema.optional(),
   concurrency: concurrencySchema.optional().describe('a concurrency key every task of the DAG shares unless it (or defaults) names its own; across runs and DAGs'),
-  tasks: z.record(key, z.union([taskSchema, taskGroupSchema])).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
+  tasks: z.record(keySchema, z.union([taskSchema, taskGroupSchema])).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
   schedule: scheduleSchema.optional().describe('run this DAG on a cron schedule: submitting the file registers the schedule'),
   spawn: spawnSchema.optional(),
 });
@@ -252,7 +259,7 @@ export const dagFileSchema = z.strictObject({
  * `group/key`; every other task key is a plain key (a `/` written in a file is refused before this).
  */
 export const dagExpandedSchema = dagFileSchema.extend({
-  tasks: z.record(z.string().regex(TASK_REF_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }).refine(...notReserved('key')), taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
+  tasks: z.record(z.string().refine(...notReserved('key')).regex(TASK_REF_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }), taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a DAG needs at least one task' }),
 });
 
 /** A task-group template (dags/templates/*.yaml): a small sub-DAG with params of its own, used by DAGs as a group. */
@@ -260,7 +267,7 @@ export const templateFileSchema = z.strictObject({
   title: shortText.optional(),
   description: z.string().max(10_000).optional(),
   params: dagFileSchema.shape.params,
-  tasks: z.record(key, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a template needs at least one task' }),
+  tasks: z.record(keySchema, taskSchema).refine((t) => Object.keys(t).length > 0, { error: 'a template needs at least one task' }),
 });
 
 export type DagFile = z.infer<typeof dagExpandedSchema>;

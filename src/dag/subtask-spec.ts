@@ -2,13 +2,11 @@ import { z } from 'zod';
 import { LEASE_DEFAULTS, LIMITS } from '../config/index.js';
 import { durationSchema } from '../durations.js';
 import { ForbiddenError, InvalidInputError } from '../errors.js';
-import { capabilitySchema, constraintsSchema, contextRefSchema, KEY_PATTERN, outputSchema, retrySchema } from './file-schema.js';
+import { capabilitySchema, constraintsSchema, contextRefSchema, keySchema, outputSchema, retrySchema } from './file-schema.js';
 import { modelNameSchema } from '../llm-models.js';
 import { dagFileNormalize } from './normalize.js';
 import type { ConcurrencySpec, SpawnPolicy, SpawnTemplate, TaskSpec } from './spec.js';
 import { didYouMean } from './suggest.js';
-
-const keySchema = z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' });
 
 /**
  * A subtask an agent spawns at runtime (`ctx.spawn`). The same vocabulary as a

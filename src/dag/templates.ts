@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
 import { projectFileRead, projectPathResolve, type ProjectRoots } from '../validation/project-files.js';
-import { taskGroupSchema, templateFileSchema, type TaskGroupFile } from './file-schema.js';
+import { keySchema, taskGroupSchema, templateFileSchema, type TaskGroupFile } from './file-schema.js';
 import type { Path } from './locate.js';
 import { closestMatch, didYouMean } from './suggest.js';
 import { paramsResolve, paramsSubstitute, type ParamProblem } from './params.js';
@@ -63,6 +63,12 @@ export async function taskGroupsExpand(
     }
     if (!value || typeof value !== 'object' || !Object.hasOwn(value, 'use')) {
       out.tasks[key] = value;
+      continue;
+    }
+    // A group's key begins its tasks' keys: a task key, never a name every JavaScript object has (`constructor`).
+    const named = keySchema.safeParse(key);
+    if (!named.success) {
+      problems.push(...named.error.issues.map((i) => o.at(['tasks', key], i.message, true)));
       continue;
     }
     const parsed = taskGroupSchema.safeParse(value);

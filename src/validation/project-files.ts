@@ -18,22 +18,55 @@ export interface ProjectRoots {
   roots?: readonly string[];
 }
 
+/**
+ * Why `written` may not be used: one answer for every path outside the project, whether or not something is there,
+ * naming no directory of the server (a DAG posted over HTTP learnt which files existed outside, and where the
+ * server runs, from the difference).
+ */
+export function outsideTheProject(written: string, where: ProjectRoots): string {
+  const roots = where.roots?.length ? ' and the directories DAGENT_FILE_ROOTS allows (default: the working directory)' : ' (an operator may allow more directories with DAGENT_FILE_ROOTS)';
+  return `${written} is outside the DAG's directory${roots}`;
+}
+
 /** The real path of `written` (relative to baseDir), or why it may not be used. */
 export async function projectPathResolve(written: string, where: ProjectRoots): Promise<{ real: string } | { error: string }> {
   const target = path.resolve(where.baseDir, written);
+  const roots = [where.baseDir, ...(where.roots ?? [])].map((r) => path.resolve(r));
+  const realRoots = await Promise.all(roots.map((r) => realpath(r).catch(() => r)));
+  // Outside as written: refused before anything is looked up, so the answer says nothing of what is there.
+  if (!within(target, [...roots, ...realRoots])) return { error: outsideTheProject(written, where) };
   let real: string;
   try {
     real = await realpath(target);
   } catch (e) {
+    // Nor through a symlink in the project: a path that leaves it on the way gets the same answer.
+    if (!within(await realAncestor(target), realRoots)) return { error: outsideTheProject(written, where) };
     const code = (e as NodeJS.ErrnoException).code;
-    return { error: code === 'ENOENT' ? `${written} not found (looked in ${path.dirname(target)})` : `${written} cannot be opened (${code ?? 'error'})` };
+    return { error: code === 'ENOENT' ? `${written} not found${lookedIn(path.dirname(target))}` : `${written} cannot be opened (${code ?? 'error'})` };
   }
-  const allowed = await Promise.all([where.baseDir, ...(where.roots ?? [])].map((r) => realpath(path.resolve(r)).catch(() => path.resolve(r))));
-  if (!allowed.some((r) => real === r || real.startsWith(r.endsWith(path.sep) ? r : r + path.sep))) {
-    const rootsNote = where.roots?.length ? ` or DAGENT_FILE_ROOTS (${where.roots.join(', ')})` : ' (an operator may allow more directories with DAGENT_FILE_ROOTS)';
-    return { error: `${written} is outside the DAG's directory ${where.baseDir}${rootsNote}` };
-  }
+  if (!within(real, realRoots)) return { error: outsideTheProject(written, where) };
   return { real };
+}
+
+function within(p: string, dirs: readonly string[]): boolean {
+  return dirs.some((r) => p === r || p.startsWith(r.endsWith(path.sep) ? r : r + path.sep));
+}
+
+/** The nearest directory above `p` that exists, symlinks followed. */
+async function realAncestor(p: string): Promise<string> {
+  for (let dir = path.dirname(p); ; dir = path.dirname(dir)) {
+    try {
+      return await realpath(dir);
+    } catch {
+      if (dir === path.dirname(dir)) return dir;
+    }
+  }
+}
+
+/** ` (looked in dags/templates)`: relative to the working directory (the server's is its project), never absolute. */
+function lookedIn(dir: string): string {
+  const rel = path.relative(process.cwd(), dir);
+  return rel.startsWith('..') || path.isAbsolute(rel) ? '' : ` (looked in ${rel || '.'})`;
 }
 
 /** Read a project file as text, or say why not (never quoting its content). */

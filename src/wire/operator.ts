@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { instantInput } from './instant.js';
 
 /**
  * The fields of what people and operators ask for, one definition for each way they ask: the HTTP API's bodies
@@ -18,8 +19,8 @@ export const listLimit = z.coerce.number().int().min(1).max(1000).optional();
 /** What the long lists (DAGs, dead letters) are searched and paged by. */
 export const listQuery = {
   q: z.string().min(1).max(200).optional().describe('search: an id, or part of a name (DAGs: name or title; dead letters: task key or reason), any case'),
-  from: z.iso.datetime({ offset: true }).optional().describe('created at or after this instant (ISO 8601 with offset)'),
-  to: z.iso.datetime({ offset: true }).optional().describe('created before this instant'),
+  from: instantInput.optional().describe('created at or after this instant (ISO 8601 with offset)'),
+  to: instantInput.optional().describe('created before this instant'),
   cursor: z.string().max(400).optional().describe('the `next` of the previous page'),
 };
 

@@ -3,6 +3,7 @@ import { LIMITS } from '../config/index.js';
 import { modelNameSchema } from '../llm-models.js';
 import { LOG_LEVELS } from '../engine/read/attempt-logs.js';
 import type { AttemptSpend } from '../db/rows.js';
+import { instantOrEpochMsInput } from './instant.js';
 
 /**
  * The fields of an agent's reports, one definition for every way an agent speaks: the HTTP API's bodies
@@ -34,7 +35,7 @@ export const reportLogLine = z.strictObject({
   level: z.enum(LOG_LEVELS).optional().describe('default info'),
   message: z.string().max(1_000_000).describe(`kept up to ${LIMITS.logLineChars} characters (DAGENT_LIMIT_LOG_LINE_CHARS); longer is cut and says so`),
   fields: z.record(z.string(), z.unknown()).optional().describe('structured fields, as JSON'),
-  at: z.union([z.string().max(64), z.number()]).optional().describe('when it was logged (ISO 8601 or ms since the epoch); kept between the claim and now'),
+  at: instantOrEpochMsInput.optional().describe('when it was logged (ISO 8601 with offset, or ms since the epoch); kept between the claim and now'),
 });
 
 export const reportProgress = {

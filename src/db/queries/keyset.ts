@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Cursor } from '../rows.js';
 import { InvalidInputError } from '../../errors.js';
+import { isoInstantRead } from '../../durations.js';
 
 export type { Cursor };
 
@@ -19,12 +20,12 @@ export function cursorDecode(s: string): Cursor | null {
   try {
     const v: unknown = JSON.parse(Buffer.from(s, 'base64url').toString('utf8'));
     if (!Array.isArray(v) || v.length !== 2 || typeof v[0] !== 'string' || typeof v[1] !== 'string') return null;
-    const m = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?[+-]\d{2}(:\d{2})?$/.exec(v[0]);
+    const m = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)([+-]\d{2})(:\d{2})?$/.exec(v[0]);
     if (!m || v[1].length > 64) return null;
-    // A date PostgreSQL would refuse (month 13) is no cursor either: a 400, not the database's error.
-    const [, y, mo, d, h, mi, sec] = m.map(Number) as number[];
-    if (mo! < 1 || mo! > 12 || d! < 1 || d! > new Date(Date.UTC(y!, mo!, 0)).getUTCDate() || h! > 23 || mi! > 59 || sec! > 59) return null;
-    return { at: v[0], id: v[1] };
+    // Held to what a request's dates are (a day that exists, years 1 to 9999, an offset within ±14:00): a 400, not
+    // the database's error. Read as ISO 8601 (PostgreSQL prints `+00` for `+00:00`); the text goes on as it came.
+    if (isoInstantRead(`${m[1]}T${m[2]}${m[3]}${m[4] ?? ':00'}`) instanceof Date) return { at: v[0], id: v[1] };
+    return null;
   } catch {
     return null;
   }

@@ -95,16 +95,20 @@ async function taskInsertSql(rows: TaskInsert[]): Promise<SQL> {
 }
 
 /**
- * Record the concurrency keys of tasks about to be inserted, each with the limit its task declares
- * (the latest submitted wins). Keys in id order, so two submits never wait on each other's rows crosswise.
+ * Record the concurrency keys of tasks about to be inserted. A key's limit is the smallest any of its tasks declared:
+ * a key guards something shared (`db:prod`), and when the latest submitted limit won, any author's DAG could lift the
+ * limit another author's DAG set on it and have all of that DAG's tasks run at once. Lowering it only makes the key's
+ * tasks wait. Keys in id order, so two submits never wait on each other's rows crosswise.
  */
 async function concurrencyKeysDeclare(db: Db, rows: TaskInsert[]): Promise<void> {
   const limits = new Map<string, number>();
-  for (const r of rows) if (typeof r.concKey === 'string' && typeof r.concLimit === 'number') limits.set(r.concKey, r.concLimit);
+  for (const r of rows) {
+    if (typeof r.concKey === 'string' && typeof r.concLimit === 'number') limits.set(r.concKey, Math.min(r.concLimit, limits.get(r.concKey) ?? Infinity));
+  }
   if (limits.size === 0) return;
   const keys = [...limits.keys()].sort();
   await db.insert(concurrencyKeys).values(keys.map((key) => ({ key, lim: limits.get(key)! })))
-    .onConflictDoUpdate({ target: concurrencyKeys.key, set: { lim: sql`excluded.lim` } });
+    .onConflictDoUpdate({ target: concurrencyKeys.key, set: { lim: sql`least(concurrency_keys.lim, excluded.lim)` } });
 }
 
 /** created → pending | ready for every created task of a DAG (the activate transition). */

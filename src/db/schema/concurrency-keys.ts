@@ -10,7 +10,7 @@ import { xid8 } from './column-types.js';
  */
 export const concurrencyKeys = pgTable('concurrency_keys', {
   key: text('key').primaryKey(),
-  /** The limit the latest submitted task with this key declared. */
+  /** The smallest limit a task with this key declared (tasks-intake.ts): a DAG can lower it, never raise it. */
   lim: integer('lim').notNull(),
   held: integer('held').notNull().default(0),
   /** The transaction of the claim that last wrote `held` (pg_current_xact_id()): a claim whose snapshot predates it passes the key over. */

@@ -8,6 +8,7 @@ import { taskGet, taskHolderGet } from '../../db/queries/tasks-read.js';
 import { LIMITS } from '../../config/index.js';
 import { LeaseLostError, NotFoundError } from '../../errors.js';
 import { jsonProblem } from '../../json-guard.js';
+import { INSTANT_EARLIEST_MS, INSTANT_LATEST_MS, isoInstantRead } from '../../durations.js';
 import type { TaskRef } from '../attempt/refusal.js';
 
 /**
@@ -70,12 +71,20 @@ function logLineRow(l: LogLineInput): LogLineRow {
       ? JSON.stringify({ _dropped: 'the fields could not be stored as JSON' })
       : text.length > LIMITS.logLineChars ? JSON.stringify({ _dropped: `the fields were ${text.length} characters as JSON; at most ${LIMITS.logLineChars}` }) : text;
   }
-  const at = typeof l.at === 'number' && Number.isFinite(l.at) ? new Date(l.at) : typeof l.at === 'string' ? new Date(l.at) : undefined;
   return {
-    level, message, fields,
-    at: at && !Number.isNaN(at.getTime()) ? at.toISOString() : null,
+    level, message, fields, at: logLineAt(l.at),
     bytes: Buffer.byteLength(message) + (fields === null ? 0 : Buffer.byteLength(fields)),
   };
+}
+
+/**
+ * A line's `at` as the insert takes it, or null (the line is dated when it arrives). The HTTP API and MCP refuse a date
+ * dagent does not take (isoInstantRead); from a caller in this process (the agent runtime) it is dropped instead, where
+ * PostgreSQL's error would fail the whole batch.
+ */
+function logLineAt(at: string | number | undefined): string | null {
+  const d = typeof at === 'number' ? new Date(at) : typeof at === 'string' ? isoInstantRead(at) : undefined;
+  return d instanceof Date && d.getTime() >= INSTANT_EARLIEST_MS && d.getTime() <= INSTANT_LATEST_MS ? d.toISOString() : null;
 }
 
 /** PostgreSQL stores neither NUL in text nor an unpaired surrogate in jsonb: each becomes U+FFFD. */

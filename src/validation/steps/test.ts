@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { durationSchema, durationSeconds } from '../../durations.js';
+import { outsideTheProject } from '../project-files.js';
 import type { TaskStepKind } from './kind.js';
 
 export const TEST_STEP_DEFAULTS = {
@@ -30,7 +31,7 @@ export const testStep: TaskStepKind<'test', typeof fileSchema, TestStep> = {
     const cwd = path.resolve(baseDir, s.cwd ?? '.');
     // Inside the project, as every path in a DAG (the command itself is the DAG author's to write).
     const inside = [baseDir, ...(roots ?? [])].map((r) => path.resolve(r)).some((r) => cwd === r || cwd.startsWith(r + path.sep));
-    if (!inside) return [{ path: ['cwd'], message: `${s.cwd} is outside the DAG's directory ${baseDir} (an operator may allow more directories with DAGENT_FILE_ROOTS)` }];
+    if (!inside) return [{ path: ['cwd'], message: outsideTheProject(s.cwd ?? '.', { baseDir, roots }) }];
     return {
       kind: 'test',
       command: s.command,
