@@ -7,7 +7,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { testDatabase } from '../helpers/db.js';
 import { rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
 import { serverStart } from './helpers/server.js';
@@ -26,7 +26,7 @@ const REVOCATION_BOUND_MS = 2_000;
 
 /** `dagent tokens revoke ID`, as the operator runs it, in a process of its own. */
 async function revokeByCli(id: string): Promise<void> {
-  const child = leash(spawn(process.execPath, [...CLI_FROM_SOURCES, 'tokens', 'revoke', id], {
+  const child = leash(spawn(process.execPath, [...CLI_COMPILED, 'tokens', 'revoke', id], {
     env: { ...process.env, DATABASE_URL: database.url, DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
   }));
   let out = '';
@@ -118,7 +118,7 @@ describe('revoking a token', () => {
     const dagId = await server.submit(PROBES('held-over-stdio', ['s'], 'stdio-probe'));
     const { id, token } = await tokenCreate(db, { role: 'agent', agentId: 'revoked-stdio', capabilities: ['stdio-probe'] });
     const transport = new StdioClientTransport({
-      command: process.execPath, args: [...CLI_FROM_SOURCES, 'mcp'],
+      command: process.execPath, args: [...CLI_COMPILED, 'mcp'],
       env: { ...process.env, DATABASE_URL: database.url, DAGENT_TOKEN: token, DAGENT_LOG_LEVEL: 'warn' } as Record<string, string>, stderr: 'pipe',
     });
     let stderr = '';

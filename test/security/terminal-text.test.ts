@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CLI_FROM_SOURCES } from '../helpers/cli.js';
+import { CLI_COMPILED } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 
@@ -41,7 +41,7 @@ const FORGED_AS_LINE = /^\s*12:00:00\.000 ERROR forged entry/m;
 /** `dagent …` from the sources in a child process: its exit code and output as the terminal would get them. */
 function dagent(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [...CLI_FROM_SOURCES, ...argv], { env, timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [...CLI_COMPILED, ...argv], { env, timeout: 60_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout: String(stdout), stderr: String(stderr) });
     });
   });
