@@ -39,6 +39,12 @@ export async function taskRanksSet(db: Db, ranks: Array<{ id: string; rank: numb
   }
 }
 
+/** A task's upward rank (seconds): the critical-path term's input. */
+export async function taskRankGet(db: Db, id: string): Promise<number> {
+  const [r] = await rowsOf<{ rank: number }>(db, sql`select cp_rank_sec as rank from tasks where id = ${id}`);
+  return r?.rank ?? 0;
+}
+
 /** Recompute the stored effective priority of the READY tasks among `ids`, now. */
 export async function taskPriorityRecompute(db: Db, ids: string[]): Promise<void> {
   if (ids.length === 0) return;

@@ -25,11 +25,20 @@ export async function dagPlan(db: Db, tasks: TaskSpec[], graph: DagGraph): Promi
  * Recompute the upward ranks of a DAG after its graph changed (a spawn, added
  * edges), under the DAG's graph lock; only changed ranks are written. Validation
  * tasks are outside the graph and keep their own.
+ *
+ * `spawn`: the graph grew by what an agent added (subtasks, or a for_each's items over its output). Nothing an
+ * agent adds may make any task more urgent than the task it spawned from was: the tasks that were there keep their
+ * ranks (a chain of subtasks, or a dependent with a huge estimate, would otherwise lift the tasks upstream of it,
+ * ones the agent does not hold among them), and the new ones rank at most as that task did.
  */
-export async function dagRanksRefresh(db: Db, dagId: string): Promise<void> {
+export async function dagRanksRefresh(db: Db, dagId: string, spawn?: { parentId: string; added: ReadonlySet<string> }): Promise<void> {
   const { tasks, edges } = await taskRankInputs(db, dagId);
   const estimate = new Map(tasks.map((t) => [t.id, t.estimateSec]));
   const ranks = upwardRanks(dagGraphBuild(tasks.map((t) => t.id), edges), (id) => estimate.get(id)!);
+  if (spawn) {
+    const parentRank = tasks.find((t) => t.id === spawn.parentId)?.cpRankSec ?? 0;
+    for (const t of tasks) ranks.set(t.id, Math.min(ranks.get(t.id)!, spawn.added.has(t.id) ? parentRank : t.cpRankSec));
+  }
   const changed = tasks.filter((t) => Math.abs(t.cpRankSec - ranks.get(t.id)!) > 1e-9).map((t) => ({ id: t.id, rank: ranks.get(t.id)! }));
   await taskRanksSet(db, changed);
 }

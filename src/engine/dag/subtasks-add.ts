@@ -5,6 +5,7 @@ import { MAP_WAIT_PREFIX } from '../../db/queries/signals.js';
 import { taskActivateCreated, taskInsertMany } from '../../db/queries/tasks-intake.js';
 import { taskGraphRows } from '../../db/queries/tasks-read.js';
 import { taskChildOutputs, taskUpstreamsHold } from '../../db/queries/tasks-spawn.js';
+import { taskRankGet } from '../../db/queries/tasks-priority.js';
 import type { Db } from '../../db/handle.js';
 import { ancestors } from '../../dag/graph.js';
 import type { TaskSpec } from '../../dag/spec.js';
@@ -124,13 +125,15 @@ export async function subtasksAdd(
   }
   const open = (k: string) => byKey.get(k)?.status !== 'completed';
   const estimates = await estimatesResolve(tx, fresh);
+  // Ranked from the start as dagRanksRefresh leaves them: never above the parent (their priority is stored as inserted).
+  const parentRank = await taskRankGet(tx, p.id);
   await taskInsertMany(tx, fresh.map((f) => {
     const estimateSec = estimates.get(f.key)!;
-    return { ...taskRow(f, p.dagId, f.id, p.id, { estimateSec, cpRankSec: estimateSec }), depsRemaining: f.dependsOn.filter(open).length };
+    return { ...taskRow(f, p.dagId, f.id, p.id, { estimateSec, cpRankSec: Math.min(estimateSec, parentRank) }), depsRemaining: f.dependsOn.filter(open).length };
   }));
   await edgeInsertMany(tx, newEdges.map(([u, v]) => ({ dagId: p.dagId, upstreamId: idByKey.get(u)!, downstreamId: idByKey.get(v)! })));
-  // The graph changed: the new tasks' ancestors may be on a longer path now.
-  if (newEdges.length || fresh.length) await dagRanksRefresh(tx, p.dagId);
+  // The graph changed, by an agent's doing: the new tasks rank no higher than their parent, and none of the others rises.
+  if (newEdges.length || fresh.length) await dagRanksRefresh(tx, p.dagId, { parentId: p.id, added: new Set(fresh.map((f) => f.id)) });
   if (fresh.length) {
     await dagTasksAdded(tx, p.dagId, fresh.length);
     await taskActivateCreated(tx, p.dagId);
