@@ -30,6 +30,13 @@ export const LIMIT_DEFAULTS = {
   logLinesPerAttempt: 1_000,
   /** Most bytes of log (messages and fields) kept per attempt: 256 KiB. */
   logBytesPerAttempt: 256 * 1024,
+  /**
+   * Most log lines kept per task, over all its attempts and releases (a release spends no attempt, so an agent that
+   * claims, logs and releases in a loop would otherwise file a fresh allowance each time); later ones are dropped.
+   */
+  logLinesPerTask: 10_000,
+  /** Most bytes of log kept per task, over all its attempts and releases: 2.5 MiB. */
+  logBytesPerTask: 10 * 256 * 1024,
   /** Longest log message kept whole, in characters; a longer one is cut, and says so. */
   logLineChars: 4_096,
   /** Deepest nesting of arrays and objects in a request body, a DAG file or an output. */

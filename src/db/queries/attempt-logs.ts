@@ -8,6 +8,9 @@ export interface LogLineRow { level: string; message: string; fields: string | n
 
 export interface AttemptLogStats { fence: number; attempt: number; lines: number; bytes: number; dropped: number }
 
+/** An attempt's counts, and what the task's other attempts (and releases) kept. */
+export interface AttemptLogCounts extends AttemptLogStats { taskLines: number; taskBytes: number }
+
 /** The attempt a log line belongs to, if `fence` still holds the task (claimed or running), locked against its end. */
 export async function attemptLogHolder(db: Db, taskId: string, fence: number): Promise<{ attempt: number; claimedAt: string } | undefined> {
   const [r] = await rowsOf<{ attempt: number; claimedAt: string }>(db, sql`
@@ -16,12 +19,22 @@ export async function attemptLogHolder(db: Db, taskId: string, fence: number): P
   return r;
 }
 
-/** The attempt's counts so far, its row locked: appends to one attempt are counted one after another. */
-export async function attemptLogStatsLock(db: Db, taskId: string, fence: number, attempt: number): Promise<AttemptLogStats> {
-  const [r] = await rowsOf<AttemptLogStats>(db, sql`
-    insert into attempt_log_stats (task_id, fence, attempt) values (${taskId}, ${fence}, ${attempt})
-    on conflict (task_id, fence) do update set attempt = excluded.attempt
-    returning fence, attempt, lines, bytes, dropped`);
+/**
+ * The attempt's counts so far, its row locked: appends to one attempt are counted one after another; and the task's
+ * over its other attempts (only one holds the task at a time, and its appends hold the task's row: attemptLogHolder).
+ */
+export async function attemptLogStatsLock(db: Db, taskId: string, fence: number, attempt: number): Promise<AttemptLogCounts> {
+  const [r] = await rowsOf<AttemptLogCounts>(db, sql`
+    with mine as (
+      insert into attempt_log_stats (task_id, fence, attempt) values (${taskId}, ${fence}, ${attempt})
+      on conflict (task_id, fence) do update set attempt = excluded.attempt
+      returning fence, attempt, lines, bytes, dropped
+    ),
+    others as (
+      select coalesce(sum(lines), 0)::int as lines, coalesce(sum(bytes), 0)::float8 as bytes
+      from attempt_log_stats where task_id = ${taskId} and fence <> ${fence}
+    )
+    select mine.*, mine.lines + others.lines as "taskLines", mine.bytes + others.bytes as "taskBytes" from mine, others`);
   return r!;
 }
 

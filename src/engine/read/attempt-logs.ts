@@ -15,8 +15,9 @@ import type { TaskRef } from '../attempt/refusal.js';
  * Per-attempt logs: what an agent logs while it holds a task is stored with that attempt (task, fence), so a
  * person sees what the task said (`dagent logs`, the dashboard, `dlq show`). The holder appends, at its fence,
  * while the task is claimed or running; each attempt keeps at most LIMITS.logLinesPerAttempt lines and
- * LIMITS.logBytesPerAttempt bytes, and counts the lines past that as dropped: a chatty or hostile agent fills its
- * own attempt's allowance, never the database.
+ * LIMITS.logBytesPerAttempt bytes, each task at most LIMITS.logLinesPerTask and LIMITS.logBytesPerTask over all its
+ * attempts and releases, and the lines past either are counted as dropped: a chatty or hostile agent fills its own
+ * task's allowance, never the database.
  */
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
@@ -43,18 +44,20 @@ export async function attemptLogAppend(db: Db, ref: TaskRef, lines: LogLineInput
       throw new LeaseLostError(ref.taskId, ref.fence, h.fence, h.status);
     }
     const stats = await attemptLogStatsLock(tx, ref.taskId, ref.fence, holder.attempt);
-    // In order, until the first line past either allowance: what is kept is a prefix, never a line here and there.
-    let lineCount = stats.lines;
-    let byteCount = stats.bytes;
+    // In order, until the first line past any allowance (the attempt's, the task's over all its attempts and
+    // releases): what is kept is a prefix, never a line here and there.
+    let keptBytes = 0;
     let kept = 0;
     for (const r of rows) {
-      if (lineCount + 1 > LIMITS.logLinesPerAttempt || byteCount + r.bytes > LIMITS.logBytesPerAttempt) break;
-      lineCount++;
-      byteCount += r.bytes;
-      kept++;
+      const lines = kept + 1;
+      const bytes = keptBytes + r.bytes;
+      if (stats.lines + lines > LIMITS.logLinesPerAttempt || stats.bytes + bytes > LIMITS.logBytesPerAttempt) break;
+      if (stats.taskLines + lines > LIMITS.logLinesPerTask || stats.taskBytes + bytes > LIMITS.logBytesPerTask) break;
+      kept = lines;
+      keptBytes = bytes;
     }
     await attemptLogInsert(tx, ref.taskId, ref.fence, holder.claimedAt, rows.slice(0, kept));
-    await attemptLogStatsAdd(tx, ref.taskId, ref.fence, { lines: kept, bytes: byteCount - stats.bytes, dropped: rows.length - kept });
+    await attemptLogStatsAdd(tx, ref.taskId, ref.fence, { lines: kept, bytes: keptBytes, dropped: rows.length - kept });
     return { stored: kept, dropped: rows.length - kept };
   });
 }
