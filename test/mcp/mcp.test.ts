@@ -300,6 +300,32 @@ describe('next_task waits as every waiting claim of the node does', () => {
     }
   });
 
+  it('twelve concurrent waits on one session: at most the per-agent cap wait, and waiting costs no claim statement', async () => {
+    const { engineEvents } = await import('../../src/observability/engine-events.js');
+    const { CLAIM_WAIT_DEFAULTS } = await import('../../src/config/index.js');
+    const claims: string[] = [];
+    const count = (e: { agentId: string }) => { if (e.agentId === 'waiter-many') claims.push(e.agentId); };
+    engineEvents.on('claim', count);
+    const { token } = await tokenCreate(db, { role: 'agent', agentId: 'waiter-many', capabilities: ['research', 'write'] });
+    const s = await overHttp(token);
+    try {
+      const answered: number[] = [];
+      const started = Date.now();
+      const calls = Array.from({ length: 12 }, () => s.call('next_task', { wait_sec: 3 }).then((r) => { answered.push(Date.now() - started); return r; }));
+      const results = await Promise.all(calls);
+      expect(results.every((r) => r.value.task === null)).toBe(true);
+      // One claim statement per call, none while they wait: the waits are on the node's LISTEN connection, not polls.
+      expect(claims).toHaveLength(12);
+      // Past the per-agent cap, a call answers with what its one claim found instead of waiting.
+      const waitedFull = answered.filter((ms) => ms >= 2_500).length;
+      expect(waitedFull).toBeLessThanOrEqual(CLAIM_WAIT_DEFAULTS.waitingPerAgent);
+      expect(waitedFull).toBeGreaterThan(0);
+    } finally {
+      engineEvents.off('claim', count);
+      await s.close();
+    }
+  });
+
   it('a session whose token is revoked while next_task waits claims nothing more: the call ends without a task', async () => {
     const { engineEvents } = await import('../../src/observability/engine-events.js');
     const { tokenRevoke, tokenVerify } = await import('../../src/auth/tokens.js');
