@@ -19,6 +19,8 @@ export interface TaskRow {
   key: string;
   parentId: string | null;
   hasChildren: boolean;
+  /** Spared after a shared crash: its next attempts run alone (schema/tasks.ts). */
+  runAlone: boolean;
   lateDependents: boolean;
   validatesId: string | null;
   validatesFence: number | null;

@@ -44,7 +44,7 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
       select x.*, bool_and(x.eligible) over w as prefix_eligible, row_number() over w as n
       from (
         select d.id, ${effectivePrioritySql({ fresh: true, alias: 'd' })} as ep,
-          (cardinality(d.models) = 0 and d.conc_key is null and d.max_cost_usd is null
+          (cardinality(d.models) = 0 and d.conc_key is null and d.max_cost_usd is null and not d.run_alone
             and (d.validates_agent is null or d.validates_agent <> ${o.agentId})
             and not exists (select 1 from dags g where g.id = d.dag_id and g.budget_usd is not null)) as eligible
         from dep_counts c join tasks d on d.id = c.id

@@ -141,7 +141,7 @@ export async function taskDeadLetterMark(db: Db, id: string): Promise<boolean> {
  * than LEASE_DEFAULTS.claimLapsesMax times; the attempt row's outcome is `lapsed`.
  * `crashShared`: the reaper's variant for a running task whose agent died holding other tasks too, when
  * nothing points at this one (maintenance/crash-blame.ts): its lease must have lapsed; outcome `crash_shared`,
- * with `details` naming the tasks it died with.
+ * with `details` naming the tasks it died with; the task runs alone from now on (run_alone).
  */
 export async function taskReleaseMark(
   db: Db, id: string, fence: number, reason: string, spent: AttemptSpend = {},
@@ -156,7 +156,7 @@ export async function taskReleaseMark(
   const [r] = await rowsOf<{ dagId: string; agentId: string | null }>(db, sql`
     with released as (
       update tasks t set status = 'ready', ready_at = now(), attempts = t.attempts - 1, lease_expires_at = null, updated_at = now(),
-        ${effectivePriorityOnReadySql()}, claim_lapses = t.claim_lapses + ${o.lapsed ? 1 : 0},
+        ${effectivePriorityOnReadySql()}, claim_lapses = t.claim_lapses + ${o.lapsed ? 1 : 0}${o.crashShared ? sql`, run_alone = true` : sql``},
         cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut}
       where t.id = ${id} and t.fence = ${fence} and t.status = any(${textArray(fromStates('release'))}) ${lapse}
       returning t.*

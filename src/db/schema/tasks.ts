@@ -21,6 +21,11 @@ export const tasks = pgTable(
     /** Set once the task spawns a subtask, so the claim looks up child outputs only for such tasks. */
     hasChildren: boolean('has_children').notNull().default(false),
     /**
+     * Its agent died running it beside other tasks and it was spared (crash_shared): its next attempts run alone, on
+     * an agent that holds nothing else and claims nothing beside it, so a crash then names its cause (crash-blame.ts).
+     */
+    runAlone: boolean('run_alone').notNull().default(false),
+    /**
      * Set, under the row's lock, when an edge from this unfinished task is added at runtime (a spawn,
      * dagEdgesAdd). A completion whose snapshot predates that edge still sees the flag on the row it
      * updates, and recounts this task's dependents after it commits (taskLateDependentsRecount).

@@ -7,7 +7,8 @@ import type { ClaimShape } from './shape.js';
 /**
  * CTE `agent`: the claiming agent's row, locked (FOR UPDATE: its remaining budget and free slots are exact for this
  * statement), with what the rest of the claim reads of it: capabilities, models, budget left, free slots, the models
- * paused for the fleet, whether any rate limit is declared, and `stale` (a claim of this agent committed after this
+ * paused for the fleet, whether any rate limit is declared, how many tasks it holds and whether one of them runs alone,
+ * and `stale` (a claim of this agent committed after this
  * statement's snapshot: the count of held tasks missed it). Empty when the agent is not active.
  */
 export function agentCte(c: ClaimShape): SQL {
@@ -22,15 +23,21 @@ export function agentCte(c: ClaimShape): SQL {
         claim_writer is not null and claim_writer is distinct from pg_current_xact_id_if_assigned()
           and not pg_visible_in_snapshot(claim_writer, pg_current_snapshot()) as stale,
         case when ${budget} is null then null else ${spendRemainingSql('agents', budget)} end as remaining,
-        ${maxHeld} - (select count(*)::int from tasks h where h.claimed_by = ${v.agentId} and h.status in (${sqlStateList(HELD_STATES)})) as slots,
+        ${maxHeld} - held.n as slots, held.n as held,
+        -- It holds a task that runs alone (tasks.run_alone, after a shared crash): it claims nothing beside it.
+        held.alone,
         -- Models (or providers) paused for the fleet after a provider's rate limit (model_pauses: a few rows, usually
         -- none), and in the full statement the declared limits with nothing left in their window.
         (select coalesce(array_agg(p.model), '{}') from model_pauses p where p.until > clock_timestamp())
           ${keyed ? sql`|| array(select r.key from rate_room r where r.requests_left <= 0 or r.tokens_left <= 0)` : sql``} as paused,
         -- Any declared rate limit: the short statement then leaves tasks that name models to the full one.
         exists (select 1 from rate_limits) as limited
-      from agents where id = ${v.agentId} and status = 'active'
-      for update
+      from agents cross join lateral (
+        select count(*)::int as n, coalesce(bool_or(h.run_alone), false) as alone from tasks h
+        where h.claimed_by = ${v.agentId} and h.status in (${sqlStateList(HELD_STATES)})
+      ) held
+      where id = ${v.agentId} and status = 'active'
+      for update of agents
     )`;
 }
 

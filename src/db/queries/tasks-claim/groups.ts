@@ -29,22 +29,23 @@ export function groupsCte(c: ClaimShape): SQL {
           else exists (select 1 from unnest(g.models) m where (m = any(a.models) or '*' = any(a.models))
             and m <> all(a.paused) and split_part(m, '/', 1) <> all(a.paused)) end from agent a))
         ${keyed ? sql`` : sql`and (cardinality(g.models) = 0 or not (select limited from agent))`}
-        and coalesce((select remaining from agent), 1) > 0 and (select slots from agent) > 0
+        and coalesce((select remaining from agent), 1) > 0 and (select slots from agent) > 0 and not (select alone from agent)
         and not (select stale from agent)
     )`;
 }
 
 /**
- * CTE `picked`: the candidates, each group's index range walked in claim order (a LATERAL subquery, FOR UPDATE SKIP
- * LOCKED, at most `limit` rows each) and the heads merged, at most the agent's free slots. Tasks the agent cannot take
+ * CTEs `walked` and `picked`: the candidates, each group's index range walked in claim order (a LATERAL subquery, FOR
+ * UPDATE SKIP LOCKED, at most `limit` rows each) and the heads merged, at most the agent's free slots; a task that
+ * runs alone only for an agent that holds nothing, and then by itself. Tasks the agent cannot take
  * are never visited: a claim costs O(groups covered × limit), not O(READY).
  */
 export function pickedCte(c: ClaimShape): SQL {
   const { v, opts, keyed } = c;
   return sql`
-    picked as (
+    walked as (
       select c.* from groups g cross join lateral (
-        select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at, t.conc_key
+        select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at, t.conc_key, t.run_alone
           ${keyed ? sql`, ${rateModelSql('t')} as rate_model, t.estimated_tokens` : sql``}
         from tasks t
         -- 'ready' is a literal, not a parameter: with it, a generic plan walks tasks_ready_group_idx (a partial index) and
@@ -65,11 +66,19 @@ export function pickedCte(c: ClaimShape): SQL {
           and (t.max_cost_usd is null or not exists (
             select 1 from dags d where d.id = t.dag_id and ${spendRemainingSql('d')} < t.max_cost_usd))
           ${opts.dagId ? sql`and t.dag_id = ${v.dagId}` : sql``}
+          -- A task that runs alone (after a shared crash) goes only to an agent that holds nothing.
+          and (not t.run_alone or (select held from agent) = 0)
         order by ${inOrder('t')}
         limit ${v.limit}
         for update of t skip locked
       ) c
       order by ${inOrder('c')}
       limit least(${v.limit}::int, greatest(0, (select slots from agent)))
+    ),
+    -- ... and is taken alone: when the walk met one, the first such is all this claim takes.
+    picked as (
+      select w.* from walked w
+      where not exists (select 1 from walked a where a.run_alone)
+        or w.id = (select a.id from walked a where a.run_alone order by ${inOrder('a')} limit 1)
     )`;
 }

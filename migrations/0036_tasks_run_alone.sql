@@ -1,0 +1,1 @@
+ALTER TABLE "tasks" ADD COLUMN "run_alone" boolean DEFAULT false NOT NULL;
