@@ -9,7 +9,7 @@ export interface TestHttp {
   server: HttpServer;
   adminToken: string;
   /** A fresh agent token acting as `agentId`, granted `capabilities` (and validator capabilities by name). */
-  agentToken(agentId: string, capabilities?: string[], validators?: string[]): Promise<string>;
+  agentToken(agentId: string, capabilities?: string[], validators?: string[], models?: string[]): Promise<string>;
   /** fetch against the server with a token (admin by default; null for none); JSON in and out. */
   call(method: string, path: string, o?: { token?: string | null; body?: unknown; raw?: string; contentType?: string }): Promise<{ status: number; body: any; headers: Headers }>;
 }
@@ -45,6 +45,6 @@ export async function testHttp(database: Database, opts: Partial<HttpOptions> = 
   };
   return {
     url, server, adminToken, call,
-    agentToken: async (agentId, capabilities = [], validators = []) => (await tokenCreate(database.db, { role: 'agent', agentId, capabilities, validators })).token,
+    agentToken: async (agentId, capabilities = [], validators = [], models = []) => (await tokenCreate(database.db, { role: 'agent', agentId, capabilities, validators, models })).token,
   };
 }

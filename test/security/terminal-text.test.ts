@@ -59,8 +59,8 @@ beforeAll(async () => {
   };
   // Submitted data too: a DAG title is printed by `status`.
   ids.dag = (await call('/api/dags', { dag: { name: 'hostile', title: `audit ${HOSTILE}`, tasks: { work: { type: 'w', max_attempts: 1 }, answer: { type: 'w' } } } })).results[0].dagId;
-  const limitedDag = (await call('/api/dags', { dag: { name: 'limited', tasks: { call: { type: 'w' } } } })).results[0].dagId;
-  const token = await http.agentToken(AGENT);
+  const limitedDag = (await call('/api/dags', { dag: { name: 'limited', tasks: { call: { type: 'w', spec: { models: ['acme-large'] } } } } })).results[0].dagId;
+  const token = await http.agentToken(AGENT, [], [], ['acme-large']);
   await call('/api/agents', { id: AGENT, type: AGENT_TYPE, capabilities: [], models: ['acme-large'], max_concurrent: 4 }, token);
 
   const claimed = (await call(`/api/agents/${AGENT}/claim`, { limit: 2, start: true, dag_id: ids.dag }, token)).tasks as Array<{ id: string; key: string; fence: number }>;
