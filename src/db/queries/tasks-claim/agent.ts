@@ -5,7 +5,7 @@ import { spendRemainingSql } from '../spend.js';
 import type { ClaimShape } from './shape.js';
 
 /**
- * CTE `agent`: the claiming agent's row, locked (FOR UPDATE: its remaining budget and free slots are exact for this
+ * CTEs `held` and `agent`: the claiming agent's row, locked (FOR UPDATE: its remaining budget and free slots are exact for this
  * statement), with what the rest of the claim reads of it: capabilities, models, budget left, free slots, the models
  * paused for the fleet, whether any rate limit is declared, how many tasks it holds and whether one of them runs alone,
  * and `stale` (a claim of this agent committed after this
@@ -16,6 +16,13 @@ export function agentCte(c: ClaimShape): SQL {
   const budget = opts.grant?.budgetUsd != null ? sql`least(budget_usd, ${v.budgetUsd}::numeric)` : sql`budget_usd`;
   const maxHeld = opts.grant?.maxHeld != null ? sql`least(max_concurrent, ${v.maxHeld}::int)` : sql`max_concurrent`;
   return sql`
+    -- What the agent holds, read once: how many, and whether one of them runs alone. (npm run bench --quick, alternating
+    -- with the statement before run_alone on a busy machine: claim of 1 at 20,000 READY p50 0.84-1.12 ms against
+    -- 1.05-1.48, flat 32 slots within the runs' spread; two more index probes for holds/alone cost claim of 1 ~0.6 ms.)
+    held as materialized (
+      select count(*)::int as n, coalesce(bool_or(h.run_alone), false) as alone from tasks h
+      where h.claimed_by = ${v.agentId} and h.status in (${sqlStateList(HELD_STATES)})
+    ),
     agent as materialized (
       select capabilities, models,
         -- A claim of this agent that took tasks committed after this statement's snapshot: the count below missed
@@ -23,21 +30,18 @@ export function agentCte(c: ClaimShape): SQL {
         claim_writer is not null and claim_writer is distinct from pg_current_xact_id_if_assigned()
           and not pg_visible_in_snapshot(claim_writer, pg_current_snapshot()) as stale,
         case when ${budget} is null then null else ${spendRemainingSql('agents', budget)} end as remaining,
-        ${maxHeld} - held.n as slots, held.n as held,
-        -- It holds a task that runs alone (tasks.run_alone, after a shared crash): it claims nothing beside it.
-        held.alone,
+        ${maxHeld} - (select n from held) as slots,
+        -- It holds a task that runs alone (tasks.run_alone, after a shared crash): it claims nothing beside it; and
+        -- whether it holds anything (only an agent that holds nothing takes a task that runs alone).
+        (select alone from held) as alone, (select n from held) > 0 as holds,
         -- Models (or providers) paused for the fleet after a provider's rate limit (model_pauses: a few rows, usually
         -- none), and in the full statement the declared limits with nothing left in their window.
         (select coalesce(array_agg(p.model), '{}') from model_pauses p where p.until > clock_timestamp())
           ${keyed ? sql`|| array(select r.key from rate_room r where r.requests_left <= 0 or r.tokens_left <= 0)` : sql``} as paused,
         -- Any declared rate limit: the short statement then leaves tasks that name models to the full one.
         exists (select 1 from rate_limits) as limited
-      from agents cross join lateral (
-        select count(*)::int as n, coalesce(bool_or(h.run_alone), false) as alone from tasks h
-        where h.claimed_by = ${v.agentId} and h.status in (${sqlStateList(HELD_STATES)})
-      ) held
-      where id = ${v.agentId} and status = 'active'
-      for update of agents
+      from agents where id = ${v.agentId} and status = 'active'
+      for update
     )`;
 }
 

@@ -67,7 +67,7 @@ export function pickedCte(c: ClaimShape): SQL {
             select 1 from dags d where d.id = t.dag_id and ${spendRemainingSql('d')} < t.max_cost_usd))
           ${opts.dagId ? sql`and t.dag_id = ${v.dagId}` : sql``}
           -- A task that runs alone (after a shared crash) goes only to an agent that holds nothing.
-          and (not t.run_alone or (select held from agent) = 0)
+          and (not t.run_alone or not (select holds from agent))
         order by ${inOrder('t')}
         limit ${v.limit}
         for update of t skip locked
