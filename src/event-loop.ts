@@ -27,6 +27,22 @@ export async function forEachSliced<T>(items: Iterable<T>, fn: (item: T) => void
   }
 }
 
+/**
+ * `fn` over `items` where each item is work of its own that may wait (a task's validation steps: schemas compiled,
+ * files read): the clock is read after every item, and the event loop gets a turn every EVENT_LOOP_SLICE_MS.
+ * Awaiting alone is no turn when nothing waits: the next item would run before any other request.
+ */
+export async function forEachSlicedAsync<T>(items: Iterable<T>, fn: (item: T) => Promise<void>): Promise<void> {
+  let until = performance.now() + EVENT_LOOP_SLICE_MS;
+  for (const item of items) {
+    await fn(item);
+    if (performance.now() > until) {
+      await eventLoopTurn();
+      until = performance.now() + EVENT_LOOP_SLICE_MS;
+    }
+  }
+}
+
 /** `items.map(fn)`, sliced as forEachSliced. */
 export async function mapSliced<T, R>(items: readonly T[], fn: (item: T) => R): Promise<R[]> {
   const out: R[] = [];

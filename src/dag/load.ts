@@ -11,7 +11,8 @@ import { zodProblems } from './problems.js';
 import { groupedAt, taskGroupsExpand } from './templates.js';
 import { yamlSourceParse } from './yaml-source.js';
 import type { DagSpec } from './spec.js';
-import { validationResolve, type ValidationStep } from '../validation/steps/index.js';
+import { validationResolve, type DagResolution, type ValidationStep } from '../validation/steps/index.js';
+import { forEachSlicedAsync } from '../event-loop.js';
 
 const MAX_FILE_BYTES = LIMITS.dagFileBytes;
 export { EXTENSION_PREFIX } from './yaml-source.js';
@@ -83,16 +84,22 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   const semantic = dagFileCheck(parsed.data, groups.exits);
   if (semantic.length) throw new DagValidationError(semantic.map((p) => at(p.path, p.message, p.atKey)));
   const stepProblems: SpecProblem[] = [];
+  // One per DAG: what its steps share (each distinct schema compiled once), and the limits that count across them.
+  const dag: DagResolution = { schemas: new Map() };
   const resolveAll = async (group: 'tasks' | 'templates', entries: Array<[string, { output?: DagFile['tasks'][string]['output'] }]>) => {
     const steps: Record<string, ValidationStep[]> = {};
-    for (const [name, t] of entries) {
+    // In slices: a DAG of a thousand distinct schemas compiles for 1-3 s (event-loop.ts).
+    await forEachSlicedAsync(entries, async ([name, t]) => {
       const at0 = group === 'tasks' ? ['tasks', name] : ['spawn', 'templates', name];
       // A group's task names files relative to its template.
       const baseDir = (group === 'tasks' ? groups.grouped.get(name)?.baseDir : undefined) ?? where.baseDir;
-      const r = await validationResolve(t.output?.validation, [...at0, 'output', 'validation'], { ...where, baseDir });
+      const r = await validationResolve(t.output?.validation, [...at0, 'output', 'validation'], { ...where, baseDir, dag });
       steps[name] = r.steps;
+      const limit = r.problems.find((p) => p.limit);
+      // A limit passed: every step after it would say the same.
+      if (limit) throw new DagValidationError([...stepProblems, at(limit.path, limit.message)]);
       stepProblems.push(...r.problems.map((p) => at(p.path, p.message)));
-    }
+    });
     return steps;
   };
   const validation = await resolveAll('tasks', Object.entries(parsed.data.tasks));
