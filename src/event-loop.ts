@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 const EVENT_LOOP_SLICE_MS = 5;
 
 /** Give the event loop a turn: what is ready (another request's reply, a timer) runs before the caller goes on. */
-function eventLoopTurn(): Promise<void> {
+export function eventLoopTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 

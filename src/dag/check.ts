@@ -1,7 +1,7 @@
 import type { Path } from './locate.js';
 import type { DagFile, RetryFile } from './file-schema.js';
 import { instantParse, durationSeconds } from '../durations.js';
-import { dagGraphBuild, cycleFind, ancestors } from './graph.js';
+import { dagGraphBuildSliced, cycleFind, ancestors } from './graph.js';
 import { didYouMean } from './suggest.js';
 import { cronProblem } from './cron.js';
 import { LIMITS, limitEnvName } from '../config/index.js';
@@ -10,8 +10,11 @@ import { groupHint } from './templates.js';
 
 export interface CheckProblem { path: Path; message: string; atKey?: boolean }
 
-/** Checks zod cannot express: references between tasks, cycles, context refs, times, retry consistency. */
-export function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, string[]> = new Map()): CheckProblem[] {
+/**
+ * Checks zod cannot express: references between tasks, cycles, context refs, times, retry consistency.
+ * The graph is built in slices (graph.ts): ~0.2-0.4 s in one go for a 15,000-task chain.
+ */
+export async function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, string[]> = new Map()): Promise<CheckProblem[]> {
   const problems: CheckProblem[] = [];
   const keys = Object.keys(file.tasks);
   const edges: Array<[string, string]> = [];
@@ -69,7 +72,7 @@ export function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, string[]
   }
   if (problems.length) return problems;
 
-  const graph = dagGraphBuild(keys, edges);
+  const graph = await dagGraphBuildSliced(keys, edges);
   const cycle = cycleFind(graph);
   if (cycle) {
     const from = cycle[cycle.length - 2]!;
@@ -80,13 +83,16 @@ export function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, string[]
   }
 
   for (const [key, task] of Object.entries(file.tasks)) {
-    const upstream = ancestors(graph, key);
     const refs: Array<[string, Path]> = (task.spec?.context ?? []).map((ref, i) => [ref, ['tasks', key, 'spec', 'context', i]]);
     if (typeof task.for_each === 'string') refs.push([task.for_each, ['tasks', key, 'for_each']]);
+    // A task's whole upstream only when a ref is not one of its own dependencies: computed for every task, it
+    // made a 15,000-task chain quadratic (49 s in this loop).
+    let direct: Set<string> | undefined;
+    let upstream: Set<string> | undefined;
     for (const [ref, path] of refs) {
       const refKey = ref.split('.')[0]!;
       if (!Object.hasOwn(file.tasks, refKey)) problems.push({ path, message: `unknown task "${refKey}"${groupHint(refKey, groups) || didYouMean(refKey, keys)}` });
-      else if (!upstream.has(refKey)) {
+      else if (!(direct ??= new Set(task.depends_on)).has(refKey) && !(upstream ??= ancestors(graph, key)).has(refKey)) {
         problems.push({ path, message: `"${refKey}" is not upstream of "${key}", so its output is not ready in time (add it to depends_on)` });
       }
     }

@@ -5,7 +5,8 @@ import { refused, serverStart, type ServerProcess } from './helpers/server.js';
 
 // Trust boundary, third pass, item 8: one DAG author could freeze or exhaust the server.
 // Every compiled JSON Schema stayed in the shared ajv instance (six DAGs of 999 tasks × 10 distinct
-// schemas: heap 38 → 450 MB, /healthz blocked 12-20 s each).
+// schemas: heap 38 → 450 MB, /healthz blocked 12-20 s each), and the YAML parser's duplicate-key check
+// compared every pair of keys in a mapping (a 15,000-task DAG blocked /healthz 7-9 s, 40,000 keys 32 s).
 const database = await testDatabase();
 // A heap far below what the leak reached: a server that kept what it compiled would abort.
 const HEAP_MB = 256;
@@ -78,4 +79,29 @@ describe('a DAG with thousands of JSON Schemas', () => {
     expect(Math.max(...heaps)).toBeLessThan(HEAP_MB);
     await innocent.finish();
   }, 240_000);
+});
+
+describe('a DAG file with very large mappings', () => {
+  it('a 15,000-task DAG (each task depending on the one before) is accepted while /healthz answers within 2 s', async () => {
+    const lines = ['name: fifteen-thousand', 'tasks:'];
+    for (let i = 0; i < 15_000; i++) lines.push(`  t${i}: { type: w${i ? `, depends_on: [t${i - 1}]` : ''} }`);
+    const { result, slowestMs } = await healthzBeside(postYaml(`${lines.join('\n')}\n`));
+    console.log(`15,000 tasks: /healthz slowest ${slowestMs.toFixed(0)} ms`);
+    expect(result.status, JSON.stringify(result.body).slice(0, 500)).toBe(201);
+    expect(slowestMs).toBeLessThan(HEALTHZ_MAX_MS);
+  }, 120_000);
+
+  it('a ~700 KB file with 40,000 keys in one mapping is accepted while /healthz answers within 2 s; a key repeated at its end is refused naming its line', async () => {
+    const keys = Array.from({ length: 40_000 }, (_, i) => `  key${i}: ${i}`);
+    const wide = (extra: string[]) => ['name: wide', 'x-pad:', ...keys, ...extra, 'tasks:', '  a: { type: w }', ''].join('\n');
+    const fine = wide([]);
+    expect(fine.length).toBeGreaterThan(650_000);
+    const accepted = await healthzBeside(postYaml(fine));
+    expect(accepted.result.status, JSON.stringify(accepted.result.body).slice(0, 500)).toBe(201);
+    // key17 again, on the line after the last key: line 2 + 40,000 + 1.
+    const repeated = await healthzBeside(postYaml(wide(['  key17: again'])));
+    await refused(400, 'DAG_INVALID', Promise.resolve(repeated.result), /^request\.yaml:40003:3 duplicate key "key17"$/);
+    console.log(`40,000 keys: /healthz slowest ${accepted.slowestMs.toFixed(0)} ms, ${repeated.slowestMs.toFixed(0)} ms`);
+    expect(Math.max(accepted.slowestMs, repeated.slowestMs)).toBeLessThan(HEALTHZ_MAX_MS);
+  }, 120_000);
 });

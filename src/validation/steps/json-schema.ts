@@ -1,6 +1,7 @@
-import { parse as yamlParse, YAMLParseError } from 'yaml';
+import { LineCounter } from 'yaml';
 import { z } from 'zod';
 import { LIMITS, limitEnvName } from '../../config/index.js';
+import { yamlDocumentParse } from '../../yaml-document.js';
 import { projectFileRead, type ProjectRoots } from '../project-files.js';
 import { schemaCompile } from '../schema-compiler.js';
 import type { DagResolution, InlineStepKind, StepProblem } from './kind.js';
@@ -75,11 +76,12 @@ async function schemaFileRead(written: string, where: ProjectRoots): Promise<{ s
   let schema: unknown;
   try {
     // YAML is a superset of JSON: one parser reads both kinds of schema file.
-    schema = yamlParse(read.text, { prettyErrors: false });
-  } catch (e) {
+    const doc = await yamlDocumentParse(read.text, { lineCounter: new LineCounter() });
     // Where, not what: the parser's message would quote the file.
-    const at = e instanceof YAMLParseError ? ` (${lineColumn(read.text, e.pos[0])})` : '';
-    return { error: `${shown} is neither JSON nor YAML${at}` };
+    if (doc.errors.length) return { error: `${shown} is neither JSON nor YAML (${lineColumn(read.text, doc.errors[0]!.pos[0])})` };
+    schema = doc.toJS();
+  } catch {
+    return { error: `${shown} is neither JSON nor YAML` };
   }
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return { error: `${shown} must hold a JSON Schema object` };
   return { schema: schema as Record<string, unknown> };
