@@ -11,6 +11,14 @@ import { groupHint } from './templates.js';
 export interface CheckProblem { path: Path; message: string; atKey?: boolean }
 
 /**
+ * What the "did you mean" hints for unknown task names may cost one DAG, in edit-distance cells (a name's length
+ * times a key's, over every key): ~0.1 s. Unbudgeted, a DAG of 4,000 tasks each naming an unknown task spent 67 s
+ * on them (quadratic), and one hint against 20,000 keys of 64 characters takes ~0.9 s. A 15,000-task DAG of
+ * short keys affords a few hints; past the budget, an unknown name is said alone.
+ */
+const UNKNOWN_TASK_HINT_CELLS = 10_000_000;
+
+/**
  * Checks zod cannot express: references between tasks, cycles, context refs, times, retry consistency.
  * The graph is built in slices (graph.ts): ~0.2-0.4 s in one go for a 15,000-task chain.
  */
@@ -18,6 +26,16 @@ export async function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, st
   const problems: CheckProblem[] = [];
   const keys = Object.keys(file.tasks);
   const edges: Array<[string, string]> = [];
+  const keyChars = keys.reduce((n, k) => n + k.length, 0);
+  let hintCells = UNKNOWN_TASK_HINT_CELLS;
+  const unknownTask = (name: string) => {
+    let hint = groupHint(name, groups);
+    if (!hint && name.length * keyChars <= hintCells) {
+      hintCells -= name.length * keyChars;
+      hint = didYouMean(name, keys);
+    }
+    return `unknown task "${name}"${hint}`;
+  };
 
   if (keys.length > LIMITS.tasksPerDag) {
     return [{ path: ['tasks'], message: `${keys.length} tasks; at most ${LIMITS.tasksPerDag} in a DAG (${limitEnvName('tasksPerDag')})`, atKey: true }];
@@ -27,7 +45,7 @@ export async function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, st
     (task.depends_on ?? []).forEach((dep, i) => {
       const path = ['tasks', key, 'depends_on', i];
       if (dep === key) problems.push({ path, message: `task "${key}" depends on itself` });
-      else if (!Object.hasOwn(file.tasks, dep)) problems.push({ path, message: `unknown task "${dep}"${groupHint(dep, groups) || didYouMean(dep, keys)}` });
+      else if (!Object.hasOwn(file.tasks, dep)) problems.push({ path, message: unknownTask(dep) });
       else if (seen.has(dep)) problems.push({ path, message: `"${dep}" is listed twice` });
       else edges.push([dep, key]);
       seen.add(dep);
@@ -91,7 +109,7 @@ export async function dagFileCheck(file: DagFile, groups: ReadonlyMap<string, st
     let upstream: Set<string> | undefined;
     for (const [ref, path] of refs) {
       const refKey = ref.split('.')[0]!;
-      if (!Object.hasOwn(file.tasks, refKey)) problems.push({ path, message: `unknown task "${refKey}"${groupHint(refKey, groups) || didYouMean(refKey, keys)}` });
+      if (!Object.hasOwn(file.tasks, refKey)) problems.push({ path, message: unknownTask(refKey) });
       else if (!(direct ??= new Set(task.depends_on)).has(refKey) && !(upstream ??= ancestors(graph, key)).has(refKey)) {
         problems.push({ path, message: `"${refKey}" is not upstream of "${key}", so its output is not ready in time (add it to depends_on)` });
       }
