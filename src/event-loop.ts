@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 const EVENT_LOOP_SLICE_MS = 5;
 
 /** Give the event loop a turn: what is ready (another request's reply, a timer) runs before the caller goes on. */
-function eventLoopTurn(): Promise<void> {
+export function eventLoopTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
@@ -21,6 +21,22 @@ export async function forEachSliced<T>(items: Iterable<T>, fn: (item: T) => void
   for (const item of items) {
     fn(item);
     if ((++i & 63) === 0 && performance.now() > until) {
+      await eventLoopTurn();
+      until = performance.now() + EVENT_LOOP_SLICE_MS;
+    }
+  }
+}
+
+/**
+ * `fn` over `items` where each item is work of its own that may wait (a task's validation steps: schemas compiled,
+ * files read): the clock is read after every item, and the event loop gets a turn every EVENT_LOOP_SLICE_MS.
+ * Awaiting alone is no turn when nothing waits: the next item would run before any other request.
+ */
+export async function forEachSlicedAsync<T>(items: Iterable<T>, fn: (item: T) => Promise<void>): Promise<void> {
+  let until = performance.now() + EVENT_LOOP_SLICE_MS;
+  for (const item of items) {
+    await fn(item);
+    if (performance.now() > until) {
       await eventLoopTurn();
       until = performance.now() + EVENT_LOOP_SLICE_MS;
     }

@@ -1,4 +1,4 @@
-import { isMap, isPair, isScalar, isSeq, type Document, type LineCounter, type Node } from 'yaml';
+import { isMap, isPair, isScalar, isSeq, type Document, type LineCounter, type Node, type Pair, type YAMLMap } from 'yaml';
 
 export type Path = readonly (string | number)[];
 
@@ -21,7 +21,7 @@ export function positionOf(doc: Document, lc: LineCounter, path: Path, keyOfFiel
   for (let i = 0; i < path.length; i++) {
     const seg = path[i]!;
     if (isMap(node)) {
-      const pair = node.items.find((p) => isPair(p) && (isScalar(p.key) ? p.key.value : p.key) === seg);
+      const pair = pairOf(node, seg);
       if (!pair) {
         offset = parentKey ?? offset;
         break;
@@ -43,4 +43,25 @@ export function positionOf(doc: Document, lc: LineCounter, path: Path, keyOfFiel
   }
   const pos = lc.linePos(offset);
   return { line: pos.line, col: pos.col };
+}
+
+/**
+ * Each mapping's pairs by key (the first, if a key repeats), indexed on its first lookup. Scanning the pairs for
+ * every path made locating each problem of a 15,000-task DAG quadratic: refusing one whose every task named an
+ * unknown task held the server 5 s.
+ */
+const pairsByKey = new WeakMap<YAMLMap, Map<unknown, Pair>>();
+
+function pairOf(map: YAMLMap, key: string | number): Pair | undefined {
+  let index = pairsByKey.get(map);
+  if (!index) {
+    index = new Map();
+    for (const p of map.items) {
+      if (!isPair(p)) continue;
+      const k = isScalar(p.key) ? p.key.value : p.key;
+      if (!index.has(k)) index.set(k, p);
+    }
+    pairsByKey.set(map, index);
+  }
+  return index.get(key);
 }

@@ -147,7 +147,7 @@ async function templateLoad(written: string, where: ProjectRoots): Promise<Loade
   if ('error' in read) return { readError: read.error };
   let source;
   try {
-    source = yamlSourceParse(read.text, display, 'template');
+    source = await yamlSourceParse(read.text, display, 'template');
   } catch (e) {
     if (e instanceof DagValidationError) return e.problems;
     throw e;

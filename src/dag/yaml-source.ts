@@ -1,7 +1,9 @@
-import { LineCounter, parseDocument, visit, type Document } from 'yaml';
+import { LineCounter, visit, type Document } from 'yaml';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
 import { jsonProblem, jsonSizeExceeds } from '../json-guard.js';
+import { yamlDocumentParse } from '../yaml-document.js';
+import { eventLoopTurn } from '../event-loop.js';
 import { pathFormat, positionOf, type Path } from './locate.js';
 
 /** Top-level fields with this prefix are ignored (x-common: &common …), in DAG files and templates alike. */
@@ -18,13 +20,14 @@ export interface YamlSource {
 
 /**
  * Parse one YAML file that must hold one mapping (a DAG or a template). Throws DagValidationError for YAML
- * syntax, an alias to nothing or one that expands too much, a NUL or a runaway nesting, each located.
- * `what` names the file's kind in the message for a file that is not a mapping.
+ * syntax, a duplicate key, an alias to nothing or one that expands too much, a NUL or a runaway nesting, each
+ * located. `what` names the file's kind in the message for a file that is not a mapping. A large file is parsed
+ * in slices that let the server answer other requests meanwhile (yaml-document.ts).
  */
-export function yamlSourceParse(source: string, file: string, what: string): YamlSource {
+export async function yamlSourceParse(source: string, file: string, what: string): Promise<YamlSource> {
   const lc = new LineCounter();
   // `<<` merge keys, as Docker Compose files use them (`b: { <<: *common, depends_on: [a] }`).
-  const doc = parseDocument(source, { lineCounter: lc, uniqueKeys: true, prettyErrors: false, strict: true, merge: true });
+  const doc = await yamlDocumentParse(source, { lineCounter: lc, strict: true, merge: true });
   const at: At = (p, message, atKey = false) => {
     const pos = positionOf(doc, lc, p, atKey);
     return { file, line: pos.line, column: pos.col, path: pathFormat(p), message };
@@ -47,6 +50,8 @@ export function yamlSourceParse(source: string, file: string, what: string): Yam
   } catch (e) {
     throw new DagValidationError([aliasProblem(doc, lc, file, e as Error)]);
   }
+  // Each of these passes is ~0.1 s on a 15,000-task DAG: the server answers between them.
+  await eventLoopTurn();
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new DagValidationError([at([], `a ${what} file must be a YAML mapping with ${what === 'DAG' ? 'name and tasks' : 'tasks'}`)]);
   }
@@ -56,6 +61,7 @@ export function yamlSourceParse(source: string, file: string, what: string): Yam
   // A NUL ("\0"), an unpaired surrogate ("\ud800") or runaway nesting: located here, never a database error later.
   const hostile = jsonProblem(raw, LIMITS.jsonDepth);
   if (hostile) throw new DagValidationError([at(hostile.path, hostile.message)]);
+  await eventLoopTurn();
   if (jsonSizeExceeds(raw, LIMITS.specChars)) {
     throw new DagValidationError([at([], `YAML aliases expand the ${what} to more than ${LIMITS.specChars} characters (${limitEnvName('specChars')})`)]);
   }

@@ -57,8 +57,10 @@ export async function validationResolve(
     if (s.kind === 'none') continue;
     const p = Array.isArray(v) ? [...at, i] : at;
     const resolved = await (stepKindOf(s as ValidationStep).resolve(s, ctx) as Promise<ValidationStep | StepProblem[]>);
-    if (Array.isArray(resolved)) problems.push(...resolved.map((q) => ({ path: [...p, ...q.path], message: q.message })));
-    else steps.push(resolved);
+    if (Array.isArray(resolved)) {
+      problems.push(...resolved.map((q) => ({ ...q, path: [...p, ...q.path] })));
+      if (resolved.some((q) => q.limit)) break;
+    } else steps.push(resolved);
   }
   return { steps, problems };
 }
@@ -69,4 +71,4 @@ export function validationStepsOf(outputSpec: unknown): ValidationStep[] {
   return Array.isArray(v) ? (v as ValidationStep[]) : [];
 }
 
-export type { AnyInlineStepKind, AnyStepKind, AnyTaskStepKind, ResolveContext, StepProblem, StepPath, ValidationTaskPlan } from './kind.js';
+export type { AnyInlineStepKind, AnyStepKind, AnyTaskStepKind, DagResolution, ResolveContext, StepProblem, StepPath, ValidationTaskPlan } from './kind.js';

@@ -1,8 +1,10 @@
-import { parse as yamlParse, YAMLParseError } from 'yaml';
+import { LineCounter } from 'yaml';
 import { z } from 'zod';
+import { LIMITS, limitEnvName } from '../../config/index.js';
+import { yamlDocumentParse } from '../../yaml-document.js';
 import { projectFileRead, type ProjectRoots } from '../project-files.js';
 import { schemaCompile } from '../schema-compiler.js';
-import type { InlineStepKind, StepProblem } from './kind.js';
+import type { DagResolution, InlineStepKind, StepProblem } from './kind.js';
 /** Most violations listed in one verdict; the rest are counted. */
 const MAX_REASONS = 50;
 
@@ -19,14 +21,17 @@ export const jsonSchemaStep: InlineStepKind<'json-schema', typeof fileSchema, Js
   kind: 'json-schema',
   mode: 'inline',
   fileSchema,
-  async resolve(s, where) {
+  async resolve(s, ctx) {
     if ((s.schema === undefined) === (s.schema_file === undefined)) {
       return [{ path: [], message: 'a json-schema step needs exactly one of schema or schema_file' }];
     }
-    const fromFile = s.schema_file !== undefined ? await schemaFileRead(s.schema_file, where) : undefined;
+    const fromFile = s.schema_file !== undefined ? await schemaFileRead(s.schema_file, ctx) : undefined;
     if (fromFile && 'error' in fromFile) return [{ path: ['schema_file'], message: fromFile.error }];
     const schema = fromFile ? fromFile.schema : s.schema!;
-    const compiled = schemaCompile(schema);
+    const compiled = schemaCompileOnce(schema, ctx.dag);
+    if ('limit' in compiled) {
+      return [{ path: [s.schema_file !== undefined ? 'schema_file' : 'schema'], message: compiled.limit, limit: true }];
+    }
     if ('error' in compiled) {
       const problem: StepProblem = s.schema_file !== undefined
         ? { path: ['schema_file'], message: `${s.schema_file}${compiled.pointer ? ` at ${compiled.pointer}` : ''}: ${compiled.error}` }
@@ -46,6 +51,23 @@ export const jsonSchemaStep: InlineStepKind<'json-schema', typeof fileSchema, Js
   },
 };
 
+/**
+ * What compiling `schema` finds wrong, once per distinct schema in a DAG: the tasks of a generated DAG often
+ * share a few schemas, and each is compiled once however many steps use it. More distinct schemas than
+ * LIMITS.schemasPerDag is a limit passed, before the next is compiled.
+ */
+function schemaCompileOnce(schema: Record<string, unknown>, dag: DagResolution): { error: string; pointer?: string } | { limit: string } | { ok: true } {
+  const text = JSON.stringify(schema);
+  if (dag.schemas.has(text)) return dag.schemas.get(text) ?? { ok: true };
+  if (dag.schemas.size >= LIMITS.schemasPerDag) {
+    return { limit: `more than ${LIMITS.schemasPerDag} distinct JSON Schemas in one DAG (${limitEnvName('schemasPerDag')}): steps that check the same shape can share one schema (a YAML anchor, or a schema_file)` };
+  }
+  const compiled = schemaCompile(schema);
+  const fault = 'error' in compiled ? { error: compiled.error, pointer: compiled.pointer } : undefined;
+  dag.schemas.set(text, fault);
+  return fault ?? { ok: true };
+}
+
 /** The schema a step's schema_file holds: inside the project, a regular file, size-capped; errors never quote it. */
 async function schemaFileRead(written: string, where: ProjectRoots): Promise<{ schema: Record<string, unknown> } | { error: string }> {
   const read = await projectFileRead(written, where);
@@ -54,11 +76,12 @@ async function schemaFileRead(written: string, where: ProjectRoots): Promise<{ s
   let schema: unknown;
   try {
     // YAML is a superset of JSON: one parser reads both kinds of schema file.
-    schema = yamlParse(read.text, { prettyErrors: false });
-  } catch (e) {
+    const doc = await yamlDocumentParse(read.text, { lineCounter: new LineCounter() });
     // Where, not what: the parser's message would quote the file.
-    const at = e instanceof YAMLParseError ? ` (${lineColumn(read.text, e.pos[0])})` : '';
-    return { error: `${shown} is neither JSON nor YAML${at}` };
+    if (doc.errors.length) return { error: `${shown} is neither JSON nor YAML (${lineColumn(read.text, doc.errors[0]!.pos[0])})` };
+    schema = doc.toJS();
+  } catch {
+    return { error: `${shown} is neither JSON nor YAML` };
   }
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return { error: `${shown} must hold a JSON Schema object` };
   return { schema: schema as Record<string, unknown> };

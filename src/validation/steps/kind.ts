@@ -10,10 +10,26 @@ import type { Verdict } from '../verdict.js';
 
 /** Where a problem sits below the step itself: `['schema', 'properties', 'a']`, `['pattern']`, `[]`. */
 export type StepPath = readonly (string | number)[];
-export interface StepProblem { path: StepPath; message: string }
+export interface StepProblem {
+  path: StepPath;
+  message: string;
+  /** A limit of the DAG was passed: the steps after this one would only repeat it, so resolving stops here. */
+  limit?: true;
+}
 
-/** What resolving a step may use: where its relative paths start, and the directories they may reach. */
-export type ResolveContext = ProjectRoots;
+/**
+ * What resolving a step may use: where its relative paths start, the directories they may reach, and what
+ * the DAG's steps resolved so far hold in common (one object per DAG, for limits per DAG).
+ */
+export interface ResolveContext extends ProjectRoots {
+  dag: DagResolution;
+}
+
+/** Shared by every step of one DAG while it is resolved. */
+export interface DagResolution {
+  /** Each distinct JSON Schema (as JSON text) the DAG's steps hold, and what compiling it found wrong (undefined: nothing). */
+  schemas: Map<string, { error: string; pointer?: string } | undefined>;
+}
 
 /** A step file schema: one strict zod object whose `kind` is a literal. */
 export type StepFileSchema = z.ZodObject<{ kind: z.ZodLiteral<string> } & z.core.$ZodLooseShape>;
