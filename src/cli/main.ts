@@ -5,7 +5,7 @@ import { COMMAND_MODULES } from './commands.js';
 import { commandContext, type CommandContextLazy } from './context.js';
 import { exitCodeFor } from './exit-codes.js';
 import { processIo, type Io } from './output.js';
-import { jsonForTerminal, terminalSafeLines } from './terminal-text.js';
+import { jsonForTerminal, terminalSafeLines } from '../terminal-text.js';
 
 /**
  * The program, with the commands `argv` runs defined in full: only their module is loaded. Without

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type TableType from 'cli-table3';
-import { jsonForTerminal, terminalSafe } from './terminal-text.js';
+import { jsonForTerminal, terminalSafe } from '../terminal-text.js';
 
 // Loaded on the first table, not at start-up (cli-table3 is CommonJS, so a synchronous require does).
 const tableClass = (): typeof TableType => createRequire(import.meta.url)('cli-table3') as typeof TableType;

@@ -1,5 +1,5 @@
 import type { Io } from './output.js';
-import { terminalSafe } from './terminal-text.js';
+import { terminalSafe } from '../terminal-text.js';
 
 /**
  * Where a DAG's progress goes: a line per task transition, and a status line kept current. A line carries a

@@ -8,7 +8,7 @@ import { dagSubmitOrSchedule } from '../engine/ops/submit-or-schedule.js';
 import { configFromEnv } from '../config/index.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { Output } from './output.js';
-import { terminalSafe } from './terminal-text.js';
+import { terminalSafe } from '../terminal-text.js';
 
 /** `--param k=v` collected into an object. */
 export function paramCollect(value: string, previous: Record<string, string> = {}): Record<string, string> {

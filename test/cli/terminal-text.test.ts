@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonForTerminal, terminalSafe, terminalSafeLines } from '../../src/cli/terminal-text.js';
+import { jsonForTerminal, terminalSafe, terminalSafeLines } from '../../src/terminal-text.js';
 
 // The process test of every command is test/security/terminal-text.test.ts; this one covers every character.
 const codePoints = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => String.fromCharCode(from + i));

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CLI_COMPILED } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
@@ -131,5 +131,31 @@ describe('agent text printed by the CLI with --json', () => {
     expect(at && `U+${at[0].charCodeAt(0).toString(16).padStart(4, '0')} at ${at.index}`).toBeNull();
     const parsed = lines ? r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l)) : JSON.parse(r.stdout);
     expect(sent(parsed)).toEqual(expected);
+  }, 60_000);
+});
+
+// The processes' own log lines: `dagent up` and `agent run` log an agent's failure message, pretty on a terminal.
+describe('agent text in a process\'s pretty log lines', () => {
+  it('agent run: the failure message is shown escaped, on its own line', async () => {
+    const dag = await http.call('POST', '/api/dags', { body: { dag: { name: 'pretty-log', tasks: { fail: { type: 'w', max_attempts: 1, spec: { input: { message: HOSTILE }, constraints: { capabilities: ['hostile-fail'] } } } } } } });
+    expect(dag.status, JSON.stringify(dag.body)).toBe(201);
+    const child = spawn(process.execPath, [...CLI_COMPILED, 'agent', 'run', 'test/fixtures/agents/hostile-fail.mjs', '--id', 'pretty-failer', '--poll-ms', '200', '--no-maintenance'], {
+      env: { ...env, DAGENT_LOG_FORMAT: 'pretty', DAGENT_LOG_LEVEL: 'warn', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (b) => (stderr += b));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no failure logged: ${stderr}`)), 30_000);
+        child.stderr.on('data', () => { if (stderr.includes('forged entry')) { clearTimeout(timer); resolve(); } });
+      });
+      await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      child.kill('SIGKILL');
+    }
+    const at = RAW_CONTROL.exec(stderr);
+    expect(at && `stderr holds U+${at[0].charCodeAt(0).toString(16).padStart(4, '0')} at ${at.index}: ${JSON.stringify(stderr.slice(Math.max(0, at.index - 40), at.index + 40))}`).toBeNull();
+    for (const s of everyEscape) expect(stderr).toContain(s);
+    expect(stderr).not.toMatch(FORGED_AS_LINE);
   }, 60_000);
 });
