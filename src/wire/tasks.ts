@@ -34,6 +34,7 @@ export const taskViewSchema = z.object({
   key: z.string().describe('unique in its DAG; a subtask\'s is `<parent key>/<key>`'),
   parentId: z.string().nullable(),
   hasChildren: z.boolean(),
+  runAlone: z.boolean().describe('spared after a shared crash: its next attempts run alone (state-machine.md)'),
   lateDependents: z.boolean(),
   validatesId: z.string().nullable().describe('validation tasks: the task whose output this one judges'),
   validatesFence: z.number().nullable(),
