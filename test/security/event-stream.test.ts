@@ -5,7 +5,8 @@ import { testDatabase } from '../helpers/db.js';
 import { rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { tokenCreate, tokenRevoke } from '../../src/auth/tokens.js';
-import { refused, serverStart, type ServerProcess } from './helpers/server.js';
+import { refused, serverStart } from './helpers/server.js';
+import { eventStream as stream } from './helpers/event-stream.js';
 
 // Finding 7: many concurrent first subscribers each opened their own LISTEN connection.
 // Finding 8: `?dag_id=%00` broke live updates for every subscriber.
@@ -13,24 +14,6 @@ import { refused, serverStart, type ServerProcess } from './helpers/server.js';
 const database = await testDatabase();
 const { db } = database;
 const server = await serverStart(database);
-
-/** An open event stream and everything it has received so far. */
-async function stream(s: ServerProcess, token: string, query = '') {
-  const ctl = new AbortController();
-  const res = await fetch(`${s.url}/api/events${query}`, { headers: { authorization: `Bearer ${token}` }, signal: ctl.signal });
-  let text = '';
-  let ended = false;
-  const reading = (async () => {
-    const reader = res.body!.getReader();
-    for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) break;
-      text += Buffer.from(value!).toString('utf8');
-    }
-    ended = true;
-  })();
-  return { status: res.status, text: () => text, ended: () => ended, close: async () => { ctl.abort(); await reading; } };
-}
 
 /** dagent listener connections to this database (their application_name). */
 const listeners = async () => (await rowsOf<{ n: number }>(db, sql`

@@ -12,6 +12,7 @@ import { leash } from '../helpers/child-leash.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
 import { serverStart } from './helpers/server.js';
 import { innocentBystander } from './helpers/innocent.js';
+import { eventStream } from './helpers/event-stream.js';
 
 /**
  * Revoking a token ends what it has open on a running server within 2 s, pushed from the revocation's commit:
@@ -142,30 +143,18 @@ describe('revoking a token', () => {
 
   it('ends an open event stream before any event committed after the revocation', async () => {
     const { id, token } = await tokenCreate(db, { role: 'read' });
-    const ctl = new AbortController();
-    const res = await fetch(`${server.url}/api/events`, { headers: { authorization: `Bearer ${token}` }, signal: ctl.signal });
-    expect(res.status).toBe(200);
-    let text = '';
-    let ended = false;
-    void (async () => {
-      const reader = res.body!.getReader();
-      for (;;) {
-        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (done) break;
-        text += Buffer.from(value!).toString('utf8');
-      }
-      ended = true;
-    })();
+    const st = await eventStream(server, token);
+    expect(st.status).toBe(200);
     const before = await server.submit(PROBES('before-revocation', ['x']));
-    await eventually('the stream hears of a DAG submitted before the revocation', async () => text.includes(before));
+    await eventually('the stream hears of a DAG submitted before the revocation', async () => st.text().includes(before));
     await revokeByCli(id);
     const revokedAt = Date.now();
     // Submitted after the revocation committed: none of its events may reach the revoked reader.
     const after = await server.submit(PROBES('after-revocation-events', ['y']));
-    await eventually('the stream closed', async () => ended, REVOCATION_BOUND_MS);
+    await eventually('the stream closed', async () => st.ended(), REVOCATION_BOUND_MS);
     expect(Date.now() - revokedAt).toBeLessThan(REVOCATION_BOUND_MS);
-    expect(text).toMatch(/event: close\ndata: \{"reason":"token revoked"\}/);
-    expect(text).not.toContain(after);
-    ctl.abort();
+    expect(st.text()).toMatch(/event: close\ndata: \{"reason":"token revoked"\}/);
+    expect(st.text()).not.toContain(after);
+    await st.close();
   });
 });
