@@ -33,6 +33,18 @@ export async function dagLockGraph(db: Db, dagId: string): Promise<void> {
 // Arbitrary constant ('dag' in ASCII): the first key of the two-key advisory lock space for DAG graphs.
 const DAG_LOCK_NAMESPACE = 0x646167;
 
+/**
+ * Lock DAG rows, in id order, for the rest of the transaction (FOR NO KEY UPDATE, what an UPDATE takes; not the
+ * graph's advisory lock). What a transaction does before it writes a task row a second time: PostgreSQL's check of
+ * the foreign key tasks.dag_id then takes a KEY SHARE lock on the DAG's row, which must not be the only lock the
+ * transaction holds on it while it goes on (docs/architecture.md, "Lock order").
+ */
+export async function dagsLock(db: Db, ids: readonly string[]): Promise<void> {
+  const wanted = [...new Set(ids)].sort();
+  if (wanted.length === 0) return;
+  await db.execute(sql`select id from dags where id = any(${textArray(wanted)}) order by id for no key update`);
+}
+
 /** The same lock as dagLockGraph, tried without waiting, as an SQL condition on the DAG id `idSql` (retention's marking). */
 export function dagGraphTryLockSql(idSql: SQL): SQL {
   return sql`pg_try_advisory_xact_lock(${sql.raw(String(DAG_LOCK_NAMESPACE))}, hashtext(${idSql}))`;

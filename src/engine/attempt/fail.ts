@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
 import { attemptFailureStats } from '../../db/queries/attempts.js';
-import { dagStatusRefresh } from '../../db/queries/dags.js';
+import { dagsLock, dagStatusRefresh } from '../../db/queries/dags.js';
 import { deadLetterInsert } from '../../db/queries/dead-letters.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { rateLimitPauseKey } from '../../db/queries/rate-limits.js';
@@ -51,6 +51,12 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
     if (!('failed' in marked)) return marked;
     const { failed } = marked;
     type = failed.type;
+    // The retry or the dead letter below writes the task row again, and PostgreSQL's check of the foreign key
+    // tasks.dag_id then takes a KEY SHARE lock on the DAG's row until this transaction ends. Beside the completions'
+    // updates of that row, that lock made a multixact of it, and completions that locked its newest version, then
+    // updated the version their snapshot saw, deadlocked with each other (test/faults/reaper-race.test.ts): the DAG's
+    // row is held as a DAG row first, after the task's (docs/architecture.md, "Lock order").
+    await dagsLock(tx, [failed.dagId]);
     const stats = await attemptFailureStats(tx, failed.id, failed.attemptsResetFence);
     const decision = retryDecide(failed.retryPolicy as unknown as RetryPolicy, {
       errorClass: f.errorClass, attempt: failed.attempts, maxAttempts: failed.maxAttempts,
