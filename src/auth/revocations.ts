@@ -57,11 +57,6 @@ export class TokenRevocations {
     };
   }
 
-  /** How many tokens are watched now. */
-  get size(): number {
-    return this.watchers.size;
-  }
-
   async close(): Promise<void> {
     clearInterval(this.poller);
     this.unsubscribe?.();

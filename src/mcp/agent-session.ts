@@ -3,7 +3,7 @@ import { errorMessage } from '../db/pg-errors.js';
 import type { Db } from '../db/handle.js';
 import { agentRegister } from '../engine/ops/agents.js';
 import { attemptLogAppend, type LogLineInput } from '../engine/read/attempt-logs.js';
-import { modelUsable, taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
+import { modelUnusableError, taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
 import { taskFail, type FailureOutcome } from '../engine/attempt/fail.js';
 import { taskComplete } from '../engine/attempt/complete.js';
 import { taskHeartbeat } from '../engine/attempt/lease.js';
@@ -179,11 +179,8 @@ export class McpAgentSession {
   private modelCheck(h: Held, model: string | null | undefined): void {
     if (!model) return;
     const taskModels = [...new Set([...h.task.spec.models, ...h.task.spec.fallbackModels])];
-    const agentModels = this.registered?.reach.models ?? [];
-    if (!modelUsable(model, taskModels, agentModels)) {
-      const could = taskModels.length ? `the task accepts ${taskModels.join(', ')}` : 'the task names no model';
-      throw new InvalidInputError(`model: ${model} is not a model this attempt could use (${could}; the session registered ${agentModels.join(', ') || 'none'})`, { model });
-    }
+    const refused = modelUnusableError('model', model, taskModels, this.registered?.reach.models ?? []);
+    if (refused) throw refused;
   }
 
   private grantedCapabilities(): string[] {

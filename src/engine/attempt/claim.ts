@@ -156,6 +156,13 @@ export function modelUsable(model: string, taskModels: readonly string[], agentM
   return agentHas && (taskModels.length === 0 || taskModels.includes(model));
 }
 
+/** The refusal of a reported model its attempt could not use (modelUsable), naming `field`; none when it could. */
+export function modelUnusableError(field: string, model: string, taskModels: readonly string[], agentModels: readonly string[]): InvalidInputError | null {
+  if (modelUsable(model, taskModels, agentModels)) return null;
+  const could = taskModels.length ? `the task accepts ${taskModels.join(', ')}` : 'the task names no model';
+  return new InvalidInputError(`${field}: ${model} is not a model this attempt could use (${could}; the agent registered ${agentModels.join(', ') || 'none'})`, { model });
+}
+
 /** A model is paused when it is, or its provider (`openai` for `openai/gpt-4o`) is. */
 export function modelPaused(model: string, paused: readonly string[]): boolean {
   return paused.includes(model) || paused.includes(model.split('/')[0]!);

@@ -2,9 +2,9 @@ import type { Db } from '../../db/handle.js';
 import { agentGet, agentHeartbeat, agentHolderGet, agentList as agentRows, agentSeen, agentStatusSet, agentUpsert, type UpsertGuard } from '../../db/queries/agents.js';
 import { LEASE_DEFAULTS } from '../../config/index.js';
 import { taskHolderGet, taskHolderModels } from '../../db/queries/tasks-read.js';
-import { modelUsable } from '../attempt/claim.js';
+import { modelUnusableError } from '../attempt/claim.js';
 import { eventInsertMany } from '../../db/queries/events.js';
-import { ForbiddenError, InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
+import { ForbiddenError, LeaseLostError, NotFoundError } from '../../errors.js';
 import type { AgentRegistration, AgentRow } from '../../db/rows.js';
 
 export type { AgentRegistration, AgentRow, UpsertGuard };
@@ -83,11 +83,9 @@ export async function taskHoldCheck(db: Db, taskId: string, fence: number, agent
  * A model an agent says its attempt used must be one the attempt could use (modelUsable): it is charged to that
  * model, shown in the timeline's cost by model and, with a rate limit, may pause it for the fleet.
  */
-export async function reportedModelCheck(db: Db, taskId: string, model: string): Promise<void> {
+async function reportedModelCheck(db: Db, taskId: string, model: string): Promise<void> {
   const m = await taskHolderModels(db, taskId);
   if (!m) throw new NotFoundError('task', taskId);
-  if (!modelUsable(model, m.taskModels, m.agentModels)) {
-    const could = m.taskModels.length ? `the task accepts ${m.taskModels.join(', ')}` : 'the task names no model';
-    throw new InvalidInputError(`body.model: ${model} is not a model this attempt could use (${could}; the agent registered ${m.agentModels.join(', ') || 'none'})`, { model });
-  }
+  const refused = modelUnusableError('body.model', model, m.taskModels, m.agentModels);
+  if (refused) throw refused;
 }
