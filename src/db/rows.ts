@@ -282,7 +282,7 @@ export interface PreviousAttempt {
   rejectedOutput?: unknown;
   /** Each validation step's verdict on that output: step, kind, pass, score, reasons. */
   verdicts?: unknown[];
-  endedAt: string;
+  endedAt: Date;
 }
 
 /** Where a keyset-paged list goes on from (db/queries/keyset.ts): the last row shown, its exact created_at as PostgreSQL prints it, and id. */

@@ -14,6 +14,14 @@ export function dateOf(v: string | Date | null | undefined): Date | null {
   return v == null ? null : v instanceof Date ? v : new Date(v);
 }
 
+/**
+ * An instant kept inside a jsonb value (a history entry), as ISO 8601 in UTC (`2026-11-27T09:30:00.123Z`): PostgreSQL
+ * wrote it as its JSON prints a timestamptz, in the session's time zone and to the microsecond (`…09:30:00.123456+00:00`).
+ */
+export function isoTextOf(v: unknown): unknown {
+  return typeof v === 'string' ? dateOf(v)!.toISOString() : v;
+}
+
 /** NOTIFY channel for "tasks became READY". Payloads carry nothing but a hint, never task data. */
 export const READY_CHANNEL = 'dagent_ready';
 /** NOTIFY channel the events table's trigger (migration 0010) signals on every new event row. */

@@ -21,7 +21,7 @@ export const previousAttemptSchema = z.object({
   errorMessage: z.string().nullable(),
   rejectedOutput: z.unknown().optional().describe('the output validation rejected (absent for a failure the agent reported)'),
   verdicts: z.array(z.unknown()).optional().describe('each validation step\'s verdict on that output'),
-  endedAt: z.string().describe('when it ended, as PostgreSQL prints an instant (2026-11-27 09:30:00.123+00)'),
+  endedAt: instant.describe('when it ended'),
 }).meta({ id: 'PreviousAttempt' });
 
 /** A task as a claim hands it to its agent (engine/attempt/claim.ts ClaimedTask). */

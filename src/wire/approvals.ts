@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { approvalTaskOutcomeSchema, outputOutcomeSchema } from './agent-protocol.js';
-import { instantText } from './instant.js';
+import { instant } from './instant.js';
 
 /** What the approval routes answer (src/http/routes/approvals.ts), as sent (engine/waits/approvals.ts). */
 
@@ -16,8 +16,8 @@ export const approvalWaitingSchema = z.object({
   step: z.number().nullable(),
   prompt: z.string().nullable(),
   output: z.unknown(),
-  waitingSince: instantText,
-  expiresAt: instantText.nullable(),
+  waitingSince: instant,
+  expiresAt: instant.nullable(),
 });
 export type ApprovalWaitingView = z.infer<typeof approvalWaitingSchema>;
 

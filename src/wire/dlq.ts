@@ -20,7 +20,10 @@ const deadLetterFields = {
   resolvedNote: z.string().nullable(),
 };
 
-/** An attempt as a dead letter's history keeps it (snake_case, its instants as PostgreSQL's JSON prints them). */
+/** An instant in a history entry: text in the stored JSON, sent as ISO 8601 in UTC (db/queries/dead-letters.ts deadLetterGet). */
+const historyInstant = z.string().meta({ format: 'date-time' }).describe('ISO 8601 in UTC (2026-11-27T09:30:00.123Z)');
+
+/** An attempt as a dead letter's history keeps it (snake_case). */
 export const historyAttemptSchema = z.object({
   attempt: z.number(),
   fence: z.number(),
@@ -28,8 +31,8 @@ export const historyAttemptSchema = z.object({
   outcome: z.string(),
   error_class: z.string().nullable(),
   error: z.string().nullable(),
-  started_at: z.string().describe('as PostgreSQL\'s JSON writes an instant (2026-11-27T09:30:00.123+00:00)'),
-  ended_at: z.string(),
+  started_at: historyInstant,
+  ended_at: historyInstant,
   duration_ms: z.number(),
   cost_usd: z.number(),
   model: z.string().nullable(),

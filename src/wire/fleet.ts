@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { instant, instantText } from './instant.js';
+import { instant } from './instant.js';
 
 /** What the fleet routes answer (src/http/routes/fleet.ts), as sent: agents and the queue's health (engine/read/inspect.ts statsGet). */
 
@@ -27,7 +27,7 @@ export type AgentListAnswer = z.infer<typeof agentListAnswerSchema>;
 /** A model (or provider) a provider's rate limit paused: no claim hands out a task on it until `until`. */
 export const modelPauseSchema = z.object({
   model: z.string(),
-  until: instantText,
+  until: instant,
   remainingSec: z.number(),
   reason: z.string().nullable(),
   hits: z.number().describe('how many limits it took'),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { modelPauseSchema } from './fleet.js';
-import { instantText } from './instant.js';
+import { instant } from './instant.js';
 
 /** What the rate-limit routes answer (src/http/routes/rate-limits.ts), as sent (engine/ops/rate-limits.ts). */
 
@@ -13,7 +13,7 @@ export const rateLimitViewSchema = z.object({
   defaultTokens: z.number(),
   requestsUsed: z.number(),
   tokensUsed: z.number(),
-  updatedAt: instantText,
+  updatedAt: instant,
 });
 export type RateLimitView = z.infer<typeof rateLimitViewSchema>;
 

@@ -171,7 +171,7 @@ export const logLineSchema = z.object({
   level: z.string(),
   message: z.string(),
   fields: z.record(z.string(), z.unknown()).nullable(),
-  at: z.string().describe('when it was logged, as PostgreSQL prints an instant (2026-11-27 09:30:00.123+00)'),
+  at: instant.describe('when it was logged'),
 });
 export type LogLineView = z.infer<typeof logLineSchema>;
 

@@ -15,6 +15,8 @@ const { db } = database;
 const http = await testHttp(database);
 const cli = cliWith({ ...process.env, DATABASE_URL: database.url });
 beforeEach(() => databaseReset(db));
+/** An instant as every answer and `--json` sends it (Date.toISOString). */
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 async function heldBy(agentId: string) {
   await dagCreate(db, 'name: logs\ntasks:\n  work: { type: w, max_attempts: 1 }\n');
@@ -51,6 +53,7 @@ describe('per-attempt logs over HTTP', () => {
     const got = await http.call('GET', url, { token: read });
     expect(got.status).toBe(200);
     expect(got.body.attempt).toMatchObject({ attempt: 1, running: true, lines: 2, entries: [{ level: 'warn', message: 'slow', fields: { ms: 900 } }, { level: 'info', message: 'done' }] });
+    expect(got.body.attempt.entries.map((l: { at: string }) => l.at)).toEqual([expect.stringMatching(ISO), expect.stringMatching(ISO)]);
     const page = await http.call('GET', `${url}?after=${got.body.attempt.entries[0].id}`, { token: read });
     expect(page.body.attempt.entries.map((l: { message: string }) => l.message)).toEqual(['done']);
     expect((await http.call('GET', `${url}?attempt=0`, { token: read })).status).toBe(400);
@@ -78,6 +81,7 @@ describe('dagent logs', () => {
     expect(out.stdout).toContain('(7 more line(s) dropped: an attempt keeps 1000 lines and 262144 bytes of log)');
     const json = await cli('logs', t.id, '--attempt', '1', '--json');
     expect(json.json().attempt).toMatchObject({ attempt: 1, lines: 1000, dropped: 7, running: false });
+    expect(json.json().attempt.entries[0]).toMatchObject({ message: 'cloning', at: expect.stringMatching(ISO) });
     expect((await cli('logs', t.id, '--attempt', '2')).stderr).toMatch(/log of attempt 2 of task .* not found/);
     expect((await cli('logs', t.id, '--attempt', 'x')).code).toBe(2);
 
@@ -86,6 +90,10 @@ describe('dagent logs', () => {
     expect(show.stdout).toContain(`log of attempt 1 (its last 20 of 1000 lines: dagent logs ${t.id} --attempt 1):`);
     expect(show.stdout).toMatch(/INFO  noise 997\n/);
     expect(show.stdout).toContain('(7 more line(s) dropped');
+    // As JSON, the history's instants (kept in the entry's stored JSON) and the log's are ISO 8601, like every instant.
+    const shown = (await cli('dlq', 'show', (failed as { deadLetterId: string }).deadLetterId, '--json')).json();
+    expect(shown.entry.history).toEqual([expect.objectContaining({ attempt: 1, started_at: expect.stringMatching(ISO), ended_at: expect.stringMatching(ISO) })]);
+    expect(shown.log.entries.at(-1)).toMatchObject({ message: 'noise 997', at: expect.stringMatching(ISO) });
   });
 
   it('--follow prints lines as they come and stops when the attempt ends', async () => {

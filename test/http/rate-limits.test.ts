@@ -15,6 +15,8 @@ const { db } = database;
 const http = await testHttp(database);
 const cli = cliWith({ ...process.env, DATABASE_URL: database.url });
 beforeEach(() => databaseReset(db));
+/** An instant as every answer and `--json` sends it (Date.toISOString). */
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const dir = mkdtempSync(path.join(tmpdir(), 'dagent-limits-'));
 const file = (name: string, text: string) => { const f = path.join(dir, name); writeFileSync(f, text); return f; };
 
@@ -22,14 +24,14 @@ describe('rate limits over HTTP', () => {
   it('an admin declares, lists and removes a model\'s limit; the claim obeys it and /metrics shows its window', async () => {
     const put = await http.call('PUT', `/api/rate-limits/${encodeURIComponent('openai/gpt-4o')}`, { body: { requests: 1, tokens: '300k', per: '1m' } });
     expect(put.status).toBe(200);
-    expect(put.body).toMatchObject({ key: 'openai/gpt-4o', requests: 1, tokens: 300_000, windowSec: 60, requestsUsed: 0 });
+    expect(put.body).toMatchObject({ key: 'openai/gpt-4o', requests: 1, tokens: 300_000, windowSec: 60, requestsUsed: 0, updatedAt: expect.stringMatching(ISO) });
     await dagCreate(db, 'name: m\ntasks:\n  a: { type: w, spec: { models: [openai/gpt-4o] } }\n  b: { type: w, spec: { models: [openai/gpt-4o] } }\n');
     await agentCreate(db, 'w', [], undefined, { models: ['openai/gpt-4o'] });
     expect(await taskClaim(db, 'w', { limit: 5 })).toHaveLength(1);
 
     const { token: read } = await tokenCreate(db, { role: 'read', name: 'viewer' });
     const list = await http.call('GET', '/api/rate-limits', { token: read });
-    expect(list.body.rateLimits).toEqual([expect.objectContaining({ key: 'openai/gpt-4o', requestsUsed: 1 })]);
+    expect(list.body.rateLimits).toEqual([expect.objectContaining({ key: 'openai/gpt-4o', requestsUsed: 1, updatedAt: expect.stringMatching(ISO) })]);
     const metrics = (await http.call('GET', '/metrics')).body as string;
     expect(metrics).toContain('dagent_rate_limit_used{key="openai/gpt-4o",unit="requests"} 1');
     expect(metrics).toContain('dagent_rate_limit{key="openai/gpt-4o",unit="tokens"} 300000');
@@ -73,8 +75,8 @@ describe('dagent limits', () => {
     expect(applied.code).toBe(0);
     expect(applied.json()).toEqual({ set: ['openai/gpt-4o', 'openai'], removed: ['anthropic'] });
     const list = await cli('limits', 'list', '--json');
-    expect(list.json().rateLimits.map((l: { key: string; requests: number; tokens: number | null; windowSec: number }) => [l.key, l.requests, l.tokens, l.windowSec]))
-      .toEqual([['openai', 2000, null, 60], ['openai/gpt-4o', 500, 300_000, 60]]);
+    expect(list.json().rateLimits.map((l: { key: string; requests: number; tokens: number | null; windowSec: number; updatedAt: string }) => [l.key, l.requests, l.tokens, l.windowSec, l.updatedAt]))
+      .toEqual([['openai', 2000, null, 60, expect.stringMatching(ISO)], ['openai/gpt-4o', 500, 300_000, 60, expect.stringMatching(ISO)]]);
     expect((await cli('limits', 'list')).stdout).toContain('openai/gpt-4o');
     expect((await cli('limits', 'rm', 'openai')).code).toBe(0);
     const gone = await cli('limits', 'rm', 'openai');

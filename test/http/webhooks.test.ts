@@ -91,6 +91,11 @@ describe('webhooks', () => {
       select status, attempts, history from webhook_deliveries order by attempts desc`);
     expect(rows.map((r) => [r.status, r.attempts])).toEqual([['delivered', 3], ['delivered', 3]]);
     expect(rows[0]!.history.map((h) => h.status)).toEqual([500, 503, 200]);
+    // `dagent webhooks deliveries --json`: each attempt's `at` (kept in the row's JSON) is ISO 8601, like every instant.
+    const listed = (await cliWith({ ...process.env, DATABASE_URL: database.url })('webhooks', 'deliveries', '--json')).json();
+    expect(listed[0].history.map((h: { status: number; at: string }) => [h.status, h.at])).toEqual(
+      [500, 503, 200].map((status) => [status, expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)]));
+    expect(listed[0].createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
   });
 
   it('a receiver that hangs or refuses connections never holds up the engine; it is retried, then given up', async () => {

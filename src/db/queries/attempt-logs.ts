@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
-import { rowsOf, textArray } from '../statement.js';
+import { dateOf, rowsOf, textArray } from '../statement.js';
 
 /** Per-attempt logs: who may append (the holder, at its fence), what is kept, and reading them back. */
 
@@ -61,22 +61,25 @@ export function attemptLogAttempts(db: Db, taskId: string): Promise<AttemptLogSt
     select fence, attempt, lines, bytes, dropped from attempt_log_stats where task_id = ${taskId} order by fence`);
 }
 
-export interface LogLine { id: number; level: string; message: string; fields: Record<string, unknown> | null; at: string }
+export interface LogLine { id: number; level: string; message: string; fields: Record<string, unknown> | null; at: Date }
+
+/** Lines as the raw statement gives them: `at` as text. */
+const logLinesOf = (rows: Array<Omit<LogLine, 'at'> & { at: string }>): LogLine[] => rows.map((r) => ({ ...r, at: dateOf(r.at)! }));
 
 /** An attempt's lines after `afterId`, in order; through attempt_logs_task_idx. */
-export function attemptLogRead(db: Db, taskId: string, fence: number, afterId: number, limit: number): Promise<LogLine[]> {
-  return rowsOf(db, sql`
+export async function attemptLogRead(db: Db, taskId: string, fence: number, afterId: number, limit: number): Promise<LogLine[]> {
+  return logLinesOf(await rowsOf(db, sql`
     select id, level, message, fields, at from attempt_logs
     where task_id = ${taskId} and fence = ${fence} and id > ${afterId}
-    order by id limit ${limit}`);
+    order by id limit ${limit}`));
 }
 
 /** An attempt's last `limit` lines, in order; the same index, walked backwards. */
-export function attemptLogReadTail(db: Db, taskId: string, fence: number, limit: number): Promise<LogLine[]> {
-  return rowsOf(db, sql`
+export async function attemptLogReadTail(db: Db, taskId: string, fence: number, limit: number): Promise<LogLine[]> {
+  return logLinesOf(await rowsOf(db, sql`
     select * from (
       select id, level, message, fields, at from attempt_logs
       where task_id = ${taskId} and fence = ${fence}
       order by id desc limit ${limit}
-    ) last order by id`);
+    ) last order by id`));
 }

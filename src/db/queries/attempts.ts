@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { attempts } from '../schema/index.js';
-import { rowsOf, textArray } from '../statement.js';
+import { dateOf, rowsOf, textArray } from '../statement.js';
 import type { PreviousAttempt } from '../rows.js';
 
 export type { PreviousAttempt } from '../rows.js';
@@ -58,7 +58,7 @@ export async function attemptsPreviousFor(db: Db, claimed: ReadonlyArray<{ id: s
 
 /** The latest `max` failed attempts of each task, oldest first: what a retry's agent sees of them. */
 export async function attemptsFailedLatest(db: Db, taskIds: string[], max: number): Promise<Map<string, PreviousAttempt[]>> {
-  const rows = await rowsOf<PreviousAttempt & { taskId: string }>(db, sql`
+  const rows = await rowsOf<Omit<PreviousAttempt, 'endedAt'> & { taskId: string; endedAt: string }>(db, sql`
     select p.task_id as "taskId", p.attempt, p.agent_id as "agentId", p.model, p.error_class as "errorClass", p.error_message as "errorMessage",
       p.details->'rejected_output' as "rejectedOutput", p.details->'verdicts' as verdicts, p.ended_at as "endedAt"
     from unnest(${textArray(taskIds)}) as t(id) cross join lateral (
@@ -67,7 +67,7 @@ export async function attemptsFailedLatest(db: Db, taskIds: string[], max: numbe
     order by p.task_id, p.fence`);
   const out = new Map<string, PreviousAttempt[]>();
   for (const { taskId, ...a } of rows) {
-    const attempt: PreviousAttempt = { attempt: a.attempt, agentId: a.agentId, model: a.model, errorClass: a.errorClass, errorMessage: a.errorMessage, endedAt: a.endedAt };
+    const attempt: PreviousAttempt = { attempt: a.attempt, agentId: a.agentId, model: a.model, errorClass: a.errorClass, errorMessage: a.errorMessage, endedAt: dateOf(a.endedAt)! };
     if (a.rejectedOutput !== null && a.rejectedOutput !== undefined) attempt.rejectedOutput = a.rejectedOutput;
     if (Array.isArray(a.verdicts)) attempt.verdicts = a.verdicts;
     out.set(taskId, [...(out.get(taskId) ?? []), attempt]);

@@ -2,6 +2,7 @@ import { and, desc, eq, getTableColumns, isNull, sql, type SQL } from 'drizzle-o
 import type { Db } from '../handle.js';
 import { attempts, deadLetters, tasks } from '../schema/index.js';
 import type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
+import { isoTextOf } from '../statement.js';
 import { keysetAfter, likeContaining, type Cursor } from './keyset.js';
 
 export type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
@@ -58,9 +59,12 @@ export async function deadLetterList(db: Db, filter: DeadLetterSelector & { open
   return { rows: page, next: rows.length > limit && last ? { at: last.cursorAt, id: last.entry.id } : null };
 }
 
+/** An entry with its history, whose attempts' `started_at` and `ended_at` read as ISO 8601 in UTC (isoTextOf). */
 export async function deadLetterGet(db: Db, id: string): Promise<DeadLetterRow | undefined> {
   const [row] = await db.select().from(deadLetters).where(eq(deadLetters.id, id));
-  return row;
+  if (!row || !Array.isArray(row.history)) return row;
+  const history = (row.history as Array<Record<string, unknown>>).map((h) => ({ ...h, started_at: isoTextOf(h.started_at), ended_at: isoTextOf(h.ended_at) }));
+  return { ...row, history };
 }
 
 /** Record a human's resolution; only an open entry can be resolved (returns false otherwise). */

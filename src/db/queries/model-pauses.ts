@@ -34,8 +34,9 @@ export async function modelPause(
 export interface ModelPauseRow { model: string; until: Date; reason: string | null; taskId: string | null; hits: number; remainingSec: number }
 
 /** Every model with a pause on record; `remainingSec` 0 once it has lifted. */
-export function modelPauseList(db: Db): Promise<ModelPauseRow[]> {
-  return rowsOf<ModelPauseRow>(db, sql`
+export async function modelPauseList(db: Db): Promise<ModelPauseRow[]> {
+  const rows = await rowsOf<Omit<ModelPauseRow, 'until'> & { until: string }>(db, sql`
     select model, until, reason, task_id as "taskId", hits, greatest(0, extract(epoch from until - now()))::float8 as "remainingSec"
     from model_pauses order by until desc limit 1000`);
+  return rows.map((r) => ({ ...r, until: dateOf(r.until)! }));
 }

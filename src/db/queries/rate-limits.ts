@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
-import { rowsOf } from '../statement.js';
+import { dateOf, rowsOf } from '../statement.js';
 
 export interface RateLimitInput {
   key: string;
@@ -46,12 +46,13 @@ export function rateWindowUsageSql(l: string): SQL {
 }
 
 /** Every declared limit with what its current window holds. */
-export function rateLimitList(db: Db): Promise<RateLimitRow[]> {
-  return rowsOf<RateLimitRow>(db, sql`
+export async function rateLimitList(db: Db): Promise<RateLimitRow[]> {
+  const rows = await rowsOf<Omit<RateLimitRow, 'updatedAt'> & { updatedAt: string }>(db, sql`
     select l.key, l.requests, l.tokens, l.window_sec as "windowSec", l.default_tokens as "defaultTokens", l.updated_at as "updatedAt",
       u.n as "requestsUsed", u.tok::float8 as "tokensUsed"
     from rate_limits l cross join lateral ${rateWindowUsageSql('l')} u
     order by l.key`);
+  return rows.map((r) => ({ ...r, updatedAt: dateOf(r.updatedAt)! }));
 }
 
 /** The keys of the declared limits (no window sums): for the checks that only count or name them. */

@@ -68,7 +68,7 @@ export interface ApprovalWaitingRow {
 }
 
 export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: number }): Promise<ApprovalWaitingRow[]> {
-  return rowsOf<ApprovalWaitingRow>(db, sql`
+  const rows = await rowsOf<Omit<ApprovalWaitingRow, 'waitingSince' | 'expiresAt'> & { waitingSince: string; expiresAt: string | null }>(db, sql`
     select v.id, v.fence, v.dag_id as "dagId", g.name as "dagName", coalesce(t.id, v.id) as "taskId", coalesce(t.key, v.key) as "taskKey",
            case when t.id is null then v.title else t.title end as "taskTitle", v.validation_step as step, v.spec ->> 'prompt' as prompt,
            case when t.id is not null then t.output else (
@@ -79,6 +79,7 @@ export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: nu
     where v.status = 'waiting' and starts_with(v.wait_key, ${APPROVAL_WAIT_PREFIX})
       ${o.dagId ? sql`and v.dag_id = ${o.dagId}` : sql``}
     order by v.claimed_at, v.id limit ${o.limit}`);
+  return rows.map((r) => ({ ...r, waitingSince: dateOf(r.waitingSince)!, expiresAt: dateOf(r.expiresAt) }));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { asc, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { webhookDeliveries, webhooks } from '../schema/index.js';
-import { rowsOf } from '../statement.js';
+import { isoTextOf, rowsOf } from '../statement.js';
 
 export type WebhookRow = typeof webhooks.$inferSelect;
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
@@ -19,10 +19,14 @@ export async function webhookDelete(db: Db, id: string): Promise<boolean> {
   return (await db.delete(webhooks).where(eq(webhooks.id, id)).returning({ id: webhooks.id })).length > 0;
 }
 
-export function webhookDeliveryList(db: Db, filter: { webhookId?: string; limit?: number } = {}) {
-  return db.select().from(webhookDeliveries)
+/** The latest deliveries, newest first; each attempt in a delivery's history with its `at` as ISO 8601 in UTC (isoTextOf). */
+export async function webhookDeliveryList(db: Db, filter: { webhookId?: string; limit?: number } = {}): Promise<WebhookDeliveryRow[]> {
+  const rows = await db.select().from(webhookDeliveries)
     .where(filter.webhookId ? eq(webhookDeliveries.webhookId, filter.webhookId) : undefined)
     .orderBy(desc(webhookDeliveries.id)).limit(filter.limit ?? 100);
+  return rows.map((r) => (Array.isArray(r.history)
+    ? { ...r, history: (r.history as Array<Record<string, unknown>>).map((h) => ({ ...h, at: isoTextOf(h.at) })) }
+    : r));
 }
 
 export interface DueDelivery { id: number; url: string; secret: string | null; payload: Record<string, unknown>; attempts: number; eventId: number; eventType: string }

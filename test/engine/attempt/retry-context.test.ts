@@ -6,10 +6,12 @@ import { taskFail } from '../../../src/engine/attempt/fail.js';
 import { promoterCreate } from '../../../src/maintenance/promoter.js';
 import { llmMessages } from '../../../agents/llm.js';
 import { testDatabase } from '../../helpers/db.js';
+import { testHttp } from '../../helpers/http.js';
 import { agentCreate, dagCreate, databaseReset, retryDue, rowsOf } from '../../helpers/factories.js';
 
 const database = await testDatabase();
 const { db } = database;
+const http = await testHttp(database);
 const promoter = promoterCreate({ db });
 beforeEach(() => databaseReset(db));
 
@@ -47,7 +49,7 @@ describe('retries that learn', () => {
       attempt: 1, agentId: 'writer', model: null, errorClass: 'invalid_output', errorMessage: expect.stringContaining('json-schema step 1 rejected the output'),
       rejectedOutput: { title: 'Far too long a title' },
       verdicts: [expect.objectContaining({ kind: 'json-schema', pass: false, reasons: [expect.stringContaining('/title')] })],
-      endedAt: expect.any(String),
+      endedAt: expect.any(Date),
     }]);
 
     // A failure the agent reports is there too, with its class and message, and no output.
@@ -75,5 +77,19 @@ describe('retries that learn', () => {
     }
     expect(t.attempt).toBe(5);
     expect(t.previousAttempts.map((p) => p.errorMessage)).toEqual(['try 2', 'try 3', 'try 4']);
+  });
+
+  it('an HTTP agent reads when each earlier attempt ended as ISO 8601, like every instant', async () => {
+    await dagCreate(db, DAG);
+    await agentCreate(db, 'writer');
+    const first = (await taskClaim(db, 'writer'))[0]!;
+    await taskFail(db, { taskId: first.id, fence: first.fence, errorClass: 'transient', message: 'try 1' });
+    for (const r of await rowsOf<{ id: string }>(db, sql`select id from tasks where status = 'retrying'`)) await retryDue(db, r.id);
+    await promoter.runOnce();
+    const claimed = await http.call('POST', '/api/agents/writer/claim', { token: await http.agentToken('writer'), body: {} });
+    expect(claimed.status).toBe(200);
+    expect(claimed.body.tasks[0].previousAttempts).toEqual([
+      expect.objectContaining({ attempt: 1, errorMessage: 'try 1', endedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) }),
+    ]);
   });
 });

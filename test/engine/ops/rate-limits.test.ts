@@ -13,6 +13,8 @@ const { db } = database;
 const http = await testHttp(database);
 beforeEach(() => databaseReset(db));
 
+/** An instant as every answer and `--json` sends it (Date.toISOString). */
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const taskRow = async (id: string) => (await rowsOf<{ status: string; attempts: number; run_at: Date }>(db, sql`select status, attempts, run_at from tasks where id = ${id}`))[0]!;
 const pauseLeft = async (model: string) => (await rowsOf<{ left: number }>(db, sql`
   select extract(epoch from until - now())::float8 as left from model_pauses where model = ${model}`))[0]?.left;
@@ -100,6 +102,10 @@ tasks:
     const left = (await pauseLeft('m-a'))!;
     expect(left).toBeGreaterThan(590);
     expect(left).toBeLessThanOrEqual(600);
+    // The pause as the fleet's stats and the rate limits' list show it: `until` ISO 8601, like every instant.
+    const paused = { model: 'm-a', until: expect.stringMatching(ISO), remainingSec: expect.any(Number), hits: 1 };
+    expect((await http.call('GET', '/api/stats')).body.pausedModels).toEqual([expect.objectContaining(paused)]);
+    expect((await http.call('GET', '/api/rate-limits')).body.paused).toEqual([expect.objectContaining(paused)]);
     const metrics = await http.call('GET', '/metrics');
     const line = (metrics.body as string).split('\n').find((l) => l.startsWith('dagent_model_paused_seconds{model="m-a"}'));
     expect(Number(line!.split(' ')[1])).toBeGreaterThan(590);

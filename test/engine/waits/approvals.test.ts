@@ -28,6 +28,9 @@ tasks:
 const approval = (more = '') => `{ kind: approval, prompt: "Read the draft before it goes out"${more} }`;
 const needsText = '{ kind: json-schema, schema: { type: object, required: [text], properties: { text: { type: string, pattern: "^OK" } } } }';
 
+/** An instant as every answer and `--json` sends it (Date.toISOString). */
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
 const idOf = async (dagId: string, key: string) => (await rowsOf<{ id: string }>(db, sql`select id from tasks where dag_id = ${dagId} and key = ${key}`))[0]!.id;
 const approvalTaskOf = async (taskId: string) => (await rowsOf<{ id: string; status: string }>(db, sql`select id, status from tasks where validates_id = ${taskId} order by created_at desc limit 1`))[0]!;
 
@@ -147,9 +150,10 @@ describe('approval steps', () => {
 
 describe('approvals over HTTP and the CLI', () => {
   it('a read token lists them; only an admin decides (never an agent, not even the one that wrote it); a bad request changes nothing', async () => {
-    const { draftId } = await draftWaiting(draftYaml(approval()));
+    const { draftId } = await draftWaiting(draftYaml(approval(', timeout: 4h')));
     const list = await http.call('GET', '/api/approvals');
     expect([list.status, list.body.approvals.map((a: { taskId: string }) => a.taskId)]).toEqual([200, [draftId]]);
+    expect(list.body.approvals[0]).toMatchObject({ waitingSince: expect.stringMatching(ISO), expiresAt: expect.stringMatching(ISO) });
     const writer = await http.agentToken('w');
     const before = await databaseSnapshot(db);
     expect((await http.call('POST', `/api/tasks/${draftId}/approve`, { token: writer, body: {} })).status).toBe(403);
@@ -165,6 +169,8 @@ describe('approvals over HTTP and the CLI', () => {
     const { dagId, draftId } = await draftWaiting(draftYaml(approval()));
     const listed = await cli('approvals');
     expect([listed.code, listed.stdout]).toEqual([0, expect.stringContaining(`${draftId}  post/draft  step 1: Read the draft`)]);
+    const json = await cli('approvals', '--json');
+    expect(json.json().approvals).toEqual([expect.objectContaining({ taskId: draftId, waitingSince: expect.stringMatching(ISO), expiresAt: null })]);
     const bad = await cli('approve', draftId, '--output', '{text: 1}');
     expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining('--output: not JSON')]);
     const ok = await cli('approve', draftId, '--output', '{"text": "OK, edited"}', '--comment', 'fixed a typo');
