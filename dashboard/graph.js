@@ -2,6 +2,7 @@
 // The DAG drawing: large fan-outs folded into one node each, a layered layout by dagre (a column layout
 // beyond GRAPH_DAGRE_MAX nodes, where dagre would take seconds), and an SVG renderer. No network: the page owns it.
 import dagre from './dagre.js';
+import { keyCompare } from './key-order.js';
 
 /**
  * What the drawing is given: a DAG's graph (GET /api/dags/:id), or any graph of keyed nodes with depths.
@@ -159,7 +160,7 @@ export function collapse(graph, min = GRAPH_COLLAPSE_MIN) {
   const nodes = [];
   for (const list of bySignature.values()) {
     if (list.length < min) { nodes.push(...list); continue; }
-    list.sort((a, b) => a.key.localeCompare(b.key, undefined, { numeric: true }));
+    list.sort((a, b) => keyCompare(a.key, b.key));
     const [head] = /** @type {[GraphNode]} */ (list);
     // A space: no task key has one, so a group's key never names a task.
     const key = `group ${head.key}`;

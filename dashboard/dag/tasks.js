@@ -2,6 +2,7 @@
 // The DAG page's task table: by depth; in a DAG too large to list at once, the most urgent first, and past
 // TASKS_SHOWN rows a button that draws the rest. Its status cells are recoloured live.
 import { h, fill, link, hrefTask, badge, table, usd } from '../dom.js';
+import { keyCompare } from '../key-order.js';
 
 /** @typedef {import('../../src/wire/dags.js').DagGraphAnswer} DagGraphAnswer */
 
@@ -28,7 +29,7 @@ export function dagTasksTable(box, redraw) {
   const show = (g) => {
     statusCells.clear();
     const large = g.nodes.length > TASKS_SHOWN;
-    const ordered = [...g.nodes].sort((a, b) => (large ? urgency(a.status) - urgency(b.status) : 0) || a.depth - b.depth || a.key.localeCompare(b.key, undefined, { numeric: true }));
+    const ordered = [...g.nodes].sort((a, b) => (large ? urgency(a.status) - urgency(b.status) : 0) || a.depth - b.depth || keyCompare(a.key, b.key));
     const shown = allTasks ? ordered : ordered.slice(0, TASKS_SHOWN);
     const more = ordered.length > shown.length ? h('button', { type: 'button', 'data-action': 'tasks-all' }, `Show all ${ordered.length} tasks`) : null;
     more?.addEventListener('click', () => { allTasks = true; redraw(); });

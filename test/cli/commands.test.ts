@@ -92,6 +92,24 @@ describe('dagent CLI', () => {
     expect(await databaseSnapshot(db)).toBe(before);
   });
 
+  it('lists a DAG\'s tasks in natural key order: w0, w1, w2, …, w10 (status, tasks, a limit of tasks, the unclaimable ones)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dagent-cli-'));
+    const keys = Array.from({ length: 13 }, (_, i) => `w${i}`);
+    // Declared last first, so neither the file's order nor the rows' comes out natural by chance; no agent can take them.
+    const tasks = [...keys].reverse().map((k) => `  ${k}: { type: t, spec: { constraints: { capabilities: [no-such-agent] } } }`);
+    writeFileSync(path.join(dir, 'numbered.yaml'), `name: numbered\ntasks:\n${tasks.join('\n')}\n`);
+    const [{ dagId }] = (await cli('submit', path.join(dir, 'numbered.yaml'), '--json')).json();
+    const keysOf = (rows: Array<{ key: string; dagId?: string }>) => rows.filter((r) => r.dagId === undefined || r.dagId === dagId).map((r) => r.key);
+
+    expect(keysOf((await cli('status', dagId, '--json')).json().tasks)).toEqual(keys);
+    const human = (await cli('status', dagId)).stdout;
+    expect([...human.matchAll(/^\s*(w\d+)\s/gm)].map((m) => m[1])).toEqual(keys);
+    expect(keysOf((await cli('tasks', '--dag', dagId, '--json')).json())).toEqual(keys);
+    // A limit keeps the first in that order (all thirteen tie on priority and age): not w10, w11, w12 before w2.
+    expect(keysOf((await cli('tasks', '--dag', dagId, '--limit', '4', '--json')).json())).toEqual(['w0', 'w1', 'w2', 'w3']);
+    expect(keysOf((await cli('tasks', '--unclaimable', '--json')).json())).toEqual(keys);
+  });
+
   it('submits several files in one transaction: all or none', async () => {
     const before = await databaseSnapshot(db);
     const bad = await cli('submit', 'dags/examples/release-train.yaml', 'test/fixtures/bad/19-unknown-dependency.yaml');

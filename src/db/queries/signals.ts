@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { dateOf, rowsOf } from '../statement.js';
+import { taskKeyOrderSql } from '../../model/task-key-order.js';
 
 /** Signals and the tasks that wait for them (status WAITING, wait_key): each walk goes through tasks_waiting_idx. */
 
@@ -59,8 +60,9 @@ export async function taskWaitingExpired(db: Db, limit: number, waitsFor: 'signa
 }
 
 /**
- * The approvals waiting for a person, oldest first: approval steps, with the output each would approve (`step`: its
- * index), and approval tasks, with their upstream tasks' outputs by key (`step` null; `id` = `taskId`).
+ * The approvals waiting for a person, oldest first (those that began waiting at once in key order: model/task-key-order.ts):
+ * approval steps, with the output each would approve (`step`: its index), and approval tasks, with their upstream
+ * tasks' outputs by key (`step` null; `id` = `taskId`).
  */
 export interface ApprovalWaitingRow {
   id: string; fence: number; dagId: string; dagName: string; taskId: string; taskKey: string; taskTitle: string | null;
@@ -78,7 +80,7 @@ export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: nu
     from tasks v left join tasks t on t.id = v.validates_id join dags g on g.id = v.dag_id
     where v.status = 'waiting' and starts_with(v.wait_key, ${APPROVAL_WAIT_PREFIX})
       ${o.dagId ? sql`and v.dag_id = ${o.dagId}` : sql``}
-    order by v.claimed_at, v.id limit ${o.limit}`);
+    order by v.claimed_at, ${taskKeyOrderSql(sql`coalesce(t.key, v.key)`)}, v.id limit ${o.limit}`);
   return rows.map((r) => ({ ...r, waitingSince: dateOf(r.waitingSince)!, expiresAt: dateOf(r.expiresAt) }));
 }
 

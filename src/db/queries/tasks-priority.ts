@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { effectivePrioritySql, priorityConstants } from '../../model/priority.js';
+import { taskKeyOrderSql } from '../../model/task-key-order.js';
 import { rowsOf, textArray } from '../statement.js';
 import { spendRemainingSql } from './spend.js';
 
@@ -112,7 +113,8 @@ export interface UnclaimableTask {
  * READY tasks no agent can take now, and why: no active agent has their
  * capabilities; capable agents exist but none has one of the models they accept;
  * capable agents exist but none has budget left for their max cost;
- * or their DAG's ceiling (less what it spent and reserved) is below their max cost.
+ * or their DAG's ceiling (less what it spent and reserved) is below their max cost. Longest READY first; those that
+ * became READY at once in key order (model/task-key-order.ts).
  */
 export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableTask[]> {
   // The claim's rule (tasks-claim.ts groups): a task that names models needs an agent with one of them, or `*`.
@@ -143,7 +145,7 @@ export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableT
     where capable = 0 or serving = 0
        or (dag_left is not null and (coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0))
        or best_left <= 0 or coalesce(max_cost_usd, 0) > best_left
-    order by ready_at
+    order by ready_at, ${taskKeyOrderSql(sql`key`)}
     limit ${limit}`);
 }
 

@@ -3,6 +3,7 @@ import type { Db } from '../handle.js';
 import { tasks } from '../schema/index.js';
 import { rowsOf } from '../statement.js';
 import type { StatusCount, TaskRow } from '../rows.js';
+import { taskKeyCompare, taskKeyOrderSql } from '../../model/task-key-order.js';
 
 export type { StatusCount, TaskRow } from '../rows.js';
 
@@ -20,13 +21,32 @@ export function taskGraphRows(db: Db, dagId: string): Promise<TaskGraphRow[]> {
   return db.select({ id: tasks.id, key: tasks.key, parentId: tasks.parentId, status: tasks.status, waitKey: tasks.waitKey }).from(tasks).where(eq(tasks.dagId, dagId));
 }
 
-export function taskListForDag(db: Db, dagId: string) {
-  return db.select().from(tasks).where(eq(tasks.dagId, dagId)).orderBy(asc(tasks.createdAt), asc(tasks.key));
+/**
+ * A DAG's tasks in creation order, those created at once (a submit's, a spawn's) by key (taskKeyCompare). Sorted here:
+ * the whole DAG is read anyway, and the statement's form of the order costs ~7 µs a row (model/task-key-order.ts).
+ * Creation times compare to the millisecond, so tasks created apart within one millisecond go by key too.
+ */
+export async function taskListForDag(db: Db, dagId: string): Promise<TaskRow[]> {
+  const rows = await db.select().from(tasks).where(eq(tasks.dagId, dagId));
+  return rows.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || taskKeyCompare(a.key, b.key));
 }
 
-export function taskList(db: Db, filter: { dagId?: string; status?: string; limit?: number }) {
+/**
+ * Tasks by effective priority, then creation, then key (taskKeyOrderSql), at most `limit`. The statement orders by key
+ * only the rows up to the last one the limit keeps and those tied with it (a DAG submitted at once is one tie): the
+ * key's order costs ~7 µs a row, and a limit that cut the ties in another order would list w10 and leave out w2.
+ * Measured on 200,000 tasks, 1,000 to a tie, limit 200: 170–360 ms, against 130–180 ms without the key and
+ * 460–590 ms ordering every row by it (embedded PostgreSQL 17, 2 cores).
+ */
+export async function taskList(db: Db, filter: { dagId?: string; status?: string; limit?: number }): Promise<TaskRow[]> {
+  const limit = filter.limit ?? 1000;
+  if (limit < 1) return [];
   const where = and(filter.dagId ? eq(tasks.dagId, filter.dagId) : undefined, filter.status ? eq(tasks.status, filter.status) : undefined);
-  return db.select().from(tasks).where(where).orderBy(asc(tasks.effectivePriority), asc(tasks.createdAt)).limit(filter.limit ?? 1000);
+  const last = db.select({ p: tasks.effectivePriority, c: tasks.createdAt }).from(tasks).where(where)
+    .orderBy(asc(tasks.effectivePriority), asc(tasks.createdAt)).offset(limit - 1).limit(1);
+  // ALL: true when the subquery has no row (fewer tasks than the limit), which PostgreSQL computes once.
+  return db.select().from(tasks).where(and(where, sql`(${tasks.effectivePriority}, ${tasks.createdAt}) <= all (${last})`))
+    .orderBy(asc(tasks.effectivePriority), asc(tasks.createdAt), taskKeyOrderSql(tasks.key)).limit(limit);
 }
 
 /** Outputs of the named tasks of a DAG (what a task's context refs point at). */

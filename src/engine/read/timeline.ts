@@ -2,6 +2,7 @@ import type { Db } from '../../db/handle.js';
 import { dagGet } from '../../db/queries/dags.js';
 import { timelineCostByModel, timelineEdges, timelineTasks, type TimelineTaskRow } from '../../db/queries/timeline.js';
 import { NotFoundError } from '../../errors.js';
+import { taskKeyCompare } from '../../model/task-key-order.js';
 
 /** What a task was doing over a stretch of time. */
 export type SegmentKind = 'queued' | 'running' | 'validating' | 'retry_wait' | 'waiting';
@@ -56,7 +57,8 @@ export async function dagTimeline(db: Db, dagId: string, now: Date = new Date())
   const onPath = new Set(criticalPath);
   for (const t of tasks) t.critical = onPath.has(t.id);
   const firstStart = (t: TimelineTask) => t.segments[0]?.from.getTime() ?? Infinity;
-  tasks.sort((a, b) => firstStart(a) - firstStart(b) || a.key.localeCompare(b.key));
+  // Those that began at once (a DAG's first tasks, queued from its submit) in key order: w2 before w10.
+  tasks.sort((a, b) => firstStart(a) - firstStart(b) || taskKeyCompare(a.key, b.key));
   return { dagId, from: dag.createdAt, to: end, tasks, criticalPath: criticalPath.map((id) => keyOf.get(id)!), costByModel };
 }
 

@@ -115,6 +115,21 @@ describe('a DAG\'s timeline', () => {
     expect((await http.call('GET', '/api/dags/dag_nope/timeline')).status).toBe(404);
   });
 
+  it('tasks that began at once are in key order, w2 before w10, as the dashboard draws their rows', async () => {
+    const keys = Array.from({ length: 13 }, (_, i) => `w${i}`);
+    // Declared last first: neither the file's order nor the rows' is natural by chance.
+    const dagId = await dagCreate(db, `name: numbered\ntasks:\n${[...keys].reverse().map((k) => `  ${k}: { type: t }`).join('\n')}\n`);
+    await elapse(20);
+    const tl = await dagTimeline(db, dagId);
+    expect(tl.tasks.map((t) => t.segments.map((s) => s.kind))).toEqual(keys.map(() => ['queued']));
+    expect(tl.tasks.map((t) => t.key)).toEqual(keys);
+    expect((await http.call('GET', `/api/dags/${dagId}/timeline`)).body.tasks.map((t: { key: string }) => t.key)).toEqual(keys);
+    // One that began earlier still comes first.
+    await agentCreate(db, 'w');
+    const [first] = await taskClaim(db, 'w', { start: true });
+    expect((await dagTimeline(db, dagId)).tasks.map((t) => t.key)).toEqual([first!.key, ...keys.filter((k) => k !== first!.key)]);
+  });
+
   it('an attempt that spawned subtasks to wait for is followed by a waiting stretch until the task runs again', async () => {
     const dagId = await dagCreate(db, 'name: parent\ntasks:\n  boss: { type: t }\n');
     await agentCreate(db, 'w');

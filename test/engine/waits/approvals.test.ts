@@ -237,6 +237,17 @@ tasks:
     expect((await approvalList(db)).map((a) => a.id)).toEqual([gateId]);
   });
 
+  it('those that began waiting at once are listed in key order, g2 before g10', async () => {
+    const keys = Array.from({ length: 13 }, (_, i) => `g${i}`);
+    // Declared last first: neither the file's order nor the rows' is natural by chance.
+    const gates = [...keys].reverse().map((k) => `  ${k}: { type: gate, depends_on: [notes], approval: { prompt: "Ship?" } }`);
+    await dagCreate(db, `name: gates\ntasks:\n  notes: { type: w }\n${gates.join('\n')}\n`);
+    await agentCreate(db, 'w');
+    expect(await drain(db, 'w', () => ({ text: 'v1' }))).toEqual(['notes']);
+    expect((await approvalList(db)).map((a) => a.taskKey)).toEqual(keys);
+    expect((await cli('approvals', '--json')).json().approvals.map((a: { taskKey: string }) => a.taskKey)).toEqual(keys);
+  });
+
   it('a timeout takes its action: approve, reject, or (the default) the dead-letter queue', async () => {
     const waits = waitsCreate({ db });
     for (const [action, status, attempt] of [['approve', 'completed', 'completed'], ['reject', 'dead_lettered', 'timeout'], ['dead_letter', 'dead_lettered', 'timeout']] as const) {
