@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown] [-- --startup]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
  * and one SVG bar chart per figure in docs/bench/. --breakdown: only where a task's time goes (breakdown.ts).
@@ -47,6 +47,8 @@ const CHAINS = quick ? 40 : 200;
 const CHAIN_LENGTH = 50;
 const EPHEMERAL = process.argv.includes('--no-fsync');
 const PEERS = process.argv.includes('--peers');
+/** --startup: only the CLI's start-up (startup.ts), on this Node and each in BENCH_NODES. */
+const STARTUP_ONLY = process.argv.includes('--startup');
 /** --no-hand-off: completions hand nothing on (each dependent goes READY and is claimed), in the bench loop and the runtime, for comparison. */
 const HAND_OFF = !process.argv.includes('--no-hand-off');
 const runAgent = (d: Database, slots: number, expected: number, batch = BATCH, hopsFromHandler = false): Promise<RunResult> =>
@@ -209,6 +211,16 @@ async function main() {
   console.log(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, PostgreSQL ${pgVersion} (embedded, ${EPHEMERAL ? 'fsync off' : 'default durable settings'}), claim/complete batch ${BATCH}${quick ? ', QUICK sizes' : ''}\n`);
   const lines: string[] = [];
   const mine: Record<string, number> = {};
+  if (STARTUP_ONLY) {
+    try {
+      for (const line of cliStartup(server.url, quick ? 5 : 15)) console.log(line);
+    } finally {
+      await d.close();
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+    return;
+  }
   try {
     for (const slots of [10, 32]) {
       await reset(d);
