@@ -36,8 +36,10 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
         });
         const r = node.agents[0]!;
         const loops = node.loops.length ? ` and the maintenance loops (${node.loops.map((s) => s.name).join(', ')})` : '';
+        // Handled before the banner says so: a signal sent as soon as it is read stops the agent cleanly.
+        const stopping = shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
         ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]${loops}; stop with Ctrl-C or SIGTERM\n`);
-        const signal = await shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
+        const signal = await stopping;
         ctx.io.stdout(`agent ${r.id}: ${signal}, draining ${r.running} running task(s)\n`);
         await node.stop(opts.graceSec === undefined ? undefined : opts.graceSec * 1000);
         ctx.io.stdout(`agent ${r.id}: stopped\n`);

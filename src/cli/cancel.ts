@@ -15,6 +15,8 @@ export function cancelCommands(program: Command, ctx: CommandContext): void {
       if (!id.startsWith('dag_') && !id.startsWith('tsk_')) throw new InvalidInputError(`${id}: expected a DAG id (dag_…) or a task id (tsk_…)`);
       const cancelled = await withDatabase(ctx, (d) => (id.startsWith('dag_') ? dagCancel(d.db, id, 'cli', opts.note) : taskCancel(d.db, id, 'cli', opts.note)));
       const out = new Output(ctx.io, !!opts.json);
-      out.result({ id, cancelled }, () => out.line(`${id}: cancelled ${cancelled.length} task(s)${cancelled.length ? `: ${cancelled.map((c) => c.key).join(', ')}` : ''}`));
+      // By key: the statement returns the rows in no set order, and a listing should not change from one run to the next.
+      const keys = cancelled.map((c) => c.key).sort();
+      out.result({ id, cancelled }, () => out.line(`${id}: cancelled ${cancelled.length} task(s)${keys.length ? `: ${keys.join(', ')}` : ''}`));
     });
 }

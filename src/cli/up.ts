@@ -38,10 +38,12 @@ export function upCommand(program: Command, ctx: CommandContext): void {
           throw new InvalidInputError(`cannot listen on ${cfg.httpHost}:${cfg.httpPort}: it ${why} (${e.code}); choose another with --port or DAGENT_HTTP_PORT (and DAGENT_HTTP_HOST), or --no-http`);
         });
         try {
+          // Handled before the banner says so: a supervisor that signals as soon as it reads the banner gets a clean stop.
+          const stopping = shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
           const agents = node.agents.length ? `; agents ${node.agents.map((r) => r.id).join(', ')}` : '';
           ctx.io.stdout(`dagent up: ${node.loops.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
           if (node.url) ctx.io.stdout(`dagent up: HTTP API and dashboard on ${node.url}/ (token: dagent tokens create --role admin)\n`);
-          const signal = await shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
+          const signal = await stopping;
           ctx.log.info({ signal }, 'stopping');
         } finally {
           await node.stop();
