@@ -152,6 +152,7 @@ export interface AttemptRow {
   endedAt: Date;
   durationMs: number;
   model: string | null;
+  replayedCostUsd: number;
   details: unknown;
 }
 
