@@ -86,7 +86,10 @@ export class AttemptSteps {
       // Recorded meanwhile by another write of the same name (first write wins): that result is the step's.
       return (r.recorded ? storable.value : r.step.result) as T;
     } catch (err) {
-      if (err instanceof LeaseLostError) this.leaseLost();
+      if (err instanceof LeaseLostError) {
+        this.log.warn({ step: name, err: err.message }, 'step not recorded: the lease was lost; abandoning the task');
+        this.leaseLost();
+      }
       throw err;
     }
   }
