@@ -2,6 +2,7 @@ import type { Db } from '../../db/handle.js';
 import type { TaskStepRow } from '../../db/rows.js';
 import type { StepScope } from '../../db/schema/task-steps.js';
 import { attemptReplayedCostSet, taskStepGet, taskStepLatestGet, taskStepRecord, taskStepsList } from '../../db/queries/task-steps.js';
+import { taskGet } from '../../db/queries/tasks-read.js';
 import { LIMITS, limitEnvName } from '../../config/limits.js';
 import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
 import { jsonPathFormat, jsonProblem, stringProblem } from '../../json-guard.js';
@@ -119,9 +120,11 @@ export async function stepShow(db: Db, taskId: string, name: string): Promise<Ta
   return step;
 }
 
-/** A task's steps, without their results; NOT_FOUND for an unknown task is the caller's (the list of a task with none is empty). */
-export function stepsList(db: Db, taskId: string): Promise<Array<Omit<TaskStepRow, 'result'>>> {
-  return taskStepsList(db, taskId);
+/** A task's steps, without their results, in the order they were recorded; NOT_FOUND for an unknown task. */
+export async function stepsList(db: Db, taskId: string): Promise<Array<Omit<TaskStepRow, 'result'>>> {
+  const steps = await taskStepsList(db, taskId);
+  if (steps.length === 0 && !(await taskGet(db, taskId))) throw new NotFoundError('task', taskId);
+  return steps;
 }
 
 /**
