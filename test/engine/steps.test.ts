@@ -6,6 +6,8 @@ import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
+import { prune } from '../../src/engine/ops/retention.js';
 import { stepLookup, stepRecord, stepsList } from '../../src/engine/attempt/steps.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
@@ -88,10 +90,16 @@ describe('durable steps in the engine', () => {
     expect((await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from task_steps`))[0]!.n).toBe(LIMITS.stepsPerTask);
   });
 
-  it('steps go with their DAG: deleting it (as retention does, task by task) deletes them', async () => {
+  it('steps go with their DAG: retention\'s prune of a finished DAG deletes them, and so does deleting the DAG', async () => {
     const t = await claimed();
     await stepRecord(db, { taskId: t.id, fence: t.fence, name: 's', result: 1 });
-    await db.execute(sql`delete from dags where id = ${t.dagId}`);
+    await taskComplete(db, { taskId: t.id, fence: t.fence, output: 1 });
+    await db.execute(sql`update dags set completed_at = now() - interval '40 days', created_at = now() - interval '41 days' where id = ${t.dagId}`);
+    expect((await prune(db, { olderThanSec: 30 * 86_400 })).tasks).toBe(1);
+    expect(await stepRows()).toEqual([]);
+    const u = await claimed('other');
+    await stepRecord(db, { taskId: u.id, fence: u.fence, name: 's', result: 1 });
+    await db.execute(sql`delete from dags where id = ${u.dagId}`);
     expect(await stepRows()).toEqual([]);
   });
 });
@@ -129,6 +137,28 @@ describe('ctx.step in the TypeScript runtime', () => {
     expect((await dagGet(db, dagId))!.spentUsd).toBeCloseTo(0.5);
     const logs = await rowsOf<{ message: string; step: string }>(db, sql`select message, fields->>'step' as step from attempt_logs order by id`);
     expect(logs).toEqual([{ message: 'step replayed', step: 'a' }]);
+  });
+
+  it('spend reported inside steps running at once is recorded with the step that reported it, and all of it with the attempt', async () => {
+    const dagId = await dagCreate(db, RETRYING('parallel'));
+    await run(defineAgent({
+      name: 'parallel', capabilities: ['parallel'],
+      async run(_task, ctx) {
+        const call = (name: string, usd: number, ms: number) => ctx.step(name, async () => {
+          ctx.reportCost({ usd: usd / 2 });
+          await new Promise((r) => setTimeout(r, ms));
+          ctx.reportCost({ usd: usd / 2, tokens: { input: usd * 100 } });
+          return name;
+        });
+        ctx.reportCost({ usd: 0.001 });
+        return Promise.all([call('slow', 0.4, 30), call('fast', 0.2, 1)]);
+      },
+    }), { id: 'parallel-1' });
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
+    expect((await stepRows()).map((r) => [r.name, r.cost_usd]).sort()).toEqual([['fast', 0.2], ['slow', 0.4]]);
+    const [a] = await rowsOf<{ cost_usd: number; tokens_in: number }>(db, sql`select cost_usd::float8 as cost_usd, tokens_in::int as tokens_in from attempts where dag_id = ${dagId}`);
+    expect(a!.cost_usd).toBeCloseTo(0.601);
+    expect(a!.tokens_in).toBe(60);
   });
 
   it('a step that throws records nothing and its error reaches the handler; a name used twice in one attempt is an error naming it; attempt scope runs again in each attempt', async () => {
