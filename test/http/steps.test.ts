@@ -91,9 +91,8 @@ describe('durable steps over HTTP', () => {
       ['s', { fence: t.fence, result: 1, extra: true }, /extra/],
       ['a%0Ab', { fence: t.fence, result: 1 }, /params\.name must not contain control characters/],
       ['x'.repeat(201), { fence: t.fence, result: 1 }, /params\.name must be 1-200 characters/],
-      ['s', { fence: t.fence, result: 'a\u0000b'.replace('\u0000', '\\u0000') }, /./],
     ];
-    for (const [name, body, field] of cases.slice(0, -1)) {
+    for (const [name, body, field] of cases) {
       const r = await put(name, body);
       expect([r.status, r.body.error.code], JSON.stringify(body)).toEqual([400, 'INVALID_INPUT']);
       expect(r.body.error.message).toMatch(field);
