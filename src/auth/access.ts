@@ -1,7 +1,7 @@
 import type { TokenRole } from './tokens.js';
 
 /** Who may call a route: anyone (public), or the token roles ACCESS_ROLES lists for it. */
-export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent' | 'mcp' | 'token';
+export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent' | 'holder' | 'mcp' | 'token';
 
 /** The roles each access level admits: the one table of who may call what. */
 export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[]> = {
@@ -15,6 +15,11 @@ export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[
   admin: ['admin'],
   /** The agent protocol: an agent token as its own agent, or an admin as any. */
   agent: ['admin', 'agent'],
+  /**
+   * What a task's attempts recorded (its durable steps): the readers, and an agent token for a task its agent holds
+   * (the route checks the hold, under the fence it presents), so an agent replays a step before it runs it again.
+   */
+  holder: ['admin', 'submit', 'read', 'agent'],
   /** The MCP server: each token gets the tools its role allows (an agent's to work tasks; the others' to look and steer). */
   mcp: ['admin', 'submit', 'read', 'agent'],
   /** Any valid token: who it is (GET /api/whoami). */

@@ -26,6 +26,10 @@ export const LIMIT_DEFAULTS = {
   mapOutputBytes: 16 * 1024 * 1024,
   /** Most bytes of spec a for_each task's children may hold together (each a copy of its spec, with its item): 64 MiB. */
   mapSpecBytes: 64 * 1024 * 1024,
+  /** Largest result a durable step may record (ctx.step, PUT /api/tasks/:id/steps/:name), as JSON: 1 MiB. */
+  stepResultBytes: 1024 * 1024,
+  /** Most durable steps one task may record, over all its attempts and both scopes. */
+  stepsPerTask: 1_000,
   /** Most log lines kept per attempt (ctx.log, POST /api/tasks/:id/logs); later ones are counted as dropped. */
   logLinesPerAttempt: 1_000,
   /** Most bytes of log (messages and fields) kept per attempt: 256 KiB. */

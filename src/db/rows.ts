@@ -152,7 +152,27 @@ export interface AttemptRow {
   endedAt: Date;
   durationMs: number;
   model: string | null;
+  replayedCostUsd: number;
   details: unknown;
+}
+
+/** A recorded durable step (db/schema/task-steps.ts): its result and what it cost, under the fence that recorded it. */
+export interface TaskStepRow {
+  taskId: string;
+  dagId: string;
+  name: string;
+  scope: string;
+  attempt: number;
+  fence: number;
+  result: unknown;
+  sizeBytes: number;
+  durationMs: number | null;
+  costUsd: number;
+  tokensIn: number;
+  tokensOut: number;
+  model: string | null;
+  startedAt: Date | null;
+  recordedAt: Date;
 }
 
 /** What an attempt reported spending: recorded on its attempts row and charged to its DAG and agent, however it ended (db/queries/spend.ts). */

@@ -63,6 +63,9 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit,
+    // A path parameter as sent, percent-encoded: a step name of STEP_NAME_MAX (200) characters, each up to 4 UTF-8
+    // bytes written as %XX, is 2,400 (the router's default, 100, refused a 101-character name as URI_TOO_LONG).
+    routerOptions: { maxParamLength: 2_400 },
     // Errors the router raises before a route runs (a malformed URL, an overlong parameter) take the API's shape too.
     frameworkErrors: (err, _req, reply) => {
       const { error, status } = httpErrorOf(err, bodyLimit);

@@ -6,6 +6,7 @@ import type { SubtaskSpec } from '../dag/subtask-spec.js';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
 import type { SpawnedChild } from '../engine/dag/spawn.js';
 import { InvalidInputError } from '../errors.js';
+import type { StepOptions } from './attempt-steps.js';
 
 /** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */
 export interface TaskContext {
@@ -33,6 +34,15 @@ export interface TaskContext {
   spawn(specs: SubtaskSpec[], opts?: { wait?: boolean }): Promise<SpawnedChild[]>;
   /** Add to the cost of this attempt; charged to the task, the DAG and this agent's budget. */
   reportCost(cost: { usd?: number; tokens?: { input?: number; output?: number }; model?: string }): void;
+  /**
+   * A durable step: if a step of this name was recorded for the task (by an earlier attempt), its result is returned
+   * without calling `fn` ("step replayed" in the attempt's log); else `fn` runs and its JSON result is recorded under
+   * this attempt's fence, then returned. A step that throws records nothing. Spend reported inside `fn` is recorded
+   * with the step; a replay charges nothing. Names are 1-200 printable characters, each used once per attempt;
+   * results at most LIMITS.stepResultBytes as JSON, at most LIMITS.stepsPerTask steps a task. `scope: 'attempt'`:
+   * run afresh in each attempt (recorded for visibility, never replayed). docs/agents.md, "Durable steps".
+   */
+  step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions): Promise<T>;
 }
 
 export interface AgentDefinition {

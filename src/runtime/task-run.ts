@@ -16,6 +16,7 @@ import type { AgentDefinition, TaskContext } from './define-agent.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import { untilReachable } from './until-reachable.js';
 import { AttemptLog } from './attempt-log.js';
+import { AttemptSteps } from './attempt-steps.js';
 import { errorClassify, InvalidOutputError } from './task-errors.js';
 import type { AttemptSpend } from '../db/rows.js';
 
@@ -62,6 +63,8 @@ export class TaskRun {
   private readonly attemptLog: AttemptLog;
   /** What the handler reported spending (reportCost), charged however the attempt ends. */
   private readonly cost: Required<AttemptSpend> = { costUsd: 0, tokensIn: 0, tokensOut: 0, model: null };
+  /** The handler's durable steps (ctx.step). */
+  private readonly steps: AttemptSteps;
   private waiting = false;
   private beatTimer: NodeJS.Timeout | undefined;
 
@@ -69,6 +72,7 @@ export class TaskRun {
     this.ref = { taskId: task.id, fence: task.fence };
     this.log = deps.log.child({ taskId: task.id, dagId: task.dagId, attempt: task.attempt });
     this.attemptLog = new AttemptLog(deps.db, this.ref, this.log);
+    this.steps = new AttemptSteps(deps.db, this.ref, () => this.attemptLog.logger, this.log, () => this.stop('lease_lost'), (v) => jsonStorable(v, () => null));
     this.done = this.execute().catch((err) => this.log.error({ err }, 'task run failed unexpectedly; the reaper will recover the task'));
   }
 
@@ -124,10 +128,13 @@ export class TaskRun {
     }
     if (this.waiting) {
       this.attemptLog.close();
-      return this.log.info('waiting for subtasks');
+      this.log.info('waiting for subtasks');
+    } else {
+      if (this.abort.signal.aborted && outcome.kind !== 'aborted') outcome = { kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason };
+      await this.settle(outcome);
     }
-    if (this.abort.signal.aborted && outcome.kind !== 'aborted') outcome = { kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason };
-    await this.settle(outcome);
+    // The attempt's row exists once it ended (by any end: even a lost lease's, the reaper's).
+    await this.steps.replayedCostRecord();
   }
 
   private async settle(result: Outcome): Promise<void> {
@@ -216,10 +223,16 @@ export class TaskRun {
         throw new WaitingForSubtasks();
       },
       reportCost: (c) => {
-        this.cost.costUsd += c.usd ?? 0;
-        this.cost.tokensIn += c.tokens?.input ?? 0;
-        this.cost.tokensOut += c.tokens?.output ?? 0;
-        if (c.model) this.cost.model = c.model;
+        const spent = { costUsd: c.usd ?? 0, tokensIn: c.tokens?.input ?? 0, tokensOut: c.tokens?.output ?? 0, model: c.model ?? null };
+        this.cost.costUsd += spent.costUsd;
+        this.cost.tokensIn += spent.tokensIn;
+        this.cost.tokensOut += spent.tokensOut;
+        if (spent.model) this.cost.model = spent.model;
+        this.steps.reportCost(spent);
+      },
+      step: async (name, fn, options) => {
+        live();
+        return this.steps.run(name, fn, options);
       },
     };
   }
@@ -228,10 +241,11 @@ export class TaskRun {
 /**
  * What will be stored for a value in a jsonb column: NUL characters, which
  * PostgreSQL cannot store in jsonb, become U+FFFD; a value JSON cannot express
- * (a BigInt, a cycle) is an error. Checked per task, so one bad output fails
+ * (a BigInt, a cycle) is an error. `problem`: what else refuses it (an output's size and depth by default; a
+ * step's are checked where it is recorded). Checked per task, so one bad output fails
  * its own task instead of the batch it would have been written with.
  */
-export function jsonStorable(value: unknown): { value: unknown } | { error: string } {
+export function jsonStorable(value: unknown, problem: (normalized: unknown) => string | null = outputProblem): { value: unknown } | { error: string } {
   let normalized: unknown;
   try {
     const text = JSON.stringify(value ?? null, (_k, v: unknown) => (typeof v === 'string' && v.includes('\u0000') ? v.replaceAll('\u0000', '\uFFFD') : v));
@@ -240,6 +254,6 @@ export function jsonStorable(value: unknown): { value: unknown } | { error: stri
     return { error: (e as Error).message };
   }
   // Past the JSON round trip: an unpaired surrogate, nesting past the limit, a size past the cap.
-  const bad = outputProblem(normalized);
+  const bad = problem(normalized);
   return bad ? { error: bad } : { value: normalized };
 }

@@ -126,6 +126,7 @@ export const attemptViewSchema = z.object({
   tokensIn: z.number(),
   tokensOut: z.number(),
   model: z.string().nullable(),
+  replayedCostUsd: z.number().describe('what the durable steps this attempt replayed had cost when recorded: spend it did not pay again'),
   details: jsonColumn(attemptDetailsSchema),
 }).meta({ id: 'AttemptView' });
 export type AttemptView = z.infer<typeof attemptViewSchema>;

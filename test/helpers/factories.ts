@@ -66,7 +66,7 @@ export async function taskStatusByKey(db: Db, dagId: string): Promise<Record<str
 
 /** Every row of every dagent table, to prove an operation changed nothing. */
 export async function databaseSnapshot(db: Db): Promise<string> {
-  const tables = ['dags', 'tasks', 'edges', 'attempts', 'agents', 'dead_letters', 'events', 'schedules', 'capability_groups', 'task_type_durations', 'api_tokens', 'webhooks', 'webhook_deliveries', 'signals', 'model_pauses', 'rate_limits', 'rate_usage', 'attempt_logs', 'attempt_log_stats'];
+  const tables = ['dags', 'tasks', 'edges', 'attempts', 'agents', 'dead_letters', 'events', 'schedules', 'capability_groups', 'task_type_durations', 'api_tokens', 'webhooks', 'webhook_deliveries', 'signals', 'model_pauses', 'rate_limits', 'rate_usage', 'attempt_logs', 'attempt_log_stats', 'task_steps'];
   const out: Record<string, unknown> = {};
   for (const t of tables) out[t] = (await db.execute(sql.raw(`select * from ${t} order by 1`))).rows;
   return JSON.stringify(out);
@@ -75,7 +75,7 @@ export async function databaseSnapshot(db: Db): Promise<string> {
 /** Empty every dagent table: for test files whose tests must not see each other's tasks. */
 export async function databaseReset(db: Db): Promise<void> {
   // api_tokens stay: a test file's HTTP server keeps its tokens across tests.
-  await db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, maintenance_gates, maintenance_leases, schedules, capability_groups, task_type_durations, webhooks, webhook_deliveries, concurrency_keys, concurrency_releases, signals, model_pauses, rate_limits, rate_usage, attempt_logs, attempt_log_stats`);
+  await db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, maintenance_gates, maintenance_leases, schedules, capability_groups, task_type_durations, webhooks, webhook_deliveries, concurrency_keys, concurrency_releases, signals, model_pauses, rate_limits, rate_usage, attempt_logs, attempt_log_stats, task_steps`);
 }
 
 /** Rows of a hand-written query, for assertions. */

@@ -3,6 +3,7 @@ export * from './tasks.js';
 export * from './edges.js';
 export * from './attempts.js';
 export * from './attempt-logs.js';
+export * from './task-steps.js';
 export * from './agents.js';
 export * from './dead-letters.js';
 export * from './events.js';

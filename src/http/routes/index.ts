@@ -11,6 +11,7 @@ import { metricsRoutes } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
 import { rateLimitRoutes } from './rate-limits.js';
 import { signalRoutes } from './signals.js';
+import { stepRoutes } from './steps.js';
 import { streamRoutes } from './stream.js';
 import { taskRoutes } from './tasks.js';
 import { whoamiRoutes } from './whoami.js';
@@ -22,6 +23,7 @@ import { whoamiRoutes } from './whoami.js';
 const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   dagRoutes,
   taskRoutes,
+  stepRoutes,
   dlqRoutes,
   approvalRoutes,
   signalRoutes,

@@ -1,0 +1,130 @@
+import { and, asc, desc, eq, sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../handle.js';
+import type { TaskStepRow } from '../rows.js';
+import { taskSteps, type StepScope } from '../schema/index.js';
+import { fromStates } from '../../model/state-machine.js';
+import { dateOf, rowsOf, textArray } from '../statement.js';
+
+/**
+ * Durable steps (db/schema/task-steps.ts): the lookup before a step runs, the fenced record after it ran, the list.
+ * Never on the claim or completion path.
+ */
+
+/** A step's result as an attempt records it. */
+export interface TaskStepInput {
+  taskId: string;
+  fence: number;
+  name: string;
+  scope: StepScope;
+  /** The result as JSON text, checked and measured by the engine (engine/attempt/steps.ts). */
+  resultJson: string;
+  sizeBytes: number;
+  durationMs?: number | null;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  model?: string | null;
+  startedAt?: Date | null;
+}
+
+/**
+ * What the record statement did: `recorded` a new row; found the row already `existing` for that name (first write
+ * wins: an earlier attempt's, or this fence's own write whose reply was lost); `full` (the holder, but the task has
+ * LIMITS.stepsPerTask steps and none by that name); or `refused`: the fence no longer holds the task (moved on, not
+ * claimed or running, or its lease lapsed), and nothing was written. `task` is the row as the statement saw it, to
+ * say why.
+ */
+export type TaskStepRecordResult =
+  | { kind: 'recorded' | 'existing'; step: TaskStepRow }
+  | { kind: 'full' }
+  | { kind: 'refused'; task: { status: string; fence: number; leaseLapsed: boolean } | null };
+
+const STEP_COLUMNS = sql.raw(`task_id as "taskId", dag_id as "dagId", name, scope, attempt, fence, result, size_bytes as "sizeBytes",
+  duration_ms as "durationMs", cost_usd::float8 as "costUsd", tokens_in::float8 as "tokensIn", tokens_out::float8 as "tokensOut", model,
+  started_at as "startedAt", recorded_at as "recordedAt"`);
+
+type RawStep = Omit<TaskStepRow, 'startedAt' | 'recordedAt'> & { startedAt: string | Date | null; recordedAt: string | Date };
+const stepOf = (r: RawStep): TaskStepRow => ({ ...r, startedAt: dateOf(r.startedAt), recordedAt: dateOf(r.recordedAt)! });
+
+/**
+ * Record a step, in ONE statement fenced as the heartbeat is (id, fence, a state that may heartbeat) and, beyond it,
+ * by a live lease: a holder whose lease lapsed is about to be reaped, and what it writes now must not be replayed by
+ * the attempt that follows. The task's row is locked FOR SHARE: a reap, a claim or a completion of the task waits
+ * for this statement, and this statement for them (then re-checks the guard on the row as they left it), so a step
+ * is never recorded under a fence that had already lost the task.
+ *
+ * `on conflict do nothing`: the name is taken (task scope: by any attempt; attempt scope: under this fence), so the
+ * recorded row is returned and nothing changes. The cap counts the task's steps of every scope.
+ */
+export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number): Promise<TaskStepRecordResult> {
+  const sameName: SQL = s.scope === 'task'
+    ? sql`x.name = ${s.name} and (x.scope = 'task' or x.fence = ${s.fence})`
+    : sql`x.name = ${s.name} and x.fence = ${s.fence}`;
+  const [r] = await rowsOf<RawStep & { held: boolean; kind: 'recorded' | 'existing' | null; status: string | null; fence_now: number | null; lapsed: boolean | null }>(db, sql`
+    with holder as (
+      select t.id, t.dag_id, t.attempts from tasks t
+      where t.id = ${s.taskId} and t.fence = ${s.fence} and t.status = any(${textArray(fromStates('heartbeat'))})
+        and t.lease_expires_at > now()
+      for share of t
+    ), ins as (
+      insert into task_steps (task_id, dag_id, name, scope, attempt, fence, result, size_bytes, duration_ms, cost_usd,
+        tokens_in, tokens_out, model, started_at)
+      select h.id, h.dag_id, ${s.name}, ${s.scope}, h.attempts, ${s.fence}, ${s.resultJson}::jsonb, ${s.sizeBytes},
+        ${s.durationMs ?? null}::int, ${s.costUsd ?? 0}::numeric, ${s.tokensIn ?? 0}::bigint, ${s.tokensOut ?? 0}::bigint,
+        ${s.model ?? null}::text, ${s.startedAt?.toISOString() ?? null}::timestamptz
+      from holder h
+      where (select count(*) from task_steps c where c.task_id = h.id) < ${maxSteps}
+      on conflict do nothing
+      returning *
+    ), found as (
+      select 'recorded' as kind, x.* from ins x
+      union all
+      (select 'existing', x.* from task_steps x join holder h on x.task_id = h.id
+        where ${sameName} and not exists (select 1 from ins)
+        order by (x.scope = 'task') desc limit 1)
+    )
+    select exists (select 1 from holder) as held, f.kind, ${STEP_COLUMNS},
+      (select status from tasks where id = ${s.taskId}) as status,
+      (select fence from tasks where id = ${s.taskId}) as fence_now,
+      (select lease_expires_at <= now() from tasks where id = ${s.taskId}) as lapsed
+    from (select 1) one left join found f on true`);
+  const row = r!;
+  if (!row.held) {
+    return { kind: 'refused', task: row.status === null ? null : { status: row.status, fence: row.fence_now!, leaseLapsed: row.lapsed === true } };
+  }
+  if (!row.kind) return { kind: 'full' };
+  const { held: _h, kind, status: _s, fence_now: _f, lapsed: _l, ...step } = row;
+  return { kind, step: stepOf(step as RawStep) };
+}
+
+/** A task-scoped step of `taskId` by name: what a later attempt replays; undefined when none was recorded. */
+export async function taskStepGet(db: Db, taskId: string, name: string): Promise<TaskStepRow | undefined> {
+  const [r] = await db.select().from(taskSteps)
+    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.name, name), eq(taskSteps.scope, 'task')));
+  return r;
+}
+
+/** The latest step by that name of either scope (the task-scoped one first): what a reader is shown. */
+export async function taskStepLatestGet(db: Db, taskId: string, name: string): Promise<TaskStepRow | undefined> {
+  const [r] = await db.select().from(taskSteps)
+    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.name, name)))
+    .orderBy(sql`${taskSteps.scope} = 'task' desc`, desc(taskSteps.fence)).limit(1);
+  return r;
+}
+
+/** A task's steps without their results, in the order they were recorded. */
+export function taskStepsList(db: Db, taskId: string): Promise<Array<Omit<TaskStepRow, 'result'>>> {
+  return db.select({
+    taskId: taskSteps.taskId, dagId: taskSteps.dagId, name: taskSteps.name, scope: taskSteps.scope, attempt: taskSteps.attempt,
+    fence: taskSteps.fence, sizeBytes: taskSteps.sizeBytes, durationMs: taskSteps.durationMs, costUsd: taskSteps.costUsd,
+    tokensIn: taskSteps.tokensIn, tokensOut: taskSteps.tokensOut, model: taskSteps.model, startedAt: taskSteps.startedAt,
+    recordedAt: taskSteps.recordedAt,
+  }).from(taskSteps).where(eq(taskSteps.taskId, taskId)).orderBy(asc(taskSteps.recordedAt), asc(taskSteps.fence), asc(taskSteps.name));
+}
+
+/** Set what the steps an attempt replayed had cost, on its attempts row (once the attempt ended and the row exists). */
+export async function attemptReplayedCostSet(db: Db, taskId: string, fence: number, usd: number): Promise<boolean> {
+  const r = await rowsOf<{ one: number }>(db, sql`
+    update attempts set replayed_cost_usd = ${usd}::numeric where task_id = ${taskId} and fence = ${fence} returning 1 as one`);
+  return r.length > 0;
+}
