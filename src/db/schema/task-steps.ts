@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { bigint, check, integer, jsonb, numeric, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { STEP_SCOPES, type StepScope } from '../../model/step-scopes.js';
 import { tasks } from './tasks.js';
 
 /** How long a recorded step is reused: by every later attempt of its task, or only by the attempt that recorded it. */
-export const STEP_SCOPES = ['task', 'attempt'] as const;
-export type StepScope = (typeof STEP_SCOPES)[number];
+export { STEP_SCOPES, type StepScope };
 
 /**
  * Durable steps (ctx.step, PUT /api/tasks/:id/steps/:name): the JSON result of a named piece of an attempt's work (an

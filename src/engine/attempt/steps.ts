@@ -1,6 +1,6 @@
 import type { Db } from '../../db/handle.js';
 import type { TaskStepRow } from '../../db/rows.js';
-import type { StepScope } from '../../db/schema/task-steps.js';
+import type { StepScope } from '../../model/step-scopes.js';
 import { attemptReplayedCostSet, taskStepGet, taskStepLatestGet, taskStepRecord, taskStepsList } from '../../db/queries/task-steps.js';
 import { taskGet } from '../../db/queries/tasks-read.js';
 import { LIMITS, limitEnvName } from '../../config/limits.js';
@@ -18,7 +18,7 @@ import type { TaskRef } from './refusal.js';
 /** Longest step name, in characters. */
 export const STEP_NAME_MAX = 200;
 
-export type { StepScope } from '../../db/schema/task-steps.js';
+export type { StepScope } from '../../model/step-scopes.js';
 export type { TaskStepRow } from '../../db/rows.js';
 
 /** Why a step name cannot be used (empty, too long, a control character, not storable), or null. */
