@@ -39,7 +39,13 @@ const EXTERNAL = [
 export async function cliBuild() {
   const outdir = path.join(root, 'dist/cli');
   const result = await build({
-    entryPoints: { dagent: path.join(root, 'src/cli/bin.ts') },
+    // The command; its public API, which agents run by it import in place of dagent's sources; the hooks
+    // module that makes them do so (src/runtime/agent-resolve-hooks.ts).
+    entryPoints: {
+      dagent: path.join(root, 'src/cli/bin.ts'),
+      api: path.join(root, 'src/index.ts'),
+      'agent-resolve-hooks': path.join(root, 'src/runtime/agent-resolve-hooks.ts'),
+    },
     plugins: [zodEnglishOnly],
     outdir,
     bundle: true, splitting: true, platform: 'node', format: 'esm', target: 'node20', logLevel: 'warning',
