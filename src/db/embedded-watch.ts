@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { embeddedServerStart, processAlive, runningServerFind, STOPPED_MARKER, type EmbeddedServer } from './embedded.js';
+import { embeddedServerStart, embeddedStartLockHeld, EmbeddedStoppedByOperator, processAlive, runningServerFind, STOPPED_MARKER, type EmbeddedServer } from './embedded.js';
 
 /** How often a process using the embedded server checks that it still answers. */
 export const EMBEDDED_WATCH_INTERVAL_MS = 2_000;
@@ -27,7 +27,9 @@ export function embeddedWatch(o: { dataDir: string; log?: Logger }, adopt: (s: E
         o.log?.warn({ dataDir, port: server.port }, 'the embedded PostgreSQL server had stopped (the process that ran it exited); started it again');
         adopt(server);
       }
-    })().catch((err: unknown) => o.log?.error({ err }, 'could not start the embedded PostgreSQL server again; will try at the next check'))
+    })().catch((err: unknown) => {
+      if (!(err instanceof EmbeddedStoppedByOperator)) o.log?.error({ err }, 'could not start the embedded PostgreSQL server again; will try at the next check');
+    })
       .finally(() => { busy = false; });
   }, EMBEDDED_WATCH_INTERVAL_MS);
   timer.unref();
@@ -57,13 +59,17 @@ export async function embeddedStatus(dataDirGiven: string): Promise<EmbeddedStat
  * and mark it stopped so running dagent processes do not start it again. Returns the status before.
  */
 export async function embeddedStop(dataDirGiven: string): Promise<EmbeddedStatus> {
-  const before = await embeddedStatus(dataDirGiven);
-  writeFileSync(path.join(before.dataDir, STOPPED_MARKER), `${new Date().toISOString()}\n`);
-  if (before.pid === null) return before;
-  process.kill(before.pid, 'SIGINT');
-  const pidFile = path.join(before.dataDir, 'pg', 'postmaster.pid');
-  for (const deadline = Date.now() + 60_000; existsSync(pidFile) && processAlive(before.pid) && Date.now() < deadline;) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return before;
+  // Under the start lock: a watchdog starting the server again either finished first (and this stops what it
+  // started) or sees the marker once it holds the lock.
+  return embeddedStartLockHeld(dataDirGiven, async () => {
+    const before = await embeddedStatus(dataDirGiven);
+    writeFileSync(path.join(before.dataDir, STOPPED_MARKER), `${new Date().toISOString()}\n`);
+    if (before.pid === null) return before;
+    process.kill(before.pid, 'SIGINT');
+    const pidFile = path.join(before.dataDir, 'pg', 'postmaster.pid');
+    for (const deadline = Date.now() + 60_000; existsSync(pidFile) && processAlive(before.pid) && Date.now() < deadline;) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return before;
+  });
 }

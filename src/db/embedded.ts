@@ -58,6 +58,24 @@ const POSTMASTER_SETTLE_MS = 30_000;
 /** Written by `dagent db stop` in the data folder: the watchdogs leave a stopped server stopped. */
 export const STOPPED_MARKER = 'stopped';
 
+/** A watchdog's start refused: the operator stopped the server (`dagent db stop`) meanwhile. */
+export class EmbeddedStoppedByOperator extends Error {
+  constructor(dataDir: string) {
+    super(`the embedded PostgreSQL server in ${dataDir} was stopped by dagent db stop`);
+    this.name = 'EmbeddedStoppedByOperator';
+  }
+}
+
+/** Hold the data folder's start lock while `work` runs (dagent db stop marks and stops under it). */
+export async function embeddedStartLockHeld<T>(dataDir: string, work: () => Promise<T>): Promise<T> {
+  const release = await startLockAcquire(path.join(path.resolve(dataDir), 'start.lock'));
+  try {
+    return await work();
+  } finally {
+    release();
+  }
+}
+
 /**
  * Start the embedded server in `dataDir`, or join the one another dagent process already runs there.
  * A lock file serializes concurrent starters so two commands launched together share one server.
@@ -73,6 +91,9 @@ export async function embeddedServerStart(opts: EmbeddedOptions): Promise<Embedd
     if (running) {
       return { url: urlFor(running, database, passwordRead(dataDir)), port: running, owned: false, stop: async () => {} };
     }
+    // A watchdog's start checks the operator's stop under the lock `dagent db stop` holds while it marks and
+    // stops: a stop that came between the watchdog's first look and here is not undone.
+    if (opts.restart && existsSync(path.join(dataDir, STOPPED_MARKER))) throw new EmbeddedStoppedByOperator(dataDir);
     const fresh = !existsSync(path.join(clusterDir, 'PG_VERSION'));
     let password = fresh ? passwordCreate(dataDir) : passwordRead(dataDir);
     // Started on purpose (not by a watchdog): an operator's earlier `dagent db stop` no longer holds.
