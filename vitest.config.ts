@@ -1,15 +1,38 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+
+/**
+ * Files that run after the others, one at a time, with the machine to themselves: each holds a bound on latency
+ * that other files' load on 2 cores would break without anything being wrong (/healthz within 2 s while a large DAG
+ * parses; a revocation reaching every stream within its bound).
+ */
+const ALONE = [
+  'test/security/large-submissions.test.ts',
+  'test/security/revocation.test.ts',
+];
+
+/**
+ * Test files at once: one per core (vitest's default is one fewer, a single file at a time on 2 cores, leaving a
+ * core idle while a file waits on PostgreSQL or on processes it started). More than the cores did not pay: the
+ * suite is bound by CPU (docs/benchmarks.md, "The test suite"). DAGENT_TEST_WORKERS overrides it.
+ */
+const WORKERS = Number(process.env.DAGENT_TEST_WORKERS) || availableParallelism();
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    maxWorkers: WORKERS,
+    minWorkers: 1,
     // The default report, then the slowest files (a file that became slow is seen at the end of every run).
     reporters: ['default', './test/helpers/slowest-files.ts'],
     // `dagent up` processes the tests start check every JSON answer against its route's response schema (src/http/route.ts).
     env: { DAGENT_CHECK_RESPONSES: '1' },
+    projects: [
+      { extends: true, test: { name: 'together', include: ['test/**/*.test.ts'], exclude: ALONE, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'alone', include: ALONE, sequence: { groupOrder: 1 }, poolOptions: { forks: { singleFork: true } } } },
+    ],
   },
 });
