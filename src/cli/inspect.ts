@@ -76,13 +76,15 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
     .description('run a completed, dead-lettered or cancelled task again: a fresh attempt budget, its history kept')
     .argument('<task-id>')
     .option('--downstream', 'everything downstream of it too (refused while an agent holds one of them)')
+    .option('--from-step <name>', 'keep the durable steps the task recorded before this one (it replays them); by default a re-run starts without its steps')
     .option('--note <text>', 'why, recorded with the event')
     .option('--json', 'machine-readable output')
-    .action(async (taskId: string, opts: { downstream?: boolean; note?: string; json?: boolean }) => {
+    .action(async (taskId: string, opts: { downstream?: boolean; fromStep?: string; note?: string; json?: boolean }) => {
       const { taskRerun } = await import('../engine/dag/rerun.js');
-      const r = await withDatabase(ctx, (d) => taskRerun(d.db, taskId, { downstream: opts.downstream, note: opts.note, by: resolver(ctx) }));
+      const r = await withDatabase(ctx, (d) => taskRerun(d.db, taskId, { downstream: opts.downstream, fromStep: opts.fromStep, note: opts.note, by: resolver(ctx) }));
       const out = new Output(ctx.io, !!opts.json);
-      out.result(r, () => out.line(`${r.dagId}: ${r.reopened.length} task(s) to run again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`));
+      out.result(r, () => out.line(`${r.dagId}: ${r.reopened.length} task(s) to run again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`
+        + (r.stepsDropped ? `; ${r.stepsDropped} durable step(s) deleted` : '')));
     });
 
   program

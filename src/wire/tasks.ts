@@ -195,5 +195,8 @@ export type TaskCancelAnswer = z.infer<typeof taskCancelAnswerSchema>;
 export const priorityAnswerSchema = z.object({ tasks: z.number().describe('how many tasks\' base priority changed') });
 export type PriorityAnswer = z.infer<typeof priorityAnswerSchema>;
 
-export const rerunAnswerSchema = z.object({ dagId: z.string(), reopened: z.array(movedTaskSchema) });
+export const rerunAnswerSchema = z.object({
+  dagId: z.string(), reopened: z.array(movedTaskSchema),
+  stepsDropped: z.number().int().describe('durable steps deleted: the re-run does that work again (those kept, it replays)'),
+});
 export type RerunAnswer = z.infer<typeof rerunAnswerSchema>;

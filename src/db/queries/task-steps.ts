@@ -128,3 +128,23 @@ export async function attemptReplayedCostSet(db: Db, taskId: string, fence: numb
     update attempts set replayed_cost_usd = ${usd}::numeric where task_id = ${taskId} and fence = ${fence} returning 1 as one`);
   return r.length > 0;
 }
+
+/** Delete every durable step of these tasks (a re-run starts without them); how many were deleted. */
+export async function taskStepsDrop(db: Db, taskIds: string[]): Promise<number> {
+  if (taskIds.length === 0) return 0;
+  const r = await rowsOf<{ n: number }>(db, sql`
+    with gone as (delete from task_steps where task_id = any(${textArray(taskIds)}) returning 1) select count(*)::int as n from gone`);
+  return r[0]!.n;
+}
+
+/**
+ * Delete a task's steps from its task-scoped step `name` on: that step and every step recorded at or after it, of
+ * either scope (a re-run replays those before it, as DBOS's fork does). Null when no task-scoped step has that name.
+ */
+export async function taskStepsDropFrom(db: Db, taskId: string, name: string): Promise<number | null> {
+  const [r] = await rowsOf<{ found: boolean; n: number }>(db, sql`
+    with mark as (select recorded_at from task_steps where task_id = ${taskId} and name = ${name} and scope = 'task'),
+    gone as (delete from task_steps where task_id = ${taskId} and recorded_at >= (select recorded_at from mark) returning 1)
+    select exists (select 1 from mark) as found, (select count(*)::int from gone) as n`);
+  return r!.found ? r!.n : null;
+}

@@ -10,17 +10,21 @@ import {
 import { ConflictError, IllegalTransitionError, InvalidInputError, NotFoundError } from '../../errors.js';
 import { HELD_STATES, TRANSITIONS } from '../../model/state-machine.js';
 import { taskDepsRecountReopened } from '../../db/queries/task-deps.js';
+import { taskStepsDrop, taskStepsDropFrom } from '../../db/queries/task-steps.js';
 
 export interface RerunOptions { by?: string; note?: string }
-export interface RerunResult { dagId: string; reopened: Array<{ id: string; key: string; previous: string }> }
+/** `stepsDropped`: durable steps deleted, so the re-run does that work again (those it keeps, it replays). */
+export interface RerunResult { dagId: string; reopened: Array<{ id: string; key: string; previous: string }>; stepsDropped: number }
 
 /**
  * Run a finished task again (completed, dead-lettered or cancelled), with `downstream` everything after it
  * too: each reopened task gets a fresh attempt budget and waits for its upstream tasks as on the first run;
  * its attempts and outputs so far stay in the history. Dependents that had not started wait for it again.
  * A task downstream that an agent holds right now is a 409: wait for it, or cancel it, first.
+ * The re-run starts without the tasks' durable steps; with `fromStep`, the task keeps the steps it recorded before
+ * that one and replays them (a name it never recorded is a 400, and nothing changes).
  */
-export async function taskRerun(db: Db, taskId: string, opts: RerunOptions & { downstream?: boolean } = {}): Promise<RerunResult> {
+export async function taskRerun(db: Db, taskId: string, opts: RerunOptions & { downstream?: boolean; fromStep?: string } = {}): Promise<RerunResult> {
   return withTx(db, async (tx) => {
     const task = await taskGet(tx, taskId);
     if (!task) throw new NotFoundError('task', taskId);
@@ -39,7 +43,13 @@ export async function taskRerun(db: Db, taskId: string, opts: RerunOptions & { d
       if (mapping) throw new ConflictError(`for_each task ${mapping.key} downstream of ${task.key} is waiting for its children: wait for them, or cancel it, before re-running with --downstream`, { taskId: mapping.id });
       ids = below.filter((t) => (TRANSITIONS.rerun.from as readonly string[]).includes(t.status)).map((t) => t.id);
     }
-    return reopen(tx, task.dagId, ids, opts);
+    let kept: { taskId: string; dropped: number } | undefined;
+    if (opts.fromStep !== undefined) {
+      const dropped = await taskStepsDropFrom(tx, taskId, opts.fromStep);
+      if (dropped === null) throw new InvalidInputError(`task ${taskId} recorded no step named ${JSON.stringify(opts.fromStep)}: --from-step names a task-scoped step it recorded (dagent task steps)`, { field: 'fromStep' });
+      kept = { taskId, dropped };
+    }
+    return reopen(tx, task.dagId, ids, opts, kept);
   });
 }
 
@@ -62,7 +72,8 @@ async function dagNotPruning(tx: Db, dagId: string): Promise<void> {
   if (dag?.prunedAt) throw new ConflictError(`DAG ${dagId} is being pruned (it finished before the retention period): it cannot run again`, { dagId });
 }
 
-async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions): Promise<RerunResult> {
+/** `kept`: the task whose steps before one were kept (already trimmed), and how many of its steps went. */
+async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions, kept?: { taskId: string; dropped: number }): Promise<RerunResult> {
   const by = opts.by ?? 'human';
   // A for_each task among them maps again when it is ready: its previous children step aside (kept as history).
   const retired = await taskMapChildrenRetire(tx, ids);
@@ -77,11 +88,13 @@ async function reopen(tx: Db, dagId: string, ids: string[], opts: RerunOptions):
   await dagTasksReopened(tx, dagId, reopened.filter((r) => r.previous !== 'dead_lettered').length);
   await deadLetterResolveForTasks(tx, reopened.filter((r) => r.previous === 'dead_lettered').map((r) => r.id), by, opts.note ?? 'run again', 'retried');
   await taskDepsRecountReopened(tx, [...reopenedIds, ...(await taskWaitingDependents(tx, reopenedIds))]);
+  // A re-run does the work again: its durable steps go (all of them, but for those `kept` trimmed already).
+  const stepsDropped = (kept?.dropped ?? 0) + await taskStepsDrop(tx, reopenedIds.filter((id) => id !== kept?.taskId));
   await dagReopen(tx, dagId);
   await dagStatusRefresh(tx, [dagId]);
   await eventInsertMany(tx, [
     ...reopened.map((r) => ({ type: 'task.rerun', dagId, taskId: r.id, data: { previous: r.previous, by, note: opts.note ?? null } })),
-    { type: 'dag.rerun', dagId, data: { tasks: reopened.length, by, note: opts.note ?? null } },
+    { type: 'dag.rerun', dagId, data: { tasks: reopened.length, by, note: opts.note ?? null, stepsDropped } },
   ]);
-  return { dagId, reopened: reopened.map((r) => ({ id: r.id, key: r.key, previous: r.previous })) };
+  return { dagId, reopened: reopened.map((r) => ({ id: r.id, key: r.key, previous: r.previous })), stepsDropped };
 }

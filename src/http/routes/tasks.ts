@@ -56,8 +56,11 @@ export function taskRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'POST', url: '/api/tasks/:id/rerun', access: 'admin', tag,
-    body: z.strictObject({ downstream: z.boolean().optional().describe('everything downstream of it too'), note }).optional(),
-    summary: 'Run a completed, dead-lettered or cancelled task again (a fresh attempt budget; its history is kept); 409 when a task downstream is held by an agent now',
+    body: z.strictObject({
+      downstream: z.boolean().optional().describe('everything downstream of it too'), note,
+      fromStep: z.string().min(1).max(200).optional().describe('keep the durable steps the task recorded before this one (it replays them); the rest go'),
+    }).optional(),
+    summary: 'Run a completed, dead-lettered or cancelled task again (a fresh attempt budget; its history is kept, its durable steps deleted unless fromStep keeps those before it); 409 when a task downstream is held by an agent now',
     response: rerunAnswerSchema,
-  }, async ({ params, body, principal }) => taskRerun(d.db, params.id!, { downstream: body?.downstream, by: actor(principal), note: body?.note }));
+  }, async ({ params, body, principal }) => taskRerun(d.db, params.id!, { downstream: body?.downstream, by: actor(principal), note: body?.note, fromStep: body?.fromStep }));
 }
