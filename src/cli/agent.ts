@@ -27,6 +27,10 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
       const cfg = configFromEnv(ctx.io.env);
       const instance = opts.instance ?? cfg.agentInstance;
       const def = await agentModuleLoad(file);
+      // Handled from here on: a signal while the agent starts (its first tasks may already run) stops it cleanly
+      // once it has started, as one sent after the banner does.
+      let name = 'agent';
+      const stopping = shutdownSignal((s) => ctx.io.stderr(`${name}: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
       await withDatabase(ctx, async (d) => {
         // Retries, reaping and schedules must not depend on a `dagent up` somewhere: each loop's lease
         // (maintenance/service.ts) gives it to one process at a time, however many run them.
@@ -36,8 +40,7 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
         });
         const r = node.agents[0]!;
         const loops = node.loops.length ? ` and the maintenance loops (${node.loops.map((s) => s.name).join(', ')})` : '';
-        // Handled before the banner says so: a signal sent as soon as it is read stops the agent cleanly.
-        const stopping = shutdownSignal((s) => ctx.io.stderr(`agent ${r.id}: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
+        name = `agent ${r.id}`;
         ctx.io.stdout(`agent ${r.id} (${def.name}) running with capabilities [${def.capabilities.join(', ')}]${loops}; stop with Ctrl-C or SIGTERM\n`);
         const signal = await stopping;
         ctx.io.stdout(`agent ${r.id}: ${signal}, draining ${r.running} running task(s)\n`);

@@ -27,6 +27,9 @@ export function upCommand(program: Command, ctx: CommandContext): void {
       const cfg = configFromEnv({ ...ctx.io.env, ...(opts.port !== undefined ? { DAGENT_HTTP_PORT: opts.port } : {}), ...(opts.host ? { DAGENT_HTTP_HOST: opts.host } : {}) });
       const specs = [...cfg.agents, ...opts.agent];
       const members = await Promise.all(specs.map(fleetMemberLoad));
+      // Handled from here on: a signal while the node starts (its agents may already run tasks) stops it cleanly once
+      // it has started, as one sent after the banner does.
+      const stopping = shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
       await withDatabase(ctx, async (d) => {
         const node = await nodeStart({
           database: d, log: ctx.log, agents: members, instance: cfg.agentInstance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec,
@@ -38,8 +41,6 @@ export function upCommand(program: Command, ctx: CommandContext): void {
           throw new InvalidInputError(`cannot listen on ${cfg.httpHost}:${cfg.httpPort}: it ${why} (${e.code}); choose another with --port or DAGENT_HTTP_PORT (and DAGENT_HTTP_HOST), or --no-http`);
         });
         try {
-          // Handled before the banner says so: a supervisor that signals as soon as it reads the banner gets a clean stop.
-          const stopping = shutdownSignal((s) => ctx.io.stderr(`dagent up: ${s} ignored: already stopping (SIGKILL forces it)\n`), ctx.io.env);
           const agents = node.agents.length ? `; agents ${node.agents.map((r) => r.id).join(', ')}` : '';
           ctx.io.stdout(`dagent up: ${node.loops.map((s) => s.name).join(', ')} running${agents}; stop with Ctrl-C or SIGTERM\n`);
           if (node.url) ctx.io.stdout(`dagent up: HTTP API and dashboard on ${node.url}/ (token: dagent tokens create --role admin)\n`);

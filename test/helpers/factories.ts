@@ -74,8 +74,19 @@ export async function databaseSnapshot(db: Db): Promise<string> {
 
 /** Empty every dagent table: for test files whose tests must not see each other's tasks. */
 export async function databaseReset(db: Db): Promise<void> {
-  // api_tokens stay: a test file's HTTP server keeps its tokens across tests.
-  await db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, maintenance_gates, maintenance_leases, schedules, capability_groups, task_type_durations, webhooks, webhook_deliveries, concurrency_keys, concurrency_releases, signals, model_pauses, rate_limits, rate_usage, attempt_logs, attempt_log_stats, task_steps`);
+  // A file's own maintenance loops (a promoter started for the whole file) may be in a transaction that holds one of
+  // these tables and then asks for another the truncate already holds: PostgreSQL ends one of the two (40P01). The
+  // loop retries at its next tick; the reset, here, at once.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      // api_tokens stay: a test file's HTTP server keeps its tokens across tests.
+      await db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, maintenance_gates, maintenance_leases, schedules, capability_groups, task_type_durations, webhooks, webhook_deliveries, concurrency_keys, concurrency_releases, signals, model_pauses, rate_limits, rate_usage, attempt_logs, attempt_log_stats, task_steps`);
+      return;
+    } catch (err) {
+      const code = (err as { code?: string; cause?: { code?: string } }).cause?.code ?? (err as { code?: string }).code;
+      if (code !== '40P01' || attempt === 5) throw err;
+    }
+  }
 }
 
 /** Rows of a hand-written query, for assertions. */
