@@ -58,16 +58,42 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
       out.result(s, () => {
         const t = s.task;
         out.line(`${t.id}  ${t.key} (${t.type})  in ${t.dagId}`);
-        out.line(`status ${t.status}  attempts ${t.attempts}/${t.maxAttempts}  priority ${t.priority}  agent ${t.claimedBy ?? '-'}  cost ${usd(t.costUsd)}`);
+        const replayed = s.attempts.reduce((sum, a) => sum + a.replayedCostUsd, 0);
+        out.line(`status ${t.status}  attempts ${t.attempts}/${t.maxAttempts}  priority ${t.priority}  agent ${t.claimedBy ?? '-'}  cost ${usd(t.costUsd)}`
+          + (replayed > 0 ? ` (and ${usd(replayed)} of durable steps replayed, not paid again)` : ''));
         if (t.lastError) out.line(`last error: ${t.lastError}`);
         out.line(`spec: ${JSON.stringify(t.spec)}`);
         out.line(`inputs: ${JSON.stringify(s.inputs)}`);
         out.line(`output: ${JSON.stringify(t.output)}`);
         out.section('attempts:');
-        out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost'],
-          s.attempts.map((a) => [a.attempt, a.agentId, a.outcome, a.errorClass, a.errorMessage, `${a.durationMs} ms`, usd(a.costUsd)]));
+        out.table(['#', 'agent', 'outcome', 'error class', 'error', 'duration', 'cost', 'replayed'],
+          s.attempts.map((a) => [a.attempt, a.agentId, a.outcome, a.errorClass, a.errorMessage, `${a.durationMs} ms`, usd(a.costUsd), a.replayedCostUsd > 0 ? usd(a.replayedCostUsd) : null]));
         out.section('events:');
         out.table(['at', 'type', 'agent', 'data'], s.events.map((e) => [e.at.toISOString(), e.type, e.agentId, JSON.stringify(e.data)]));
+      });
+    });
+
+  task
+    .command('steps')
+    .description('the durable steps a task\'s attempts recorded, and those later attempts replayed instead of running')
+    .argument('<task-id>')
+    .option('--json', 'machine-readable output')
+    .action(async (taskId: string, opts: { json?: boolean }) => {
+      const { stepReplaysList, stepsList } = await import('../engine/attempt/steps.js');
+      const r = await withDatabase(ctx, async (d) => ({ steps: await stepsList(d.db, taskId), replays: await stepReplaysList(d.db, taskId) }));
+      const out = new Output(ctx.io, !!opts.json);
+      out.result(r, () => {
+        if (r.steps.length === 0) out.line(`${taskId}: no durable steps recorded`);
+        else {
+          out.table(['name', 'scope', 'attempt', 'recorded at', 'size', 'duration', 'cost', 'tokens in/out'],
+            r.steps.map((st) => [st.name, st.scope, st.attempt, st.recordedAt.toISOString(), `${st.sizeBytes} B`,
+              st.durationMs === null ? null : `${st.durationMs} ms`, usd(st.costUsd), `${st.tokensIn}/${st.tokensOut}`]));
+        }
+        if (r.replays.length === 0) return;
+        const saved = r.replays.reduce((sum, x) => sum + x.costUsd, 0);
+        out.section(`replayed (${r.replays.length}, ${usd(saved)} not paid again):`);
+        out.table(['name', 'by attempt', 'replayed at', 'cost when recorded'],
+          r.replays.map((x) => [x.name, x.attempt, x.replayedAt.toISOString(), usd(x.costUsd)]));
       });
     });
 

@@ -152,7 +152,6 @@ export interface AttemptRow {
   endedAt: Date;
   durationMs: number;
   model: string | null;
-  replayedCostUsd: number;
   details: unknown;
 }
 

@@ -48,6 +48,11 @@ export function stepSpanId(taskId: string, fence: number, step: number): string 
   return hex(`dagent:step:${taskId}:${fence}:${step}`, 16);
 }
 
+/** A durable step's span (ctx.step) under the attempt of `fence` that ran or replayed it. */
+export function durableStepSpanId(taskId: string, fence: number, name: string, replayed: boolean): string {
+  return hex(`dagent:durable-step:${taskId}:${fence}:${replayed ? 'replayed' : 'ran'}:${name}`, 16);
+}
+
 /** The W3C trace context an agent's spans nest under: its attempt's span, sampled. */
 export function attemptTraceparent(dagId: string, taskId: string, fence: number): string {
   return `00-${dagTraceId(dagId)}-${attemptSpanId(taskId, fence)}-01`;

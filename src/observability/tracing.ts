@@ -1,14 +1,14 @@
 import { context, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
-import { attemptsForTrace, dagsFinishedForTrace, type AttemptTraceRow, type DagTraceRow } from '../db/queries/traces.js';
+import { attemptsForTrace, dagsFinishedForTrace, type AttemptTraceRow, type DagTraceRow, type DurableStepTrace } from '../db/queries/traces.js';
 import { engineEvents } from './engine-events.js';
-import { attemptSpanId, dagSpanId, dagTraceId, stepSpanId, withSpanIds } from './trace-ids.js';
+import { attemptSpanId, dagSpanId, dagTraceId, durableStepSpanId, stepSpanId, withSpanIds } from './trace-ids.js';
 
 /**
  * dagent's OpenTelemetry spans: one per DAG (created → completed or cancelled), one per task attempt (claimed →
  * ended) under its DAG's, one per validation step under the attempt it judged (a step run as a validation task is
- * that task's attempt span). Written after the fact from the committed rows, with the ids of trace-ids.ts, so an
+ * that task's attempt span), one per durable step (ctx.step) under the attempt that ran or replayed it. Written after the fact from the committed rows, with the ids of trace-ids.ts, so an
  * agent's own spans (it got its attempt's `traceparent` at claim) nest under its attempt wherever it ran.
  *
  * The engine says what ended (engine-events: attemptsEnded, dagsFinished); the emitter batches those, reads the
@@ -156,6 +156,31 @@ function attemptSpanEmit(tracer: ReturnType<typeof trace.getTracer>, row: Attemp
     if (!v.pass) step.setStatus({ code: SpanStatusCode.ERROR, message: 'the output failed this step' });
     step.end(end);
   }
+  for (const d of row.durableSteps) durableStepSpanEmit(tracer, row, d);
+}
+
+/**
+ * A durable step: run and recorded (from when it began, as its agent said, to when it was recorded), or replayed (an
+ * instant: its result was read back, nothing was paid). Spend is the step's own; a replay's is what it saved.
+ */
+function durableStepSpanEmit(tracer: ReturnType<typeof trace.getTracer>, row: AttemptTraceRow, d: DurableStepTrace): void {
+  const start = d.replayed ? d.at : d.startedAt ?? new Date(d.at.getTime() - (d.durationMs ?? 0));
+  const attributes: Attributes = {
+    'dagent.task.id': row.taskId, 'dagent.step.name': d.name, 'dagent.step.scope': d.scope, 'dagent.step.replayed': d.replayed,
+    'dagent.cost_usd': d.replayed ? 0 : d.costUsd,
+  };
+  if (d.replayed) attributes['dagent.step.replayed_cost_usd'] = d.costUsd;
+  else {
+    attributes['gen_ai.usage.input_tokens'] = d.tokensIn;
+    attributes['gen_ai.usage.output_tokens'] = d.tokensOut;
+    if (d.model) attributes['gen_ai.request.model'] = d.model;
+  }
+  const span = withSpanIds({ spanId: durableStepSpanId(row.taskId, row.fence, d.name, d.replayed) }, () => tracer.startSpan(
+    `step ${d.name}${d.replayed ? ' (replayed)' : ''}`,
+    { kind: SpanKind.INTERNAL, startTime: start, attributes },
+    parentContext(row.dagId, attemptSpanId(row.taskId, row.fence)),
+  ));
+  span.end(d.at);
 }
 
 function dagSpanEmit(tracer: ReturnType<typeof trace.getTracer>, row: DagTraceRow): void {

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import type { AttemptSpend } from '../db/rows.js';
 import type { TaskRef } from '../engine/attempt/refusal.js';
-import { attemptReplayedCostRecord, stepLookup, stepNameCheck, stepRecord, type StepScope } from '../engine/attempt/steps.js';
+import { stepNameCheck, stepRecord, stepReplay, type StepScope } from '../engine/attempt/steps.js';
 import { InvalidInputError, LeaseLostError } from '../errors.js';
 import { untilReachable } from './until-reachable.js';
 
@@ -20,13 +20,11 @@ export interface StepOptions {
  * One attempt's durable steps (ctx.step): look the step up, replay it when recorded, else run it and record its
  * result under the attempt's fence (engine/attempt/steps.ts). What the handler reports spending while a step runs
  * (ctx.reportCost, in the step's async context) is recorded with the step, and charged with the attempt as always; a
- * replayed step charges nothing, and what it had cost adds to the attempt's replayed cost.
+ * replayed step charges nothing, and its replay is recorded with what it had cost (the attempt's replayed cost).
  */
 export class AttemptSteps {
   private readonly used = new Set<string>();
   private readonly spendOfStep = new AsyncLocalStorage<Required<AttemptSpend>>();
-  /** What the steps this attempt replayed had cost when recorded. */
-  replayedCostUsd = 0;
 
   constructor(
     private readonly db: Db,
@@ -37,8 +35,8 @@ export class AttemptSteps {
     private readonly log: Logger,
     /** The step's write was refused as LEASE_LOST: abort the handler as a lost heartbeat does. */
     private readonly leaseLost: () => void,
-    /** What cannot be stored as JSON in a step's result (task-run.ts jsonStorable), or the normalized value. */
-    private readonly storable: (value: unknown) => { value: unknown } | { error: string },
+    /** What cannot be stored as JSON in a step's result (task-run.ts jsonStorable), or the normalized value and its JSON. */
+    private readonly storable: (value: unknown) => { value: unknown; json: string } | { error: string },
   ) {}
 
   /** Spend reported now: also the running step's, if it is reported from inside one. */
@@ -61,9 +59,8 @@ export class AttemptSteps {
     }
     this.used.add(name);
     if (scope === 'task') {
-      const found = await untilReachable('step lookup', () => stepLookup(this.db, this.ref.taskId, name), this.log);
+      const found = await untilReachable('step lookup', () => stepReplay(this.db, this.ref, name), this.log);
       if (found) {
-        this.replayedCostUsd += found.costUsd;
         this.attemptLog().info({ step: name, recordedByAttempt: found.attempt, costUsd: found.costUsd }, 'step replayed');
         return found.result as T;
       }
@@ -81,7 +78,7 @@ export class AttemptSteps {
     if ('error' in storable) throw new InvalidInputError(`step ${JSON.stringify(name)}: result cannot be stored as JSON: ${storable.error}; nothing was recorded`, { step: name });
     try {
       const r = await untilReachable('step record', () => stepRecord(this.db, {
-        ...this.ref, name, scope, result: storable.value, durationMs: Date.now() - startedAt.getTime(), startedAt, ...spend,
+        ...this.ref, name, scope, result: storable.value, resultJson: storable.json, durationMs: Date.now() - startedAt.getTime(), startedAt, ...spend,
       }), this.log);
       // Recorded meanwhile by another write of the same name (first write wins): that result is the step's.
       return (r.recorded ? storable.value : r.step.result) as T;
@@ -94,13 +91,4 @@ export class AttemptSteps {
     }
   }
 
-  /** Once the attempt ended: its replayed cost on its attempts row. A failure is logged, never the attempt's. */
-  async replayedCostRecord(): Promise<void> {
-    if (this.replayedCostUsd <= 0) return;
-    try {
-      await attemptReplayedCostRecord(this.db, this.ref, this.replayedCostUsd);
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'replayed step cost not recorded on the attempt');
-    }
-  }
 }

@@ -134,7 +134,6 @@ export class TaskRun {
       await this.settle(outcome);
     }
     // The attempt's row exists once it ended (by any end: even a lost lease's, the reaper's).
-    await this.steps.replayedCostRecord();
   }
 
   private async settle(result: Outcome): Promise<void> {
@@ -245,15 +244,16 @@ export class TaskRun {
  * step's are checked where it is recorded). Checked per task, so one bad output fails
  * its own task instead of the batch it would have been written with.
  */
-export function jsonStorable(value: unknown, problem: (normalized: unknown) => string | null = outputProblem): { value: unknown } | { error: string } {
+export function jsonStorable(value: unknown, problem: (normalized: unknown) => string | null = outputProblem): { value: unknown; json: string } | { error: string } {
   let normalized: unknown;
+  let json: string;
   try {
-    const text = JSON.stringify(value ?? null, (_k, v: unknown) => (typeof v === 'string' && v.includes('\u0000') ? v.replaceAll('\u0000', '\uFFFD') : v));
-    normalized = text === undefined ? null : JSON.parse(text);
+    json = JSON.stringify(value ?? null, (_k, v: unknown) => (typeof v === 'string' && v.includes('\u0000') ? v.replaceAll('\u0000', '\uFFFD') : v)) ?? 'null';
+    normalized = JSON.parse(json);
   } catch (e) {
     return { error: (e as Error).message };
   }
   // Past the JSON round trip: an unpaired surrogate, nesting past the limit, a size past the cap.
   const bad = problem(normalized);
-  return bad ? { error: bad } : { value: normalized };
+  return bad ? { error: bad } : { value: normalized, json };
 }

@@ -15,12 +15,26 @@ export const stepViewSchema = z.object({
   fence: z.number().describe('the fence of the claim that recorded it'),
   recordedAt: instant,
   sizeBytes: z.number().describe(`the result's size as JSON (at most ${LIMITS.stepResultBytes}, DAGENT_LIMIT_STEP_RESULT_BYTES)`),
+  startedAt: instant.nullable().describe('when the step\'s work began, as its agent said (null: not said)'),
   durationMs: z.number().nullable().describe('how long the step\'s work took, as its agent said'),
   costUsd: z.number().describe('what its agent reported spending inside it; a replay charges nothing'),
 }).meta({ id: 'StepView' });
 export type StepView = z.infer<typeof stepViewSchema>;
 
-export const stepListAnswerSchema = z.object({ steps: z.array(stepViewSchema).describe('in the order they were recorded') });
+/** A task-scoped step a later attempt replayed instead of running. */
+export const stepReplayViewSchema = z.object({
+  name: z.string(),
+  attempt: z.number().describe('the attempt that replayed it'),
+  fence: z.number().describe('the fence of the claim that replayed it'),
+  recordedFence: z.number().describe('the fence of the claim that had recorded it'),
+  costUsd: z.number().describe('what the step had cost when recorded: spend the replaying attempt did not pay again'),
+  replayedAt: instant,
+}).meta({ id: 'StepReplayView' });
+
+export const stepListAnswerSchema = z.object({
+  steps: z.array(stepViewSchema).describe('in the order they were recorded'),
+  replays: z.array(stepReplayViewSchema).describe('in the order they were replayed'),
+});
 
 /** A step with its result. */
 export const stepAnswerSchema = z.object({ step: stepViewSchema.extend({ result: z.unknown().describe('the step\'s JSON result') }) });
@@ -33,6 +47,11 @@ export const stepRecordAnswerSchema = stepAnswerSchema.extend({
 export function stepViewOf(s: Omit<TaskStepRow, 'result'>): z.input<typeof stepViewSchema> {
   return {
     name: s.name, scope: s.scope as StepView['scope'], attempt: s.attempt, fence: s.fence, recordedAt: s.recordedAt,
-    sizeBytes: s.sizeBytes, durationMs: s.durationMs, costUsd: s.costUsd,
+    startedAt: s.startedAt, sizeBytes: s.sizeBytes, durationMs: s.durationMs, costUsd: s.costUsd,
   };
+}
+
+/** A replay row as the routes answer it. */
+export function stepReplayViewOf(r: { name: string; fence: number; attempt: number; recordedFence: number; costUsd: number; replayedAt: Date }): z.input<typeof stepReplayViewSchema> {
+  return { name: r.name, attempt: r.attempt, fence: r.fence, recordedFence: r.recordedFence, costUsd: r.costUsd, replayedAt: r.replayedAt };
 }

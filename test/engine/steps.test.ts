@@ -8,10 +8,11 @@ import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { prune } from '../../src/engine/ops/retention.js';
-import { stepLookup, stepRecord, stepsList } from '../../src/engine/attempt/steps.js';
+import { stepRecord, stepReplay, stepsList } from '../../src/engine/attempt/steps.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { dagGet } from '../../src/db/queries/dags.js';
+import { attemptListForTask } from '../../src/db/queries/attempts.js';
 import { LIMITS } from '../../src/config/limits.js';
 
 const database = await testDatabase();
@@ -39,8 +40,10 @@ describe('durable steps in the engine', () => {
     expect(first.step).toMatchObject({ name: 'call 1', scope: 'task', attempt: 1, fence: t.fence, result: { answer: 42 }, sizeBytes: 13, durationMs: 12, costUsd: 0.25, tokensIn: 10, model: 'm' });
     const again = await stepRecord(db, { taskId: t.id, fence: t.fence, name: 'call 1', result: { answer: 'different' } });
     expect([again.recorded, again.step.result]).toEqual([false, { answer: 42 }]);
-    expect((await stepLookup(db, t.id, 'call 1'))?.result).toEqual({ answer: 42 });
-    expect(await stepLookup(db, t.id, 'call 2')).toBeUndefined();
+    expect((await stepReplay(db, { taskId: t.id, fence: t.fence }, 'call 1'))?.result).toEqual({ answer: 42 });
+    expect(await stepReplay(db, { taskId: t.id, fence: t.fence }, 'call 2')).toBeUndefined();
+    // The holder's own step, looked up again, is not a replay.
+    expect(await rowsOf(db, sql`select * from task_step_replays`)).toEqual([]);
     expect((await stepsList(db, t.id)).map((s) => s.name)).toEqual(['call 1']);
   });
 
@@ -130,10 +133,11 @@ describe('ctx.step in the TypeScript runtime', () => {
     // Replayed and first-run results are the same JSON (a Date is recorded as its ISO text).
     expect(t!.output).toEqual({ a: { n: 1, at: '1970-01-01T00:00:00.000Z' }, b: 2 });
     expect((await stepRows()).map((r) => [r.name, r.attempt, r.cost_usd])).toEqual([['a', 1, 0.5], ['b', 2, 0]]);
-    const attempts = await rowsOf<{ attempt: number; outcome: string; cost_usd: number; replayed_cost_usd: number }>(db, sql`
-      select attempt, outcome, cost_usd::float8 as cost_usd, replayed_cost_usd::float8 as replayed_cost_usd from attempts where dag_id = ${dagId} order by fence`);
-    await eventually('replayed cost recorded', async () => (await rowsOf<{ r: number }>(db, sql`select replayed_cost_usd::float8 as r from attempts where dag_id = ${dagId} and outcome = 'completed'`))[0]?.r === 0.5);
-    expect(attempts.map((a) => [a.attempt, a.outcome, a.cost_usd])).toEqual([[1, 'failed', 0.5], [2, 'completed', 0]]);
+    const [task] = await rowsOf<{ id: string }>(db, sql`select id from tasks where dag_id = ${dagId}`);
+    // The replay is on record with what the step had cost, under the attempt that replayed it.
+    expect((await attemptListForTask(db, task!.id)).map((a) => [a.attempt, a.outcome, a.costUsd, a.replayedCostUsd]))
+      .toEqual([[1, 'failed', 0.5, 0], [2, 'completed', 0, 0.5]]);
+    expect(await rowsOf(db, sql`select name, attempt, cost_usd::float8 as cost from task_step_replays`)).toEqual([{ name: 'a', attempt: 2, cost: 0.5 }]);
     expect((await dagGet(db, dagId))!.spentUsd).toBeCloseTo(0.5);
     const logs = await rowsOf<{ message: string; step: string }>(db, sql`select message, fields->>'step' as step from attempt_logs order by id`);
     expect(logs).toEqual([{ message: 'step replayed', step: 'a' }]);

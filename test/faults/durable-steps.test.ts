@@ -97,8 +97,9 @@ describe('durable steps across real agent processes', () => {
       ['call 1', 'a', 0.01], ['call 2', 'a', 0.01], ['call 3', 'a', 0.01], ['call 4', 'b', 0.01], ['call 5', 'b', 0.01],
     ]);
     // The second attempt paid for two calls and replayed three.
-    await eventually('the replayed cost is on the attempt', async () => (await rowsOf<{ r: number }>(db, sql`
-      select replayed_cost_usd::float8 as r from attempts where outcome = 'completed'`))[0]?.r === 0.03);
+    const [replayed] = await rowsOf<{ n: number; r: number }>(db, sql`
+      select count(*)::int as n, sum(cost_usd)::float8 as r from task_step_replays where fence <> ${firstFence}`);
+    expect(replayed).toEqual({ n: 3, r: 0.03 });
     const [completed] = await rowsOf<{ cost: number }>(db, sql`select cost_usd::float8 as cost from attempts where outcome = 'completed'`);
     expect(completed!.cost).toBeCloseTo(0.02);
   });

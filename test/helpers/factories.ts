@@ -1,4 +1,6 @@
-import { sql } from 'drizzle-orm';
+import { getTableName, is, sql } from 'drizzle-orm';
+import { PgTable } from 'drizzle-orm/pg-core';
+import * as schema from '../../src/db/schema/index.js';
 import type { Db } from '../../src/db/handle.js';
 import { dagSourceLoad } from '../../src/dag/load.js';
 import type { DagSpec } from '../../src/dag/spec.js';
@@ -64,9 +66,15 @@ export async function taskStatusByKey(db: Db, dagId: string): Promise<Record<str
   return Object.fromEntries(rows.map((r) => [r.key, r.status]));
 }
 
+/** Every dagent table, from the schema (a new table is in the snapshot and the reset without being listed here). */
+const TABLES = (Object.values(schema) as unknown[]).filter((t): t is PgTable => is(t, PgTable)).map((t) => getTableName(t)).sort();
+
+/** Tables whose rows are the node's own bookkeeping (loop leases and gates), not what an operation under test writes. */
+const BOOKKEEPING = new Set(['maintenance_gates', 'maintenance_leases', 'concurrency_keys', 'concurrency_releases']);
+
 /** Every row of every dagent table, to prove an operation changed nothing. */
 export async function databaseSnapshot(db: Db): Promise<string> {
-  const tables = ['dags', 'tasks', 'edges', 'attempts', 'agents', 'dead_letters', 'events', 'schedules', 'capability_groups', 'task_type_durations', 'api_tokens', 'webhooks', 'webhook_deliveries', 'signals', 'model_pauses', 'rate_limits', 'rate_usage', 'attempt_logs', 'attempt_log_stats', 'task_steps'];
+  const tables = TABLES.filter((t) => !BOOKKEEPING.has(t));
   const out: Record<string, unknown> = {};
   for (const t of tables) out[t] = (await db.execute(sql.raw(`select * from ${t} order by 1`))).rows;
   return JSON.stringify(out);
@@ -80,7 +88,7 @@ export async function databaseReset(db: Db): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       // api_tokens stay: a test file's HTTP server keeps its tokens across tests.
-      await db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, maintenance_gates, maintenance_leases, schedules, capability_groups, task_type_durations, webhooks, webhook_deliveries, concurrency_keys, concurrency_releases, signals, model_pauses, rate_limits, rate_usage, attempt_logs, attempt_log_stats, task_steps`);
+      await db.execute(sql.raw(`truncate ${TABLES.filter((t) => t !== 'api_tokens').join(', ')}`));
       return;
     } catch (err) {
       const code = (err as { code?: string; cause?: { code?: string } }).cause?.code ?? (err as { code?: string }).code;

@@ -31,7 +31,7 @@ describe('durable steps over HTTP', () => {
     const put = await call('PUT', `/api/tasks/${t.id}/steps/call%201`, { token, body: { fence: t.fence, result: { text: 'hi' }, duration_ms: 40, cost_usd: 0.2, tokens_in: 5 } });
     expect(put.status).toBe(201);
     expect(put.body).toEqual({ recorded: true, step: {
-      name: 'call 1', scope: 'task', attempt: 1, fence: t.fence, recordedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), sizeBytes: 13, durationMs: 40, costUsd: 0.2, result: { text: 'hi' },
+      name: 'call 1', scope: 'task', attempt: 1, fence: t.fence, recordedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), startedAt: null, sizeBytes: 13, durationMs: 40, costUsd: 0.2, result: { text: 'hi' },
     } });
     const again = await call('PUT', `/api/tasks/${t.id}/steps/call%201`, { token, body: { fence: t.fence, result: 'other' } });
     expect([again.status, again.body.recorded, again.body.step.result]).toEqual([200, false, { text: 'hi' }]);
@@ -47,6 +47,25 @@ describe('durable steps over HTTP', () => {
     expect([missing.status, missing.body.error.code]).toEqual([404, 'NOT_FOUND']);
     expect((await call('GET', '/api/tasks/no-such-task/steps', { token: readerToken })).status).toBe(404);
     expect(await stepCount()).toBe(2);
+  });
+
+  it('the holder\'s lookup of a step an earlier attempt recorded is a replay: recorded once with its cost, listed; a reader\'s read and the recorder\'s own lookup are not', async () => {
+    const { t, token } = await held();
+    await call('PUT', `/api/tasks/${t.id}/steps/paid`, { token, body: { fence: t.fence, result: 'answer', cost_usd: 0.3 } });
+    expect((await call('GET', `/api/tasks/${t.id}/steps/paid?fence=${t.fence}`, { token })).status).toBe(200);
+    expect((await call('GET', `/api/tasks/${t.id}/steps/paid`, { token: readerToken })).status).toBe(200);
+    await leaseExpire(db, t.id);
+    expect(await reaper.runOnce()).toBe(1);
+    const [again] = await taskClaim(db, 'a1', { start: true });
+    // Twice, as after a lost reply: one replay.
+    for (let i = 0; i < 2; i++) {
+      const got = await call('GET', `/api/tasks/${t.id}/steps/paid?fence=${again!.fence}`, { token });
+      expect([got.status, got.body.step.result, got.body.step.fence]).toEqual([200, 'answer', t.fence]);
+    }
+    const missing = await call('GET', `/api/tasks/${t.id}/steps/other?fence=${again!.fence}`, { token });
+    expect(missing.status).toBe(404);
+    const list = await call('GET', `/api/tasks/${t.id}/steps`, { token: readerToken });
+    expect(list.body.replays).toEqual([{ name: 'paid', attempt: again!.attempt, fence: again!.fence, recordedFence: t.fence, costUsd: 0.3, replayedAt: expect.stringMatching(/Z$/) }]);
   });
 
   it('a stale fence is 409 and writes nothing: the lease lapsed, or the task was reaped and claimed again', async () => {
@@ -75,7 +94,7 @@ describe('durable steps over HTTP', () => {
     // The holder reads under the fence of its hold (to replay a step before running it again).
     const noFence = await call('GET', `/api/tasks/${t.id}/steps`, { token });
     expect([noFence.status, noFence.body.error.message]).toEqual([400, expect.stringMatching(/^query\.fence/)]);
-    expect((await call('GET', `/api/tasks/${t.id}/steps?fence=${t.fence}`, { token })).body).toEqual({ steps: [] });
+    expect((await call('GET', `/api/tasks/${t.id}/steps?fence=${t.fence}`, { token })).body).toEqual({ steps: [], replays: [] });
   });
 
   it('every bad field is a 400 naming it, and nothing is written', async () => {

@@ -113,6 +113,37 @@ tasks:
     expect(spans).toHaveLength(9);
   });
 
+  it('a durable step is a span under the attempt that ran it, and a replayed one an instant under the attempt that replayed it', async () => {
+    await run(defineAgent({
+      name: 'stepped', capabilities: ['stepped'],
+      async run(task, ctx) {
+        const a = await ctx.step('search', () => {
+          ctx.reportCost({ usd: 0.5, tokens: { input: 200, output: 20 }, model: 'gpt-test' });
+          return 'found';
+        });
+        if (task.attempt === 1) throw new Error('crash after the search');
+        return { a, b: await ctx.step('write', () => 'written') };
+      },
+    }), { id: 'stepped-1' });
+    const dagId = await dagCreate(db, 'name: stepped\ntasks:\n  t: { type: t, retry: { strategy: immediate }, spec: { constraints: { capabilities: [stepped] } } }\n');
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
+    const [first, second] = await rowsOf<{ task_id: string; fence: number }>(db, sql`select task_id, fence from attempts where dag_id = ${dagId} order by fence`);
+    await eventually('the DAG span emitted', async () => {
+      await emitter.flush();
+      return exporter.getFinishedSpans().some((s) => s.name === 'dag stepped');
+    });
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === dagTraceId(dagId) && s.name.startsWith('step '));
+    const view = (s: ReadableSpan) => [s.name, parentOf(s), s.attributes['dagent.step.replayed'], s.attributes['dagent.cost_usd'], s.attributes['dagent.step.replayed_cost_usd'] ?? null];
+    expect(spans.map(view).sort()).toEqual([
+      ['step search', attemptSpanId(first!.task_id, first!.fence), false, 0.5, null],
+      ['step search (replayed)', attemptSpanId(second!.task_id, second!.fence), true, 0, 0.5],
+      ['step write', attemptSpanId(second!.task_id, second!.fence), false, 0, null],
+    ].sort());
+    const ran = spans.find((s) => s.name === 'step search')!;
+    expect([ran.attributes['gen_ai.usage.input_tokens'], ran.attributes['gen_ai.request.model']]).toEqual([200, 'gpt-test']);
+    expect(time(ran.endTime)).toBeGreaterThanOrEqual(time(ran.startTime));
+  });
+
   it('a step run by a validation agent is that agent\'s attempt span, named for the step, under the attempt it judged', async () => {
     await run(defineAgent({ name: 'drafter', capabilities: ['write'], run: async () => ({ text: 'draft' }) }), { id: 'drafter-1' });
     await run(validateTest, { id: 'checker-1' });

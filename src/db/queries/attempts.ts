@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, sql } from 'drizzle-orm';
+import { and, asc, eq, getTableColumns, gt, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { attempts } from '../schema/index.js';
 import { dateOf, rowsOf, textArray } from '../statement.js';
@@ -8,8 +8,16 @@ export type { PreviousAttempt } from '../rows.js';
 
 export type { AttemptRow } from '../rows.js';
 
+/**
+ * A task's finished attempts in order, each with what the durable steps it replayed had cost when recorded
+ * (task_step_replays): spend it did not pay again.
+ */
 export function attemptListForTask(db: Db, taskId: string) {
-  return db.select().from(attempts).where(eq(attempts.taskId, taskId)).orderBy(asc(attempts.fence));
+  return db.select({
+    ...getTableColumns(attempts),
+    replayedCostUsd: sql<number>`(select coalesce(sum(r.cost_usd), 0)::float8 from task_step_replays r
+      where r.task_id = attempts.task_id and r.fence = attempts.fence)`.mapWith(Number),
+  }).from(attempts).where(eq(attempts.taskId, taskId)).orderBy(asc(attempts.fence));
 }
 
 /** Failed attempts since the last attempt reset, and on how many distinct agents: the poison-pill inputs. */

@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import type { TaskStepRow } from '../rows.js';
-import { taskSteps, type StepScope } from '../schema/index.js';
+import { taskStepReplays, taskSteps, type StepScope } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { dateOf, rowsOf, textArray } from '../statement.js';
 
@@ -54,7 +54,8 @@ const stepOf = (r: RawStep): TaskStepRow => ({ ...r, startedAt: dateOf(r.started
  * is never recorded under a fence that had already lost the task.
  *
  * `on conflict do nothing`: the name is taken (task scope: by any attempt; attempt scope: under this fence), so the
- * recorded row is returned and nothing changes. The cap counts the task's steps of every scope.
+ * recorded row is returned and nothing changes. The cap counts the task's steps of every scope. A step recorded
+ * writes its `task.step_recorded` event in the same statement.
  */
 export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number): Promise<TaskStepRecordResult> {
   const sameName: SQL = s.scope === 'task'
@@ -62,7 +63,7 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number)
     : sql`x.name = ${s.name} and x.fence = ${s.fence}`;
   const [r] = await rowsOf<RawStep & { held: boolean; kind: 'recorded' | 'existing' | null; status: string | null; fence_now: number | null; lapsed: boolean | null }>(db, sql`
     with holder as (
-      select t.id, t.dag_id, t.attempts from tasks t
+      select t.id, t.dag_id, t.attempts, t.claimed_by from tasks t
       where t.id = ${s.taskId} and t.fence = ${s.fence} and t.status = any(${textArray(fromStates('heartbeat'))})
         and t.lease_expires_at > now()
       for share of t
@@ -76,6 +77,11 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number)
       where (select count(*) from task_steps c where c.task_id = h.id) < ${maxSteps}
       on conflict do nothing
       returning *
+    ), recorded_event as (
+      insert into events (type, dag_id, task_id, agent_id, data)
+      select 'task.step_recorded', x.dag_id, x.task_id, h.claimed_by, jsonb_build_object('step', x.name, 'scope', x.scope,
+        'attempt', x.attempt, 'fence', x.fence, 'sizeBytes', x.size_bytes, 'durationMs', x.duration_ms, 'costUsd', x.cost_usd)
+      from ins x, holder h
     ), found as (
       select 'recorded' as kind, x.* from ins x
       union all
@@ -122,11 +128,43 @@ export function taskStepsList(db: Db, taskId: string): Promise<Array<Omit<TaskSt
   }).from(taskSteps).where(eq(taskSteps.taskId, taskId)).orderBy(asc(taskSteps.recordedAt), asc(taskSteps.fence), asc(taskSteps.name));
 }
 
-/** Set what the steps an attempt replayed had cost, on its attempts row (once the attempt ended and the row exists). */
-export async function attemptReplayedCostSet(db: Db, taskId: string, fence: number, usd: number): Promise<boolean> {
-  const r = await rowsOf<{ one: number }>(db, sql`
-    update attempts set replayed_cost_usd = ${usd}::numeric where task_id = ${taskId} and fence = ${fence} returning 1 as one`);
-  return r.length > 0;
+/**
+ * The task-scoped step `name` for the holder `fence` to replay, recording the replay in the same statement when the
+ * fence still holds the task under a live lease and the step was recorded by another claim (a lookup repeated after
+ * a lost reply records nothing more: the key is (task, fence, name)), with its `task.step_replayed` event. Undefined
+ * when none was recorded. A stale holder still reads the step (its next write or report is refused) but records no
+ * replay.
+ */
+export async function taskStepReplay(db: Db, taskId: string, fence: number, name: string): Promise<TaskStepRow | undefined> {
+  const [r] = await rowsOf<RawStep>(db, sql`
+    with step as (
+      select * from task_steps where task_id = ${taskId} and name = ${name} and scope = 'task'
+    ), holder as (
+      select t.id, t.dag_id, t.attempts, t.claimed_by from tasks t
+      where t.id = ${taskId} and t.fence = ${fence} and t.status = any(${textArray(fromStates('heartbeat'))})
+        and t.lease_expires_at > now()
+    ), replay as (
+      insert into task_step_replays (task_id, fence, name, attempt, recorded_fence, cost_usd)
+      select h.id, ${fence}, s.name, h.attempts, s.fence, s.cost_usd from holder h, step s where s.fence <> ${fence}
+      on conflict do nothing
+      returning *
+    ), replayed_event as (
+      insert into events (type, dag_id, task_id, agent_id, data)
+      select 'task.step_replayed', h.dag_id, r.task_id, h.claimed_by, jsonb_build_object('step', r.name, 'attempt', r.attempt,
+        'fence', r.fence, 'recordedFence', r.recorded_fence, 'costUsd', r.cost_usd)
+      from replay r, holder h
+    )
+    select ${STEP_COLUMNS} from step`);
+  return r ? stepOf(r) : undefined;
+}
+
+/** The steps a task's attempts replayed, in order: which claim replayed which step, when, and what it had cost. */
+export function taskStepReplaysList(db: Db, taskId: string): Promise<Array<{ name: string; fence: number; attempt: number; recordedFence: number; costUsd: number; replayedAt: Date }>> {
+  return db.select({
+    name: taskStepReplays.name, fence: taskStepReplays.fence, attempt: taskStepReplays.attempt,
+    recordedFence: taskStepReplays.recordedFence, costUsd: taskStepReplays.costUsd, replayedAt: taskStepReplays.replayedAt,
+  }).from(taskStepReplays).where(eq(taskStepReplays.taskId, taskId))
+    .orderBy(asc(taskStepReplays.replayedAt), asc(taskStepReplays.fence), asc(taskStepReplays.name));
 }
 
 /** Delete every durable step of these tasks (a re-run starts without them); how many were deleted. */

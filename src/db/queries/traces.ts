@@ -11,6 +11,14 @@ export interface AttemptTraceRow {
   validatesId: string | null; validatesFence: number | null;
   /** attempts.details.verdicts: the validation steps' verdicts on this attempt's output. */
   verdicts: Array<{ step: number; kind: string; pass: boolean; score?: number; duration_ms?: number; validation_task_id?: string }> | null;
+  /** The durable steps this attempt ran and recorded, and those it replayed (task_steps, task_step_replays). */
+  durableSteps: DurableStepTrace[];
+}
+
+/** A durable step as its span says: run and recorded by the attempt (from `startedAt` to `at`), or replayed at `at`. */
+export interface DurableStepTrace {
+  name: string; scope: string; replayed: boolean; startedAt: Date | null; at: Date; durationMs: number | null;
+  costUsd: number; tokensIn: number; tokensOut: number; model: string | null;
 }
 
 /** The attempts rows of these (task, fence) pairs that exist now, with their tasks' key, type and validation link. */
@@ -19,7 +27,14 @@ export async function attemptsForTrace(db: Db, refs: ReadonlyArray<{ taskId: str
   const rows = await rowsOf<Record<string, unknown>>(db, sql`
     select a.task_id, a.fence, a.dag_id, t.key, t.type, a.attempt, a.agent_id, a.outcome, a.error_class, a.error_message,
       a.started_at, a.ended_at, a.cost_usd::float8 as cost_usd, a.tokens_in, a.tokens_out, a.model,
-      t.validates_id, t.validates_fence, a.details->'verdicts' as verdicts
+      t.validates_id, t.validates_fence, a.details->'verdicts' as verdicts,
+      (select coalesce(jsonb_agg(d order by d.at), '[]') from (
+        select s.name, s.scope, false as replayed, s.started_at, s.recorded_at as at, s.duration_ms, s.cost_usd::float8 as cost_usd,
+          s.tokens_in, s.tokens_out, s.model
+        from task_steps s where s.task_id = a.task_id and s.fence = a.fence
+        union all
+        select r.name, 'task', true, null, r.replayed_at, null, r.cost_usd::float8, 0, 0, null
+        from task_step_replays r where r.task_id = a.task_id and r.fence = a.fence) d) as durable_steps
     from unnest(${textArray(refs.map((r) => r.taskId))}, ${sql`${sql.param(refs.map((r) => r.fence))}::int[]`}) as x(task_id, fence)
     join attempts a on a.task_id = x.task_id and a.fence = x.fence
     join tasks t on t.id = a.task_id`);
@@ -31,6 +46,11 @@ export async function attemptsForTrace(db: Db, refs: ReadonlyArray<{ taskId: str
     tokensIn: Number(r.tokens_in), tokensOut: Number(r.tokens_out), model: r.model as string | null,
     validatesId: r.validates_id as string | null, validatesFence: r.validates_fence === null ? null : Number(r.validates_fence),
     verdicts: Array.isArray(r.verdicts) ? r.verdicts as AttemptTraceRow['verdicts'] : null,
+    durableSteps: (r.durable_steps as Array<Record<string, unknown>>).map((d) => ({
+      name: d.name as string, scope: d.scope as string, replayed: d.replayed === true, startedAt: dateOf(d.started_at as string | null),
+      at: dateOf(d.at as string)!, durationMs: d.duration_ms === null ? null : Number(d.duration_ms), costUsd: Number(d.cost_usd),
+      tokensIn: Number(d.tokens_in), tokensOut: Number(d.tokens_out), model: d.model as string | null,
+    })),
   }));
 }
 

@@ -25,8 +25,6 @@ export const attempts = pgTable(
     tokensIn: bigint('tokens_in', { mode: 'number' }).notNull().default(0),
     tokensOut: bigint('tokens_out', { mode: 'number' }).notNull().default(0),
     model: text('model'),
-    /** What the steps this attempt replayed had cost when they were recorded (ctx.step): spend it did not pay again. */
-    replayedCostUsd: numeric('replayed_cost_usd', { mode: 'number' }).notNull().default(0),
     details: jsonb('details'),
   },
   (t) => [

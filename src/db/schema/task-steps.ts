@@ -49,3 +49,26 @@ export const taskSteps = pgTable(
     check('task_steps_scope_ck', sql`${t.scope} in ('task', 'attempt')`),
   ],
 );
+
+/**
+ * A task-scoped step an attempt replayed instead of running (its lookup found it recorded by an earlier attempt): when,
+ * and what the step had cost, which the attempt did not pay again. Written by the lookup itself, under the holder's
+ * live lease, so a crash right after a replay keeps it; keyed by (task, fence, name), so a lookup repeated after a lost
+ * reply writes nothing more. The sum per (task, fence) is the attempt's replayed cost.
+ */
+export const taskStepReplays = pgTable(
+  'task_step_replays',
+  {
+    taskId: text('task_id').notNull().references(() => tasks.id, { onDelete: 'cascade' }),
+    /** The fence of the claim that replayed it. */
+    fence: integer('fence').notNull(),
+    name: text('name').notNull(),
+    /** The attempt that replayed it (tasks.attempts when it did). */
+    attempt: integer('attempt').notNull(),
+    /** The fence that had recorded the step. */
+    recordedFence: integer('recorded_fence').notNull(),
+    costUsd: numeric('cost_usd', { mode: 'number' }).notNull().default(0),
+    replayedAt: timestamp('replayed_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ name: 'task_step_replays_pkey', columns: [t.taskId, t.fence, t.name] })],
+);

@@ -1,7 +1,7 @@
 import type { Db } from '../../db/handle.js';
 import type { TaskStepRow } from '../../db/rows.js';
 import type { StepScope } from '../../model/step-scopes.js';
-import { attemptReplayedCostSet, taskStepGet, taskStepLatestGet, taskStepRecord, taskStepsList } from '../../db/queries/task-steps.js';
+import { taskStepLatestGet, taskStepRecord, taskStepReplay, taskStepReplaysList, taskStepsList } from '../../db/queries/task-steps.js';
 import { taskGet } from '../../db/queries/tasks-read.js';
 import { LIMITS, limitEnvName } from '../../config/limits.js';
 import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
@@ -41,18 +41,20 @@ export function stepNameCheck(name: unknown, field = 'name'): string {
 /**
  * A step's result as the JSON text to record and its size: a value that cannot be stored (nesting past
  * LIMITS.jsonDepth, a NUL, an unpaired surrogate) or is over LIMITS.stepResultBytes is an InvalidInputError naming
- * the step and the limit. `undefined` is recorded as null.
+ * the step and the limit. `undefined` is recorded as null. `encoded`: `result` as JSON text already (the runtime's
+ * normalizing round trip made it), so it is not encoded twice.
  */
-export function stepResultEncode(name: string, result: unknown, field = 'result'): { json: string; sizeBytes: number } {
+export function stepResultEncode(name: string, result: unknown, field = 'result', encoded?: string): { json: string; sizeBytes: number } {
   const bad = jsonProblem(result ?? null, LIMITS.jsonDepth);
   if (bad) throw new InvalidInputError(`step ${JSON.stringify(name)}: ${jsonPathFormat(field, bad.path)}: ${bad.message}`, { field, step: name });
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(result ?? null);
-  } catch (e) {
-    throw new InvalidInputError(`step ${JSON.stringify(name)}: ${field} cannot be stored as JSON: ${(e as Error).message}`, { field, step: name });
+  let json = encoded;
+  if (json === undefined) {
+    try {
+      json = JSON.stringify(result ?? null) ?? 'null';
+    } catch (e) {
+      throw new InvalidInputError(`step ${JSON.stringify(name)}: ${field} cannot be stored as JSON: ${(e as Error).message}`, { field, step: name });
+    }
   }
-  json ??= 'null';
   const sizeBytes = Buffer.byteLength(json);
   if (sizeBytes > LIMITS.stepResultBytes) {
     throw new InvalidInputError(
@@ -69,6 +71,8 @@ export interface StepSpend { costUsd?: number; tokensIn?: number; tokensOut?: nu
 export interface StepWrite extends TaskRef, StepSpend {
   name: string;
   result: unknown;
+  /** `result` as JSON text, when the caller has it already. */
+  resultJson?: string;
   scope?: StepScope;
   durationMs?: number;
   startedAt?: Date;
@@ -82,7 +86,7 @@ export interface StepWrite extends TaskRef, StepSpend {
  */
 export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStepRow; recorded: boolean }> {
   const name = stepNameCheck(w.name);
-  const { json, sizeBytes } = stepResultEncode(name, w.result);
+  const { json, sizeBytes } = stepResultEncode(name, w.result, 'result', w.resultJson);
   const r = await taskStepRecord(db, {
     taskId: w.taskId, fence: w.fence, name, scope: w.scope ?? 'task', resultJson: json, sizeBytes,
     durationMs: w.durationMs === undefined ? null : Math.max(0, Math.round(w.durationMs)),
@@ -108,9 +112,12 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
   }
 }
 
-/** The task-scoped step by that name, to replay; undefined when none was recorded. */
-export async function stepLookup(db: Db, taskId: string, name: string): Promise<TaskStepRow | undefined> {
-  return taskStepGet(db, taskId, stepNameCheck(name));
+/**
+ * The task-scoped step by that name for the holder `ref` to replay (recorded by an earlier claim: the replay is
+ * recorded with what the step had cost, which this attempt does not pay again); undefined when none was recorded.
+ */
+export async function stepReplay(db: Db, ref: TaskRef, name: string): Promise<TaskStepRow | undefined> {
+  return taskStepReplay(db, ref.taskId, ref.fence, stepNameCheck(name));
 }
 
 /** The step by that name as a reader sees it (the task-scoped one, else the latest attempt's); NOT_FOUND when none. */
@@ -127,10 +134,7 @@ export async function stepsList(db: Db, taskId: string): Promise<Array<Omit<Task
   return steps;
 }
 
-/**
- * Record on an ended attempt's row what the steps it replayed had cost (attempts.replayed_cost_usd): spend it did
- * not pay again. Written after the attempt's end statement, by its own runtime (the end statements do not carry it).
- */
-export async function attemptReplayedCostRecord(db: Db, ref: TaskRef, usd: number): Promise<boolean> {
-  return usd > 0 ? attemptReplayedCostSet(db, ref.taskId, ref.fence, usd) : false;
+/** The steps a task's attempts replayed instead of running, in order; NOT_FOUND for an unknown task. */
+export async function stepReplaysList(db: Db, taskId: string) {
+  return taskStepReplaysList(db, taskId);
 }

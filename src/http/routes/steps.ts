@@ -1,11 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { stepNameCheck, stepRecord, stepShow, stepsList, type TaskStepRow } from '../../engine/attempt/steps.js';
+import { stepNameCheck, stepRecord, stepReplay, stepReplaysList, stepShow, stepsList, type TaskStepRow } from '../../engine/attempt/steps.js';
+import { NotFoundError } from '../../errors.js';
 import { STEP_SCOPES } from '../../db/schema/task-steps.js';
 import type { Principal } from '../../auth/tokens.js';
 import { InvalidInputError } from '../../errors.js';
 import { reportSpend, spendOfReport } from '../../wire/reports.js';
-import { stepAnswerSchema, stepListAnswerSchema, stepRecordAnswerSchema, stepViewOf } from '../../wire/steps.js';
+import { stepAnswerSchema, stepListAnswerSchema, stepRecordAnswerSchema, stepReplayViewOf, stepViewOf } from '../../wire/steps.js';
 import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
@@ -31,20 +32,24 @@ export function stepRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'GET', url: '/api/tasks/:id/steps', access: 'holder', tag, query: readQuery,
-    summary: 'The durable steps a task\'s attempts recorded, without their results', response: stepListAnswerSchema,
+    summary: 'The durable steps a task\'s attempts recorded, without their results, and the steps later attempts replayed', response: stepListAnswerSchema,
   }, async ({ params, query, principal }) => {
     await mayRead(principal, params.id!, query.fence);
-    return { steps: (await stepsList(d.db, params.id!)).map(stepViewOf) };
+    const [steps, replays] = await Promise.all([stepsList(d.db, params.id!), stepReplaysList(d.db, params.id!)]);
+    return { steps: steps.map(stepViewOf), replays: replays.map(stepReplayViewOf) };
   });
 
   route(app, {
     method: 'GET', url: '/api/tasks/:id/steps/:name', access: 'holder', tag, query: readQuery,
-    summary: 'One recorded step with its result (the task-scoped one, else the latest attempt\'s); 404 when none was recorded',
+    summary: 'One recorded step with its result (the task-scoped one, else the latest attempt\'s); 404 when none was recorded. The holder\'s lookup (an agent token with its fence) is the replay: it answers only a task-scoped step, and records that its attempt replayed it',
     response: stepAnswerSchema,
   }, async ({ params, query, principal }) => {
     const name = stepNameCheck(params.name, 'params.name');
     await mayRead(principal, params.id!, query.fence);
-    return { step: withResult(await stepShow(d.db, params.id!, name)) };
+    if (principal?.role !== 'agent') return { step: withResult(await stepShow(d.db, params.id!, name)) };
+    const step = await stepReplay(d.db, { taskId: params.id!, fence: query.fence! }, name);
+    if (!step) throw new NotFoundError('step', `${JSON.stringify(name)} of task ${params.id!}`);
+    return { step: withResult(step) };
   });
 
   route(app, {
