@@ -11,7 +11,8 @@ The loop registers the agent, claims one task at a time (straight into
 RUNNING), heartbeats it from a background thread, and reports the handler's
 return value (complete) or exception (fail). On SIGTERM/SIGINT it stops
 claiming, gives the task in hand `--grace-sec` to finish, releases it
-otherwise, and exits 0.
+otherwise, and exits 0. `ctx.step` (dagent_steps.py) records a piece of the
+work so that a later attempt replays it instead of doing it again.
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ import threading
 import time
 import traceback
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
+
+from dagent_client import TRANSPORT_ERRORS, ApiError, Client, LeaseLost
+from dagent_steps import AttemptSteps
+
+__all__ = ["Agent", "ApiError", "Client", "Handler", "LeaseLost", "Task", "TaskContext", "TaskError", "Waiting"]
 
 log = logging.getLogger("dagent")
 
@@ -47,18 +52,6 @@ REPORT_GIVE_UP_SEC = 120.0
 RECEIVED_BEAT_SEC = 2.0
 
 
-class ApiError(Exception):
-    """An error answer from the server: `{error: {code, message, ...}}`."""
-
-    def __init__(self, status: int, code: str, message: str, retry_after: Optional[float] = None) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
-
-
-class LeaseLost(ApiError):
-    """409 LEASE_LOST: the task is no longer ours. Stop; never retry the call."""
-
-
 class Waiting(Exception):
     """Raised by `spawn(wait=True)`: the attempt has ended, the task runs again later."""
 
@@ -69,42 +62,6 @@ class TaskError(Exception):
     def __init__(self, error_class: str, message: str, retryable: Optional[bool] = None) -> None:
         super().__init__(message)
         self.error_class, self.retryable = error_class, retryable
-
-
-class Client:
-    """Thin JSON-over-HTTP client for the agent routes."""
-
-    def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
-        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
-
-    def call(self, path: str, body: Optional[dict[str, Any]] = None, method: str = "POST") -> Any:
-        req = urllib.request.Request(
-            self.url + path, method=method, data=None if method == "GET" else json.dumps(body or {}).encode(),
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as res:
-                return json.loads(res.read() or b"null")
-        except urllib.error.HTTPError as e:
-            try:
-                err = json.loads(e.read()).get("error", {})
-            except ValueError:
-                err = {}
-            cls = LeaseLost if err.get("code") == "LEASE_LOST" else ApiError
-            try:
-                retry_after = float(e.headers.get("Retry-After")) if e.headers.get("Retry-After") else None
-            except ValueError:
-                retry_after = None
-            raise cls(e.code, err.get("code", "HTTP"), err.get("message", e.reason), retry_after) from None
-
-    def task(self, task_id: str, action: str, fence: int, **body: Any) -> Any:
-        payload = {k: v for k, v in body.items() if v is not None}
-        try:
-            return self.call(f"/api/tasks/{task_id}/{action}", {"fence": fence, **payload})
-        except ApiError as e:
-            # A task we claimed answering 403 has been reaped and claimed by another agent: lost as well.
-            if e.code == "FORBIDDEN" and not isinstance(e, LeaseLost):
-                raise LeaseLost(e.status, e.code, e.message) from None
-            raise
 
 
 @dataclass
@@ -143,7 +100,7 @@ class Task:
 
 @dataclass
 class TaskContext:
-    """What a handler may do besides returning: progress, subtasks, cost."""
+    """What a handler may do besides returning: progress, subtasks, cost, durable steps."""
 
     client: Client
     task: Task
@@ -151,6 +108,19 @@ class TaskContext:
     lost: threading.Event = field(default_factory=threading.Event)
     _lines: list[dict[str, Any]] = field(default_factory=list)
     _lines_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._steps = AttemptSteps(self.client, self.task.id, self.task.fence, self.log, self.lost.set, self.lost.is_set)
+
+    def step(self, name: str, fn: Callable[[], Any], scope: str = "task") -> Any:
+        """A durable step: the result an earlier attempt recorded under `name` (fn is not called),
+        else fn() (no arguments), its JSON result recorded under this attempt's fence and returned.
+        scope "task" (default): replayed by every later attempt; "attempt": run afresh in each,
+        recorded for visibility. A step that raises records nothing; a name used twice in one
+        attempt, or a result JSON cannot encode, is a ValueError; a write the server refuses
+        because the task is no longer ours raises LeaseLost and the agent drops the task.
+        What report_cost reports while fn runs (in its thread) is recorded with the step."""
+        return self._steps.run(name, fn, scope)
 
     def log(self, message: str, level: str = "info", **fields: Any) -> None:
         """Log a line: printed by this process, and stored with this attempt (dagent logs, the
@@ -202,6 +172,7 @@ class TaskContext:
         self.cost["tokens_out"] = self.cost.get("tokens_out", 0) + tokens_out
         if model:
             self.cost["model"] = model
+        self._steps.report_cost(usd, tokens_in, tokens_out, model)
 
 
 Handler = Callable[[Task, TaskContext], Any]
@@ -405,7 +376,7 @@ class Agent:
                     log.error("%s: %s %s failed: %s", self.id, action, task.key, e)
                     return
                 wait = max(delay, e.retry_after or 0)
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+            except TRANSPORT_ERRORS as e:
                 if time.monotonic() >= give_up:
                     log.error("%s: %s %s failed: %s", self.id, action, task.key, e)
                     return
