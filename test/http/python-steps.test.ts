@@ -180,6 +180,10 @@ describe.sequential('durable steps of the Python agent', () => {
     expect(logs.body.attempt.entries.filter((e: { message: string }) => e.message === 'step replayed').map((e: { fields: unknown }) => e.fields)).toEqual(
       [1, 2, 3].map((i) => ({ step: `call ${i}`, recordedByAttempt: expect.any(Number), costUsd: 0.01 })),
     );
+    // The server recorded the three replays with what they had cost, under the completing attempt's fence.
+    const listed = await http.call('GET', `/api/tasks/${done.id}/steps`);
+    expect(listed.body.replays.map((r: { name: string; fence: number; recordedFence: number; costUsd: number }) => [r.name, r.fence === firstFence, r.recordedFence === firstFence, r.costUsd]))
+      .toEqual([1, 2, 3].map((i) => [`call ${i}`, false, true, 0.01]));
   });
 
   it.skipIf(!hasPython)('a step write whose reply is lost is sent again: recorded once, the paid call made once, the task completed', async () => {
