@@ -1,8 +1,9 @@
 /**
- * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown] [-- --startup]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown] [-- --startup] [-- --steps]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
- * and one SVG bar chart per figure in docs/bench/. --breakdown: only where a task's time goes (breakdown.ts).
+ * and one SVG bar chart per figure in docs/bench/. --breakdown: only where a task's time goes (breakdown.ts). --steps:
+ * only durable steps' record and replay beside a task without steps (steps.ts).
  *
  * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), disk per finished task and the claim's latency
  * during a prune (retention.ts), a 10,000-task DAG's submit and the claim beside it (large-dag.ts), the DAG list's pages at 100,000 DAGs (lists.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
@@ -38,6 +39,7 @@ import { graphileBench, pgBossBench } from './peers.js';
 import { breakdownBench } from './breakdown.js';
 import { completionPathsBench, statementCounter } from './completion-paths.js';
 import { barChartSvg, plotWrite } from './plot.js';
+import { durableStepsBench } from './steps.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { textArray } from '../../src/db/statement.js';
 
@@ -49,6 +51,9 @@ const EPHEMERAL = process.argv.includes('--no-fsync');
 const PEERS = process.argv.includes('--peers');
 /** --startup: only the CLI's start-up (startup.ts), on this Node and each in BENCH_NODES. */
 const STARTUP_ONLY = process.argv.includes('--startup');
+/** --steps: only durable steps (steps.ts). */
+const STEPS_ONLY = process.argv.includes('--steps');
+const STEP_TASKS = quick ? 100 : 500;
 /** --no-hand-off: completions hand nothing on (each dependent goes READY and is claimed), in the bench loop and the runtime, for comparison. */
 const HAND_OFF = !process.argv.includes('--no-hand-off');
 const runAgent = (d: Database, slots: number, expected: number, batch = BATCH, hopsFromHandler = false): Promise<RunResult> =>
@@ -194,6 +199,16 @@ function dagentOnlyPlots(mine: Record<string, number>) {
   }
 }
 
+/** Durable steps' record and replay beside a task without steps, one line each (printed as they come). */
+async function stepLines(d: Database, counter: ReturnType<typeof statementCounter>): Promise<string[]> {
+  const lines: string[] = [];
+  for (const f of await durableStepsBench(d, counter, STEP_TASKS, 10)) {
+    lines.push(`durable steps, ${f.name}, one at a time (${fmt(f.ms.length)}): p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms, ${f.statements.toFixed(1)} statements`);
+    console.log(lines.at(-1));
+  }
+  return lines;
+}
+
 async function main() {
   if (process.argv.includes('--breakdown')) {
     for (const line of await breakdownBench(quick, HAND_OFF)) console.log(line);
@@ -211,6 +226,16 @@ async function main() {
   console.log(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, PostgreSQL ${pgVersion} (embedded, ${EPHEMERAL ? 'fsync off' : 'default durable settings'}), claim/complete batch ${BATCH}${quick ? ', QUICK sizes' : ''}\n`);
   const lines: string[] = [];
   const mine: Record<string, number> = {};
+  if (STEPS_ONLY) {
+    try {
+      await stepLines(d, counter);
+    } finally {
+      await d.close();
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+    return;
+  }
   if (STARTUP_ONLY) {
     try {
       for (const line of cliStartup(server.url, quick ? 5 : 15)) console.log(line);
@@ -312,6 +337,8 @@ async function main() {
       lines.push(`a completion, ${p.name}, one at a time: p50 ${p.p50Ms.toFixed(2)} ms, p90 ${p.p90Ms.toFixed(2)} ms, ${p.statements.toFixed(1)} statements`);
       console.log(lines.at(-1));
     }
+    await reset(d);
+    for (const line of await stepLines(d, counter)) lines.push(line);
     for (const family of ['layered', 'shorts-then-chain'] as const) {
       const [ours, fifo] = [await makespanBench(d, family, 'dagent', MAKESPAN_INSTANCES, HAND_OFF), await makespanBench(d, family, 'fifo', MAKESPAN_INSTANCES, HAND_OFF)];
       mine[`makespan-${family}`] = ours.meanRatio;

@@ -191,4 +191,34 @@ describe('ctx.step in the TypeScript runtime', () => {
     const failed = await rowsOf<{ message: string }>(db, sql`select message from attempt_logs where level = 'warn' order by id`);
     expect(failed.map((l) => l.message)).toEqual(['step failed; nothing recorded']);
   });
+
+  it('an output its validation rejects comes back for a retry that replays the task-scoped research and redoes the attempt-scoped answer', async () => {
+    const calls: string[] = [];
+    const dagId = await dagCreate(db, `name: judged
+defaults: { max_attempts: 3, retry: { strategy: immediate } }
+tasks:
+  t:
+    type: t
+    spec: { constraints: { capabilities: [judged] } }
+    output: { validation: { kind: regex, field: answer, pattern: "^final" } }
+`);
+    await run(defineAgent({
+      name: 'judged', capabilities: ['judged'],
+      async run(task, ctx) {
+        const research = await ctx.step('research', () => { calls.push(`research ${task.attempt}`); return 'notes'; });
+        const answer = await ctx.step('answer', () => {
+          calls.push(`answer ${task.attempt}`);
+          // The first answer is one the validation rejects; its retry sees why (previousAttempts) and does better.
+          return task.previousAttempts.length === 0 ? 'draft' : 'final';
+        }, { scope: 'attempt' });
+        return { research, answer };
+      },
+    }), { id: 'judged-1' });
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
+    const [t] = await rowsOf<{ id: string; output: unknown }>(db, sql`select id, output from tasks where dag_id = ${dagId}`);
+    expect(t!.output).toEqual({ research: 'notes', answer: 'final' });
+    expect(calls).toEqual(['research 1', 'answer 1', 'answer 2']);
+    expect((await attemptListForTask(db, t!.id)).map((a) => [a.outcome, a.errorClass])).toEqual([['failed', 'invalid_output'], ['completed', null]]);
+    expect(await rowsOf(db, sql`select name, attempt from task_step_replays`)).toEqual([{ name: 'research', attempt: 2 }]);
+  });
 });
