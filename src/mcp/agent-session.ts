@@ -9,6 +9,7 @@ import { taskComplete } from '../engine/attempt/complete.js';
 import { taskHeartbeat } from '../engine/attempt/lease.js';
 import { taskRelease } from '../engine/attempt/release.js';
 import { taskSpawn } from '../engine/dag/spawn.js';
+import { attemptReplayedCostRecord, stepLookupHeld, stepRecord, type StepScope, type TaskStepRow } from '../engine/attempt/steps.js';
 import { grantApply, grantMaxHeld, tokenLive, type Principal } from '../auth/tokens.js';
 import { claimWhenReady } from '../claim-wait/claim-when-ready.js';
 import type { Claimant, ClaimWaiters, WaiterReach } from '../claim-wait/waiters.js';
@@ -16,7 +17,14 @@ import { DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '
 import { CLAIM_WAIT_DEFAULTS, LEASE_DEFAULTS } from '../config/index.js';
 import type { AttemptSpend } from '../db/rows.js';
 
-interface Held { task: ClaimedTask; timer: NodeJS.Timeout }
+interface Held {
+  task: ClaimedTask;
+  timer: NodeJS.Timeout;
+  /** The step names this hold has used (recorded, or replayed): each names one step of an attempt, as ctx.step's do. */
+  stepNames: Set<string>;
+  /** What the steps step_get replayed had cost when recorded: spend this attempt did not pay again. */
+  replayedCostUsd: number;
+}
 
 
 /**
@@ -119,6 +127,7 @@ export class McpAgentSession {
     this.modelCheck(h, spent.model);
     const r = await this.guarded(h, () => taskComplete(this.db, { taskId: h.task.id, fence: h.task.fence, output, ...spent }));
     this.drop(h.task.id);
+    await this.replayedCostRecord(h);
     return r;
   }
 
@@ -127,6 +136,7 @@ export class McpAgentSession {
     this.modelCheck(h, f.model);
     const r = await this.guarded(h, () => taskFail(this.db, { taskId: h.task.id, fence: h.task.fence, ...f }, { log: this.log }));
     this.drop(h.task.id);
+    await this.replayedCostRecord(h);
     return r;
   }
 
@@ -135,6 +145,7 @@ export class McpAgentSession {
     this.modelCheck(h, spent.model);
     await this.guarded(h, () => taskRelease(this.db, { taskId: h.task.id, fence: h.task.fence, reason: reason ?? `MCP session of ${this.agentId} released it`, ...spent }));
     this.drop(h.task.id);
+    await this.replayedCostRecord(h);
   }
 
   async spawn(taskId: string | undefined, subtasks: unknown, wait: boolean, spent: AttemptSpend = {}) {
@@ -144,8 +155,67 @@ export class McpAgentSession {
       wait, cost: spent, log: this.log,
     }));
     // Waiting ends the attempt: the task comes back through next_task once its subtasks completed.
-    if (r.waiting) this.drop(h.task.id);
+    if (r.waiting) {
+      this.drop(h.task.id);
+      await this.replayedCostRecord(h);
+    }
     return r;
+  }
+
+  /**
+   * The task's step by that name as an earlier attempt recorded it (engine/attempt/steps.ts), looked up under this
+   * session's fence; undefined when none was. A step found is this attempt's use of the name, and what it had cost
+   * is spend this attempt did not pay again.
+   */
+  async stepGet(taskId: string | undefined, name: string): Promise<TaskStepRow | undefined> {
+    const h = this.pick(taskId);
+    this.stepNameUnused(h, name);
+    const step = await this.guarded(h, () => stepLookupHeld(this.db, { taskId: h.task.id, fence: h.task.fence }, name));
+    // Two lookups of one name at once both answer it; its cost is counted once.
+    if (step && !h.stepNames.has(name)) {
+      h.stepNames.add(name);
+      h.replayedCostUsd += step.costUsd;
+    }
+    return step;
+  }
+
+  /** Record a step's result under this session's fence (first write wins: `recorded` false answers the earlier result). */
+  async stepRecord(
+    taskId: string | undefined, w: { name: string; result: unknown; scope?: StepScope; durationMs?: number } & AttemptSpend,
+  ): Promise<{ recorded: boolean; result: unknown }> {
+    const h = this.pick(taskId);
+    this.modelCheck(h, w.model);
+    this.stepNameUnused(h, w.name);
+    // Taken before the write, so that two calls of one name at once cannot both pass; given back if nothing was recorded.
+    h.stepNames.add(w.name);
+    try {
+      const r = await this.guarded(h, () => stepRecord(this.db, { taskId: h.task.id, fence: h.task.fence, ...w }));
+      return { recorded: r.recorded, result: r.step.result };
+    } catch (err) {
+      h.stepNames.delete(w.name);
+      throw err;
+    }
+  }
+
+  /**
+   * A name names one step of an attempt (as ctx.step's do, runtime/attempt-steps.ts): a loop that reused one would
+   * be handed its first call's result for every later call.
+   */
+  private stepNameUnused(h: Held, name: string): void {
+    if (!h.stepNames.has(name)) return;
+    throw new InvalidInputError(
+      `step ${JSON.stringify(name)}: the name is already used in this attempt; each step of an attempt needs a name of its own (in a loop: call-1, call-2, …)`,
+      { field: 'name', step: name },
+    );
+  }
+
+  /** Once an attempt ended: what the steps it replayed had cost, on its attempts row. A failure is logged, never the report's. */
+  private async replayedCostRecord(h: Held): Promise<void> {
+    try {
+      await attemptReplayedCostRecord(this.db, { taskId: h.task.id, fence: h.task.fence }, h.replayedCostUsd);
+    } catch (err) {
+      this.log?.warn({ taskId: h.task.id, err: errorMessage(err) }, 'replayed step cost not recorded on the attempt');
+    }
   }
 
   async logLines(taskId: string | undefined, lines: LogLineInput[]) {
@@ -205,7 +275,7 @@ export class McpAgentSession {
   }
 
   private hold(task: ClaimedTask): void {
-    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000) };
+    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000), stepNames: new Set(), replayedCostUsd: 0 };
     h.timer.unref();
     // A first beat soon says "received" (as the runtime's does): a lease that lapses before it was a lost reply, not a crash.
     setTimeout(() => { if (this.held.get(task.id) === h) void this.beat(h); }, Math.min(LEASE_DEFAULTS.receivedBeatSec, task.heartbeatSec) * 1000).unref();

@@ -8,7 +8,7 @@ import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { prune } from '../../src/engine/ops/retention.js';
-import { stepLookup, stepRecord, stepsList } from '../../src/engine/attempt/steps.js';
+import { stepLookup, stepLookupHeld, stepRecord, stepsList } from '../../src/engine/attempt/steps.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { dagGet } from '../../src/db/queries/dags.js';
@@ -60,6 +60,25 @@ describe('durable steps in the engine', () => {
     await expect(stepRecord(db, { taskId: t.id, fence: again!.fence, name: 'after', result: 3 })).rejects.toMatchObject({ code: 'LEASE_LOST' });
     expect((await stepRows()).map((r) => [r.name, r.fence, r.result])).toEqual([['late', again!.fence, 2]]);
     await expect(stepRecord(db, { taskId: 'no-such-task', fence: 1, name: 'x', result: 1 })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('a holder\'s lookup (stepLookupHeld) answers the task-scoped step, and is LEASE_LOST for a fence that lost the task, as a write is', async () => {
+    const t = await claimed();
+    const ref = { taskId: t.id, fence: t.fence };
+    await stepRecord(db, { ...ref, name: 'kept', result: { answer: 1 } });
+    await stepRecord(db, { ...ref, name: 'mine only', result: 2, scope: 'attempt' });
+    expect((await stepLookupHeld(db, ref, 'kept'))?.result).toEqual({ answer: 1 });
+    // An attempt-scoped step is never replayed, not even to its own attempt.
+    expect(await stepLookupHeld(db, ref, 'mine only')).toBeUndefined();
+    expect(await stepLookupHeld(db, ref, 'missing')).toBeUndefined();
+    await expect(stepLookupHeld(db, ref, 'bad\u0000name')).rejects.toMatchObject({ code: 'INVALID_INPUT', message: /control characters/ });
+    await leaseExpire(db, t.id);
+    await expect(stepLookupHeld(db, ref, 'kept')).rejects.toMatchObject({ code: 'LEASE_LOST', message: /lease lapsed/ });
+    expect(await reaper.runOnce()).toBe(1);
+    const [again] = await taskClaim(db, 'a1', { start: true });
+    await expect(stepLookupHeld(db, ref, 'kept')).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    expect((await stepLookupHeld(db, { taskId: t.id, fence: again!.fence }, 'kept'))?.result).toEqual({ answer: 1 });
+    await expect(stepLookupHeld(db, { taskId: 'no-such-task', fence: 1 }, 'kept')).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it('first write wins: a name an earlier attempt recorded is returned to the next one unchanged', async () => {

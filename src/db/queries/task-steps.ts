@@ -97,6 +97,30 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number)
   return { kind, step: stepOf(step as RawStep) };
 }
 
+/**
+ * A task-scoped step by name, for the holder of `fence` only: `held` with the step (undefined when none was
+ * recorded), or `refused` under the record's guard (fence, a state that may heartbeat, a live lease), with the task
+ * as it stands to say why. A read holds nothing: the record after it is what the guard protects.
+ */
+export async function taskStepGetHeld(db: Db, taskId: string, fence: number, name: string): Promise<
+  | { kind: 'held'; step: TaskStepRow | undefined }
+  | Extract<TaskStepRecordResult, { kind: 'refused' }>
+> {
+  const [r] = await rowsOf<RawStep & { held: boolean | null; status: string | null; fence_now: number | null; lapsed: boolean | null }>(db, sql`
+    select t.status, t.fence as fence_now, t.lease_expires_at <= now() as lapsed,
+      (t.fence = ${fence} and t.status = any(${textArray(fromStates('heartbeat'))}) and t.lease_expires_at > now()) as held, s.*
+    from (select 1) one
+    left join tasks t on t.id = ${taskId}
+    left join lateral (select ${STEP_COLUMNS} from task_steps x where x.task_id = t.id and x.name = ${name} and x.scope = 'task') s on true`);
+  const row = r!;
+  if (row.held !== true) {
+    return { kind: 'refused', task: row.status === null ? null : { status: row.status, fence: row.fence_now!, leaseLapsed: row.lapsed === true } };
+  }
+  if (row.taskId === null) return { kind: 'held', step: undefined };
+  const { held: _h, status: _s, fence_now: _f, lapsed: _l, ...step } = row;
+  return { kind: 'held', step: stepOf(step as RawStep) };
+}
+
 /** A task-scoped step of `taskId` by name: what a later attempt replays; undefined when none was recorded. */
 export async function taskStepGet(db: Db, taskId: string, name: string): Promise<TaskStepRow | undefined> {
   const [r] = await db.select().from(taskSteps)

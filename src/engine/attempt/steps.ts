@@ -1,7 +1,7 @@
 import type { Db } from '../../db/handle.js';
 import type { TaskStepRow } from '../../db/rows.js';
 import type { StepScope } from '../../model/step-scopes.js';
-import { attemptReplayedCostSet, taskStepGet, taskStepLatestGet, taskStepRecord, taskStepsList } from '../../db/queries/task-steps.js';
+import { attemptReplayedCostSet, taskStepGet, taskStepGetHeld, taskStepLatestGet, taskStepRecord, taskStepsList } from '../../db/queries/task-steps.js';
 import { taskGet } from '../../db/queries/tasks-read.js';
 import { LIMITS, limitEnvName } from '../../config/limits.js';
 import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
@@ -98,9 +98,7 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
         { taskId: w.taskId, step: name, limit: 'stepsPerTask' },
       );
     case 'refused':
-      if (!r.task) throw new NotFoundError('task', w.taskId);
-      // The fence and state may still match while the lease has lapsed: the reaper is about to take the task back.
-      throw new LeaseLostError(w.taskId, w.fence, r.task.fence, r.task.leaseLapsed && r.task.fence === w.fence ? `${r.task.status}, lease lapsed` : r.task.status);
+      throw stepRefusal(w, r.task);
     default: {
       const never: never = r;
       throw new Error(`unknown step record result ${JSON.stringify(never)}`);
@@ -108,9 +106,27 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
   }
 }
 
+/** Why a step's read or write under `ref` was refused: the task is gone, or the fence no longer holds it. */
+function stepRefusal(ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): NotFoundError | LeaseLostError {
+  if (!task) return new NotFoundError('task', ref.taskId);
+  // The fence and state may still match while the lease has lapsed: the reaper is about to take the task back.
+  return new LeaseLostError(ref.taskId, ref.fence, task.fence, task.leaseLapsed && task.fence === ref.fence ? `${task.status}, lease lapsed` : task.status);
+}
+
 /** The task-scoped step by that name, to replay; undefined when none was recorded. */
 export async function stepLookup(db: Db, taskId: string, name: string): Promise<TaskStepRow | undefined> {
   return taskStepGet(db, taskId, stepNameCheck(name));
+}
+
+/**
+ * stepLookup for the holder of `ref` (an MCP session looking a step up before it does the work): LEASE_LOST, as
+ * stepRecord refuses, when the fence no longer holds the task or its lease lapsed, so a holder that lost the task
+ * learns it before it pays for the work rather than when its record is refused.
+ */
+export async function stepLookupHeld(db: Db, ref: TaskRef, name: string): Promise<TaskStepRow | undefined> {
+  const r = await taskStepGetHeld(db, ref.taskId, ref.fence, stepNameCheck(name));
+  if (r.kind === 'refused') throw stepRefusal(ref, r.task);
+  return r.step;
 }
 
 /** The step by that name as a reader sees it (the task-scoped one, else the latest attempt's); NOT_FOUND when none. */
