@@ -9,6 +9,7 @@ import { taskComplete } from '../engine/attempt/complete.js';
 import { taskHeartbeat } from '../engine/attempt/lease.js';
 import { taskRelease } from '../engine/attempt/release.js';
 import { taskSpawn } from '../engine/dag/spawn.js';
+import { stepRecord, stepReplay, type StepScope, type TaskStepRow } from '../engine/attempt/steps.js';
 import { grantApply, grantMaxHeld, tokenLive, type Principal } from '../auth/tokens.js';
 import { claimWhenReady } from '../claim-wait/claim-when-ready.js';
 import type { Claimant, ClaimWaiters, WaiterReach } from '../claim-wait/waiters.js';
@@ -16,7 +17,12 @@ import { DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '
 import { CLAIM_WAIT_DEFAULTS, LEASE_DEFAULTS } from '../config/index.js';
 import type { AttemptSpend } from '../db/rows.js';
 
-interface Held { task: ClaimedTask; timer: NodeJS.Timeout }
+interface Held {
+  task: ClaimedTask;
+  timer: NodeJS.Timeout;
+  /** The step names this hold has used (recorded, or replayed): each names one step of an attempt, as ctx.step's do. */
+  stepNames: Set<string>;
+}
 
 
 /**
@@ -148,6 +154,50 @@ export class McpAgentSession {
     return r;
   }
 
+  /**
+   * The task's step by that name as an earlier attempt recorded it (engine/attempt/steps.ts), looked up under this
+   * session's fence; undefined when none was. A step found is this attempt's use of the name, and what it had cost
+   * is spend this attempt did not pay again.
+   */
+  async stepGet(taskId: string | undefined, name: string): Promise<TaskStepRow | undefined> {
+    const h = this.pick(taskId);
+    this.stepNameUnused(h, name);
+    // The lookup that finds a step an earlier attempt recorded records the replay and what it had cost (once).
+    const step = await this.guarded(h, () => stepReplay(this.db, { taskId: h.task.id, fence: h.task.fence }, name));
+    if (step) h.stepNames.add(name);
+    return step;
+  }
+
+  /** Record a step's result under this session's fence (first write wins: `recorded` false answers the earlier result). */
+  async stepRecord(
+    taskId: string | undefined, w: { name: string; result: unknown; scope?: StepScope; durationMs?: number } & AttemptSpend,
+  ): Promise<{ recorded: boolean; result: unknown }> {
+    const h = this.pick(taskId);
+    this.modelCheck(h, w.model);
+    this.stepNameUnused(h, w.name);
+    // Taken before the write, so that two calls of one name at once cannot both pass; given back if nothing was recorded.
+    h.stepNames.add(w.name);
+    try {
+      const r = await this.guarded(h, () => stepRecord(this.db, { taskId: h.task.id, fence: h.task.fence, ...w }));
+      return { recorded: r.recorded, result: r.step.result };
+    } catch (err) {
+      h.stepNames.delete(w.name);
+      throw err;
+    }
+  }
+
+  /**
+   * A name names one step of an attempt (as ctx.step's do, runtime/attempt-steps.ts): a loop that reused one would
+   * be handed its first call's result for every later call.
+   */
+  private stepNameUnused(h: Held, name: string): void {
+    if (!h.stepNames.has(name)) return;
+    throw new InvalidInputError(
+      `step ${JSON.stringify(name)}: the name is already used in this attempt; each step of an attempt needs a name of its own (in a loop: call-1, call-2, …)`,
+      { field: 'name', step: name },
+    );
+  }
+
   async logLines(taskId: string | undefined, lines: LogLineInput[]) {
     const h = this.pick(taskId);
     return this.guarded(h, () => attemptLogAppend(this.db, { taskId: h.task.id, fence: h.task.fence }, lines));
@@ -205,7 +255,7 @@ export class McpAgentSession {
   }
 
   private hold(task: ClaimedTask): void {
-    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000) };
+    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000), stepNames: new Set() };
     h.timer.unref();
     // A first beat soon says "received" (as the runtime's does): a lease that lapses before it was a lost reply, not a crash.
     setTimeout(() => { if (this.held.get(task.id) === h) void this.beat(h); }, Math.min(LEASE_DEFAULTS.receivedBeatSec, task.heartbeatSec) * 1000).unref();

@@ -5,6 +5,8 @@ import { reportFailure, reportLogLine, reportProgress, reportSpend, spendOfRepor
 import { capabilitySchema } from '../dag/file-schema.js';
 import { agentModelSchema } from '../llm-models.js';
 import { LIMITS } from '../config/index.js';
+import { STEP_SCOPES } from '../model/step-scopes.js';
+import { STEP_NAME_MAX } from '../engine/attempt/steps.js';
 import type { McpAgentSession } from './agent-session.js';
 import { toolResult } from './results.js';
 
@@ -94,6 +96,66 @@ export function agentToolsRegister(server: McpServer, session: McpAgentSession):
     description: 'Write lines to the task\'s log, which a person reads when they look at what you did (dagent logs, the dashboard). Keep them short.',
     inputSchema: { task_id: taskId, lines: z.array(reportLogLine).min(1).max(500) },
   }, (a) => toolResult(async () => session.logLines(a.task_id, a.lines)));
+
+  stepToolsRegister(server, session);
+}
+
+/**
+ * Durable steps (engine/attempt/steps.ts): what a model records of its expensive work, so that the next attempt of
+ * the task, after a crash, a lost session or a retry, reuses it instead of paying for it again.
+ */
+function stepToolsRegister(server: McpServer, session: McpAgentSession): void {
+  const stepName = z.string().describe(
+    `1-${STEP_NAME_MAX} printable characters: what the work is and where, the same in every attempt (in a loop: call-1, call-2, …)`,
+  );
+  const refusals = [
+    'A name is used once per attempt: a second step_get or step_record of a name you already used is refused (give each call its own name).',
+    'INVALID_INPUT (a bad name, a result too large) records nothing: correct it and call again. LEASE_LOST: the task is no longer yours; stop working on it.',
+  ].join(' ');
+
+  server.registerTool('step_get', {
+    title: 'Look up a step',
+    description: [
+      'Before expensive work (an LLM call, a paid API or tool call, anything slow or with side effects), look it up',
+      'by the step name you will record it under. A step is such work\'s result, recorded with step_record and kept',
+      'for the task: if an earlier attempt of this task (before a crash, a lost session or a retry) recorded it, you',
+      'get its result (recorded: true): use it, do not do the work again. recorded: false: do the work, then record',
+      `its result with step_record under the same name. ${refusals}`,
+    ].join(' '),
+    inputSchema: { task_id: taskId, name: stepName },
+  }, (a) => toolResult(async () => {
+    const step = await session.stepGet(a.task_id, a.name);
+    return step
+      ? { recorded: true, result: step.result, recorded_by_attempt: step.attempt, next: 'Use this result; do not do this work again.' }
+      : { recorded: false, next: `Do the work, then call step_record with name ${JSON.stringify(a.name)} and its result.` };
+  }));
+
+  server.registerTool('step_record', {
+    title: 'Record a step',
+    description: [
+      'Record the result (any JSON) of expensive work you just did, under its step name (see step_get), so that a',
+      'later attempt of this task reuses it instead of paying for it again. Report what the work cost (cost_usd,',
+      'tokens_in, tokens_out, model): it is kept with the step (still count it in the total you report with complete).',
+      'recorded: false means a step of that name was recorded before (first write wins): use the result returned,',
+      'not yours. scope "attempt": kept for a person to see, never reused by a later attempt (work to redo each time).',
+      refusals,
+    ].join(' '),
+    inputSchema: {
+      task_id: taskId,
+      name: stepName,
+      result: z.unknown().refine((v) => v !== undefined, { error: 'required: the work\'s result as JSON (null for none)' })
+        .describe(`the work's result, as JSON (at most ${LIMITS.stepResultBytes} bytes)`),
+      scope: z.enum(STEP_SCOPES).optional().describe('task (default): reused by every later attempt; attempt: recorded for visibility only'),
+      duration_ms: z.number().int().min(0).max(2_147_483_647).optional().describe('how long the work took'),
+      ...reportSpend,
+      cost_usd: reportSpend.cost_usd.describe('USD this work cost'),
+    },
+  }, (a) => toolResult(async () => {
+    const r = await session.stepRecord(a.task_id, { name: a.name, result: a.result, scope: a.scope, durationMs: a.duration_ms, ...spendOfReport(a) });
+    return r.recorded
+      ? { recorded: true, result: r.result }
+      : { recorded: false, result: r.result, next: 'A step of this name was recorded before (first write wins): use this result, not yours.' };
+  }));
 }
 
 /** The claimed task as a model reads it: what to do and what it has, none of the lease's mechanics. */

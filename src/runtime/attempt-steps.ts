@@ -59,7 +59,7 @@ export class AttemptSteps {
     }
     this.used.add(name);
     if (scope === 'task') {
-      const found = await untilReachable('step lookup', () => stepReplay(this.db, this.ref, name), this.log);
+      const found = await this.leaseLostAware(name, () => untilReachable('step lookup', () => stepReplay(this.db, this.ref, name), this.log));
       if (found) {
         this.attemptLog().info({ step: name, recordedByAttempt: found.attempt, costUsd: found.costUsd }, 'step replayed');
         return found.result as T;
@@ -76,19 +76,23 @@ export class AttemptSteps {
     }
     const storable = this.storable(value);
     if ('error' in storable) throw new InvalidInputError(`step ${JSON.stringify(name)}: result cannot be stored as JSON: ${storable.error}; nothing was recorded`, { step: name });
+    const r = await this.leaseLostAware(name, () => untilReachable('step record', () => stepRecord(this.db, {
+      ...this.ref, name, scope, result: storable.value, resultJson: storable.json, durationMs: Date.now() - startedAt.getTime(), startedAt, ...spend,
+    }), this.log));
+    // Recorded meanwhile by another write of the same name (first write wins): that result is the step's.
+    return (r.recorded ? storable.value : r.step.result) as T;
+  }
+
+  /** A lookup or record refused as LEASE_LOST: the task is no longer this attempt's, so the handler is abandoned. */
+  private async leaseLostAware<R>(name: string, fn: () => Promise<R>): Promise<R> {
     try {
-      const r = await untilReachable('step record', () => stepRecord(this.db, {
-        ...this.ref, name, scope, result: storable.value, resultJson: storable.json, durationMs: Date.now() - startedAt.getTime(), startedAt, ...spend,
-      }), this.log);
-      // Recorded meanwhile by another write of the same name (first write wins): that result is the step's.
-      return (r.recorded ? storable.value : r.step.result) as T;
+      return await fn();
     } catch (err) {
       if (err instanceof LeaseLostError) {
-        this.log.warn({ step: name, err: err.message }, 'step not recorded: the lease was lost; abandoning the task');
+        this.log.warn({ step: name, err: err.message }, 'step refused: the lease was lost; abandoning the task');
         this.leaseLost();
       }
       throw err;
     }
   }
-
 }

@@ -65,6 +65,25 @@ describe('durable steps in the engine', () => {
     await expect(stepRecord(db, { taskId: 'no-such-task', fence: 1, name: 'x', result: 1 })).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
+  it('a holder\'s lookup (stepReplay) answers the task-scoped step, and is LEASE_LOST for a fence that lost the task, as a write is', async () => {
+    const t = await claimed();
+    const ref = { taskId: t.id, fence: t.fence };
+    await stepRecord(db, { ...ref, name: 'kept', result: { answer: 1 } });
+    await stepRecord(db, { ...ref, name: 'mine only', result: 2, scope: 'attempt' });
+    expect((await stepReplay(db, ref, 'kept'))?.result).toEqual({ answer: 1 });
+    // An attempt-scoped step is never replayed, not even to its own attempt.
+    expect(await stepReplay(db, ref, 'mine only')).toBeUndefined();
+    expect(await stepReplay(db, ref, 'missing')).toBeUndefined();
+    await expect(stepReplay(db, ref, 'bad\u0000name')).rejects.toMatchObject({ code: 'INVALID_INPUT', message: /control characters/ });
+    await leaseExpire(db, t.id);
+    await expect(stepReplay(db, ref, 'kept')).rejects.toMatchObject({ code: 'LEASE_LOST', message: /lease lapsed/ });
+    expect(await reaper.runOnce()).toBe(1);
+    const [again] = await taskClaim(db, 'a1', { start: true });
+    await expect(stepReplay(db, ref, 'kept')).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    expect((await stepReplay(db, { taskId: t.id, fence: again!.fence }, 'kept'))?.result).toEqual({ answer: 1 });
+    await expect(stepReplay(db, { taskId: 'no-such-task', fence: 1 }, 'kept')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
   it('first write wins: a name an earlier attempt recorded is returned to the next one unchanged', async () => {
     const t = await claimed();
     await stepRecord(db, { taskId: t.id, fence: t.fence, name: 's', result: 'first' });

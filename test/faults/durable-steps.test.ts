@@ -121,7 +121,7 @@ describe('durable steps across real agent processes', () => {
     } finally {
       stopped.child.kill('SIGCONT');
     }
-    await eventually('the stale write was refused', async () => stopped.output().includes('step not recorded: the lease was lost'));
+    await eventually('the stale write was refused', async () => stopped.output().includes('step refused: the lease was lost'));
     const steps = await rowsOf<{ name: string; fence: number }>(db, sql`select name, fence from task_steps order by name`);
     expect(steps.map((s) => s.name)).toEqual(['call 1', 'call 2']);
     expect(steps.filter((s) => s.fence === staleFence)).toEqual([]);

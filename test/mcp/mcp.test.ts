@@ -55,7 +55,7 @@ tasks:
 async function scriptedModel(client: Client, dagId: string, agentId: string): Promise<void> {
   const call = caller(client);
   const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-  expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'spawn_subtasks']);
+  expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'spawn_subtasks', 'step_get', 'step_record']);
   const done: string[] = [];
   for (let i = 0; i < 10; i++) {
     const next = await call('next_task', { wait_sec: 1 });
@@ -129,7 +129,7 @@ describe('a hostile MCP session', () => {
       expect(theirs.id).not.toBe(mine.id);
       const code = await hostile.call('spawn_subtasks', { subtasks: [{ key: 'x', type: 'w', output: { validation: { kind: 'test', command: 'touch /tmp/pwned' } } }] });
       expect(code.text).toMatch(/^FORBIDDEN: .*an agent cannot say how its work is validated/);
-      // Nothing reads files or runs commands: the tools are the seven of the agent protocol.
+      // Nothing reads files or runs commands: the tools are the nine of the agent protocol.
       expect((await hostile.client.listTools()).tools.map((t) => t.name)).not.toContain('read_file');
       // The honest one's task is still its own and completes.
       expect((await honest.call('complete', { output: { ok: true } })).value).toMatchObject({ completed: true });
@@ -168,7 +168,7 @@ describe('MCP sessions are bounded', () => {
     expect(refused).toMatch(/503|too many MCP sessions open for this token/);
     await open.pop()!.close();
     const again = await overHttp(token);
-    expect((await again.client.listTools()).tools.length).toBe(7);
+    expect((await again.client.listTools()).tools.length).toBe(9);
     for (const s of [...open, again]) await s.close();
   });
 });

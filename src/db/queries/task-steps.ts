@@ -103,13 +103,6 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number)
   return { kind, step: stepOf(step as RawStep) };
 }
 
-/** A task-scoped step of `taskId` by name: what a later attempt replays; undefined when none was recorded. */
-export async function taskStepGet(db: Db, taskId: string, name: string): Promise<TaskStepRow | undefined> {
-  const [r] = await db.select().from(taskSteps)
-    .where(and(eq(taskSteps.taskId, taskId), eq(taskSteps.name, name), eq(taskSteps.scope, 'task')));
-  return r;
-}
-
 /** The latest step by that name of either scope (the task-scoped one first): what a reader is shown. */
 export async function taskStepLatestGet(db: Db, taskId: string, name: string): Promise<TaskStepRow | undefined> {
   const [r] = await db.select().from(taskSteps)
@@ -129,33 +122,43 @@ export function taskStepsList(db: Db, taskId: string): Promise<Array<Omit<TaskSt
 }
 
 /**
- * The task-scoped step `name` for the holder `fence` to replay, recording the replay in the same statement when the
- * fence still holds the task under a live lease and the step was recorded by another claim (a lookup repeated after
- * a lost reply records nothing more: the key is (task, fence, name)), with its `task.step_replayed` event. Undefined
- * when none was recorded. A stale holder still reads the step (its next write or report is refused) but records no
- * replay.
+ * The task-scoped step `name` for the holder `fence` to replay, in ONE statement under the record's guard (the fence,
+ * a state that may heartbeat, a live lease): `refused` with the task as it stands to say why, or `held` with the step
+ * (undefined when none was recorded). A step recorded by another claim is a replay: recorded in the same statement
+ * with what the step had cost and its `task.step_replayed` event; keyed by (task, fence, name), so a lookup repeated
+ * after a lost reply records nothing more.
  */
-export async function taskStepReplay(db: Db, taskId: string, fence: number, name: string): Promise<TaskStepRow | undefined> {
-  const [r] = await rowsOf<RawStep>(db, sql`
-    with step as (
+export async function taskStepReplay(db: Db, taskId: string, fence: number, name: string): Promise<
+  | { kind: 'held'; step: TaskStepRow | undefined }
+  | Extract<TaskStepRecordResult, { kind: 'refused' }>
+> {
+  const [r] = await rowsOf<RawStep & { held: boolean | null; status: string | null; fence_now: number | null; lapsed: boolean | null }>(db, sql`
+    with task as (
+      select t.id, t.dag_id, t.attempts, t.claimed_by, t.status, t.fence, t.lease_expires_at <= now() as lapsed,
+        (t.fence = ${fence} and t.status = any(${textArray(fromStates('heartbeat'))}) and t.lease_expires_at > now()) as held
+      from tasks t where t.id = ${taskId}
+    ), step as (
       select * from task_steps where task_id = ${taskId} and name = ${name} and scope = 'task'
-    ), holder as (
-      select t.id, t.dag_id, t.attempts, t.claimed_by from tasks t
-      where t.id = ${taskId} and t.fence = ${fence} and t.status = any(${textArray(fromStates('heartbeat'))})
-        and t.lease_expires_at > now()
     ), replay as (
       insert into task_step_replays (task_id, fence, name, attempt, recorded_fence, cost_usd)
-      select h.id, ${fence}, s.name, h.attempts, s.fence, s.cost_usd from holder h, step s where s.fence <> ${fence}
+      select t.id, ${fence}, s.name, t.attempts, s.fence, s.cost_usd from task t, step s where t.held and s.fence <> ${fence}
       on conflict do nothing
       returning *
     ), replayed_event as (
       insert into events (type, dag_id, task_id, agent_id, data)
-      select 'task.step_replayed', h.dag_id, r.task_id, h.claimed_by, jsonb_build_object('step', r.name, 'attempt', r.attempt,
+      select 'task.step_replayed', t.dag_id, r.task_id, t.claimed_by, jsonb_build_object('step', r.name, 'attempt', r.attempt,
         'fence', r.fence, 'recordedFence', r.recorded_fence, 'costUsd', r.cost_usd)
-      from replay r, holder h
+      from replay r, task t
     )
-    select ${STEP_COLUMNS} from step`);
-  return r ? stepOf(r) : undefined;
+    select t.status, t.fence as fence_now, t.lapsed, t.held, s.*
+    from (select 1) one left join task t on true left join (select ${STEP_COLUMNS} from step) s on true`);
+  const row = r!;
+  if (row.held !== true) {
+    return { kind: 'refused', task: row.status === null ? null : { status: row.status, fence: row.fence_now!, leaseLapsed: row.lapsed === true } };
+  }
+  if (row.taskId === null) return { kind: 'held', step: undefined };
+  const { held: _h, status: _s, fence_now: _f, lapsed: _l, ...step } = row;
+  return { kind: 'held', step: stepOf(step as RawStep) };
 }
 
 /** The steps a task's attempts replayed, in order: which claim replayed which step, when, and what it had cost. */

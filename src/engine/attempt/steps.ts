@@ -102,9 +102,7 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
         { taskId: w.taskId, step: name, limit: 'stepsPerTask' },
       );
     case 'refused':
-      if (!r.task) throw new NotFoundError('task', w.taskId);
-      // The fence and state may still match while the lease has lapsed: the reaper is about to take the task back.
-      throw new LeaseLostError(w.taskId, w.fence, r.task.fence, r.task.leaseLapsed && r.task.fence === w.fence ? `${r.task.status}, lease lapsed` : r.task.status);
+      throw stepRefusal(w, r.task);
     default: {
       const never: never = r;
       throw new Error(`unknown step record result ${JSON.stringify(never)}`);
@@ -112,12 +110,23 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
   }
 }
 
+/** Why a step's read or write under `ref` was refused: the task is gone, or the fence no longer holds it. */
+function stepRefusal(ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): NotFoundError | LeaseLostError {
+  if (!task) return new NotFoundError('task', ref.taskId);
+  // The fence and state may still match while the lease has lapsed: the reaper is about to take the task back.
+  return new LeaseLostError(ref.taskId, ref.fence, task.fence, task.leaseLapsed && task.fence === ref.fence ? `${task.status}, lease lapsed` : task.status);
+}
+
 /**
- * The task-scoped step by that name for the holder `ref` to replay (recorded by an earlier claim: the replay is
- * recorded with what the step had cost, which this attempt does not pay again); undefined when none was recorded.
+ * The task-scoped step by that name for the holder `ref` to replay; undefined when none was recorded. One recorded by
+ * an earlier claim is a replay, recorded with what the step had cost (this attempt does not pay it again). Refused
+ * (LEASE_LOST, or NOT_FOUND for no such task) under the record's guard, so a holder that lost the task learns it
+ * before it pays for the work rather than when its record is refused.
  */
 export async function stepReplay(db: Db, ref: TaskRef, name: string): Promise<TaskStepRow | undefined> {
-  return taskStepReplay(db, ref.taskId, ref.fence, stepNameCheck(name));
+  const r = await taskStepReplay(db, ref.taskId, ref.fence, stepNameCheck(name));
+  if (r.kind === 'refused') throw stepRefusal(ref, r.task);
+  return r.step;
 }
 
 /** The step by that name as a reader sees it (the task-scoped one, else the latest attempt's); NOT_FOUND when none. */
