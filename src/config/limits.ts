@@ -30,6 +30,11 @@ export const LIMIT_DEFAULTS = {
   stepResultBytes: 1024 * 1024,
   /** Most durable steps one task may record, over all its attempts and both scopes. */
   stepsPerTask: 1_000,
+  /**
+   * Most bytes of durable step results one task may hold, over all its attempts and both scopes: 64 MiB (without it,
+   * stepsPerTask × stepResultBytes would let one agent write a GiB per task).
+   */
+  stepBytesPerTask: 64 * 1024 * 1024,
   /** Most log lines kept per attempt (ctx.log, POST /api/tasks/:id/logs); later ones are counted as dropped. */
   logLinesPerAttempt: 1_000,
   /** Most bytes of log (messages and fields) kept per attempt: 256 KiB. */

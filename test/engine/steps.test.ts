@@ -112,6 +112,19 @@ describe('durable steps in the engine', () => {
     expect((await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from task_steps`))[0]!.n).toBe(LIMITS.stepsPerTask);
   });
 
+  it('refuses a step that would take the task\'s steps past stepBytesPerTask, naming the limit, and records nothing', async () => {
+    const t = await claimed();
+    const ref = { taskId: t.id, fence: t.fence };
+    // Rows that say they hold all but 10 bytes of the cap (their size as recorded is what counts).
+    await db.execute(sql`insert into task_steps (task_id, dag_id, name, scope, attempt, fence, result, size_bytes)
+      values (${t.id}, ${t.dagId}, 'heavy', 'task', 1, ${t.fence}, 'null', ${LIMITS.stepBytesPerTask - 10})`);
+    await expect(stepRecord(db, { ...ref, name: 'over', result: 'x'.repeat(9) })).rejects.toMatchObject({
+      code: 'INVALID_INPUT', message: new RegExp(`hold ${LIMITS.stepBytesPerTask - 10} bytes, and 11 more would pass ${LIMITS.stepBytesPerTask} \\(stepBytesPerTask, DAGENT_LIMIT_STEP_BYTES_PER_TASK\\)`),
+    });
+    expect((await stepRecord(db, { ...ref, name: 'fits', result: 'x'.repeat(8) })).recorded).toBe(true);
+    expect((await stepRows()).map((r) => r.name)).toEqual(['heavy', 'fits']);
+  });
+
   it('steps go with their DAG: retention\'s prune of a finished DAG deletes them, and so does deleting the DAG', async () => {
     const t = await claimed();
     await stepRecord(db, { taskId: t.id, fence: t.fence, name: 's', result: 1 });

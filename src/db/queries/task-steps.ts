@@ -30,13 +30,13 @@ export interface TaskStepInput {
 /**
  * What the record statement did: `recorded` a new row; found the row already `existing` for that name (first write
  * wins: an earlier attempt's, or this fence's own write whose reply was lost); `full` (the holder, but the task has
- * LIMITS.stepsPerTask steps and none by that name); or `refused`: the fence no longer holds the task (moved on, not
+ * its caps (LIMITS.stepsPerTask steps, LIMITS.stepBytesPerTask bytes) and none by that name, with its totals); or `refused`: the fence no longer holds the task (moved on, not
  * claimed or running, or its lease lapsed), and nothing was written. `task` is the row as the statement saw it, to
  * say why.
  */
 export type TaskStepRecordResult =
   | { kind: 'recorded' | 'existing'; step: TaskStepRow }
-  | { kind: 'full' }
+  | { kind: 'full'; steps: number; bytes: number }
   | { kind: 'refused'; task: { status: string; fence: number; leaseLapsed: boolean } | null };
 
 const STEP_COLUMNS = sql.raw(`task_id as "taskId", dag_id as "dagId", name, scope, attempt, fence, result, size_bytes as "sizeBytes",
@@ -57,24 +57,28 @@ const stepOf = (r: RawStep): TaskStepRow => ({ ...r, startedAt: dateOf(r.started
  * recorded row is returned and nothing changes. The cap counts the task's steps of every scope. A step recorded
  * writes its `task.step_recorded` event in the same statement.
  */
-export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number): Promise<TaskStepRecordResult> {
+export async function taskStepRecord(db: Db, s: TaskStepInput, caps: { steps: number; bytes: number }): Promise<TaskStepRecordResult> {
   const sameName: SQL = s.scope === 'task'
     ? sql`x.name = ${s.name} and (x.scope = 'task' or x.fence = ${s.fence})`
     : sql`x.name = ${s.name} and x.fence = ${s.fence}`;
-  const [r] = await rowsOf<RawStep & { held: boolean; kind: 'recorded' | 'existing' | null; status: string | null; fence_now: number | null; lapsed: boolean | null }>(db, sql`
+  const [r] = await rowsOf<RawStep & { held: boolean; kind: 'recorded' | 'existing' | null; status: string | null; fence_now: number | null; lapsed: boolean | null; total_steps: number; total_bytes: number }>(db, sql`
     with holder as (
       select t.id, t.dag_id, t.attempts, t.claimed_by from tasks t
       where t.id = ${s.taskId} and t.fence = ${s.fence} and t.status = any(${textArray(fromStates('heartbeat'))})
         and t.lease_expires_at > now()
       for share of t
+    ), totals as (
+      -- Counted in the statement's snapshot: steps one holder writes at the same moment may each pass the caps (a
+      -- handler's parallel steps), so a task can end past them by what one attempt writes at once, never more.
+      select count(*) as steps, coalesce(sum(size_bytes), 0) as bytes from task_steps c where c.task_id = ${s.taskId}
     ), ins as (
       insert into task_steps (task_id, dag_id, name, scope, attempt, fence, result, size_bytes, duration_ms, cost_usd,
         tokens_in, tokens_out, model, started_at)
       select h.id, h.dag_id, ${s.name}, ${s.scope}, h.attempts, ${s.fence}, ${s.resultJson}::jsonb, ${s.sizeBytes},
         ${s.durationMs ?? null}::int, ${s.costUsd ?? 0}::numeric, ${s.tokensIn ?? 0}::bigint, ${s.tokensOut ?? 0}::bigint,
         ${s.model ?? null}::text, ${s.startedAt?.toISOString() ?? null}::timestamptz
-      from holder h
-      where (select count(*) from task_steps c where c.task_id = h.id) < ${maxSteps}
+      from holder h, totals
+      where totals.steps < ${caps.steps} and totals.bytes + ${s.sizeBytes} <= ${caps.bytes}
       on conflict do nothing
       returning *
     ), recorded_event as (
@@ -90,6 +94,7 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number)
         order by (x.scope = 'task') desc limit 1)
     )
     select exists (select 1 from holder) as held, f.kind, ${STEP_COLUMNS},
+      (select steps from totals)::int as total_steps, (select bytes from totals)::float8 as total_bytes,
       (select status from tasks where id = ${s.taskId}) as status,
       (select fence from tasks where id = ${s.taskId}) as fence_now,
       (select lease_expires_at <= now() from tasks where id = ${s.taskId}) as lapsed
@@ -98,8 +103,8 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, maxSteps: number)
   if (!row.held) {
     return { kind: 'refused', task: row.status === null ? null : { status: row.status, fence: row.fence_now!, leaseLapsed: row.lapsed === true } };
   }
-  if (!row.kind) return { kind: 'full' };
-  const { held: _h, kind, status: _s, fence_now: _f, lapsed: _l, ...step } = row;
+  if (!row.kind) return { kind: 'full', steps: row.total_steps, bytes: row.total_bytes };
+  const { held: _h, kind, status: _s, fence_now: _f, lapsed: _l, total_steps: _n, total_bytes: _b, ...step } = row;
   return { kind, step: stepOf(step as RawStep) };
 }
 

@@ -81,8 +81,8 @@ export interface StepWrite extends TaskRef, StepSpend {
 /**
  * Record a step's result under the holder's fence, or return the one already recorded by that name (first write
  * wins: an earlier attempt's, or this fence's own whose reply was lost; `recorded: false`). A fence that no longer
- * holds the task, or whose lease lapsed, is LEASE_LOST and records nothing; past LIMITS.stepsPerTask, an
- * InvalidInputError naming the limit.
+ * holds the task, or whose lease lapsed, is LEASE_LOST and records nothing; past LIMITS.stepsPerTask or
+ * LIMITS.stepBytesPerTask, an InvalidInputError naming the limit.
  */
 export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStepRow; recorded: boolean }> {
   const name = stepNameCheck(w.name);
@@ -91,15 +91,21 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
     taskId: w.taskId, fence: w.fence, name, scope: w.scope ?? 'task', resultJson: json, sizeBytes,
     durationMs: w.durationMs === undefined ? null : Math.max(0, Math.round(w.durationMs)),
     costUsd: w.costUsd, tokensIn: w.tokensIn, tokensOut: w.tokensOut, model: w.model, startedAt: w.startedAt,
-  }, LIMITS.stepsPerTask);
+  }, { steps: LIMITS.stepsPerTask, bytes: LIMITS.stepBytesPerTask });
   switch (r.kind) {
     case 'recorded':
     case 'existing':
       return { step: r.step, recorded: r.kind === 'recorded' };
     case 'full':
+      if (r.steps >= LIMITS.stepsPerTask) {
+        throw new InvalidInputError(
+          `task ${w.taskId}: step ${JSON.stringify(name)}: the task has recorded ${r.steps} steps, the most it may (stepsPerTask, ${limitEnvName('stepsPerTask')}); nothing was recorded`,
+          { taskId: w.taskId, step: name, limit: 'stepsPerTask' },
+        );
+      }
       throw new InvalidInputError(
-        `task ${w.taskId}: step ${JSON.stringify(name)}: the task has recorded ${LIMITS.stepsPerTask} steps, the most it may (stepsPerTask, ${limitEnvName('stepsPerTask')}); nothing was recorded`,
-        { taskId: w.taskId, step: name, limit: 'stepsPerTask' },
+        `task ${w.taskId}: step ${JSON.stringify(name)}: the task's steps hold ${r.bytes} bytes, and ${sizeBytes} more would pass ${LIMITS.stepBytesPerTask} (stepBytesPerTask, ${limitEnvName('stepBytesPerTask')}); nothing was recorded`,
+        { taskId: w.taskId, step: name, limit: 'stepBytesPerTask' },
       );
     case 'refused':
       throw stepRefusal(w, r.task);
