@@ -8,9 +8,10 @@ export interface AgentProcess { child: ChildProcess; output: () => string; exite
 
 /**
  * `dagent agent run FILE --id ID` as real processes on a test's database; each
- * resolves once its agent is running, and any still alive after a test is killed. `directUrl`: DATABASE_DIRECT_URL.
+ * resolves once its agent is running, and any still alive after a test is killed. `directUrl`: DATABASE_DIRECT_URL
+ * (default this process's; null: none, for a file's own server, which this process's direct URL does not lead to).
  */
-export function agentProcesses(databaseUrl: string, directUrl?: string) {
+export function agentProcesses(databaseUrl: string, directUrl?: string | null) {
   const started: AgentProcess[] = [];
   afterEach(() => {
     for (const p of started.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
@@ -18,9 +19,10 @@ export function agentProcesses(databaseUrl: string, directUrl?: string) {
   /** Without `maintenance`, the process runs no maintenance loops, so a test drives the reaper and promoter itself. */
   return async (file: string, id: string, extra: string[] = [], o: { maintenance?: boolean } = {}): Promise<AgentProcess> => {
     const args = [...CLI_COMPILED, 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...(o.maintenance ? [] : ['--no-maintenance']), ...extra];
-    const child = leash(spawn(process.execPath, args, {
-      env: { ...process.env, DATABASE_URL: databaseUrl, ...(directUrl ? { DATABASE_DIRECT_URL: directUrl } : {}), DAGENT_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
-    }));
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: databaseUrl, DAGENT_LOG_LEVEL: 'warn' };
+    if (directUrl === null) delete env.DATABASE_DIRECT_URL;
+    else if (directUrl) env.DATABASE_DIRECT_URL = directUrl;
+    const child = leash(spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     child.stdout!.on('data', (b) => (out += b));
     child.stderr!.on('data', (b) => (out += b));
