@@ -1,14 +1,16 @@
 // @ts-check
-// The DAG's timeline: a Gantt chart of its tasks' attempts (GET /api/dags/:id/timeline), drawn as SVG
-// from text and numbers only (no markup from the data), and its cost per model.
+// The DAG's timeline: a Gantt chart of its tasks' attempts and their durable steps (GET /api/dags/:id/timeline),
+// drawn as SVG from text and numbers only (no markup from the data: step names are the agent's text), and its cost
+// per model.
 import { h, table, usd, duration, empty } from './dom.js';
 
 /** @typedef {import('../src/wire/dags.js').DagTimelineAnswer} DagTimelineAnswer */
 /** @typedef {import('../src/wire/dags.js').TimelineSegmentView['kind']} SegmentKind */
+/** @typedef {import('../src/wire/dags.js').TimelineTaskView} TimelineTaskView */
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
-/** Sizes in SVG user units: the label column, the chart, one row per task. */
-export const TIMELINE_SIZES = { labelW: 190, chartW: 860, rowH: 18, barH: 10, axisH: 22 };
+/** Sizes in SVG user units: the label column, the chart, one row per task (its bars, and under them its steps'). */
+export const TIMELINE_SIZES = { labelW: 190, chartW: 860, rowH: 18, barH: 10, stepH: 4, axisH: 22 };
 /** Rows drawn before "Show all": a 3,000-task DAG's chart would be 54,000 units tall. */
 export const TIMELINE_ROWS_SHOWN = 200;
 
@@ -38,8 +40,29 @@ function tickStep(ms) {
 }
 
 /**
+ * A task's durable steps, under its attempts' bars: a recorded step as a thin bar from when its work began to its
+ * recording; a replayed one as an outlined mark where its attempt replayed it, which says what was not paid again.
+ * @param {TimelineTaskView} task
+ * @param {number} y the row's top
+ * @param {(iso: string) => number} x
+ * @param {typeof TIMELINE_SIZES} sizes
+ */
+function stepMarks(task, y, x, { barH, stepH }) {
+  const lane = y + barH + 2;
+  const recorded = task.steps.map((st) => {
+    const x1 = x(st.from);
+    const what = `${task.key}: step ${st.name} (${st.scope}), attempt ${st.attempt}, ${duration(Date.parse(st.to) - Date.parse(st.from))}, ${usd(st.costUsd)}`;
+    return s('rect', { class: 'step step-recorded', x: x1, y: lane, width: Math.max(1, x(st.to) - x1), height: stepH, 'data-step': st.name, 'data-fence': st.fence }, s('title', null, what));
+  });
+  const replayed = task.replays.map((r) => s('rect', {
+    class: 'step step-replayed', x: x(r.replayedAt) - 1.5, y: y + 1, width: 3, height: barH + stepH + 1, 'data-step': r.name, 'data-fence': r.fence,
+  }, s('title', null, `${task.key}: step ${r.name}, attempt ${r.attempt}, replayed: ${usd(r.costUsd)} not paid again`)));
+  return [...recorded, ...replayed];
+}
+
+/**
  * The chart: one row per task (the first `rows` of them), time across, each segment a bar coloured by its kind
- * (running bars by how the attempt ended), critical-path rows marked.
+ * (running bars by how the attempt ended), its durable steps under them, critical-path rows marked.
  * @param {Pick<DagTimelineAnswer, 'from' | 'to' | 'tasks'>} tl
  * @param {number} [rows]
  * @param {typeof TIMELINE_SIZES} [sizes]
@@ -71,15 +94,21 @@ export function timelineSvg(tl, rows = TIMELINE_ROWS_SHOWN, sizes = TIMELINE_SIZ
       const what = `${task.key}: ${SEGMENT_LABELS[seg.kind] ?? seg.kind}${seg.attempt ? `, attempt ${seg.attempt}` : ''}${seg.outcome && seg.kind === 'running' ? ` (${seg.outcome})` : ''}${seg.model ? `, ${seg.model}` : ''}, ${duration(ms)}`;
       row.append(s('rect', { class: `seg seg-${seg.kind}${outcome}`, x: x1, y: y + 1, width: w, height: barH, 'data-kind': seg.kind }, s('title', null, what)));
     }
+    row.append(...stepMarks(task, y, x, sizes));
     svg.append(row);
   });
   return svg;
 }
 
-export function timelineLegend() {
+/** @param {boolean} [withSteps] the chart draws durable steps */
+export function timelineLegend(withSteps = false) {
   return h('div', { class: 'legend' },
     Object.entries(SEGMENT_LABELS).map(([k, label]) => h('span', { class: 'legend-item' }, h('span', { class: `swatch seg-${k}` }), label)),
     h('span', { class: 'legend-item' }, h('span', { class: 'swatch outcome-failed' }), 'failed attempt'),
+    withSteps ? [
+      h('span', { class: 'legend-item' }, h('span', { class: 'swatch step-recorded' }), 'durable step'),
+      h('span', { class: 'legend-item' }, h('span', { class: 'swatch step-replayed' }), 'step replayed (not paid again)'),
+    ] : null,
     h('span', { class: 'legend-item' }, h('span', { class: 'swatch critical' }), 'critical path'));
 }
 
@@ -98,7 +127,7 @@ export function timelineView(tl) {
     more.remove();
   });
   const path = tl.criticalPath.length ? h('p', { class: 'muted small' }, 'Critical path: ', tl.criticalPath.join(' → ')) : null;
-  return h('div', null, timelineLegend(), path, box, more);
+  return h('div', null, timelineLegend(tl.tasks.some((t) => t.steps.length > 0 || t.replays.length > 0)), path, box, more);
 }
 
 /**

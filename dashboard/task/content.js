@@ -1,5 +1,6 @@
 // @ts-check
-// What a task's page shows of it: its header, spec, resolved inputs, output, validation verdicts, attempts and events.
+// What a task's page shows of it: its header, spec, resolved inputs, output, validation verdicts, attempts, durable
+// steps and events.
 import { h, fill, link, hrefDag, badge, pre, chips, table, section, empty, usd, when, duration, verdictRows } from '../dom.js';
 
 /** @typedef {import('../../src/wire/tasks.js').TaskShowAnswer} TaskShowAnswer */
@@ -62,21 +63,23 @@ function eventsSection(events) {
 }
 
 /**
- * The page's body, the log panel in its place among the sections.
+ * The page's body, the log and durable-steps panels in their places among the sections.
  * @param {HTMLElement} content
  * @param {TaskShowAnswer} answer
- * @param {HTMLElement} logEl the log panel: the same element each time, so its lines and polling survive
+ * @param {{ log: HTMLElement, steps: HTMLElement }} panels the same elements each time, so what they hold (and the
+ *   log's polling) survives
  */
-export function taskContent(content, { task: t, inputs, attempts, events }, logEl) {
+export function taskContent(content, { task: t, inputs, attempts, events }, panels) {
   const verdicts = verdictRows(attempts);
   fill(content,
     specSection(t),
     section('Resolved inputs', inputs && Object.keys(inputs).length ? pre(inputs, { id: 'task-inputs' }) : empty('No upstream context.')),
     section('Output', t.output !== null && t.output !== undefined ? pre(t.output, { id: 'task-output' }) : empty('No output yet.')),
-    logEl,
+    panels.log,
     section('Validation verdicts', verdicts.length
       ? table(['Attempt', 'Step', 'Kind', 'Verdict', 'Score', 'Reasons'], verdicts, { class: 'verdicts' })
       : empty('No validation verdicts.')),
     attemptsSection(attempts),
+    panels.steps,
     eventsSection(events));
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DAG_STATES } from '../model/state-machine.js';
 import { deadLetterOfDagSchema } from './dlq.js';
 import { instant } from './instant.js';
+import { stepReplayViewSchema, stepViewSchema } from './steps.js';
 
 /** What the DAG routes answer (src/http/routes/dags.ts), as sent (engine/read/inspect.ts, timeline.ts, engine/dag/*). */
 
@@ -84,6 +85,13 @@ export const timelineSegmentSchema = z.object({
 }).meta({ id: 'TimelineSegment' });
 export type TimelineSegmentView = z.infer<typeof timelineSegmentSchema>;
 
+/** A durable step an attempt recorded (engine/read/timeline.ts TimelineStep), drawn under its attempt. */
+export const timelineStepSchema = stepViewSchema.pick({ name: true, scope: true, attempt: true, fence: true, durationMs: true, costUsd: true }).extend({
+  from: instant.describe('when its work began: as its agent said (startedAt, else recordedAt less durationMs), kept within its attempt'),
+  to: instant.describe('when it was recorded'),
+}).meta({ id: 'TimelineStep' });
+export type TimelineStepView = z.infer<typeof timelineStepSchema>;
+
 export const timelineTaskSchema = z.object({
   id: z.string(),
   key: z.string(),
@@ -93,6 +101,8 @@ export const timelineTaskSchema = z.object({
   costUsd: z.number(),
   critical: z.boolean().describe('on the path that decided when the DAG finished'),
   segments: z.array(timelineSegmentSchema),
+  steps: z.array(timelineStepSchema).describe('the durable steps its attempts recorded, in the order recorded'),
+  replays: z.array(stepReplayViewSchema).describe('the durable steps its attempts replayed instead of running, in order'),
 });
 export type TimelineTaskView = z.infer<typeof timelineTaskSchema>;
 

@@ -18,6 +18,9 @@ export const stepViewSchema = z.object({
   startedAt: instant.nullable().describe('when the step\'s work began, as its agent said (null: not said)'),
   durationMs: z.number().nullable().describe('how long the step\'s work took, as its agent said'),
   costUsd: z.number().describe('what its agent reported spending inside it; a replay charges nothing'),
+  tokensIn: z.number().describe('the tokens its agent reported inside it'),
+  tokensOut: z.number(),
+  model: z.string().nullable().describe('the model its agent reported inside it'),
 }).meta({ id: 'StepView' });
 export type StepView = z.infer<typeof stepViewSchema>;
 
@@ -30,11 +33,13 @@ export const stepReplayViewSchema = z.object({
   costUsd: z.number().describe('what the step had cost when recorded: spend the replaying attempt did not pay again'),
   replayedAt: instant,
 }).meta({ id: 'StepReplayView' });
+export type StepReplayView = z.infer<typeof stepReplayViewSchema>;
 
 export const stepListAnswerSchema = z.object({
   steps: z.array(stepViewSchema).describe('in the order they were recorded'),
   replays: z.array(stepReplayViewSchema).describe('in the order they were replayed'),
 });
+export type StepListAnswer = z.infer<typeof stepListAnswerSchema>;
 
 /** A step with its result. */
 export const stepAnswerSchema = z.object({ step: stepViewSchema.extend({ result: z.unknown().describe('the step\'s JSON result') }) });
@@ -47,7 +52,8 @@ export const stepRecordAnswerSchema = stepAnswerSchema.extend({
 export function stepViewOf(s: Omit<TaskStepRow, 'result'>): z.input<typeof stepViewSchema> {
   return {
     name: s.name, scope: s.scope as StepView['scope'], attempt: s.attempt, fence: s.fence, recordedAt: s.recordedAt,
-    startedAt: s.startedAt, sizeBytes: s.sizeBytes, durationMs: s.durationMs, costUsd: s.costUsd,
+    startedAt: s.startedAt, sizeBytes: s.sizeBytes, durationMs: s.durationMs, costUsd: s.costUsd, tokensIn: s.tokensIn,
+    tokensOut: s.tokensOut, model: s.model,
   };
 }
 

@@ -8,6 +8,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { agentRegister, taskClaim, taskComplete, taskFail, type ClaimedTask } from '../../src/index.js';
+import { stepRecord, stepReplay } from '../../src/engine/attempt/steps.js';
 
 /**
  * The dashboard in a real (headless) Chromium against the real server and
@@ -332,6 +333,11 @@ describe('a task\'s log in the dashboard', () => {
     expect(await log.textContent()).toContain(HOSTILE);
     expect(await page.locator('main img').count()).toBe(0);
     await page.waitForSelector('#task-log-status:has-text("Attempt 1 (running: live) · 2 line(s)")', { timeout: LIVE_MS });
+    // No durable step yet: nothing shown; one recorded now shows without a reload.
+    await page.waitForSelector('#task-steps[data-recorded="0"]', { state: 'attached', timeout: LIVE_MS });
+    expect(await page.locator('#task-steps').textContent()).toBe('');
+    await stepRecord(db, { ...ref, name: 'clone', result: { ok: true }, costUsd: 0.01 });
+    await page.waitForSelector('#task-steps-recorded tr[data-step="clone"]:has-text("$0.01")', { timeout: LIVE_MS });
 
     // A line logged now appears without a reload; when the attempt ends, the page says so.
     await attemptLogAppend(db, ref, [{ level: 'error', message: 'tests failed: 3' }]);
@@ -356,10 +362,15 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
     const dagId: string = submitted.body.results[0].dagId;
     const byKey = async () => new Map((await taskClaim(db, 'timed', { start: true, dagId, limit: 5 })).map((t) => [t.key, t]));
     const first = await byKey();
+    const fetch1 = first.get('fetch')!;
     await new Promise((r) => setTimeout(r, 50));
-    await taskFail(db, { taskId: first.get('fetch')!.id, fence: first.get('fetch')!.fence, errorClass: 'crash', message: 'reset by peer', costUsd: 0.12, model: 'model-small' });
+    // The first attempt records two durable steps (one named as markup), the retry replays the task-scoped one.
+    await stepRecord(db, { taskId: fetch1.id, fence: fetch1.fence, name: 'search', result: { hits: 3 }, durationMs: 20, costUsd: 0.05, tokensIn: 900, tokensOut: 40 });
+    await stepRecord(db, { taskId: fetch1.id, fence: fetch1.fence, name: HOSTILE, result: null, scope: 'attempt' });
+    await taskFail(db, { taskId: fetch1.id, fence: fetch1.fence, errorClass: 'crash', message: 'reset by peer', costUsd: 0.12, model: 'model-small' });
     await taskComplete(db, { taskId: first.get('side')!.id, fence: first.get('side')!.fence, output: {}, costUsd: 0.5, model: 'model-large' });
     const again = (await byKey()).get('fetch')!;
+    expect(await stepReplay(db, { taskId: again.id, fence: again.fence }, 'search')).toMatchObject({ result: { hits: 3 } });
     await taskComplete(db, { taskId: again.id, fence: again.fence, output: {}, costUsd: 0.2, model: 'model-small' });
 
     await page.goto(`${http.url}/#token=${encodeURIComponent(http.adminToken)}`);
@@ -370,6 +381,17 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
       'seg seg-queued', 'seg seg-running outcome-failed', 'seg seg-retry_wait', 'seg seg-running outcome-completed',
     ]);
     expect(await fetchRow.locator('rect.seg-running title').first().textContent()).toMatch(/^fetch: running, attempt 1 \(failed\), model-small, /);
+    // Its durable steps under its attempts: those recorded under the failed one, the replay an outlined mark within the retry.
+    const spanOf = (sel: string) => fetchRow.locator(sel).evaluateAll((rs) => rs.map((r) => [r.getAttribute('data-step'), Number(r.getAttribute('x')), Number(r.getAttribute('x')) + Number(r.getAttribute('width'))]));
+    const [failedRun, completedRun] = (await spanOf('rect.seg-running')).map(([, x1, x2]) => [x1 as number, x2 as number]);
+    const recordedBars = await spanOf('rect.step-recorded');
+    expect(recordedBars.map(([name]) => name)).toEqual(['search', HOSTILE]);
+    // Where each begins (a bar is at least one unit wide, so its end may pass a run that ended within that unit).
+    for (const [, x1] of recordedBars) expect(x1! >= failedRun![0]! && x1! <= failedRun![1]!).toBe(true);
+    const [replayMark] = await spanOf('rect.step-replayed');
+    const replayAt = (replayMark![1]! + replayMark![2]!) / 2;
+    expect(replayAt >= completedRun![0]! && replayAt <= completedRun![1]!).toBe(true);
+    expect(await fetchRow.locator('rect.step-replayed title').textContent()).toBe(`fetch: step search, attempt ${again.attempt}, replayed: $0.05 not paid again`);
     expect(await page.locator('#dag-cost table.cost-models tr[data-model="model-small"] td').allTextContents()).toEqual(['model-small', '$0.32', '0', '0', '2']);
     expect(await page.locator('#dag-cost table.cost-models tr[data-model="model-large"] td').first().textContent()).toBe('model-large');
     // And per task, the costliest first: a failed attempt's spend counts toward its task.
@@ -382,6 +404,21 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
     await page.waitForSelector('#dag-timeline g.row.critical[data-key="summarize"] rect.seg-running', { timeout: LIVE_MS });
     expect(await page.locator('#dag-timeline g.row.critical').evaluateAll((gs) => gs.map((g) => g.getAttribute('data-key')))).toEqual(['fetch', 'summarize']);
     await shot('08-dag-timeline');
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+
+    // fetch's page lists its steps, recorded and replayed, the name that looks like markup as text.
+    await page.goto(`${http.url}/#/tasks/${encodeURIComponent(fetch1.id)}`);
+    await page.waitForSelector('#task-steps-replayed tr[data-step="search"]', { timeout: LIVE_MS });
+    const cells = (sel: string) => page.locator(sel).evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((c) => c.querySelector('time') ? 'time' : c.textContent)));
+    expect(await cells('#task-steps-recorded tbody tr')).toEqual([
+      ['search', 'task', '1', 'time', '10 B', '20 ms', '$0.05', '900 / 40'],
+      [HOSTILE, 'attempt', '1', 'time', '4 B', '—', '$0.00', '0 / 0'],
+    ]);
+    expect(await page.locator('#task-steps h3').textContent()).toBe('Replayed (1, $0.05 not paid again)');
+    expect(await cells('#task-steps-replayed tbody tr')).toEqual([['search', String(again.attempt), 'time', '$0.05']]);
+    expect(await page.locator('main img').count()).toBe(0);
+    await shot('09-task-steps');
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
     expect(pageErrors).toEqual([]);
   });
 });

@@ -31,7 +31,8 @@ describe('durable steps over HTTP', () => {
     const put = await call('PUT', `/api/tasks/${t.id}/steps/call%201`, { token, body: { fence: t.fence, result: { text: 'hi' }, duration_ms: 40, cost_usd: 0.2, tokens_in: 5 } });
     expect(put.status).toBe(201);
     expect(put.body).toEqual({ recorded: true, step: {
-      name: 'call 1', scope: 'task', attempt: 1, fence: t.fence, recordedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), startedAt: null, sizeBytes: 13, durationMs: 40, costUsd: 0.2, result: { text: 'hi' },
+      name: 'call 1', scope: 'task', attempt: 1, fence: t.fence, recordedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), startedAt: null, sizeBytes: 13, durationMs: 40, costUsd: 0.2,
+      tokensIn: 5, tokensOut: 0, model: null, result: { text: 'hi' },
     } });
     const again = await call('PUT', `/api/tasks/${t.id}/steps/call%201`, { token, body: { fence: t.fence, result: 'other' } });
     expect([again.status, again.body.recorded, again.body.step.result]).toEqual([200, false, { text: 'hi' }]);

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { dateOf, rowsOf } from '../statement.js';
+import type { StepScope } from '../../model/step-scopes.js';
 
 /** One attempt as the timeline draws it. */
 export interface TimelineAttemptRow {
@@ -64,4 +65,45 @@ export async function timelineCostByModel(db: Db, dagId: string): Promise<Array<
   return rows.map((r) => ({
     model: r.model as string | null, costUsd: Number(r.cost_usd), tokensIn: Number(r.tokens_in), tokensOut: Number(r.tokens_out), attempts: Number(r.attempts),
   }));
+}
+
+/** A durable step as the timeline draws it: under the attempt (fence) that recorded it. */
+export interface TimelineStepRow {
+  taskId: string; name: string; scope: StepScope; attempt: number; fence: number; costUsd: number;
+  durationMs: number | null; startedAt: Date | null; recordedAt: Date;
+}
+
+/** A durable step an attempt replayed instead of running: a mark at the moment it did. */
+export interface TimelineReplayRow {
+  taskId: string; name: string; attempt: number; fence: number; recordedFence: number; costUsd: number; replayedAt: Date;
+}
+
+/**
+ * The durable steps a DAG's tasks (not its validation tasks) recorded and replayed, in one statement for the whole
+ * DAG, not one per task: its tasks through (dag_id, key), then each task's steps and replays through their primary
+ * keys, which begin with task_id (task_steps.dag_id has no index of its own).
+ */
+export async function timelineSteps(db: Db, dagId: string): Promise<{ steps: TimelineStepRow[]; replays: TimelineReplayRow[] }> {
+  const [r] = await rowsOf<{ steps: Array<Record<string, unknown>>; replays: Array<Record<string, unknown>> }>(db, sql`
+    with dag_tasks as (select id from tasks where dag_id = ${dagId} and validates_id is null)
+    select
+      coalesce((select json_agg(json_build_object('taskId', s.task_id, 'name', s.name, 'scope', s.scope, 'attempt', s.attempt,
+          'fence', s.fence, 'costUsd', s.cost_usd, 'durationMs', s.duration_ms, 'startedAt', s.started_at, 'recordedAt', s.recorded_at)
+          order by s.recorded_at, s.fence, s.name)
+        from dag_tasks t join task_steps s on s.task_id = t.id), '[]'::json) as steps,
+      coalesce((select json_agg(json_build_object('taskId', x.task_id, 'name', x.name, 'attempt', x.attempt, 'fence', x.fence,
+          'recordedFence', x.recorded_fence, 'costUsd', x.cost_usd, 'replayedAt', x.replayed_at)
+          order by x.replayed_at, x.fence, x.name)
+        from dag_tasks t join task_step_replays x on x.task_id = t.id), '[]'::json) as replays`);
+  return {
+    steps: r!.steps.map((s) => ({
+      taskId: s.taskId as string, name: s.name as string, scope: s.scope as StepScope, attempt: Number(s.attempt), fence: Number(s.fence),
+      costUsd: Number(s.costUsd), durationMs: s.durationMs === null ? null : Number(s.durationMs),
+      startedAt: dateOf(s.startedAt as string | null), recordedAt: dateOf(s.recordedAt as string)!,
+    })),
+    replays: r!.replays.map((x) => ({
+      taskId: x.taskId as string, name: x.name as string, attempt: Number(x.attempt), fence: Number(x.fence),
+      recordedFence: Number(x.recordedFence), costUsd: Number(x.costUsd), replayedAt: dateOf(x.replayedAt as string)!,
+    })),
+  };
 }

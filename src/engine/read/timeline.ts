@@ -1,7 +1,10 @@
 import type { Db } from '../../db/handle.js';
 import { dagGet } from '../../db/queries/dags.js';
-import { timelineCostByModel, timelineEdges, timelineTasks, type TimelineTaskRow } from '../../db/queries/timeline.js';
+import {
+  timelineCostByModel, timelineEdges, timelineSteps, timelineTasks, type TimelineStepRow, type TimelineReplayRow, type TimelineTaskRow,
+} from '../../db/queries/timeline.js';
 import { NotFoundError } from '../../errors.js';
+import type { StepScope } from '../../model/step-scopes.js';
 import { taskKeyCompare } from '../../model/task-key-order.js';
 
 /** What a task was doing over a stretch of time. */
@@ -17,11 +20,23 @@ export interface TimelineSegment {
   model?: string | null;
 }
 
+/** A durable step an attempt recorded: its work from `from` to `to` (when it was recorded). */
+export interface TimelineStep {
+  name: string; scope: StepScope; attempt: number; fence: number; costUsd: number; durationMs: number | null;
+  from: Date; to: Date;
+}
+
+/** A durable step an attempt replayed at `replayedAt` instead of running: `costUsd` was not paid again. */
+export type TimelineReplay = Omit<TimelineReplayRow, 'taskId'>;
+
 export interface TimelineTask {
   id: string; key: string; type: string; status: string; parentKey: string | null; costUsd: number;
   /** On the path that decided when the DAG finished (or got as far as it has). */
   critical: boolean;
   segments: TimelineSegment[];
+  /** The durable steps its attempts recorded, in the order recorded, and those they replayed. */
+  steps: TimelineStep[];
+  replays: TimelineReplay[];
 }
 
 export interface DagTimeline {
@@ -41,17 +56,23 @@ export interface DagTimeline {
  * (for the subtasks an attempt spawned, until it is claimed again); the
  * critical path as it happened: from the task that finished last back through, at each step, the upstream task
  * that finished last (what it waited for); and what it cost per model. Validation tasks show as their
- * validated task's validating stretches.
+ * validated task's validating stretches. Each task carries the durable steps its attempts recorded and replayed.
  */
 export async function dagTimeline(db: Db, dagId: string, now: Date = new Date()): Promise<DagTimeline> {
   const dag = await dagGet(db, dagId);
   if (!dag) throw new NotFoundError('DAG', dagId);
-  const [rows, edges, costByModel] = await Promise.all([timelineTasks(db, dagId), timelineEdges(db, dagId), timelineCostByModel(db, dagId)]);
+  const [rows, edges, costByModel, steps] = await Promise.all([
+    timelineTasks(db, dagId), timelineEdges(db, dagId), timelineCostByModel(db, dagId), timelineSteps(db, dagId),
+  ]);
   const end = dag.completedAt ?? now;
   const keyOf = new Map(rows.map((r) => [r.id, r.key]));
+  const stepsOf = groupByTask(steps.steps);
+  const replaysOf = groupByTask(steps.replays);
   const tasks = rows.map((r): TimelineTask => ({
     id: r.id, key: r.key, type: r.type, status: r.status, parentKey: r.parentId ? keyOf.get(r.parentId) ?? null : null,
     costUsd: r.costUsd, critical: false, segments: segmentsOf(r, end),
+    steps: (stepsOf.get(r.id) ?? []).map((st) => stepOf(st, r, dag.createdAt)),
+    replays: (replaysOf.get(r.id) ?? []).map(({ taskId: _t, ...x }) => x),
   }));
   const criticalPath = criticalPathOf(rows, edges, end);
   const onPath = new Set(criticalPath);
@@ -60,6 +81,30 @@ export async function dagTimeline(db: Db, dagId: string, now: Date = new Date())
   // Those that began at once (a DAG's first tasks, queued from its submit) in key order: w2 before w10.
   tasks.sort((a, b) => firstStart(a) - firstStart(b) || taskKeyCompare(a.key, b.key));
   return { dagId, from: dag.createdAt, to: end, tasks, criticalPath: criticalPath.map((id) => keyOf.get(id)!), costByModel };
+}
+
+function groupByTask<T extends { taskId: string }>(rows: T[]): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const x of rows) {
+    const list = out.get(x.taskId);
+    if (list) list.push(x);
+    else out.set(x.taskId, [x]);
+  }
+  return out;
+}
+
+/**
+ * A recorded step's stretch: from when its work began (as its agent said, else its recording less the duration it
+ * said, else the recording itself) to its recording. What an agent says is its own word: the start is kept within
+ * its attempt (from the claim of that fence on), so a made-up one cannot stretch the chart.
+ */
+function stepOf(st: TimelineStepRow, r: TimelineTaskRow, dagFrom: Date): TimelineStep {
+  const to = st.recordedAt;
+  const said = st.startedAt ?? (st.durationMs !== null ? new Date(to.getTime() - st.durationMs) : to);
+  // The attempt's row when it has ended; else it is the attempt in progress.
+  const attemptFrom = r.attempts.find((a) => a.fence === st.fence)?.startedAt ?? r.claimedAt ?? dagFrom;
+  const from = new Date(Math.min(to.getTime(), Math.max(said.getTime(), attemptFrom.getTime(), dagFrom.getTime())));
+  return { name: st.name, scope: st.scope, attempt: st.attempt, fence: st.fence, costUsd: st.costUsd, durationMs: st.durationMs, from, to };
 }
 
 function segmentsOf(r: TimelineTaskRow, now: Date): TimelineSegment[] {

@@ -3,11 +3,13 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../../helpers/db.js';
 import { testHttp } from '../../helpers/http.js';
 import { timePasses } from '../../helpers/clock.js';
-import { agentCreate, dagCreate, databaseReset, rowsOf } from '../../helpers/factories.js';
+import { agentCreate, dagCreate, databaseReset, leaseExpire, rowsOf } from '../../helpers/factories.js';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
 import { taskSpawn } from '../../../src/engine/dag/spawn.js';
+import { stepRecord, stepReplay } from '../../../src/engine/attempt/steps.js';
+import { reaperCreate } from '../../../src/maintenance/reaper.js';
 import { dagTimeline, type DagTimeline } from '../../../src/engine/read/timeline.js';
 
 const database = await testDatabase();
@@ -164,5 +166,52 @@ describe('a DAG\'s timeline', () => {
     expect(kinds(tl, a!.key)).toEqual(expect.arrayContaining(['running:failed', 'retry_wait']));
     expect(kinds(tl, b!.key).at(-1)).toBe('running:running');
     for (const t of tl.tasks) expect(t.segments.at(-1)!.to.getTime()).toBe(tl.to.getTime());
+  });
+
+  it('carries the durable steps each attempt recorded, from when their work began to their recording, and those a later attempt replayed', async () => {
+    const dagId = await dagCreate(db, 'name: stepped\ndefaults: { max_attempts: 3, retry: { strategy: immediate } }\ntasks:\n  a: { type: t }\n  b: { type: t, depends_on: [a] }\n');
+    await agentCreate(db, 'w');
+    await elapse(20);
+    const first = await claimKey('w', 'a');
+    await elapse(40);
+    const ref = { taskId: first.id, fence: first.fence };
+    await stepRecord(db, { ...ref, name: 'search', result: { hits: 3 }, durationMs: 25, costUsd: 0.25 });
+    // A start its agent made up, an hour before the attempt began: the bar begins with the attempt.
+    await stepRecord(db, { ...ref, name: 'scratch', result: null, scope: 'attempt', startedAt: new Date(Date.now() - 3_600_000) });
+    await stepRecord(db, { ...ref, name: 'instant', result: 1 });
+    await elapse(30);
+    await leaseExpire(db, first.id);
+    expect(await reaperCreate({ db }).runOnce()).toBe(1);
+    const second = await claimKey('w', 'a');
+    await elapse(10);
+    expect((await stepReplay(db, { taskId: second.id, fence: second.fence }, 'search'))?.result).toEqual({ hits: 3 });
+    await elapse(10);
+    await taskComplete(db, { taskId: second.id, fence: second.fence, output: {} });
+
+    const tl = await dagTimeline(db, dagId);
+    const a = tl.tasks.find((t) => t.key === 'a')!;
+    expect(a.steps.map((st) => [st.name, st.scope, st.attempt, st.fence, st.costUsd, st.durationMs])).toEqual([
+      ['search', 'task', first.attempt, first.fence, 0.25, 25], ['scratch', 'attempt', first.attempt, first.fence, 0, null], ['instant', 'task', first.attempt, first.fence, 0, null],
+    ]);
+    const recorded = new Map((await rowsOf<{ name: string; recorded_at: string }>(db, sql`
+      select name, recorded_at::text from task_steps where task_id = ${first.id}`)).map((r) => [r.name, Date.parse(r.recorded_at)]));
+    const [run1] = await rowsOf<{ started_at: string }>(db, sql`select started_at::text from attempts where task_id = ${first.id} and fence = ${first.fence}`);
+    const span = (name: string) => { const st = a.steps.find((x) => x.name === name)!; return [st.from.getTime(), st.to.getTime()]; };
+    expect(span('search')).toEqual([recorded.get('search')! - 25, recorded.get('search')!]);
+    expect(span('scratch')).toEqual([Date.parse(run1!.started_at), recorded.get('scratch')!]);
+    expect(span('instant')).toEqual([recorded.get('instant')!, recorded.get('instant')!]);
+    // Each bar lies within its attempt's run; the replay within the attempt that made it.
+    const runs = a.segments.filter((sg) => sg.kind === 'running');
+    for (const st of a.steps) expect(st.from >= runs[0]!.from && st.to <= runs[0]!.to).toBe(true);
+    expect(a.replays).toEqual([{ name: 'search', attempt: second.attempt, fence: second.fence, recordedFence: first.fence, costUsd: 0.25, replayedAt: expect.any(Date) }]);
+    expect(a.replays[0]!.replayedAt >= runs[1]!.from && a.replays[0]!.replayedAt <= runs[1]!.to).toBe(true);
+    expect(tl.tasks.find((t) => t.key === 'b')).toMatchObject({ steps: [], replays: [] });
+
+    // Over HTTP, as the dashboard draws them.
+    const r = await http.call('GET', `/api/dags/${dagId}/timeline`);
+    const wire = r.body.tasks.find((t: { key: string }) => t.key === 'a');
+    expect(wire.steps[0]).toEqual({ name: 'search', scope: 'task', attempt: first.attempt, fence: first.fence, durationMs: 25, costUsd: 0.25,
+      from: new Date(recorded.get('search')! - 25).toISOString(), to: new Date(recorded.get('search')!).toISOString() });
+    expect(wire.replays[0]).toMatchObject({ name: 'search', costUsd: 0.25, replayedAt: a.replays[0]!.replayedAt.toISOString() });
   });
 });
