@@ -1,6 +1,4 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
@@ -12,6 +10,7 @@ import { testDatabase } from '../helpers/db.js';
 import { agentProcesses, type AgentProcess } from '../helpers/agent-process.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
+import { paidApiStart } from '../helpers/paid-api.js';
 import { faultProxy } from './helpers/proxy.js';
 
 // Durable steps when the database fails under a step's write, in real agent processes: the write commits and its
@@ -30,42 +29,10 @@ const STEPPER = 'test/fixtures/agents/stepper.ts';
 const TEST_TIMEOUT_MS = 150_000;
 const answers = [1, 2, 3, 4, 5].map((i) => ({ answer: `/call/${i}` }));
 
-/** The paid API: the paths of the calls it answered; a request the test chose to hold waits for its `answer`. */
-const calls: string[] = [];
-const holds = new Map<string, { arrived: () => void; res?: ServerResponse }>();
-const paidApi = createServer((req, res) => {
-  const held = holds.get(req.url!);
-  if (held && !held.res) {
-    held.res = res;
-    held.arrived();
-    return;
-  }
-  paidAnswer(req.url!, res);
-});
-function paidAnswer(callPath: string, res: ServerResponse): void {
-  calls.push(callPath);
-  res.setHeader('content-type', 'application/json');
-  res.end(JSON.stringify({ answer: callPath }));
-}
-await new Promise<void>((r) => paidApi.listen(0, '127.0.0.1', r));
-process.env.DAGENT_TEST_PAID_API = `http://127.0.0.1:${(paidApi.address() as AddressInfo).port}`;
-afterAll(() => {
-  paidApi.closeAllConnections();
-  return new Promise<void>((r) => paidApi.close(() => r()));
-});
-
-/** The next request to `callPath` is held; `arrived` resolves once it came, `answer` lets it through. */
-function hold(callPath: string): { arrived: Promise<void>; answer: () => void } {
-  let arrived!: () => void;
-  const came = new Promise<void>((r) => (arrived = r));
-  holds.set(callPath, { arrived });
-  return { arrived: came, answer: () => paidAnswer(callPath, holds.get(callPath)!.res!) };
-}
-
-beforeEach(() => {
-  calls.length = 0;
-  holds.clear();
-});
+const paidApi = await paidApiStart();
+// The agent processes inherit this environment; the stepper fixture reads the paid API's address from it.
+process.env.DAGENT_TEST_PAID_API = paidApi.url;
+beforeEach(() => paidApi.reset());
 
 // The lost reply: the agent's connections go through a fault proxy (its LISTEN too, unless a pooler's direct URL
 // takes that elsewhere); the test reads the database directly.
@@ -101,7 +68,7 @@ async function expectEachCallOnce(db: Db, dagId: string, agent: AgentProcess): P
     select status, output, attempts from tasks where dag_id = ${dagId}`))[0]!;
   await eventually('the task completed', async () => (await task()).status === 'completed', 60_000)
     .catch((e: Error) => { throw new Error(`${e.message}\n${agent.output()}`); });
-  expect(calls).toEqual(['/call/1', '/call/2', '/call/3', '/call/4', '/call/5']);
+  expect(paidApi.calls.map((c) => c.path)).toEqual(['/call/1', '/call/2', '/call/3', '/call/4', '/call/5']);
   expect(await task()).toMatchObject({ output: { results: answers }, attempts: 1 });
   const names = ['call 1', 'call 2', 'call 3', 'call 4', 'call 5'];
   expect(await stepNames(db, dagId)).toEqual(names);
@@ -116,7 +83,7 @@ async function expectEachCallOnce(db: Db, dagId: string, agent: AgentProcess): P
 
 describe('a step write whose reply is lost', () => {
   it('is sent again on a new connection once the connection breaks, and answers the step it recorded: five paid calls, one row per step, no failed attempt', async () => {
-    const call2 = hold('/call/2');
+    const call2 = paidApi.hold('/call/2');
     const dagId = await dagCreate(database.db, DAG);
     const agent = await agentThroughProxy(STEPPER, 'stepper-muted');
     await call2.arrived;
@@ -138,7 +105,7 @@ describe('a step write whose reply is lost', () => {
 
 describe('a database restart during a step write', () => {
   it('the write is retried until the server is back on its port, then recorded once: five paid calls, one row per step, no failed attempt', async () => {
-    const call3 = hold('/call/3');
+    const call3 = paidApi.hold('/call/3');
     const dagId = await dagCreate(own.db, DAG);
     const agent = await agentOnOwnServer(STEPPER, 'stepper-restart');
     await call3.arrived;

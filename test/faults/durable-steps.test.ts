@@ -1,11 +1,10 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { agentProcesses } from '../helpers/agent-process.js';
 import { dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
+import { paidApiStart } from '../helpers/paid-api.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 
 // Durable steps against real agent processes: a process killed with SIGKILL between two steps, and one stopped
@@ -16,43 +15,9 @@ const { db } = database;
 const agentProcess = agentProcesses(database.url);
 const reaper = reaperCreate({ db });
 
-/** The paid API: counts the calls it answered by path; a request the test chose to hold waits for `release`. */
-const calls: Array<{ path: string; agent: string }> = [];
-const holds = new Map<string, { arrived: () => void; res?: ServerResponse }>();
-const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-  const path = req.url!;
-  const hold = holds.get(path);
-  if (hold && !hold.res) {
-    hold.res = res;
-    hold.arrived();
-    return;
-  }
-  if (path.startsWith('/call/')) calls.push({ path, agent: String(req.headers['x-agent']) });
-  res.setHeader('content-type', 'application/json');
-  res.end(JSON.stringify({ answer: path }));
-});
-await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-process.env.DAGENT_TEST_PAID_API = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-afterAll(() => {
-  server.closeAllConnections();
-  return new Promise<void>((r) => server.close(() => r()));
-});
-
-/** The next request to `path` is held; resolves once it arrived. */
-function hold(path: string): { arrived: Promise<void>; answer: () => void } {
-  let arrived!: () => void;
-  const p = new Promise<void>((r) => (arrived = r));
-  holds.set(path, { arrived });
-  return {
-    arrived: p,
-    answer: () => {
-      const h = holds.get(path)!;
-      calls.push({ path, agent: 'held' });
-      h.res!.setHeader('content-type', 'application/json');
-      h.res!.end(JSON.stringify({ answer: path }));
-    },
-  };
-}
+const paidApi = await paidApiStart();
+// The agent processes inherit this environment; the stepper fixture reads the paid API's address from it.
+process.env.DAGENT_TEST_PAID_API = paidApi.url;
 
 /** The holder's lease, moved into the past, and the reaper takes the task back (immediate retry: READY again). */
 async function reaped(agentId: string): Promise<void> {
@@ -68,18 +33,17 @@ const answers = [1, 2, 3, 4, 5].map((i) => ({ answer: `/call/${i}` }));
 
 beforeEach(async () => {
   await databaseReset(db);
-  calls.length = 0;
-  holds.clear();
+  paidApi.reset();
 });
 
 describe('durable steps across real agent processes', () => {
   it('an agent SIGKILLed after its third recorded step: the next process replays three and makes two calls, five paid calls in all, one per step', async () => {
-    const checkpoint = hold('/checkpoint/3');
+    const checkpoint = paidApi.hold('/checkpoint/3');
     const dagId = await dagCreate(db, DAG('{ calls: 5, checkpointAfter: 3 }'));
     const first = await agentProcess('test/fixtures/agents/stepper.ts', 'stepper-a');
     await checkpoint.arrived;
     // Step 3 is recorded (ctx.step returned) and call 4 is not yet sent.
-    expect(calls.map((c) => c.path)).toEqual(['/call/1', '/call/2', '/call/3']);
+    expect(paidApi.calls.map((c) => c.path)).toEqual(['/call/1', '/call/2', '/call/3']);
     const firstFence = (await task(dagId)).fence;
     first.child.kill('SIGKILL');
     expect(await first.exited).toBe(null);
@@ -87,7 +51,7 @@ describe('durable steps across real agent processes', () => {
 
     await agentProcess('test/fixtures/agents/stepper.ts', 'stepper-b');
     await eventually('the task completed', async () => (await task(dagId)).status === 'completed', 30_000);
-    expect(calls).toEqual([
+    expect(paidApi.calls).toEqual([
       ...['/call/1', '/call/2', '/call/3'].map((path) => ({ path, agent: 'stepper-a' })),
       ...['/call/4', '/call/5'].map((path) => ({ path, agent: 'stepper-b' })),
     ]);
@@ -105,7 +69,7 @@ describe('durable steps across real agent processes', () => {
   });
 
   it('an agent SIGSTOPped past its lease: after SIGCONT its late step write is refused and nothing is recorded under its fence', async () => {
-    const late = hold('/call/1');
+    const late = paidApi.hold('/call/1');
     const dagId = await dagCreate(db, DAG('{ calls: 2 }'));
     const stopped = await agentProcess('test/fixtures/agents/stepper.ts', 'stepper-stopped');
     await late.arrived;

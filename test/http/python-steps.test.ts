@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
@@ -7,6 +7,7 @@ import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
+import { paidApiStart } from '../helpers/paid-api.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 
 // Durable steps of the Python agent (agents/python, ctx.step) against real processes and a real server: a process
@@ -18,23 +19,7 @@ const { db } = database;
 const http = await testHttp(database);
 const reaper = reaperCreate({ db });
 
-/** The paid API: counts the calls it answered by path; a request the test chose to hold waits for `answer`. */
-const calls: Array<{ path: string; agent: string }> = [];
-const holds = new Map<string, { arrived: () => void; res?: ServerResponse }>();
-const paid = createServer((req: IncomingMessage, res: ServerResponse) => {
-  const path = req.url!;
-  const held = holds.get(path);
-  if (held && !held.res) {
-    held.res = res;
-    held.arrived();
-    return;
-  }
-  if (path.startsWith('/call/')) calls.push({ path, agent: String(req.headers['x-agent']) });
-  res.setHeader('content-type', 'application/json');
-  res.end(JSON.stringify({ answer: path }));
-});
-await new Promise<void>((r) => paid.listen(0, '127.0.0.1', r));
-const paidUrl = `http://127.0.0.1:${(paid.address() as AddressInfo).port}`;
+const paidApi = await paidApiStart();
 
 /**
  * Between an agent and the server: forwards every request and its reply, except the first step write's reply, which
@@ -64,28 +49,10 @@ const proxy = createServer((req, res) => {
 await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
 const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
 
-afterAll(async () => {
-  for (const s of [paid, proxy]) {
-    s.closeAllConnections();
-    await new Promise<void>((r) => s.close(() => r()));
-  }
+afterAll(() => {
+  proxy.closeAllConnections();
+  return new Promise<void>((r) => proxy.close(() => r()));
 });
-
-/** The next request to `path` is held; resolves once it arrived. */
-function hold(path: string): { arrived: Promise<void>; answer: () => void } {
-  let arrived!: () => void;
-  const p = new Promise<void>((r) => (arrived = r));
-  holds.set(path, { arrived });
-  return {
-    arrived: p,
-    answer: () => {
-      const h = holds.get(path)!;
-      calls.push({ path, agent: 'held' });
-      h.res!.setHeader('content-type', 'application/json');
-      h.res!.end(JSON.stringify({ answer: path }));
-    },
-  };
-}
 
 /** Agents a failed test left running are killed. */
 const children = new Set<ChildProcess>();
@@ -104,7 +71,7 @@ async function agentStart(agentId: string, args: string[] = [], url = http.url) 
   const token = await http.agentToken(agentId, ['paid'], [], ['paid']);
   const child = spawn('python3', ['test/fixtures/agents/stepper.py', '--poll-sec', '0.1', '--models', 'paid', ...args], {
     // No __pycache__ left in the checkout.
-    env: { ...process.env, DAGENT_URL: url, DAGENT_TOKEN: token, DAGENT_AGENT_ID: agentId, DAGENT_TEST_PAID_API: paidUrl, PYTHONDONTWRITEBYTECODE: '1' },
+    env: { ...process.env, DAGENT_URL: url, DAGENT_TOKEN: token, DAGENT_AGENT_ID: agentId, DAGENT_TEST_PAID_API: paidApi.url, PYTHONDONTWRITEBYTECODE: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
@@ -137,20 +104,19 @@ const answers = (key: string, n: number) => Array.from({ length: n }, (_, i) => 
 
 beforeEach(async () => {
   await databaseReset(db);
-  calls.length = 0;
-  holds.clear();
+  paidApi.reset();
   proxied.length = 0;
   loseNextStepReply = false;
 });
 
 describe.sequential('durable steps of the Python agent', () => {
   it.skipIf(!hasPython)('SIGKILLed after its third recorded step: the next agent replays three and makes two calls, five paid calls in all', async () => {
-    const checkpoint = hold('/checkpoint/3');
+    const checkpoint = paidApi.hold('/checkpoint/3');
     const dagId = await dagCreate(db, DAG('{ calls: 5, checkpoint_after: 3 }'));
     const first = await agentStart('py-a');
     await checkpoint.arrived;
     // Step 3 is recorded (ctx.step returned) and call 4 is not yet sent.
-    expect(calls.map((c) => c.path)).toEqual(['/call/t/1', '/call/t/2', '/call/t/3']);
+    expect(paidApi.calls.map((c) => c.path)).toEqual(['/call/t/1', '/call/t/2', '/call/t/3']);
     expect((await steps()).map((s) => s.name)).toEqual(['call 1', 'call 2', 'call 3']);
     const firstFence = (await task(dagId)).fence;
     first.child.kill('SIGKILL');
@@ -162,7 +128,7 @@ describe.sequential('durable steps of the Python agent', () => {
     const done = await task(dagId);
     expect(done.status).toBe('completed');
     expect(done.output).toEqual({ results: answers('t', 5) });
-    expect(calls).toEqual([
+    expect(paidApi.calls).toEqual([
       ...[1, 2, 3].map((i) => ({ path: `/call/t/${i}`, agent: 'py-a' })),
       ...[4, 5].map((i) => ({ path: `/call/t/${i}`, agent: 'py-b' })),
     ]);
@@ -194,7 +160,7 @@ describe.sequential('durable steps of the Python agent', () => {
     const done = await task(dagId);
     expect(done.status).toBe('completed');
     expect(done.output).toEqual({ results: answers('t', 2) });
-    expect(calls.map((c) => c.path)).toEqual(['/call/t/1', '/call/t/2']);
+    expect(paidApi.calls.map((c) => c.path)).toEqual(['/call/t/1', '/call/t/2']);
     // The first write landed (201) and its reply never reached the agent; the same write again answered the recorded step.
     const writes = proxied.filter((p) => p.method === 'PUT').map((p) => [decodeURIComponent(p.path.split('/steps/')[1]!), p.status, p.replyLost]);
     expect(writes).toEqual([['call 1', 201, true], ['call 1', 200, false], ['call 2', 201, false]]);
@@ -205,7 +171,7 @@ describe.sequential('durable steps of the Python agent', () => {
   });
 
   it.skipIf(!hasPython)('SIGSTOPped past its lease: after SIGCONT its late step write is refused and nothing is recorded under its fence', async () => {
-    const late = hold('/call/t/1');
+    const late = paidApi.hold('/call/t/1');
     const dagId = await dagCreate(db, DAG('{ calls: 2 }'));
     const stopped = await agentStart('py-stopped');
     await late.arrived;
@@ -228,8 +194,8 @@ describe.sequential('durable steps of the Python agent', () => {
     expect(recorded.filter((s) => s.fence === staleFence)).toEqual([]);
     expect((await task(dagId)).output).toEqual({ results: answers('t', 2) });
     // The refused write ended the stopped agent's handler: it made no call past the one it was stopped in.
-    expect(calls).toEqual([
-      { path: '/call/t/1', agent: 'py-other' }, { path: '/call/t/2', agent: 'py-other' }, { path: '/call/t/1', agent: 'held' },
+    expect(paidApi.calls).toEqual([
+      { path: '/call/t/1', agent: 'py-other' }, { path: '/call/t/2', agent: 'py-other' }, { path: '/call/t/1', agent: 'py-stopped' },
     ]);
   });
 
@@ -247,7 +213,7 @@ describe.sequential('durable steps of the Python agent', () => {
     const stepsOf = async (key: string) => rowsOf<{ name: string; scope: string; fence: number }>(db, sql`
       select s.name, s.scope, s.fence from task_steps s join tasks t on t.id = s.task_id where t.dag_id = ${dagId} and t.key = ${key}
       order by s.fence, s.name`);
-    const paidCalls = (key: string) => calls.filter((c) => c.path.startsWith(`/call/${key}/`)).map((c) => c.path);
+    const paidCalls = (key: string) => paidApi.calls.filter((c) => c.path.startsWith(`/call/${key}/`)).map((c) => c.path);
 
     // The second "call 1" is refused before its function runs; the first stays recorded.
     expect(await attempts('reuse')).toEqual([{

@@ -1,6 +1,4 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -17,6 +15,7 @@ const { testHttp } = await import('../helpers/http.js');
 const { CLI_COMPILED } = await import('../helpers/cli.js');
 const { dagCreate, databaseReset, leaseExpire, rowsOf } = await import('../helpers/factories.js');
 const { eventually } = await import('../helpers/wait.js');
+const { paidApiStart } = await import('../helpers/paid-api.js');
 
 /**
  * Durable steps for an agent working through MCP: a "model" (the test, driving the tools with the SDK's client)
@@ -210,19 +209,8 @@ describe('step_get and step_record over MCP', () => {
   });
 });
 
-/** The paid API: counts the calls it answered, by path and by the session that made them. */
-const paidCalls: Array<{ path: string; by: string }> = [];
-const paid = createServer((req, res) => {
-  paidCalls.push({ path: req.url!, by: String(req.headers['x-session']) });
-  res.setHeader('content-type', 'application/json');
-  res.end(JSON.stringify({ answer: req.url }));
-});
-await new Promise<void>((r) => paid.listen(0, '127.0.0.1', r));
-const paidUrl = `http://127.0.0.1:${(paid.address() as AddressInfo).port}`;
-afterAll(() => {
-  paid.closeAllConnections();
-  return new Promise<void>((r) => paid.close(() => r()));
-});
+/** The paid API the "model" calls; each call's x-agent header names the session that made it. */
+const paidApi = await paidApiStart();
 
 /**
  * The "model": calls 1-5 to the paid API, each a step (looked up first, recorded after the call), until `stopAfter`;
@@ -238,7 +226,7 @@ async function paidWork(call: Tool, who: string, stopAfter = 5): Promise<void> {
       results.push(found.value.result);
       continue;
     }
-    const answer = await (await fetch(`${paidUrl}/call/${i}`, { headers: { 'x-session': who } })).json();
+    const answer = await (await fetch(`${paidApi.url}/call/${i}`, { headers: { 'x-agent': who } })).json();
     const recorded = await call('step_record', { name, result: answer, cost_usd: 0.01, tokens_in: 100, model: 'harness-model' });
     expect(recorded.value, recorded.text).toEqual({ recorded: true, result: answer });
     results.push(answer);
@@ -273,15 +261,15 @@ const dyingSessions = {
 };
 
 describe('a paid call is made once per step across a dead MCP session', () => {
+  beforeEach(() => paidApi.reset());
   for (const [how, open] of Object.entries(dyingSessions)) {
     it(`${how} after its third call: the next session replays three and calls 4 and 5; the paid API answered 5 calls`, async () => {
-      paidCalls.length = 0;
       const dagId = await dagCreate(db, DAG());
       const token = await agentToken('paying');
       const first = await open(token);
       const task = (await first.call('next_task')).value.task;
       await paidWork(first.call, 'first', 3);
-      expect(paidCalls.map((c) => c.path)).toEqual(['/call/1', '/call/2', '/call/3']);
+      expect(paidApi.calls.map((c) => c.path)).toEqual(['/call/1', '/call/2', '/call/3']);
       await first.die();
       await takenBack(task.id);
 
@@ -292,9 +280,9 @@ describe('a paid call is made once per step across a dead MCP session', () => {
       } finally {
         await second.close();
       }
-      expect(paidCalls).toEqual([
-        ...[1, 2, 3].map((i) => ({ path: `/call/${i}`, by: 'first' })),
-        ...[4, 5].map((i) => ({ path: `/call/${i}`, by: 'second' })),
+      expect(paidApi.calls).toEqual([
+        ...[1, 2, 3].map((i) => ({ path: `/call/${i}`, agent: 'first' })),
+        ...[4, 5].map((i) => ({ path: `/call/${i}`, agent: 'second' })),
       ]);
       const [done] = await rowsOf<{ status: string; output: unknown; fence: number }>(db, sql`select status, output, fence from tasks where dag_id = ${dagId}`);
       expect(done).toMatchObject({ status: 'completed', output: { results: [1, 2, 3, 4, 5].map((i) => ({ answer: `/call/${i}` })) } });
