@@ -3,6 +3,7 @@
 
 // Agents: define one, run it in this process.
 export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/define-agent.js';
+export type { BudgetView } from './runtime/attempt-usage.js';
 export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
 export { AgentFleet, type FleetMember } from './runtime/fleet.js';
 export { RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';

@@ -233,6 +233,15 @@ export const LEASE_DEFAULTS = {
  * `maxDelaySec`) without spending an attempt, and its model is paused for every agent until then.
  * After `returnsMax` in a row, a rate limit counts as an attempt again (a limit that never lifts is a failure).
  */
+/** How the agent runtime reports usage while an attempt runs (runtime/attempt-usage.ts). */
+export const USAGE_DEFAULTS = {
+  /**
+   * Reports made within this many milliseconds go as one statement (per model): a handler reporting each streamed
+   * token costs a few statements a second, not one per token; durable this long after it was reported.
+   */
+  batchMs: 5,
+} as const;
+
 export const RATE_LIMIT_DEFAULTS = {
   baseDelaySec: 5,
   maxDelaySec: 600,

@@ -40,6 +40,10 @@ export interface TaskRow {
   cpRankSec: number;
   deadlineMissed: boolean;
   maxCostUsd: number | null;
+  usageFence: number | null;
+  attemptCostUsd: number;
+  attemptTokensIn: number;
+  attemptTokensOut: number;
   estimatedTokens: number | null;
   maxDurationSec: number | null;
   heartbeatSec: number | null;

@@ -7,6 +7,7 @@ import type { ClaimedTask } from '../engine/attempt/claim.js';
 import type { SpawnedChild } from '../engine/dag/spawn.js';
 import { InvalidInputError } from '../errors.js';
 import type { StepOptions } from './attempt-steps.js';
+import type { BudgetView } from './attempt-usage.js';
 
 /** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */
 export interface TaskContext {
@@ -32,8 +33,14 @@ export interface TaskContext {
    * again; on the rerun spawn returns at once with their outputs.
    */
   spawn(specs: SubtaskSpec[], opts?: { wait?: boolean }): Promise<SpawnedChild[]>;
-  /** Add to the cost of this attempt; charged to the task, the DAG and this agent's budget. */
-  reportCost(cost: { usd?: number; tokens?: { input?: number; output?: number }; model?: string }): void;
+  /**
+   * Add to the cost of this attempt: written and charged to the task, its DAG and this agent within a few milliseconds
+   * (so a crash keeps it), and held to the attempt's limits (its max_cost_usd, its DAG's and its agent's budgets).
+   * Resolves once durable with what is left; a report past a limit stops the attempt (`ctx.signal` aborts with reason
+   * budget_exceeded, and the attempt fails with that class). Awaiting it is optional; a handler that calls a paid API
+   * in a loop awaits it, so it never makes a call after the one that reached the limit. docs/agents.md.
+   */
+  reportCost(cost: { usd?: number; tokens?: { input?: number; output?: number }; model?: string }): Promise<BudgetView | null>;
   /**
    * A durable step: if a step of this name was recorded for the task (by an earlier attempt), its result is returned
    * without calling `fn` ("step replayed" in the attempt's log); else `fn` runs and its JSON result is recorded under

@@ -17,11 +17,12 @@ import type { CompletionBatcher } from './completion-batcher.js';
 import { untilReachable } from './until-reachable.js';
 import { AttemptLog } from './attempt-log.js';
 import { AttemptSteps } from './attempt-steps.js';
+import { AttemptUsage } from './attempt-usage.js';
 import { errorClassify, InvalidOutputError } from './task-errors.js';
 import type { AttemptSpend } from '../db/rows.js';
 
 /** Why a running handler was told to stop. */
-export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown';
+export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown' | 'budget_exceeded';
 
 export class TaskAborted extends Error {
   constructor(readonly reason: AbortReason) {
@@ -61,8 +62,9 @@ export class TaskRun {
   private readonly log: Logger;
   /** What the handler logs, also stored with this attempt (`dagent logs`). */
   private readonly attemptLog: AttemptLog;
-  /** What the handler reported spending (reportCost), charged however the attempt ends. */
+  /** What the handler reported spending (reportCost): written and charged as it is reported (usage). */
   private readonly cost: Required<AttemptSpend> = { costUsd: 0, tokensIn: 0, tokensOut: 0, model: null };
+  private readonly usage: AttemptUsage;
   /** The handler's durable steps (ctx.step). */
   private readonly steps: AttemptSteps;
   private waiting = false;
@@ -73,6 +75,7 @@ export class TaskRun {
     this.log = deps.log.child({ taskId: task.id, dagId: task.dagId, attempt: task.attempt });
     this.attemptLog = new AttemptLog(deps.db, this.ref, this.log);
     this.steps = new AttemptSteps(deps.db, this.ref, () => this.attemptLog.logger, this.log, () => this.stop('lease_lost'), (v) => jsonStorable(v, () => null));
+    this.usage = new AttemptUsage(deps.db, this.ref, this.log, () => this.stop('budget_exceeded'), () => this.stop('lease_lost'));
     this.done = this.execute().catch((err) => this.log.error({ err }, 'task run failed unexpectedly; the reaper will recover the task'));
   }
 
@@ -138,11 +141,16 @@ export class TaskRun {
 
   private async settle(result: Outcome): Promise<void> {
     // The attempt's lines are stored before its outcome: once it ends, nothing joins it.
-    if (!(result.kind === 'aborted' && result.reason === 'lease_lost')) await this.attemptLog.flush();
+    const ended = result.kind === 'aborted' && (result.reason === 'lease_lost' || result.reason === 'budget_exceeded');
+    if (!ended) await this.attemptLog.flush();
     this.attemptLog.close();
     let outcome = result;
     const { db, batcher } = this.deps;
-    const spent = { ...this.cost };
+    // What the handler reported is charged by now (a report that reached a limit has ended the attempt): the end
+    // reports nothing more but the model.
+    const budget = await this.usage.flush();
+    if (budget.stopped && outcome.kind !== 'aborted') outcome = { kind: 'aborted', reason: 'budget_exceeded' };
+    const spent: Required<AttemptSpend> = { costUsd: 0, tokensIn: 0, tokensOut: 0, model: this.cost.model };
     try {
       const storable = outcome.kind === 'output' ? jsonStorable(outcome.output) : undefined;
       if (storable && 'error' in storable) outcome = { kind: 'error', err: new InvalidOutputError(`output cannot be stored as JSON: ${storable.error}`) };
@@ -158,6 +166,7 @@ export class TaskRun {
         return;
       }
       if (outcome.kind === 'aborted' && outcome.reason === 'lease_lost') return this.log.warn('lease lost; abandoning the task');
+      if (outcome.kind === 'aborted' && outcome.reason === 'budget_exceeded') return this.log.warn({ costUsd: this.cost.costUsd }, 'stopped at its spend limit (failed budget_exceeded)');
       if (outcome.kind === 'aborted' && outcome.reason === 'shutdown') {
         await untilReachable('release', () => taskRelease(db, { ...this.ref, ...spent, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
         return this.log.info('released on shutdown');
@@ -215,7 +224,10 @@ export class TaskRun {
         live();
         // A wait ends the attempt: its lines so far go first.
         if (opts.wait) await this.attemptLog.flush();
-        const r = await taskSpawn(this.deps.db, this.ref, specs, { wait: opts.wait, cost: this.cost, log: this.log });
+        // A wait ends the attempt: what it reported is charged first, and the spawn reports nothing more.
+        if (opts.wait) await this.usage.flush();
+        const cost = { costUsd: 0, tokensIn: 0, tokensOut: 0, model: this.cost.model };
+        const r = await taskSpawn(this.deps.db, this.ref, specs, { wait: opts.wait, cost, log: this.log });
         if (!r.waiting) return r.children;
         this.waiting = true;
         clearInterval(this.beatTimer);
@@ -223,11 +235,14 @@ export class TaskRun {
       },
       reportCost: (c) => {
         const spent = { costUsd: c.usd ?? 0, tokensIn: c.tokens?.input ?? 0, tokensOut: c.tokens?.output ?? 0, model: c.model ?? null };
+        // First: a figure that cannot be charged throws here, before anything counts it.
+        const durable = this.usage.report(spent);
         this.cost.costUsd += spent.costUsd;
         this.cost.tokensIn += spent.tokensIn;
         this.cost.tokensOut += spent.tokensOut;
         if (spent.model) this.cost.model = spent.model;
         this.steps.reportCost(spent);
+        return durable;
       },
       step: async (name, fn, options) => {
         live();

@@ -148,16 +148,20 @@ tasks:
     expect(aborted).toBe(true);
   });
 
-  it('stops claiming once its budget is spent', async () => {
+  it('is stopped at its budget while it runs, and stops claiming once it is spent', async () => {
     const r = runner(defineAgent({
       name: 'thrifty', capabilities: [], budgetUsd: 1,
-      async run(_t, ctx) { ctx.reportCost({ usd: 0.6 }); return null; },
+      async run(_t, ctx) { await ctx.reportCost({ usd: 0.6 }); return null; },
     }), { id: 'thrifty-1' });
     const dagId = await dagCreate(db, 'name: three\ntasks:\n  a: { type: t }\n  b: { type: t }\n  c: { type: t }\n');
     await r.start();
-    await eventually('two completed', async () => Object.values(await taskStatusByKey(db, dagId)).filter((s) => s === 'completed').length === 2);
+    // The second task's report takes the agent past its budget: that attempt is stopped (budget_exceeded), and the
+    // agent, with nothing left, claims no third.
+    await eventually('one completed, one stopped', async () => Object.values(await taskStatusByKey(db, dagId)).sort().join() === 'completed,dead_lettered,ready');
     await r.stop({ graceMs: 1000 });
-    expect(Object.values(await taskStatusByKey(db, dagId)).sort()).toEqual(['completed', 'completed', 'ready']);
+    expect(Object.values(await taskStatusByKey(db, dagId)).sort()).toEqual(['completed', 'dead_lettered', 'ready']);
+    const [stopped] = await rows<{ error_class: string }>(sql`select error_class from attempts where dag_id = ${dagId} and outcome = 'failed'`);
+    expect(stopped!.error_class).toBe('budget_exceeded');
     expect((await agentGet(db, 'thrifty-1'))!.spentUsd).toBeCloseTo(1.2);
   });
 

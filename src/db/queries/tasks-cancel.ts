@@ -6,6 +6,7 @@ import { rowsOf, textArray } from '../statement.js';
 import { spendReleaseCtes } from './spend.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 import type { CancelledRow } from '../rows.js';
+import { usageOfAttemptSql } from './usage.js';
 
 export type { CancelledRow } from '../rows.js';
 
@@ -54,9 +55,11 @@ export function taskCancelCascade(db: Db, ids: string[]): Promise<CancelledRow[]
     -- The reservations of the attempts cut short go back, nothing is charged (spend.ts; agents locked before DAGs).
     ${spendReleaseCtes('cancelled', sql`previous in ('claimed', 'running')`)},
     cut_short as (
-      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms)
+      insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms,
+                            cost_usd, tokens_in, tokens_out)
       select id, dag_id, attempts, fence, claimed_by, 'cancelled', 'cancelled', 'cancelled while held by an agent', claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${usageOfAttemptSql('cancelled').cost},
+             ${usageOfAttemptSql('cancelled').tokensIn}, ${usageOfAttemptSql('cancelled').tokensOut}
       from cancelled where previous = any(${textArray(LEASED_STATES)})
       on conflict (task_id, fence) do update set outcome = 'cancelled', error_class = 'cancelled',
         error_message = 'cancelled while its output was being validated', ended_at = excluded.ended_at

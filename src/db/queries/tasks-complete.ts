@@ -9,6 +9,7 @@ import { readyNotifySql } from './ready-hint.js';
 import { AFTER_AGENT_LOCK, agentLockCte, spendSettleAgentSet, spendSettleDagSet } from './spend.js';
 import { refusedRowColumns, refusedRowOf, validationRequiredSql } from './tasks-refusal.js';
 import type { ClaimedRow, CompletionInput, CompletionMode, CompletionResult, RefusedRow } from '../rows.js';
+import { usageOfAttemptSql } from './usage.js';
 
 export type { CompletionInput, CompletionMode, CompletionResult } from '../rows.js';
 
@@ -106,12 +107,14 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
       where t.id = i.id and t.fence = i.fence and t.status = any(${textArray(states)})
         ${opts.checked ? sql`` : sql`and not ${validationRequiredSql('t')}`}
       -- late_dependents comes from the row as updated, the newest version even when this statement's snapshot is older.
-      returning t.id, t.dag_id, t.type, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, t.late_dependents, i.output, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details
+      returning t.id, t.dag_id, t.type, t.fence, t.attempts, t.claimed_by, t.claimed_at, t.reserved_usd, t.late_dependents, i.output, i.cost_usd, i.tokens_in, i.tokens_out, i.model, i.details,
+        t.usage_fence, t.attempt_cost_usd, t.attempt_tokens_in, t.attempt_tokens_out
     ),
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts, fence, claimed_by, 'completed', claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, cost_usd, tokens_in, tokens_out, model, details
+             (extract(epoch from now() - claimed_at) * 1000)::int, cost_usd + ${usageOfAttemptSql('done').cost},
+             tokens_in + ${usageOfAttemptSql('done').tokensIn}, tokens_out + ${usageOfAttemptSql('done').tokensOut}, model, details
       from done
       ${opts.checked ? sql`
       -- A VALIDATING task's attempt was recorded when its output was submitted: the verdict finishes it.

@@ -9,6 +9,7 @@ import { refusedRowColumns, refusedRowOf } from './tasks-refusal.js';
 import { readyNotifySql } from './ready-hint.js';
 import { spendSettleCtes, spendSql } from './spend.js';
 import type { AttemptSpend, FailureInput, RefusedRow } from '../rows.js';
+import { usageOfAttemptSql } from './usage.js';
 
 export type { FailureInput } from '../rows.js';
 
@@ -83,7 +84,7 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<{ failed: F
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at,
                             duration_ms, cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts, fence, claimed_by, 'failed', ${f.errorClass}, ${f.message}, claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut},
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost} + ${usageOfAttemptSql('failed').cost}, ${tokensIn} + ${usageOfAttemptSql('failed').tokensIn}, ${tokensOut} + ${usageOfAttemptSql('failed').tokensOut},
              ${f.model ?? null}, ${details ? JSON.stringify(details) : null}::jsonb
       from failed
       -- A VALIDATING task's attempt was recorded when its output was submitted: the negative verdict finishes it.
@@ -165,7 +166,7 @@ export async function taskReleaseMark(
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_message, started_at, ended_at, duration_ms,
                             cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts + 1, fence, claimed_by, ${outcome}, ${reason}, claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${spent.model ?? null},
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost} + ${usageOfAttemptSql('released').cost}, ${tokensIn} + ${usageOfAttemptSql('released').tokensIn}, ${tokensOut} + ${usageOfAttemptSql('released').tokensOut}, ${spent.model ?? null},
              ${o.details ? sql`${JSON.stringify(o.details)}::jsonb` : sql`null`}
       from released
     ),
@@ -195,7 +196,7 @@ export async function taskRateLimitedMark(
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, error_class, error_message, started_at, ended_at, duration_ms,
                             cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts + 1, fence, claimed_by, 'rate_limited', 'rate_limit', ${r.message}, claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${r.spent.model ?? null},
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost} + ${usageOfAttemptSql('returned').cost}, ${tokensIn} + ${usageOfAttemptSql('returned').tokensIn}, ${tokensOut} + ${usageOfAttemptSql('returned').tokensOut}, ${r.spent.model ?? null},
              ${JSON.stringify(r.details)}::jsonb
       from returned
     ),

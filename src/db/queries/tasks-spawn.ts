@@ -5,6 +5,7 @@ import { rowsOf, textArray } from '../statement.js';
 import { spendSettleCtes, spendSql } from './spend.js';
 import type { AttemptSpend } from '../rows.js';
 import { taskDepsAddSet } from './task-deps.js';
+import { usageOfAttemptSql } from './usage.js';
 
 export interface LeasedTaskRow {
   id: string; dagId: string; key: string; priority: number; status: string; claimedBy: string | null;
@@ -57,7 +58,7 @@ export async function taskWaitForChildren(db: Db, w: AttemptSpend & { id: string
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model)
       select id, dag_id, attempts + 1, fence, claimed_by, 'waiting', claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${w.model ?? null}
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost} + ${usageOfAttemptSql('waiting').cost}, ${tokensIn} + ${usageOfAttemptSql('waiting').tokensIn}, ${tokensOut} + ${usageOfAttemptSql('waiting').tokensOut}, ${w.model ?? null}
       from waiting
     ),
     ${spendSettleCtes('waiting', cost)}

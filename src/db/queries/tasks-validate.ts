@@ -4,6 +4,7 @@ import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
 import { spendSettleCtes, spendSql } from './spend.js';
 import type { AttemptSpend } from '../rows.js';
+import { usageOfAttemptSql } from './usage.js';
 
 /** What settling an output needs to know about its task. */
 export interface OutputTaskRow {
@@ -67,7 +68,7 @@ export async function taskOutputSubmit(
     recorded as (
       insert into attempts (task_id, dag_id, attempt, fence, agent_id, outcome, started_at, ended_at, duration_ms, cost_usd, tokens_in, tokens_out, model, details)
       select id, dag_id, attempts, fence, claimed_by, 'validating', claimed_at, now(),
-             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost}, ${tokensIn}, ${tokensOut}, ${t.spent.model ?? null}, '{"verdicts": []}'::jsonb
+             (extract(epoch from now() - claimed_at) * 1000)::int, ${cost} + ${usageOfAttemptSql('submitted').cost}, ${tokensIn} + ${usageOfAttemptSql('submitted').tokensIn}, ${tokensOut} + ${usageOfAttemptSql('submitted').tokensOut}, ${t.spent.model ?? null}, '{"verdicts": []}'::jsonb
       from submitted
     ),
     -- The agent's attempt ends here: its reservation is released now (the row's is zeroed, so the verdict releases nothing).

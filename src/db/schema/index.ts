@@ -17,3 +17,4 @@ export * from './concurrency-keys.js';
 export * from './signals.js';
 export * from './model-pauses.js';
 export * from './rate-limits.js';
+export * from './usage-reports.js';

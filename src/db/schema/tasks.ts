@@ -69,6 +69,15 @@ export const tasks = pgTable(
     /** Set by the priority refresher once the deadline can no longer be met (now + estimate > deadline). */
     deadlineMissed: boolean('deadline_missed').notNull().default(false),
     maxCostUsd: numeric('max_cost_usd', { mode: 'number' }),
+    /**
+     * Usage the attempt of `usage_fence` reported while it ran (usage_reports), already charged to the task, its DAG and
+     * its agent: the statement that ends the attempt records it on the attempts row. Worth anything only while
+     * usage_fence = fence (a claim moves the fence on, so nothing needs resetting).
+     */
+    usageFence: integer('usage_fence'),
+    attemptCostUsd: numeric('attempt_cost_usd', { mode: 'number' }).notNull().default(0),
+    attemptTokensIn: bigint('attempt_tokens_in', { mode: 'number' }).notNull().default(0),
+    attemptTokensOut: bigint('attempt_tokens_out', { mode: 'number' }).notNull().default(0),
     /** Tokens an attempt is expected to use: reserved against its model's declared tokens limit at claim (rate_limits). Null: the limit's default. */
     estimatedTokens: integer('estimated_tokens'),
     maxDurationSec: integer('max_duration_sec'),

@@ -1,6 +1,12 @@
 import type { RetryPolicy, TaskBody } from '../../dag/spec.js';
 import { DURATION_MAX_SEC } from '../../durations.js';
 
+/**
+ * The class of an attempt stopped at a spend limit while it ran (engine/attempt/usage.ts): not retried unless the
+ * DAG's retry_on names it (another attempt would spend again what this one was stopped for).
+ */
+export const BUDGET_EXCEEDED_CLASS = 'budget_exceeded';
+
 /** A task that failed this many times on at least this many distinct agents is a poison pill. */
 export const POISON_PILL = { minFailures: 3, minAgents: 2 } as const;
 
@@ -26,6 +32,9 @@ export type RetryDecision =
 export function retryDecide(policy: RetryPolicy, f: FailureFacts, random: () => number = Math.random): RetryDecision {
   const poisonPill = f.failures >= POISON_PILL.minFailures && f.distinctAgents >= POISON_PILL.minAgents;
   if (f.retryable === false) return { action: 'dead_letter', reason: `non-retryable ${f.errorClass} error`, poisonPill: false };
+  if (f.errorClass === BUDGET_EXCEEDED_CLASS && !policy.retryOn?.includes(f.errorClass)) {
+    return { action: 'dead_letter', reason: `${BUDGET_EXCEEDED_CLASS}: the attempt reached a spend limit (retry_on does not name it)`, poisonPill: false };
+  }
   if (policy.noRetryOn.includes(f.errorClass)) return { action: 'dead_letter', reason: `error class ${f.errorClass} is in no_retry_on`, poisonPill: false };
   if (policy.retryOn && !policy.retryOn.includes(f.errorClass)) {
     return { action: 'dead_letter', reason: `error class ${f.errorClass} is not in retry_on`, poisonPill: false };

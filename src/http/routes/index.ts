@@ -14,6 +14,7 @@ import { signalRoutes } from './signals.js';
 import { stepRoutes } from './steps.js';
 import { streamRoutes } from './stream.js';
 import { taskRoutes } from './tasks.js';
+import { usageRoutes } from './usage.js';
 import { whoamiRoutes } from './whoami.js';
 
 /**
@@ -30,6 +31,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   rateLimitRoutes,
   fleetRoutes,
   agentProtocolRoutes,
+  usageRoutes,
   whoamiRoutes,
   streamRoutes,
   mcpRoutes,

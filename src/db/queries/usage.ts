@@ -1,0 +1,136 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../handle.js';
+import { fromStates } from '../../model/state-machine.js';
+import { rowsOf, textArray } from '../statement.js';
+import { AFTER_AGENT_LOCK, agentLockCte } from './spend.js';
+
+/**
+ * Usage reported while an attempt runs (ctx.reportCost, POST /api/tasks/:id/usage): written and charged when it is
+ * reported, not when the attempt ends, so a crash keeps it. The statement that ends the attempt records the attempt's
+ * reported usage on its attempts row (tasks.attempt_cost_usd while usage_fence = fence: usageOfAttemptSql) and
+ * charges only what its own report adds.
+ */
+
+/** One usage report of an attempt. */
+export interface UsageInput {
+  taskId: string;
+  fence: number;
+  /** The reporter's id for this report: sent again after a lost reply, it is applied once. */
+  reportKey: string;
+  tokenId?: string | null;
+  model?: string | null;
+  costUsd: number;
+  tokensIn: number;
+  tokensOut: number;
+  cachedReadTokens: number;
+  cacheWriteTokens: number;
+}
+
+/**
+ * What the report statement saw: `refused` (the fence no longer holds the task, or its lease lapsed: nothing
+ * written; the task as it stands, to say why), or `charged` (`applied` false: this report key was applied before)
+ * with the attempt's reported usage after it and the limits it is held to.
+ */
+export type UsageReportResult =
+  | { kind: 'refused'; task: { status: string; fence: number; leaseLapsed: boolean } | null }
+  | {
+    kind: 'charged'; applied: boolean; dagId: string; agentId: string | null;
+    attemptCostUsd: number; attemptTokensIn: number; attemptTokensOut: number;
+    /** The task's max_cost_usd (null: none). */
+    maxCostUsd: number | null;
+    /** The DAG's budget and spend after this report (spend counts every attempt's reported usage). */
+    dagBudgetUsd: number | null; dagSpentUsd: number;
+    agentBudgetUsd: number | null; agentSpentUsd: number;
+  };
+
+/**
+ * The attempt's usage reported so far, as the statements that end it read it from the task row `alias`: what
+ * usage_reports charged under the row's current fence, else nothing.
+ */
+export function usageOfAttemptSql(alias: string) {
+  const t = sql.raw(alias);
+  const current = sql`${t}.usage_fence is not distinct from ${t}.fence`;
+  return {
+    cost: sql`(case when ${current} then ${t}.attempt_cost_usd else 0 end)`,
+    tokensIn: sql`(case when ${current} then ${t}.attempt_tokens_in else 0 end)`,
+    tokensOut: sql`(case when ${current} then ${t}.attempt_tokens_out else 0 end)`,
+  };
+}
+
+/**
+ * Report usage in ONE statement: fenced as a heartbeat is (id, fence, a state that may heartbeat) and by a live
+ * lease. The task row is locked first (as the statements that end an attempt lock it: docs/architecture.md, Lock
+ * order), then its agent, then its DAG. The ledger row's unique key (task, fence, report key) decides whether this
+ * report was applied before: only a row inserted now charges, so a report sent twice (at the same moment too) is
+ * charged once. Charged: the task's cost and its attempt's running usage; the DAG's and the agent's spend, with the
+ * part the claim had reserved moved from reserved to spent (the budget's room, budget − spent − reserved, is
+ * unchanged by spend within the reservation).
+ */
+export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportResult> {
+  const cost = sql`${u.costUsd}::numeric`;
+  const tokensIn = sql`${u.tokensIn}::bigint`;
+  const tokensOut = sql`${u.tokensOut}::bigint`;
+  const [r] = await rowsOf<Record<string, unknown>>(db, sql`
+    with holder as (
+      select t.id, t.dag_id, t.claimed_by, t.attempts, t.fence, t.reserved_usd, t.max_cost_usd,
+        case when t.usage_fence is not distinct from t.fence then t.attempt_cost_usd else 0 end as cost_before,
+        case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_in else 0 end as in_before,
+        case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_out else 0 end as out_before
+      from tasks t
+      where t.id = ${u.taskId} and t.fence = ${u.fence} and t.status = any(${textArray(fromStates('heartbeat'))})
+        and t.lease_expires_at > now()
+      for no key update of t
+    ), ledger as (
+      insert into usage_reports (task_id, fence, attempt, dag_id, agent_id, token_id, report_key, model, cost_usd, tokens_in,
+        tokens_out, cached_read_tokens, cache_write_tokens)
+      select h.id, h.fence, h.attempts, h.dag_id, h.claimed_by, ${u.tokenId ?? null}::text, ${u.reportKey}, ${u.model ?? null}::text,
+        ${cost}, ${tokensIn}, ${tokensOut}, ${u.cachedReadTokens}::bigint, ${u.cacheWriteTokens}::bigint
+      from holder h
+      on conflict (task_id, fence, report_key) do nothing
+      returning task_id
+    ), charge as (
+      select h.*, least(${cost}, h.reserved_usd) as from_reserve from holder h where exists (select 1 from ledger)
+    ), task_charged as (
+      update tasks t set
+        cost_usd = t.cost_usd + ${cost}, tokens_in = t.tokens_in + ${tokensIn}, tokens_out = t.tokens_out + ${tokensOut},
+        reserved_usd = c.reserved_usd - c.from_reserve,
+        usage_fence = c.fence, attempt_cost_usd = c.cost_before + ${cost},
+        attempt_tokens_in = c.in_before + ${tokensIn}, attempt_tokens_out = c.out_before + ${tokensOut}
+      from charge c where t.id = c.id
+    ),
+    ${agentLockCte(sql`select claimed_by from charge`)},
+    agent_charged as (
+      update agents a set spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - c.from_reserve)
+      from charge c where a.id = c.claimed_by and ${AFTER_AGENT_LOCK}
+      returning a.budget_usd::float8 as budget, a.spent_usd::float8 as spent
+    ),
+    dag_charged as (
+      update dags g set spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - c.from_reserve)
+      from charge c where g.id = c.dag_id and ${AFTER_AGENT_LOCK}
+      returning g.budget_usd::float8 as budget, g.spent_usd::float8 as spent
+    )
+    select exists (select 1 from holder) as held, exists (select 1 from ledger) as applied,
+      h.dag_id, h.claimed_by, h.max_cost_usd::float8 as max_cost,
+      (h.cost_before + case when exists (select 1 from ledger) then ${cost} else 0 end)::float8 as attempt_cost,
+      (h.in_before + case when exists (select 1 from ledger) then ${tokensIn} else 0 end)::float8 as attempt_in,
+      (h.out_before + case when exists (select 1 from ledger) then ${tokensOut} else 0 end)::float8 as attempt_out,
+      coalesce((select budget from dag_charged), (select budget_usd::float8 from dags where id = h.dag_id)) as dag_budget,
+      coalesce((select spent from dag_charged), (select spent_usd::float8 from dags where id = h.dag_id)) as dag_spent,
+      coalesce((select budget from agent_charged), (select budget_usd::float8 from agents where id = h.claimed_by)) as agent_budget,
+      coalesce((select spent from agent_charged), (select spent_usd::float8 from agents where id = h.claimed_by)) as agent_spent,
+      (select status from tasks where id = ${u.taskId}) as status,
+      (select fence from tasks where id = ${u.taskId}) as fence_now,
+      (select lease_expires_at <= now() from tasks where id = ${u.taskId}) as lapsed
+    from (select 1) one left join holder h on true`);
+  const row = r!;
+  if (!row.held) {
+    return { kind: 'refused', task: row.status == null ? null : { status: row.status as string, fence: Number(row.fence_now), leaseLapsed: row.lapsed === true } };
+  }
+  const num = (v: unknown) => (v == null ? null : Number(v));
+  return {
+    kind: 'charged', applied: row.applied === true, dagId: row.dag_id as string, agentId: row.claimed_by as string | null,
+    attemptCostUsd: Number(row.attempt_cost), attemptTokensIn: Number(row.attempt_in), attemptTokensOut: Number(row.attempt_out),
+    maxCostUsd: num(row.max_cost), dagBudgetUsd: num(row.dag_budget), dagSpentUsd: Number(row.dag_spent ?? 0),
+    agentBudgetUsd: num(row.agent_budget), agentSpentUsd: Number(row.agent_spent ?? 0),
+  };
+}

@@ -1,0 +1,98 @@
+import type { Logger } from 'pino';
+import type { Db } from '../../db/handle.js';
+import { usageReport as usageReportStatement } from '../../db/queries/usage.js';
+import { LIMITS } from '../../config/limits.js';
+import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
+import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
+import { taskFail } from './fail.js';
+import type { TaskRef } from './refusal.js';
+
+/**
+ * Usage reported while an attempt runs, charged at once (db/queries/usage.ts) and held to the attempt's limits on
+ * every report: the task's max_cost_usd, the DAG's budget, the agent's budget. A report that takes the attempt past
+ * one is charged (the money was spent) and stops the attempt: it fails with class budget_exceeded (dead-lettered
+ * unless the DAG's retry_on names it), so its lease is gone and every later report or step write of it is refused.
+ * The TypeScript runtime (ctx.reportCost) and POST /api/tasks/:id/usage both come through here.
+ */
+
+/** One usage report, as an agent sends it. */
+export interface UsageReportInput {
+  /** The reporter's id for this report (a retry of it after a lost reply sends the same). */
+  reportKey: string;
+  costUsd?: number;
+  tokensIn?: number;
+  tokensOut?: number;
+  cachedReadTokens?: number;
+  cacheWriteTokens?: number;
+  model?: string | null;
+  tokenId?: string | null;
+}
+
+/** Which limit stopped an attempt, and what it was. */
+export interface LimitReached { limit: 'task.max_cost_usd' | 'dag.budget_usd' | 'agent.budget_usd'; limitUsd: number; spentUsd: number }
+
+/** What a report answers: the attempt's usage so far, and what is left under each limit it is held to. */
+export interface UsageAnswer {
+  /** False: this report key was applied before (a repeat after a lost reply); nothing was charged again. */
+  applied: boolean;
+  attempt: { costUsd: number; tokensIn: number; tokensOut: number };
+  /** What is left before the first limit (USD; null: no limit holds the attempt). */
+  remainingUsd: number | null;
+  /** Set when this report reached a limit: the attempt was stopped (failed with class budget_exceeded). */
+  stopped: LimitReached | null;
+}
+
+const REPORT_KEY_MAX = 128;
+
+/** The report's numbers, checked: a negative, fractional token, non-finite or huge value is a clear error naming the field. */
+export function usageCheck(u: UsageReportInput): Required<Omit<UsageReportInput, 'model' | 'tokenId'>> {
+  if (typeof u.reportKey !== 'string' || u.reportKey.length === 0 || u.reportKey.length > REPORT_KEY_MAX || /\p{Cc}/u.test(u.reportKey)) {
+    throw new InvalidInputError(`report_key: 1-${REPORT_KEY_MAX} printable characters`, { field: 'report_key' });
+  }
+  const usd = u.costUsd ?? 0;
+  if (!Number.isFinite(usd) || usd < 0 || usd > LIMITS.reportCostUsd) {
+    throw new InvalidInputError(`cost_usd ${usd}: expected a number from 0 to ${LIMITS.reportCostUsd}`, { field: 'cost_usd' });
+  }
+  const tokens = (field: string, v: number | undefined) => {
+    const n = v ?? 0;
+    if (!Number.isInteger(n) || n < 0 || n > LIMITS.reportTokens) throw new InvalidInputError(`${field} ${n}: expected a whole number from 0 to ${LIMITS.reportTokens}`, { field });
+    return n;
+  };
+  return {
+    reportKey: u.reportKey, costUsd: usd, tokensIn: tokens('tokens_in', u.tokensIn), tokensOut: tokens('tokens_out', u.tokensOut),
+    cachedReadTokens: tokens('cached_read_tokens', u.cachedReadTokens), cacheWriteTokens: tokens('cache_write_tokens', u.cacheWriteTokens),
+  };
+}
+
+/**
+ * Write and charge one usage report of the holder `ref`, then hold the attempt to its limits. LEASE_LOST (NOT_FOUND
+ * for no such task) when the fence no longer holds the task: nothing is written.
+ */
+export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput, opts: { log?: Logger } = {}): Promise<UsageAnswer> {
+  const u = usageCheck(input);
+  const r = await usageReportStatement(db, { taskId: ref.taskId, fence: ref.fence, ...u, model: input.model ?? null, tokenId: input.tokenId ?? null });
+  if (r.kind === 'refused') {
+    if (!r.task) throw new NotFoundError('task', ref.taskId);
+    throw new LeaseLostError(ref.taskId, ref.fence, r.task.fence, r.task.leaseLapsed && r.task.fence === ref.fence ? `${r.task.status}, lease lapsed` : r.task.status);
+  }
+  const limits: LimitReached[] = [];
+  if (r.maxCostUsd !== null) limits.push({ limit: 'task.max_cost_usd', limitUsd: r.maxCostUsd, spentUsd: r.attemptCostUsd });
+  if (r.dagBudgetUsd !== null) limits.push({ limit: 'dag.budget_usd', limitUsd: r.dagBudgetUsd, spentUsd: r.dagSpentUsd });
+  if (r.agentBudgetUsd !== null) limits.push({ limit: 'agent.budget_usd', limitUsd: r.agentBudgetUsd, spentUsd: r.agentSpentUsd });
+  // Past a limit, not at it: an attempt may spend exactly its max_cost_usd.
+  const stopped = limits.find((l) => l.spentUsd > l.limitUsd + 1e-9) ?? null;
+  // Rounded to a billionth of a dollar: the difference of two decimals read as doubles carries binary noise.
+  const remainingUsd = limits.length ? Math.max(0, Math.round(Math.min(...limits.map((l) => l.limitUsd - l.spentUsd)) * 1e9) / 1e9) : null;
+  if (stopped) {
+    const message = `${stopped.limit} ${stopped.limitUsd} reached: ${stopped.spentUsd.toFixed(6).replace(/\.?0+$/, '')} USD spent; the attempt was stopped`;
+    await taskFail(db, { taskId: ref.taskId, fence: ref.fence, errorClass: BUDGET_EXCEEDED_CLASS, message, details: { budget: stopped } }, { log: opts.log })
+      .catch((err: unknown) => {
+        // Ended meanwhile by something else (its completion, the reaper): the report stands, the stop has nothing to stop.
+        if (!(err instanceof LeaseLostError)) throw err;
+      });
+  }
+  return {
+    applied: r.applied, attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut },
+    remainingUsd, stopped,
+  };
+}

@@ -1,0 +1,114 @@
+import { nanoid } from 'nanoid';
+import type { Logger } from 'pino';
+import type { Db } from '../db/handle.js';
+import type { AttemptSpend } from '../db/rows.js';
+import type { TaskRef } from '../engine/attempt/refusal.js';
+import { usageCheck, usageReport, type LimitReached, type UsageAnswer } from '../engine/attempt/usage.js';
+import { USAGE_DEFAULTS } from '../config/index.js';
+import { LeaseLostError } from '../errors.js';
+import { untilReachable } from './until-reachable.js';
+
+/** What ctx.reportCost resolves with once its report is durable. */
+export interface BudgetView {
+  /** The attempt's usage charged so far (this report included). */
+  attempt: { costUsd: number; tokensIn: number; tokensOut: number };
+  /** USD left before the first limit holding the attempt (its max_cost_usd, its DAG's or its agent's budget); null: none. */
+  remainingUsd: number | null;
+  /** The limit this report reached: the attempt was stopped (ctx.signal aborted, reason budget_exceeded). */
+  stopped: LimitReached | null;
+}
+
+interface Batch { spend: Required<AttemptSpend>; waiters: Array<(v: BudgetView | null) => void> }
+
+/**
+ * One attempt's usage reports (ctx.reportCost), written while the attempt runs: reports within
+ * USAGE_DEFAULTS.batchMs go as one statement per model, one batch in flight at a time, each under its own report key
+ * so a retry after a lost reply is charged once (engine/attempt/usage.ts). A report that reaches a limit stops the
+ * attempt (the engine has failed it with class budget_exceeded). The attempt's end flushes what is pending first,
+ * so its end report carries nothing already charged.
+ */
+export class AttemptUsage {
+  private readonly keyPrefix = nanoid(12);
+  private seq = 0;
+  private pending = new Map<string | null, Batch>();
+  private timer: NodeJS.Timeout | undefined;
+  private sending: Promise<void> = Promise.resolve();
+  /** What was charged so far, as the last answer said. */
+  private last: BudgetView = { attempt: { costUsd: 0, tokensIn: 0, tokensOut: 0 }, remainingUsd: null, stopped: null };
+  /** The task is no longer this attempt's (a refused report): nothing more is sent. */
+  private gone = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly ref: TaskRef,
+    private readonly log: Logger,
+    /** A report reached a limit: the attempt was stopped. */
+    private readonly stopped: (limit: LimitReached) => void,
+    /** A report was refused as LEASE_LOST: the task is no longer this attempt's. */
+    private readonly leaseLost: () => void,
+  ) {}
+
+  /** Add a report; resolves with the budget once it is durable (null when the task was no longer this attempt's). */
+  report(spend: Required<AttemptSpend>): Promise<BudgetView | null> {
+    // A negative, non-finite or huge figure is the handler's bug: an error at its call, never a batch refused later.
+    usageCheck({ reportKey: 'check', costUsd: spend.costUsd, tokensIn: spend.tokensIn, tokensOut: spend.tokensOut });
+    if (this.gone) return Promise.resolve(this.last.stopped ? this.last : null);
+    let batch = this.pending.get(spend.model);
+    if (!batch) this.pending.set(spend.model, batch = { spend: { costUsd: 0, tokensIn: 0, tokensOut: 0, model: spend.model }, waiters: [] });
+    batch.spend.costUsd += spend.costUsd;
+    batch.spend.tokensIn += spend.tokensIn;
+    batch.spend.tokensOut += spend.tokensOut;
+    const answered = new Promise<BudgetView | null>((resolve) => batch.waiters.push(resolve));
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      this.sending = this.sending.then(() => this.send());
+    }, USAGE_DEFAULTS.batchMs);
+    return answered;
+  }
+
+  /** Send what is pending now and wait for every report under way: before the attempt's end is reported. */
+  async flush(): Promise<BudgetView> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.sending = this.sending.then(() => this.send());
+    await this.sending;
+    return this.last;
+  }
+
+  private async send(): Promise<void> {
+    const batches = [...this.pending.values()];
+    this.pending = new Map();
+    for (const b of batches) {
+      const hasUsage = b.spend.costUsd > 0 || b.spend.tokensIn > 0 || b.spend.tokensOut > 0;
+      // Once stopped, later reports answer the stop; once the task is gone otherwise, nothing.
+      const view = !this.gone && hasUsage ? await this.sendOne(b.spend) : this.gone && !this.last.stopped ? null : this.last;
+      for (const w of b.waiters) w(view);
+    }
+  }
+
+  private async sendOne(spend: Required<AttemptSpend>): Promise<BudgetView | null> {
+    const reportKey = `${this.keyPrefix}:${++this.seq}`;
+    let a: UsageAnswer;
+    try {
+      a = await untilReachable('usage report', () => usageReport(this.db, this.ref, {
+        reportKey, costUsd: spend.costUsd, tokensIn: spend.tokensIn, tokensOut: spend.tokensOut, model: spend.model,
+      }, { log: this.log }), this.log);
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this.gone = true;
+        this.log.warn({ err: err.message, costUsd: spend.costUsd }, 'usage not recorded: the task is no longer this attempt\'s');
+        this.leaseLost();
+        return null;
+      }
+      this.log.error({ err, costUsd: spend.costUsd }, 'usage report refused');
+      return null;
+    }
+    this.last = { attempt: a.attempt, remainingUsd: a.remainingUsd, stopped: a.stopped };
+    if (a.stopped) {
+      this.gone = true;
+      this.log.warn({ limit: a.stopped }, 'spend limit reached: the attempt was stopped');
+      this.stopped(a.stopped);
+    }
+    return this.last;
+  }
+}
