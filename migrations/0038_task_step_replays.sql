@@ -9,5 +9,4 @@ CREATE TABLE "task_step_replays" (
 	CONSTRAINT "task_step_replays_pkey" PRIMARY KEY("task_id","fence","name")
 );
 --> statement-breakpoint
-ALTER TABLE "task_step_replays" ADD CONSTRAINT "task_step_replays_task_id_tasks_id_fk" FOREIGN KEY ("task_id") REFERENCES "tasks"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
-ALTER TABLE "attempts" DROP COLUMN "replayed_cost_usd";
+ALTER TABLE "task_step_replays" ADD CONSTRAINT "task_step_replays_task_id_tasks_id_fk" FOREIGN KEY ("task_id") REFERENCES "tasks"("id") ON DELETE cascade ON UPDATE no action;

@@ -156,6 +156,7 @@ export interface AttemptRow {
   endedAt: Date;
   durationMs: number;
   model: string | null;
+  replayedCostUsdUnused: number;
   details: unknown;
 }
 

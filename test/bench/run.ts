@@ -3,7 +3,7 @@
  *
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
  * and one SVG bar chart per figure in docs/bench/. --breakdown: only where a task's time goes (breakdown.ts). --steps:
- * only durable steps' record and replay beside a task without steps (steps.ts).
+ * only durable steps' record and replay and a usage report, beside a task without them (steps.ts).
  *
  * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), disk per finished task and the claim's latency
  * during a prune (retention.ts), a 10,000-task DAG's submit and the claim beside it (large-dag.ts), the DAG list's pages at 100,000 DAGs (lists.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
@@ -203,7 +203,7 @@ function dagentOnlyPlots(mine: Record<string, number>) {
 async function stepLines(d: Database, counter: ReturnType<typeof statementCounter>): Promise<string[]> {
   const lines: string[] = [];
   for (const f of await durableStepsBench(d, counter, STEP_TASKS, 10)) {
-    lines.push(`durable steps, ${f.name}, one at a time (${fmt(f.ms.length)}): p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms, ${f.statements.toFixed(1)} statements`);
+    lines.push(`attempt calls, ${f.name}, one at a time (${fmt(f.ms.length)}): p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms, ${f.statements.toFixed(1)} statements`);
     console.log(lines.at(-1));
   }
   return lines;

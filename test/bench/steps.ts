@@ -1,8 +1,9 @@
 /**
- * Durable steps (ctx.step) one call at a time: what recording a step costs (one fenced statement), what a later
- * attempt's replay costs (one statement that reads the step and records the replay), each with a result of ~1 KiB,
- * beside a task without steps (its claim and completion, one at a time). Statements counted on the wire as
- * completion-paths.ts does (BEGIN, COMMIT and ROLLBACK left out).
+ * What an attempt's calls cost, one at a time: recording a durable step (ctx.step: one fenced statement), a later
+ * attempt's replay of it (one statement that reads the step and records the replay), each with a result of ~1 KiB,
+ * and a usage report (ctx.reportCost: a ledger row charged to the task, its DAG and its agent, and the limits read
+ * back, in one statement), beside a task without any (its claim and completion, one at a time). Statements counted
+ * on the wire as completion-paths.ts does (BEGIN, COMMIT and ROLLBACK left out).
  */
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
@@ -13,6 +14,7 @@ import { agentRegister } from '../../src/engine/ops/agents.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { stepRecord, stepReplay } from '../../src/engine/attempt/steps.js';
+import { usageReport } from '../../src/engine/attempt/usage.js';
 import type { statementCounter } from './completion-paths.js';
 
 export interface StepFigures { name: string; ms: number[]; statements: number }
@@ -50,5 +52,7 @@ export async function durableStepsBench(d: Database, counter: ReturnType<typeof 
   const replay = await timed('replay a step (read it, record the replay)', again.flatMap((t) => Array.from({ length: steps }, (_, s) => async () => {
     if (!(await stepReplay(d.db, { taskId: t.id, fence: t.fence }, `call ${s}`))) throw new Error(`call ${s} of ${t.id} not recorded`);
   })));
-  return [plain, record, replay];
+  const usage = await timed('report usage (a ledger row, charged to the task, its DAG and agent)', again.flatMap((t) => Array.from({ length: steps }, (_, s) => () =>
+    usageReport(d.db, { taskId: t.id, fence: t.fence }, { reportKey: `call ${s}`, costUsd: 0.001, tokensIn: 500, tokensOut: 50, model: 'bench' }))));
+  return [plain, record, replay, usage];
 }

@@ -13,8 +13,9 @@ export type { AttemptRow } from '../rows.js';
  * (task_step_replays): spend it did not pay again.
  */
 export function attemptListForTask(db: Db, taskId: string) {
+  const { replayedCostUsdUnused: _unused, ...columns } = getTableColumns(attempts);
   return db.select({
-    ...getTableColumns(attempts),
+    ...columns,
     replayedCostUsd: sql<number>`(select coalesce(sum(r.cost_usd), 0)::float8 from task_step_replays r
       where r.task_id = attempts.task_id and r.fence = attempts.fence)`.mapWith(Number),
   }).from(attempts).where(eq(attempts.taskId, taskId)).orderBy(asc(attempts.fence));

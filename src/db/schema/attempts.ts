@@ -25,6 +25,11 @@ export const attempts = pgTable(
     tokensIn: bigint('tokens_in', { mode: 'number' }).notNull().default(0),
     tokensOut: bigint('tokens_out', { mode: 'number' }).notNull().default(0),
     model: text('model'),
+    /**
+     * No longer written: an attempt's replayed cost is the sum of its task_step_replays rows (attemptListForTask).
+     * Kept so that a node of the version before, which writes it, can run beside this one during an upgrade.
+     */
+    replayedCostUsdUnused: numeric('replayed_cost_usd', { mode: 'number' }).notNull().default(0),
     details: jsonb('details'),
   },
   (t) => [

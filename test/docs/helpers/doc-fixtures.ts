@@ -12,6 +12,7 @@ import { taskClaim } from '../../../src/engine/attempt/claim.js';
 import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
 import { taskStart } from '../../../src/engine/attempt/lease.js';
+import { stepRecord, stepReplay } from '../../../src/engine/attempt/steps.js';
 import { priorityRefresherCreate } from '../../../src/maintenance/priority-refresher.js';
 import { attemptLogAppend } from '../../../src/engine/read/attempt-logs.js';
 import { rowsOf } from '../../helpers/factories.js';
@@ -47,7 +48,10 @@ async function drainDag(db: Db, agentId: string, dagId: string, costUsd = 0): Pr
   }
 }
 
-/** docs/cli.md's "flaky" DAG: `fetch` crashed on agent-a, agent-b, agent-a and is a dead-lettered poison pill; attempts 1 and 2 logged. */
+/**
+ * docs/cli.md's "flaky" DAG: `fetch` crashed on agent-a, agent-b, agent-a and is a dead-lettered poison pill; attempts 1 and 2
+ * logged; attempt 1 recorded two durable steps, which attempt 2 replayed before it recorded one of its own (`task steps`).
+ */
 export async function flakyDag(db: Db) {
   const dagId = await submit(db, `name: flaky
 tasks:
@@ -64,7 +68,16 @@ tasks:
   let outcome;
   for (const [i, who] of ['agent-a', 'agent-b', 'agent-a'].entries()) {
     const t = await claim(db, who, dagId, 'fetch');
-    if (logs[i]!.length) await attemptLogAppend(db, { taskId: t.id, fence: t.fence }, logs[i]!);
+    const ref = { taskId: t.id, fence: t.fence };
+    if (logs[i]!.length) await attemptLogAppend(db, ref, logs[i]!);
+    if (i === 0) {
+      await stepRecord(db, { ...ref, name: 'search', result: { hits: ['a'] }, durationMs: 1200, tokensIn: 2400, tokensOut: 310 });
+      await stepRecord(db, { ...ref, name: 'outline', result: { sections: 3 }, durationMs: 3310, tokensIn: 3100, tokensOut: 900 });
+    }
+    if (i === 1) {
+      for (const name of ['search', 'outline']) await stepReplay(db, ref, name);
+      await stepRecord(db, { ...ref, name: 'draft', result: 'text', scope: 'attempt', durationMs: 9021, tokensIn: 5200, tokensOut: 2400 });
+    }
     outcome = await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'crash', message: `exit code 137 on ${who}` });
   }
   if (outcome?.status !== 'dead_lettered') throw new Error(`fixture: fetch is ${outcome?.status}, not dead-lettered`);
