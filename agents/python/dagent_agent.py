@@ -12,7 +12,8 @@ RUNNING), heartbeats it from a background thread, and reports the handler's
 return value (complete) or exception (fail). On SIGTERM/SIGINT it stops
 claiming, gives the task in hand `--grace-sec` to finish, releases it
 otherwise, and exits 0. `ctx.step` (dagent_steps.py) records a piece of the
-work so that a later attempt replays it instead of doing it again.
+work so that a later attempt replays it instead of doing it again; `ctx.report_cost`
+(dagent_usage.py) charges usage at once and stops the attempt at its spend limits.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from typing import Any, Callable, Optional
 
 from dagent_client import TRANSPORT_ERRORS, ApiError, Client, LeaseLost
 from dagent_steps import AttemptSteps
+from dagent_usage import AttemptUsage, BudgetExceeded, LimitReached, UsageAnswer, usage_figures
 
-__all__ = ["Agent", "ApiError", "Client", "Handler", "LeaseLost", "Task", "TaskContext", "TaskError", "Waiting"]
+__all__ = ["Agent", "ApiError", "BudgetExceeded", "Client", "Handler", "LeaseLost", "LimitReached", "Task", "TaskContext",
+           "TaskError", "UsageAnswer", "Waiting"]
 
 log = logging.getLogger("dagent")
 
@@ -104,13 +107,25 @@ class TaskContext:
 
     client: Client
     task: Task
-    cost: dict[str, Any] = field(default_factory=dict)
+    # Set when the task is no longer this attempt's (a lost lease, a spend limit): the agent reports nothing more.
     lost: threading.Event = field(default_factory=threading.Event)
+    # The model last reported with report_cost: the attempt's end names it.
+    model: Optional[str] = None
     _lines: list[dict[str, Any]] = field(default_factory=list)
     _lines_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._steps = AttemptSteps(self.client, self.task.id, self.task.fence, self.log, self.lost.set, self.lost.is_set)
+        self._usage = AttemptUsage(self.client, self.task.id, self.task.fence, self.lost)
+
+    @property
+    def budget_stopped(self) -> Optional[LimitReached]:
+        """The limit a report passed, when one did: the server failed the attempt (budget_exceeded)."""
+        return self._usage.stopped
+
+    def end_spend(self) -> dict[str, Any]:
+        """What the attempt's end reports: no cost, as every report_cost was charged when made; the model."""
+        return {"cost_usd": 0, "tokens_in": 0, "tokens_out": 0, "model": self.model}
 
     def step(self, name: str, fn: Callable[[], Any], scope: str = "task") -> Any:
         """A durable step: the result an earlier attempt recorded under `name` (fn is not called),
@@ -159,20 +174,26 @@ class TaskContext:
         """Add subtasks. With wait, raises Waiting unless they have all completed
         already (then each child carries its `output`): write the handler as a
         resumable step with deterministic keys."""
+        # A wait ends the attempt: its lines go first, and it names the model, as every end does.
+        end = self.end_spend() if wait else {}
         if wait:
-            self.flush_logs()  # a wait ends the attempt: its lines go first
-        r = self.client.task(self.task.id, "spawn", self.task.fence, subtasks=subtasks, wait=wait)
+            self.flush_logs()
+        r = self.client.task(self.task.id, "spawn", self.task.fence, subtasks=subtasks, wait=wait, **end)
         if r["waiting"]:
             raise Waiting()
         return r["children"]
 
-    def report_cost(self, usd: float = 0, tokens_in: int = 0, tokens_out: int = 0, model: Optional[str] = None) -> None:
-        self.cost["cost_usd"] = self.cost.get("cost_usd", 0) + usd
-        self.cost["tokens_in"] = self.cost.get("tokens_in", 0) + tokens_in
-        self.cost["tokens_out"] = self.cost.get("tokens_out", 0) + tokens_out
+    def report_cost(self, usd: float = 0, tokens_in: int = 0, tokens_out: int = 0,
+                    model: Optional[str] = None) -> Optional[UsageAnswer]:
+        """Report usage since the last report (not a running total), charged at once (dagent_usage.py): returns
+        the answer (remaining_usd, the attempt's usage so far), None for a report of nothing. Bad figures raise
+        ValueError, unsent; a report past a spend limit raises BudgetExceeded (the server failed the attempt)."""
+        usd, tokens_in, tokens_out = usage_figures(usd, tokens_in, tokens_out, model)
+        answer = self._usage.report(usd, tokens_in, tokens_out, model)
         if model:
-            self.cost["model"] = model
+            self.model = model
         self._steps.report_cost(usd, tokens_in, tokens_out, model)
+        return answer
 
 
 Handler = Callable[[Task, TaskContext], Any]
@@ -329,12 +350,12 @@ class Agent:
                     stop_at = time.monotonic() + self.grace_sec
                 if stop_at is not None and time.monotonic() >= stop_at:
                     ctx.flush_logs()
-                    self._report(task, "release", reason="agent shutting down", **ctx.cost)
+                    self._report(task, "release", reason="agent shutting down", **ctx.end_spend())
                     return
                 if task.max_duration_sec and time.monotonic() - started > task.max_duration_sec:
                     message = f"ran past max_duration_sec {task.max_duration_sec}"
                     ctx.flush_logs()
-                    self._report(task, "fail", error_class="timeout", message=message, **ctx.cost)
+                    self._report(task, "fail", error_class="timeout", message=message, **ctx.end_spend())
                     return
         finally:
             stop_beat.set()
@@ -346,7 +367,12 @@ class Agent:
                 json.dumps(outcome.get("output"))
             except (TypeError, ValueError) as e:
                 error = TaskError("invalid_output", f"the output is not JSON: {e}")
-        if ctx.lost.is_set() or isinstance(error, LeaseLost):
+        if ctx.budget_stopped is not None:
+            # The server failed the attempt when the report passed the limit: nothing to report.
+            limit = ctx.budget_stopped
+            log.warning("%s: %s stopped at its spend limit (failed budget_exceeded): %s %g, %g USD spent",
+                        self.id, task.key, limit.limit, limit.limit_usd, limit.spent_usd)
+        elif ctx.lost.is_set() or isinstance(error, LeaseLost):
             log.warning("%s: lease lost on %s; dropping it", self.id, task.key)
         elif isinstance(error, Waiting):
             log.info("%s: %s waits for its subtasks", self.id, task.key)
@@ -354,9 +380,9 @@ class Agent:
             trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
             self._report(task, "fail", error_class=getattr(error, "error_class", "error"),
                          message=str(error) or type(error).__name__, retryable=getattr(error, "retryable", None),
-                         details={"exception": type(error).__name__, "traceback": trace[-16000:]}, **ctx.cost)
+                         details={"exception": type(error).__name__, "traceback": trace[-16000:]}, **ctx.end_spend())
         else:
-            self._report(task, "complete", output=outcome.get("output"), **ctx.cost)
+            self._report(task, "complete", output=outcome.get("output"), **ctx.end_spend())
 
     def _report(self, task: Task, action: str, **body: Any) -> None:
         """Report the outcome, retrying with backoff while the server or its database is unavailable

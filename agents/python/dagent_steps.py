@@ -17,21 +17,17 @@ import unicodedata
 import urllib.parse
 from typing import Any, Callable, Optional
 
-from dagent_client import TRANSPORT_ERRORS, ApiError, Client, LeaseLost
+from dagent_client import ApiError, Client, LeaseLost, retried
 
 log = logging.getLogger("dagent")
 
 # Longest step name, in UTF-16 code units as the server counts them (engine/attempt/steps.ts STEP_NAME_MAX).
 STEP_NAME_MAX = 200
 STEP_SCOPES = ("task", "attempt")
-# A step's lookup and record are tried this many times while the server cannot be reached, answers
-# 5xx or 429, or the reply is lost, with backoff from STEP_RETRY_MIN_SEC doubling to STEP_RETRY_MAX_SEC
-# (about 40 s in all: a server restart, not an outage). Repeating a record is safe: the server keeps the
-# first write and answers a repeat with it. Past the last try the step raises and the attempt fails;
-# a write that had landed is replayed by the next attempt.
-STEP_RETRY_ATTEMPTS = 12
-STEP_RETRY_MIN_SEC = 0.25
-STEP_RETRY_MAX_SEC = 5.0
+# A step's lookup and record are sent again while the server is unreachable or busy, or the reply is lost
+# (dagent_client.retried: RETRY_ATTEMPTS tries, about 40 s). Repeating a record is safe: the server keeps the
+# first write and answers a repeat with it. Past the last try the step raises and the attempt fails; a write
+# that had landed is replayed by the next attempt.
 
 # The step running in this context and what was reported spent inside it (ctx.report_cost from the
 # thread, or a context copied from it, that runs the step's fn).
@@ -137,23 +133,10 @@ class AttemptSteps:
 
     def _held(self, label: str, what: str, call: Callable[[], Any]) -> Any:
         """`call`, tried again while the server is unreachable or busy; a lost lease abandons the task."""
-        tries, delay = 1, STEP_RETRY_MIN_SEC
-        while True:
-            try:
-                return call()
-            except LeaseLost as e:
-                log.warning("%s: step %s not %s: the lease was lost (%s); abandoning the task",
-                            self.task_id, label, "recorded" if what == "record" else "looked up", e.message)
-                self.lease_lost()
-                raise
-            except ApiError as e:
-                if not (e.status >= 500 or e.status == 429) or tries >= STEP_RETRY_ATTEMPTS:
-                    raise
-                wait, reason = max(delay, e.retry_after or 0), str(e)
-            except TRANSPORT_ERRORS as e:
-                if tries >= STEP_RETRY_ATTEMPTS:
-                    raise
-                wait, reason = delay, f"{type(e).__name__}: {e}"
-            log.warning("%s: step %s %s: %s; retrying in %.2f s", self.task_id, label, what, reason, wait)
-            time.sleep(wait)
-            tries, delay = tries + 1, min(delay * 2, STEP_RETRY_MAX_SEC)
+        try:
+            return retried(call, f"{self.task_id}: step {label} {what}")
+        except LeaseLost as e:
+            log.warning("%s: step %s not %s: the lease was lost (%s); abandoning the task",
+                        self.task_id, label, "recorded" if what == "record" else "looked up", e.message)
+            self.lease_lost()
+            raise

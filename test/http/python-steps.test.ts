@@ -172,7 +172,8 @@ describe.sequential('durable steps of the Python agent', () => {
 
   it.skipIf(!hasPython)('SIGSTOPped past its lease: after SIGCONT its late step write is refused and nothing is recorded under its fence', async () => {
     const late = paidApi.hold('/call/t/1');
-    const dagId = await dagCreate(db, DAG('{ calls: 2 }'));
+    // Free calls: a cost report from the step would be refused first (python-usage.test.ts), and the write never sent.
+    const dagId = await dagCreate(db, DAG('{ calls: 2, free: true }'));
     const stopped = await agentStart('py-stopped');
     await late.arrived;
     const staleFence = (await task(dagId)).fence;
