@@ -10,6 +10,8 @@ import { taskHeartbeat } from '../engine/attempt/lease.js';
 import { taskRelease } from '../engine/attempt/release.js';
 import { taskSpawn } from '../engine/dag/spawn.js';
 import { stepRecord, stepReplay, type StepScope, type TaskStepRow } from '../engine/attempt/steps.js';
+import { usageReport, type UsageAnswer, type UsageReportInput } from '../engine/attempt/usage.js';
+import { nanoid } from 'nanoid';
 import { grantApply, grantMaxHeld, tokenLive, type Principal } from '../auth/tokens.js';
 import { claimWhenReady } from '../claim-wait/claim-when-ready.js';
 import type { Claimant, ClaimWaiters, WaiterReach } from '../claim-wait/waiters.js';
@@ -22,6 +24,8 @@ interface Held {
   timer: NodeJS.Timeout;
   /** The step names this hold has used (recorded, or replayed): each names one step of an attempt, as ctx.step's do. */
   stepNames: Set<string>;
+  /** The steps this hold recorded, as the model sent them: the same record sent again is answered, not refused. */
+  stepsRecorded: Map<string, { json: string; result: unknown }>;
 }
 
 
@@ -174,11 +178,15 @@ export class McpAgentSession {
   ): Promise<{ recorded: boolean; result: unknown }> {
     const h = this.pick(taskId);
     this.modelCheck(h, w.model);
+    // The same record sent again (a model whose call's reply was lost calls again): answered, not refused.
+    const mine = h.stepsRecorded.get(w.name);
+    if (mine !== undefined && mine.json === JSON.stringify(w.result ?? null)) return { recorded: true, result: mine.result };
     this.stepNameUnused(h, w.name);
     // Taken before the write, so that two calls of one name at once cannot both pass; given back if nothing was recorded.
     h.stepNames.add(w.name);
     try {
       const r = await this.guarded(h, () => stepRecord(this.db, { taskId: h.task.id, fence: h.task.fence, ...w }));
+      if (r.recorded) h.stepsRecorded.set(w.name, { json: JSON.stringify(w.result ?? null), result: r.step.result });
       return { recorded: r.recorded, result: r.step.result };
     } catch (err) {
       h.stepNames.delete(w.name);
@@ -196,6 +204,21 @@ export class McpAgentSession {
       `step ${JSON.stringify(name)}: the name is already used in this attempt; each step of an attempt needs a name of its own (in a loop: call-1, call-2, …)`,
       { field: 'name', step: name },
     );
+  }
+
+  /**
+   * Report usage while the attempt runs (engine/attempt/usage.ts): charged at once and held to the attempt's limits.
+   * Each call is its own report (a model that calls again reports again). A report that passes a limit has stopped
+   * the attempt: the session no longer holds the task, and the next call about it says so.
+   */
+  async reportUsage(taskId: string | undefined, u: Omit<UsageReportInput, 'reportKey' | 'tokenId'>): Promise<UsageAnswer> {
+    const h = this.pick(taskId);
+    this.modelCheck(h, u.model);
+    const r = await this.guarded(h, () => usageReport(this.db, { taskId: h.task.id, fence: h.task.fence }, {
+      ...u, reportKey: nanoid(), tokenId: this.principal.tokenId,
+    }, { log: this.log }));
+    if (r.stopped) this.taken(h, new DagentError('BUDGET_EXCEEDED', `stopped at ${r.stopped.limit} ${r.stopped.limitUsd}: ${r.stopped.spentUsd} USD spent`));
+    return r;
   }
 
   async logLines(taskId: string | undefined, lines: LogLineInput[]) {
@@ -255,7 +278,7 @@ export class McpAgentSession {
   }
 
   private hold(task: ClaimedTask): void {
-    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000), stepNames: new Set() };
+    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000), stepNames: new Set(), stepsRecorded: new Map() };
     h.timer.unref();
     // A first beat soon says "received" (as the runtime's does): a lease that lapses before it was a lost reply, not a crash.
     setTimeout(() => { if (this.held.get(task.id) === h) void this.beat(h); }, Math.min(LEASE_DEFAULTS.receivedBeatSec, task.heartbeatSec) * 1000).unref();

@@ -9,6 +9,7 @@ import { STEP_SCOPES } from '../model/step-scopes.js';
 import { STEP_NAME_MAX } from '../engine/attempt/steps.js';
 import type { McpAgentSession } from './agent-session.js';
 import { toolResult } from './results.js';
+import { usageReportBodyFields } from '../wire/usage.js';
 
 /**
  * The tools an agent's MCP session has: work a DAG's tasks one call at a time. The descriptions are written for
@@ -98,6 +99,7 @@ export function agentToolsRegister(server: McpServer, session: McpAgentSession):
   }, (a) => toolResult(async () => session.logLines(a.task_id, a.lines)));
 
   stepToolsRegister(server, session);
+  usageToolRegister(server, session);
 }
 
 /**
@@ -109,7 +111,7 @@ function stepToolsRegister(server: McpServer, session: McpAgentSession): void {
     `1-${STEP_NAME_MAX} printable characters: what the work is and where, the same in every attempt (in a loop: call-1, call-2, …)`,
   );
   const refusals = [
-    'A name is used once per attempt: a second step_get or step_record of a name you already used is refused (give each call its own name).',
+    'A name is recorded once per attempt: a second step_record of a name you already used is refused (give each call its own name); step_get may read it again.',
     'INVALID_INPUT (a bad name, a result too large) records nothing: correct it and call again. LEASE_LOST: the task is no longer yours; stop working on it.',
   ].join(' ');
 
@@ -155,6 +157,35 @@ function stepToolsRegister(server: McpServer, session: McpAgentSession): void {
     return r.recorded
       ? { recorded: true, result: r.result }
       : { recorded: false, result: r.result, next: 'A step of this name was recorded before (first write wins): use this result, not yours.' };
+  }));
+}
+
+/** The usage tool: spend reported as it happens, charged at once and held to the attempt's limits. */
+function usageToolRegister(server: McpServer, session: McpAgentSession): void {
+  server.registerTool('report_usage', {
+    title: 'Report what you spent',
+    description: [
+      'Report what a model call or paid tool call just cost (cost_usd, tokens), right after it: it is charged at once,',
+      'so it is kept if your session dies, and it is held to the task\'s spend limits. The answer says what is left',
+      '(remaining_usd). stopped set: this report passed a limit, the task has been stopped and is no longer yours; do',
+      'no more work on it. Each call is one report: do not repeat a call that answered, and do not count what you',
+      'reported here again in complete, fail or release (report only what you have not reported).',
+    ].join(' '),
+    inputSchema: {
+      task_id: taskId,
+      ...reportSpend,
+      cost_usd: reportSpend.cost_usd.describe('USD spent since your last report'),
+      cached_read_tokens: usageReportBodyFields.cached_read_tokens,
+      cache_write_tokens: usageReportBodyFields.cache_write_tokens,
+    },
+  }, (a) => toolResult(async () => {
+    const r = await session.reportUsage(a.task_id, {
+      costUsd: a.cost_usd, tokensIn: a.tokens_in, tokensOut: a.tokens_out, cachedReadTokens: a.cached_read_tokens, cacheWriteTokens: a.cache_write_tokens, model: a.model,
+    });
+    return {
+      attempt_cost_usd: r.attempt.costUsd, remaining_usd: r.remainingUsd, stopped: r.stopped,
+      next: r.stopped ? 'A spend limit stopped this task: it is no longer yours. Stop working on it and call next_task.' : 'Carry on with the task.',
+    };
   }));
 }
 

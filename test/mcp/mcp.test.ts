@@ -55,7 +55,7 @@ tasks:
 async function scriptedModel(client: Client, dagId: string, agentId: string): Promise<void> {
   const call = caller(client);
   const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-  expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'spawn_subtasks', 'step_get', 'step_record']);
+  expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'report_usage', 'spawn_subtasks', 'step_get', 'step_record']);
   const done: string[] = [];
   for (let i = 0; i < 10; i++) {
     const next = await call('next_task', { wait_sec: 1 });
@@ -168,7 +168,7 @@ describe('MCP sessions are bounded', () => {
     expect(refused).toMatch(/503|too many MCP sessions open for this token/);
     await open.pop()!.close();
     const again = await overHttp(token);
-    expect((await again.client.listTools()).tools.length).toBe(9);
+    expect((await again.client.listTools()).tools.length).toBe(10);
     for (const s of [...open, again]) await s.close();
   });
 });

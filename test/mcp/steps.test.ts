@@ -95,6 +95,8 @@ describe('step_get and step_record over MCP', () => {
       expect(recorded.value).toEqual({ recorded: true, result: { answer: 1 } });
       expect((await s.call('step_record', { task_id: task.id, name: 'scratch', result: null, scope: 'attempt' })).value).toEqual({ recorded: true, result: null });
 
+      // The same record again, as after a lost reply: answered with what was recorded, nothing new written.
+      expect((await s.call('step_record', { name: 'call-1', result: { answer: 1 }, cost_usd: 0.01 })).value).toEqual({ recorded: true, result: { answer: 1 } });
       // One name, one step of the attempt: a loop that reused "call-1" would be handed the first call's result.
       const getAgain = await s.call('step_get', { name: 'call-1' });
       expect(getAgain.text).toBe('INVALID_INPUT: step "call-1": the name is already used in this attempt; each step of an attempt needs a name of its own (in a loop: call-1, call-2, …)');
@@ -294,4 +296,32 @@ describe('a paid call is made once per step across a dead MCP session', () => {
       expect(attempt!.replayed).toBeCloseTo(0.03);
     });
   }
+});
+
+describe('report_usage over MCP', () => {
+  it('charges each report at once; the one that passes max_cost_usd stops the task, which is no longer the session\'s', async () => {
+    await dagCreate(db, `name: runaway-mcp\ntasks:\n  t: { type: paid, spec: { constraints: { capabilities: [paid], max_cost_usd: 0.1 } } }\n`);
+    const s = await overHttp(await agentToken('spender'));
+    try {
+      const task = (await s.call('next_task')).value.task;
+      paidApi.reset();
+      let last: any;
+      // A runaway "model": a call to a paid API, then its report, until a report says stop.
+      for (let i = 1; i <= 20 && !last?.stopped; i++) {
+        await fetch(`${paidApi.url}/call/${i}`, { method: 'POST', headers: { 'x-agent': 'spender' } });
+        last = (await s.call('report_usage', { cost_usd: 0.01, tokens_in: 100, model: 'harness-model' })).value;
+      }
+      expect(paidApi.calls.length).toBe(11);
+      expect(last).toMatchObject({ attempt_cost_usd: 0.11, remaining_usd: 0, stopped: { limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.11 } });
+      const [row] = await rowsOf<{ status: string; cost: number }>(db, sql`select status, cost_usd::float8 as cost from tasks where id = ${task.id}`);
+      expect(row).toEqual({ status: 'dead_lettered', cost: 0.11 });
+      const [attempt] = await rowsOf<{ error_class: string; cost: number }>(db, sql`select error_class, cost_usd::float8 as cost from attempts where task_id = ${task.id}`);
+      expect(attempt).toEqual({ error_class: 'budget_exceeded', cost: 0.11 });
+      // The next call about it says why it is gone.
+      expect((await s.call('report_usage', { cost_usd: 0.01 })).text).toMatch(/^LEASE_LOST: task \S+ is no longer yours \(stopped at task\.max_cost_usd 0\.1/);
+      expect((await s.call('report_usage', { cost_usd: -1 })).isError).toBe(true);
+    } finally {
+      await s.close();
+    }
+  });
 });
