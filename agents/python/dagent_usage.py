@@ -45,13 +45,15 @@ class UsageAnswer:
     remaining_usd: Optional[float]
     # Set when this report passed a limit: the attempt was stopped (report_cost raised BudgetExceeded).
     stopped: Optional[LimitReached]
+    # Set when the attempt has spent 80 % or more of a limit (none passed): time to wrap up.
+    low: Optional[LimitReached] = None
 
     @classmethod
     def from_json(cls, a: dict[str, Any]) -> "UsageAnswer":
-        s = a.get("stopped")
-        stopped = LimitReached(s["limit"], s["limitUsd"], s["spentUsd"]) if s else None
+        def limit(x: Any) -> Optional[LimitReached]:
+            return LimitReached(x["limit"], x["limitUsd"], x["spentUsd"]) if x else None
         return cls(a["applied"], a["attempt"]["costUsd"], int(a["attempt"]["tokensIn"]), int(a["attempt"]["tokensOut"]),
-                   a.get("remainingUsd"), stopped)
+                   a.get("remainingUsd"), limit(a.get("stopped")), limit(a.get("low")))
 
 
 class BudgetExceeded(Exception):

@@ -240,6 +240,8 @@ export const USAGE_DEFAULTS = {
    * token costs a few statements a second, not one per token; durable this long after it was reported.
    */
   batchMs: 5,
+  /** Past this share of a limit (a task's max_cost_usd, a DAG's or an agent's budget) a report's answer says `low`. */
+  lowAt: 0.8,
 } as const;
 
 export const RATE_LIMIT_DEFAULTS = {

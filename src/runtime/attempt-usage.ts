@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import type { AttemptSpend } from '../db/rows.js';
 import type { TaskRef } from '../engine/attempt/refusal.js';
-import { usageCheck, usageReport, type LimitReached, type UsageAnswer } from '../engine/attempt/usage.js';
+import { usageBudget, usageCheck, usageReport, type LimitReached, type UsageAnswer } from '../engine/attempt/usage.js';
 import { USAGE_DEFAULTS } from '../config/index.js';
 import { LeaseLostError } from '../errors.js';
 import { untilReachable } from './until-reachable.js';
@@ -14,6 +14,8 @@ export interface BudgetView {
   attempt: { costUsd: number; tokensIn: number; tokensOut: number };
   /** USD left before the first limit holding the attempt (its max_cost_usd, its DAG's or its agent's budget); null: none. */
   remainingUsd: number | null;
+  /** The first limit the attempt has spent 80 % or more of, none passed: time to wrap up (ctx.onBudgetLow). */
+  low: LimitReached | null;
   /** The limit this report reached: the attempt was stopped (ctx.signal aborted, reason budget_exceeded). */
   stopped: LimitReached | null;
 }
@@ -34,7 +36,10 @@ export class AttemptUsage {
   private timer: NodeJS.Timeout | undefined;
   private sending: Promise<void> = Promise.resolve();
   /** What was charged so far, as the last answer said. */
-  private last: BudgetView = { attempt: { costUsd: 0, tokensIn: 0, tokensOut: 0 }, remainingUsd: null, stopped: null };
+  private last: BudgetView = { attempt: { costUsd: 0, tokensIn: 0, tokensOut: 0 }, remainingUsd: null, low: null, stopped: null };
+  /** ctx.onBudgetLow's listeners: called once, at the first answer that says low. */
+  private readonly lowListeners: Array<(v: BudgetView) => void> = [];
+  private lowSaid = false;
   /** The task is no longer this attempt's (a refused report): nothing more is sent. */
   private gone = false;
 
@@ -64,6 +69,39 @@ export class AttemptUsage {
       this.sending = this.sending.then(() => this.send());
     }, USAGE_DEFAULTS.batchMs);
     return answered;
+  }
+
+  /** The budget as the last report's answer said (nothing charged yet: no limits known). */
+  get view(): BudgetView {
+    return this.last;
+  }
+
+  /** Call `f` once when an answer first says the attempt is low on a limit (at once if one has). */
+  onLow(f: (v: BudgetView) => void): void {
+    if (this.lowSaid) f(this.last);
+    else this.lowListeners.push(f);
+  }
+
+  /**
+   * Whether a call estimated to cost `estimateUsd` fits under every limit holding the attempt, with what is
+   * reported so far charged first: asked before the call, so a runaway stops before the call that would pass its
+   * limit, not after it. False once the attempt was stopped or lost.
+   */
+  async fits(estimateUsd: number): Promise<boolean> {
+    usageCheck({ reportKey: 'check', costUsd: estimateUsd });
+    await this.flush();
+    if (this.gone) return false;
+    try {
+      const b = await untilReachable('budget read', () => usageBudget(this.db, this.ref), this.log);
+      return b.remainingUsd === null || estimateUsd <= b.remainingUsd + 1e-9;
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this.gone = true;
+        this.leaseLost();
+        return false;
+      }
+      throw err;
+    }
   }
 
   /** Send what is pending now and wait for every report under way: before the attempt's end is reported. */
@@ -103,7 +141,17 @@ export class AttemptUsage {
       this.log.error({ err, costUsd: spend.costUsd }, 'usage report refused');
       return null;
     }
-    this.last = { attempt: a.attempt, remainingUsd: a.remainingUsd, stopped: a.stopped };
+    this.last = { attempt: a.attempt, remainingUsd: a.remainingUsd, low: a.low, stopped: a.stopped };
+    if (a.low && !this.lowSaid) {
+      this.lowSaid = true;
+      for (const f of this.lowListeners) {
+        try {
+          f(this.last);
+        } catch (err) {
+          this.log.warn({ err }, 'an onBudgetLow listener threw');
+        }
+      }
+    }
     if (a.stopped) {
       this.gone = true;
       this.log.warn({ limit: a.stopped }, 'spend limit reached: the attempt was stopped');

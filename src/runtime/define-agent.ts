@@ -41,6 +41,16 @@ export interface TaskContext {
    * in a loop awaits it, so it never makes a call after the one that reached the limit. docs/agents.md.
    */
   reportCost(cost: { usd?: number; tokens?: { input?: number; output?: number }; model?: string }): Promise<BudgetView | null>;
+  /** Where the attempt stands against its limits, as the last report's answer said (before any: no limits known). */
+  readonly budget: BudgetView;
+  /** Called once, when a report's answer first says the attempt has spent 80 % or more of a limit: time to wrap up. */
+  onBudgetLow(listener: (budget: BudgetView) => void): void;
+  /**
+   * Before a paid call: whether one estimated to cost `estimateUsd` fits under every limit (what was reported is
+   * charged first). A handler that asks before each call stops before the call that would pass its limit: with
+   * estimates that hold, it never passes it. False once the attempt was stopped or its lease lost.
+   */
+  budgetFits(estimateUsd: number): Promise<boolean>;
   /**
    * A durable step: if a step of this name was recorded for the task (by an earlier attempt), its result is returned
    * without calling `fn` ("step replayed" in the attempt's log); else `fn` runs and its JSON result is recorded under

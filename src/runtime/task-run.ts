@@ -202,6 +202,7 @@ export class TaskRun {
       if (this.waiting) throw new WaitingForSubtasks();
     };
     const attemptLog = this.attemptLog;
+    const usage = this.usage;
     return {
       agentId: this.deps.agentId,
       traceparent: this.task.traceparent,
@@ -244,6 +245,11 @@ export class TaskRun {
         this.steps.reportCost(spent);
         return durable;
       },
+      get budget() {
+        return usage.view;
+      },
+      onBudgetLow: (f) => usage.onLow(f),
+      budgetFits: (estimateUsd) => usage.fits(estimateUsd),
       step: async (name, fn, options) => {
         live();
         return this.steps.run(name, fn, options);

@@ -25,5 +25,9 @@ export const usageAnswerSchema = z.object({
   applied: z.boolean().describe('false: this report_id was charged before (a repeat); nothing was charged again'),
   attempt: z.object({ costUsd: z.number(), tokensIn: z.number(), tokensOut: z.number() }).describe('the attempt\'s usage charged so far'),
   remainingUsd: z.number().nullable().describe('USD left before the first limit holding the attempt; null: none holds it'),
+  low: limitReachedSchema.nullable().describe('the first limit the attempt has spent 80 % or more of (none passed): time to wrap up'),
   stopped: limitReachedSchema.nullable().describe('set when this report took the attempt past a limit: it was stopped (failed budget_exceeded); stop working on the task'),
 }).meta({ id: 'UsageAnswer' });
+
+/** Where an attempt stands against its limits, before a call (GET /api/tasks/:id/budget). */
+export const budgetAnswerSchema = usageAnswerSchema.omit({ applied: true, stopped: true }).meta({ id: 'BudgetAnswer' });

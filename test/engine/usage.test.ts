@@ -4,13 +4,18 @@ import { testDatabase } from '../helpers/db.js';
 import { agentCreate, dagCreate, databaseReset, databaseSnapshot, leaseExpire, rowsOf } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskComplete } from '../../src/engine/attempt/complete.js';
-import { usageReport } from '../../src/engine/attempt/usage.js';
+import { usageBudget, usageReport } from '../../src/engine/attempt/usage.js';
 import { attemptListForTask } from '../../src/db/queries/attempts.js';
+import { agentRunners } from '../helpers/runners.js';
+import { eventually } from '../helpers/wait.js';
+import { defineAgent } from '../../src/runtime/define-agent.js';
+import type { BudgetView } from '../../src/index.js';
 
 // Usage reported while an attempt runs: written and charged when reported, once per report key, and held to the
 // attempt's limits on every report.
 const database = await testDatabase();
 const { db } = database;
+const { run } = agentRunners(database);
 beforeEach(() => databaseReset(db));
 
 const DAG = (o: { maxCost?: number; budget?: number; retryOn?: string } = {}) => `name: usage
@@ -35,10 +40,12 @@ describe('usage reported while an attempt runs', () => {
     const { t, dagId, ref } = await claimed({ maxCost: 1, budget: 5 });
     expect(await money(dagId)).toEqual({ task_cost: 0, task_reserved: 1, dag_spent: 0, dag_reserved: 1, agent_spent: 0 });
     const first = await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.25, tokensIn: 100, tokensOut: 10, cachedReadTokens: 50, model: 'm' });
-    expect(first).toEqual({ applied: true, attempt: { costUsd: 0.25, tokensIn: 100, tokensOut: 10 }, remainingUsd: 0.75, stopped: null });
+    expect(first).toEqual({ applied: true, attempt: { costUsd: 0.25, tokensIn: 100, tokensOut: 10 }, remainingUsd: 0.75, low: null, stopped: null });
     // Sent again after a lost reply: answered, not charged twice.
     expect(await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.25, tokensIn: 100, tokensOut: 10 })).toMatchObject({ applied: false, attempt: { costUsd: 0.25 } });
-    await usageReport(db, ref, { reportKey: 'r2', costUsd: 0.5, tokensIn: 20 });
+    // 0.75 of 1: not yet low (80 %).
+    expect((await usageReport(db, ref, { reportKey: 'r2', costUsd: 0.5, tokensIn: 20 })).low).toBeNull();
+    expect(await usageBudget(db, ref)).toEqual({ attempt: { costUsd: 0.75, tokensIn: 120, tokensOut: 10 }, remainingUsd: 0.25, low: null });
     expect(await money(dagId)).toEqual({ task_cost: 0.75, task_reserved: 0.25, dag_spent: 0.75, dag_reserved: 0.25, agent_spent: 0.75 });
     const ledger = await rowsOf(db, sql`select report_key, fence, cost_usd::float8 as cost, tokens_in::int as tin, cached_read_tokens::int as cached, model from usage_reports order by id`);
     expect(ledger).toEqual([
@@ -53,7 +60,12 @@ describe('usage reported while an attempt runs', () => {
 
   it('a report past the task\'s max_cost_usd is charged and stops the attempt: failed budget_exceeded, dead-lettered, later reports refused', async () => {
     const { t, dagId, ref } = await claimed({ maxCost: 0.1 });
-    for (let i = 1; i <= 10; i++) expect((await usageReport(db, ref, { reportKey: `call ${i}`, costUsd: 0.01 })).stopped).toBeNull();
+    for (let i = 1; i <= 10; i++) {
+      const r = await usageReport(db, ref, { reportKey: `call ${i}`, costUsd: 0.01 });
+      expect(r.stopped).toBeNull();
+      // Low from 80 % of the limit on: 0.08.
+      expect(r.low?.limit ?? null).toBe(i >= 8 ? 'task.max_cost_usd' : null);
+    }
     const eleventh = await usageReport(db, ref, { reportKey: 'call 11', costUsd: 0.01 });
     expect(eleventh.stopped).toEqual({ limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.11 });
     expect(eleventh.remainingUsd).toBe(0);
@@ -92,5 +104,58 @@ describe('usage reported while an attempt runs', () => {
     await leaseExpire(db, t.id);
     await expect(usageReport(db, ref, { reportKey: 'k', costUsd: 1 })).rejects.toMatchObject({ code: 'LEASE_LOST', message: /lease lapsed/ });
     expect(await rowsOf(db, sql`select * from usage_reports`)).toEqual([]);
+  });
+});
+
+describe('one DAG budget, eight agents reporting at once', () => {
+  it('stops every attempt past the budget; the spend passes it by at most one report per attempt, and the ledger and the DAG agree', async () => {
+    const agents = Array.from({ length: 8 }, (_, i) => `a${i}`);
+    for (const id of agents) await agentCreate(db, id, ['usage']);
+    const dagId = await dagCreate(db, `name: shared\nbudget_usd: 1\ntasks:\n${agents.map((_, i) => `  t${i}: { type: t, spec: { constraints: { capabilities: [usage] } } }`).join('\n')}\n`);
+    const held = await Promise.all(agents.map(async (id) => (await taskClaim(db, id, { start: true }))[0]!));
+    expect(held).toHaveLength(8);
+    // Each agent reports 0.05 at a time, as fast as it can, on its own connection, until a report stops it.
+    const reports = await Promise.all(held.map(async (t) => {
+      let n = 0;
+      for (;;) {
+        const r = await usageReport(db, { taskId: t.id, fence: t.fence }, { reportKey: `r${n++}`, costUsd: 0.05 });
+        if (r.stopped) return { n, stopped: r.stopped };
+      }
+    }));
+    for (const r of reports) expect(r.stopped.limit).toBe('dag.budget_usd');
+    const [spend] = await rowsOf<{ spent: number; ledger: number; reports: number }>(db, sql`
+      select (select spent_usd::float8 from dags where id = ${dagId}) as spent, sum(cost_usd)::float8 as ledger, count(*)::int as reports from usage_reports`);
+    expect(spend!.ledger).toBeCloseTo(spend!.spent, 9);
+    expect(spend!.reports).toBe(reports.reduce((s, r) => s + r.n, 0));
+    // The budget, plus at most the one report of each attempt that passed it.
+    expect(spend!.spent).toBeGreaterThan(1);
+    expect(spend!.spent).toBeLessThanOrEqual(1 + 8 * 0.05 + 1e-9);
+    const failed = await rowsOf<{ error_class: string }>(db, sql`select error_class from attempts where dag_id = ${dagId}`);
+    expect(failed.map((a) => a.error_class)).toEqual(Array(8).fill('budget_exceeded'));
+  });
+});
+
+describe('the budget in a TypeScript handler', () => {
+  it('ctx.onBudgetLow fires once at 80 % of a limit, ctx.budget follows the reports, ctx.budgetFits says whether a call fits', async () => {
+    const seen: { low: BudgetView[]; budgets: Array<number | null>; fits: boolean[] } = { low: [], budgets: [], fits: [] };
+    const dagId = await dagCreate(db, DAG({ maxCost: 0.1 }));
+    await run(defineAgent({
+      name: 'careful', capabilities: ['usage'],
+      async run(_task, ctx) {
+        ctx.onBudgetLow((b) => seen.low.push(b));
+        seen.budgets.push(ctx.budget.remainingUsd);
+        for (let i = 0; i < 3; i++) {
+          await ctx.reportCost({ usd: 0.03, model: 'm' });
+          seen.budgets.push(ctx.budget.remainingUsd);
+        }
+        seen.fits.push(await ctx.budgetFits(0.02), await ctx.budgetFits(0.01));
+        return 'done';
+      },
+    }), { id: 'careful-1' });
+    await eventually('completed', async () => (await rowsOf<{ status: string }>(db, sql`select status from tasks where dag_id = ${dagId}`))[0]?.status === 'completed');
+    expect(seen.budgets.map((b) => (b === null ? null : Math.round(b * 100) / 100))).toEqual([null, 0.07, 0.04, 0.01]);
+    expect(seen.low).toHaveLength(1);
+    expect(seen.low[0]!.low).toEqual({ limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.09 });
+    expect(seen.fits).toEqual([false, true]);
   });
 });

@@ -56,6 +56,16 @@ describe('spend limits while an attempt runs', () => {
     expect(agent.output()).toMatch(/stopped at its spend limit/);
   });
 
+  it('asking before each call (ctx.budgetFits), the same agent makes 10 calls, stops itself at 0.10 and completes', async () => {
+    const dagId = await dagCreate(db, DAG(', max_cost_usd: 0.1', '{ usdPerCall: 0.01, preflight: true }'));
+    await agentProcess(RUNAWAY, 'careful-1');
+    await eventually('the task completed', async () => (await task(dagId)).status === 'completed', 30_000);
+    expect(paidApi.calls.length).toBe(10);
+    expect((await ledger()).reduce((s, r) => s + r.cost, 0)).toBeCloseTo(0.1);
+    const [t] = await rowsOf<{ output: unknown }>(db, sql`select output from tasks where dag_id = ${dagId}`);
+    expect(t!.output).toEqual({ calls: 10, stoppedBefore: 'the next call would pass a limit' });
+  });
+
   it('killed with SIGKILL after five reported calls: the five are in the ledger and charged, and the retry adds its own once', async () => {
     const dagId = await dagCreate(db, DAG('', '{ calls: 8 }'));
     const sixth = paidApi.hold('/call/6');

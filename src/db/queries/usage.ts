@@ -31,17 +31,19 @@ export interface UsageInput {
  * written; the task as it stands, to say why), or `charged` (`applied` false: this report key was applied before)
  * with the attempt's reported usage after it and the limits it is held to.
  */
-export type UsageReportResult =
-  | { kind: 'refused'; task: { status: string; fence: number; leaseLapsed: boolean } | null }
-  | {
-    kind: 'charged'; applied: boolean; dagId: string; agentId: string | null;
-    attemptCostUsd: number; attemptTokensIn: number; attemptTokensOut: number;
-    /** The task's max_cost_usd (null: none). */
-    maxCostUsd: number | null;
-    /** The DAG's budget and spend after this report (spend counts every attempt's reported usage). */
-    dagBudgetUsd: number | null; dagSpentUsd: number;
-    agentBudgetUsd: number | null; agentSpentUsd: number;
-  };
+export type UsageReportResult = UsageRefused | ({ kind: 'charged'; applied: boolean; dagId: string; agentId: string | null } & UsageLimits);
+
+export interface UsageRefused { kind: 'refused'; task: { status: string; fence: number; leaseLapsed: boolean } | null }
+
+/** An attempt's usage and the limits it is held to. */
+export interface UsageLimits {
+  attemptCostUsd: number; attemptTokensIn: number; attemptTokensOut: number;
+  /** The task's max_cost_usd (null: none). */
+  maxCostUsd: number | null;
+  /** The DAG's budget and spend (spend counts every attempt's reported usage). */
+  dagBudgetUsd: number | null; dagSpentUsd: number;
+  agentBudgetUsd: number | null; agentSpentUsd: number;
+}
 
 /**
  * The attempt's usage reported so far, as the statements that end it read it from the task row `alias`: what
@@ -130,6 +132,29 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
   return {
     kind: 'charged', applied: row.applied === true, dagId: row.dag_id as string, agentId: row.claimed_by as string | null,
     attemptCostUsd: Number(row.attempt_cost), attemptTokensIn: Number(row.attempt_in), attemptTokensOut: Number(row.attempt_out),
+    maxCostUsd: num(row.max_cost), dagBudgetUsd: num(row.dag_budget), dagSpentUsd: Number(row.dag_spent ?? 0),
+    agentBudgetUsd: num(row.agent_budget), agentSpentUsd: Number(row.agent_spent ?? 0),
+  };
+}
+
+/** Where the holder of `fence` stands against its limits now (usageReport's figures, nothing written); refused as a report is. */
+export async function usageBudgetGet(db: Db, taskId: string, fence: number): Promise<UsageRefused | ({ kind: 'held' } & UsageLimits)> {
+  const [r] = await rowsOf<Record<string, unknown>>(db, sql`
+    select t.status, t.fence, t.lease_expires_at <= now() as lapsed,
+      (t.fence = ${fence} and t.status = any(${textArray(fromStates('heartbeat'))}) and t.lease_expires_at > now()) as held,
+      t.max_cost_usd::float8 as max_cost,
+      (case when t.usage_fence is not distinct from t.fence then t.attempt_cost_usd else 0 end)::float8 as attempt_cost,
+      (case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_in else 0 end)::float8 as attempt_in,
+      (case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_out else 0 end)::float8 as attempt_out,
+      g.budget_usd::float8 as dag_budget, g.spent_usd::float8 as dag_spent, a.budget_usd::float8 as agent_budget, a.spent_usd::float8 as agent_spent
+    from (select 1) one left join tasks t on t.id = ${taskId} left join dags g on g.id = t.dag_id left join agents a on a.id = t.claimed_by`);
+  const row = r!;
+  if (row.held !== true) {
+    return { kind: 'refused', task: row.status == null ? null : { status: row.status as string, fence: Number(row.fence), leaseLapsed: row.lapsed === true } };
+  }
+  const num = (v: unknown) => (v == null ? null : Number(v));
+  return {
+    kind: 'held', attemptCostUsd: Number(row.attempt_cost), attemptTokensIn: Number(row.attempt_in), attemptTokensOut: Number(row.attempt_out),
     maxCostUsd: num(row.max_cost), dagBudgetUsd: num(row.dag_budget), dagSpentUsd: Number(row.dag_spent ?? 0),
     agentBudgetUsd: num(row.agent_budget), agentSpentUsd: Number(row.agent_spent ?? 0),
   };

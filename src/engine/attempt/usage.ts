@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../db/handle.js';
-import { usageReport as usageReportStatement } from '../../db/queries/usage.js';
+import { usageBudgetGet, usageReport as usageReportStatement, type UsageLimits } from '../../db/queries/usage.js';
+import { USAGE_DEFAULTS } from '../../config/index.js';
 import { LIMITS } from '../../config/limits.js';
 import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
 import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
@@ -28,7 +29,7 @@ export interface UsageReportInput {
   tokenId?: string | null;
 }
 
-/** Which limit stopped an attempt, and what it was. */
+/** A limit holding an attempt: which, how much, and what is spent against it. */
 export interface LimitReached { limit: 'task.max_cost_usd' | 'dag.budget_usd' | 'agent.budget_usd'; limitUsd: number; spentUsd: number }
 
 /** What a report answers: the attempt's usage so far, and what is left under each limit it is held to. */
@@ -38,6 +39,8 @@ export interface UsageAnswer {
   attempt: { costUsd: number; tokensIn: number; tokensOut: number };
   /** What is left before the first limit (USD; null: no limit holds the attempt). */
   remainingUsd: number | null;
+  /** The first limit the attempt has spent USAGE_DEFAULTS.lowAt (80 %) of or more, while none is passed: time to wrap up. */
+  low: LimitReached | null;
   /** Set when this report reached a limit: the attempt was stopped (failed with class budget_exceeded). */
   stopped: LimitReached | null;
 }
@@ -71,18 +74,8 @@ export function usageCheck(u: UsageReportInput): Required<Omit<UsageReportInput,
 export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput, opts: { log?: Logger } = {}): Promise<UsageAnswer> {
   const u = usageCheck(input);
   const r = await usageReportStatement(db, { taskId: ref.taskId, fence: ref.fence, ...u, model: input.model ?? null, tokenId: input.tokenId ?? null });
-  if (r.kind === 'refused') {
-    if (!r.task) throw new NotFoundError('task', ref.taskId);
-    throw new LeaseLostError(ref.taskId, ref.fence, r.task.fence, r.task.leaseLapsed && r.task.fence === ref.fence ? `${r.task.status}, lease lapsed` : r.task.status);
-  }
-  const limits: LimitReached[] = [];
-  if (r.maxCostUsd !== null) limits.push({ limit: 'task.max_cost_usd', limitUsd: r.maxCostUsd, spentUsd: r.attemptCostUsd });
-  if (r.dagBudgetUsd !== null) limits.push({ limit: 'dag.budget_usd', limitUsd: r.dagBudgetUsd, spentUsd: r.dagSpentUsd });
-  if (r.agentBudgetUsd !== null) limits.push({ limit: 'agent.budget_usd', limitUsd: r.agentBudgetUsd, spentUsd: r.agentSpentUsd });
-  // Past a limit, not at it: an attempt may spend exactly its max_cost_usd.
-  const stopped = limits.find((l) => l.spentUsd > l.limitUsd + 1e-9) ?? null;
-  // Rounded to a billionth of a dollar: the difference of two decimals read as doubles carries binary noise.
-  const remainingUsd = limits.length ? Math.max(0, Math.round(Math.min(...limits.map((l) => l.limitUsd - l.spentUsd)) * 1e9) / 1e9) : null;
+  if (r.kind === 'refused') throw refusal(ref, r.task);
+  const { stopped, low, remainingUsd } = budgetOf(r);
   if (stopped) {
     const message = `${stopped.limit} ${stopped.limitUsd} reached: ${stopped.spentUsd.toFixed(6).replace(/\.?0+$/, '')} USD spent; the attempt was stopped`;
     await taskFail(db, { taskId: ref.taskId, fence: ref.fence, errorClass: BUDGET_EXCEEDED_CLASS, message, details: { budget: stopped } }, { log: opts.log })
@@ -93,6 +86,36 @@ export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput,
   }
   return {
     applied: r.applied, attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut },
-    remainingUsd, stopped,
+    remainingUsd, low, stopped,
   };
+}
+
+/**
+ * Where the holder `ref` stands against its limits now, without reporting anything: before a call, to ask whether
+ * a call of an estimated cost fits (ctx.budgetFits, GET /api/tasks/:id/budget). LEASE_LOST as a report is.
+ */
+export async function usageBudget(db: Db, ref: TaskRef): Promise<Omit<UsageAnswer, 'applied' | 'stopped'>> {
+  const r = await usageBudgetGet(db, ref.taskId, ref.fence);
+  if (r.kind === 'refused') throw refusal(ref, r.task);
+  const { low, remainingUsd } = budgetOf(r);
+  return { attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut }, remainingUsd, low };
+}
+
+/** The limits holding an attempt, as its row, its DAG's and its agent's say: the first one passed, the first one low, what is left. */
+function budgetOf(r: UsageLimits): { stopped: LimitReached | null; low: LimitReached | null; remainingUsd: number | null } {
+  const limits: LimitReached[] = [];
+  if (r.maxCostUsd !== null) limits.push({ limit: 'task.max_cost_usd', limitUsd: r.maxCostUsd, spentUsd: r.attemptCostUsd });
+  if (r.dagBudgetUsd !== null) limits.push({ limit: 'dag.budget_usd', limitUsd: r.dagBudgetUsd, spentUsd: r.dagSpentUsd });
+  if (r.agentBudgetUsd !== null) limits.push({ limit: 'agent.budget_usd', limitUsd: r.agentBudgetUsd, spentUsd: r.agentSpentUsd });
+  // Past a limit, not at it: an attempt may spend exactly its max_cost_usd.
+  const stopped = limits.find((l) => l.spentUsd > l.limitUsd + 1e-9) ?? null;
+  const low = stopped ? null : limits.find((l) => l.spentUsd >= l.limitUsd * USAGE_DEFAULTS.lowAt - 1e-9) ?? null;
+  // Rounded to a billionth of a dollar: the difference of two decimals read as doubles carries binary noise.
+  const remainingUsd = limits.length ? Math.max(0, Math.round(Math.min(...limits.map((l) => l.limitUsd - l.spentUsd)) * 1e9) / 1e9) : null;
+  return { stopped, low, remainingUsd };
+}
+
+function refusal(ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): NotFoundError | LeaseLostError {
+  if (!task) return new NotFoundError('task', ref.taskId);
+  return new LeaseLostError(ref.taskId, ref.fence, task.fence, task.leaseLapsed && task.fence === ref.fence ? `${task.status}, lease lapsed` : task.status);
 }
