@@ -96,7 +96,8 @@ describe('behind a transaction-mode pooler (DATABASE_DIRECT_URL set)', () => {
       await eventually('the long poll waiting', async () => /^dagent_claims_waiting 1$/m.test(await (await fetch(`${url}/metrics`, { headers })).text()));
       const submitted = await post('/api/dags', {
         yaml: [
-          'name: pooled', 'spawn:', '  templates:', '    side: { type: s, spec: { constraints: { capabilities: [flaky] } } }', 'tasks:',
+          // A short retry delay: the promoter (through the pooler) makes the retries READY, 1 s on, not the default 10 s.
+          'name: pooled', 'defaults: { retry: { strategy: fixed, initial_delay: 1s } }', 'spawn:', '  templates:', '    side: { type: s, spec: { constraints: { capabilities: [flaky] } } }', 'tasks:',
           '  first: { type: f, spec: { constraints: { capabilities: [flaky] } } }',
           '  second: { type: w, depends_on: [first], spec: { constraints: { capabilities: [web] } } }',
         ].join('\n'),
