@@ -20,7 +20,10 @@ export interface BudgetView {
   stopped: LimitReached | null;
 }
 
-interface Batch { spend: Required<AttemptSpend>; waiters: Array<(v: BudgetView | null) => void> }
+/** One report as the handler makes it: an attempt's spend, with the input tokens read from and written to the provider's cache. */
+export type UsageSpend = Required<AttemptSpend> & { cachedReadTokens: number; cacheWriteTokens: number };
+
+interface Batch { spend: UsageSpend; waiters: Array<(v: BudgetView | null) => void> }
 
 /**
  * One attempt's usage reports (ctx.reportCost), written while the attempt runs: reports within
@@ -54,15 +57,17 @@ export class AttemptUsage {
   ) {}
 
   /** Add a report; resolves with the budget once it is durable (null when the task was no longer this attempt's). */
-  report(spend: Required<AttemptSpend>): Promise<BudgetView | null> {
+  report(spend: UsageSpend): Promise<BudgetView | null> {
     // A negative, non-finite or huge figure is the handler's bug: an error at its call, never a batch refused later.
-    usageCheck({ reportKey: 'check', costUsd: spend.costUsd, tokensIn: spend.tokensIn, tokensOut: spend.tokensOut });
+    usageCheck({ reportKey: 'check', ...spend });
     if (this.gone) return Promise.resolve(this.last.stopped ? this.last : null);
     let batch = this.pending.get(spend.model);
-    if (!batch) this.pending.set(spend.model, batch = { spend: { costUsd: 0, tokensIn: 0, tokensOut: 0, model: spend.model }, waiters: [] });
+    if (!batch) this.pending.set(spend.model, batch = { spend: { costUsd: 0, tokensIn: 0, tokensOut: 0, cachedReadTokens: 0, cacheWriteTokens: 0, model: spend.model }, waiters: [] });
     batch.spend.costUsd += spend.costUsd;
     batch.spend.tokensIn += spend.tokensIn;
     batch.spend.tokensOut += spend.tokensOut;
+    batch.spend.cachedReadTokens += spend.cachedReadTokens;
+    batch.spend.cacheWriteTokens += spend.cacheWriteTokens;
     const answered = new Promise<BudgetView | null>((resolve) => batch.waiters.push(resolve));
     this.timer ??= setTimeout(() => {
       this.timer = undefined;
@@ -124,12 +129,12 @@ export class AttemptUsage {
     }
   }
 
-  private async sendOne(spend: Required<AttemptSpend>): Promise<BudgetView | null> {
+  private async sendOne(spend: UsageSpend): Promise<BudgetView | null> {
     const reportKey = `${this.keyPrefix}:${++this.seq}`;
     let a: UsageAnswer;
     try {
       a = await untilReachable('usage report', () => usageReport(this.db, this.ref, {
-        reportKey, costUsd: spend.costUsd, tokensIn: spend.tokensIn, tokensOut: spend.tokensOut, model: spend.model,
+        reportKey, ...spend,
       }, { log: this.log }), this.log);
     } catch (err) {
       if (err instanceof LeaseLostError) {

@@ -34,13 +34,18 @@ export interface TaskContext {
    */
   spawn(specs: SubtaskSpec[], opts?: { wait?: boolean }): Promise<SpawnedChild[]>;
   /**
-   * Add to the cost of this attempt: written and charged to the task, its DAG and this agent within a few milliseconds
+   * Add to the cost of this attempt: written (the ledger keeps input, output, cache-read and cache-write tokens apart) and charged to the task, its DAG and this agent within a few milliseconds
    * (so a crash keeps it), and held to the attempt's limits (its max_cost_usd, its DAG's and its agent's budgets).
    * Resolves once durable with what is left; a report past a limit stops the attempt (`ctx.signal` aborts with reason
    * budget_exceeded, and the attempt fails with that class). Awaiting it is optional; a handler that calls a paid API
    * in a loop awaits it, so it never makes a call after the one that reached the limit. docs/agents.md.
    */
-  reportCost(cost: { usd?: number; tokens?: { input?: number; output?: number }; model?: string }): Promise<BudgetView | null>;
+  reportCost(cost: {
+    usd?: number;
+    /** `input` counts every input token; `cachedRead` and `cacheWrite` say how many of them the provider's cache served and took. */
+    tokens?: { input?: number; output?: number; cachedRead?: number; cacheWrite?: number };
+    model?: string;
+  }): Promise<BudgetView | null>;
   /** Where the attempt stands against its limits, as the last report's answer said (before any: no limits known). */
   readonly budget: BudgetView;
   /** Called once, when a report's answer first says the attempt has spent 80 % or more of a limit: time to wrap up. */

@@ -237,7 +237,7 @@ export class TaskRun {
       reportCost: (c) => {
         const spent = { costUsd: c.usd ?? 0, tokensIn: c.tokens?.input ?? 0, tokensOut: c.tokens?.output ?? 0, model: c.model ?? null };
         // First: a figure that cannot be charged throws here, before anything counts it.
-        const durable = this.usage.report(spent);
+        const durable = this.usage.report({ ...spent, cachedReadTokens: c.tokens?.cachedRead ?? 0, cacheWriteTokens: c.tokens?.cacheWrite ?? 0 });
         this.cost.costUsd += spent.costUsd;
         this.cost.tokensIn += spent.tokensIn;
         this.cost.tokensOut += spent.tokensOut;

@@ -145,7 +145,7 @@ describe('the budget in a TypeScript handler', () => {
         ctx.onBudgetLow((b) => seen.low.push(b));
         seen.budgets.push(ctx.budget.remainingUsd);
         for (let i = 0; i < 3; i++) {
-          await ctx.reportCost({ usd: 0.03, model: 'm' });
+          await ctx.reportCost({ usd: 0.03, tokens: { input: 100, output: 5, cachedRead: 60, cacheWrite: 10 }, model: 'm' });
           seen.budgets.push(ctx.budget.remainingUsd);
         }
         seen.fits.push(await ctx.budgetFits(0.02), await ctx.budgetFits(0.01));
@@ -157,5 +157,8 @@ describe('the budget in a TypeScript handler', () => {
     expect(seen.low).toHaveLength(1);
     expect(seen.low[0]!.low).toEqual({ limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.09 });
     expect(seen.fits).toEqual([false, true]);
+    // Input, output, cache-read and cache-write tokens kept apart in the ledger.
+    expect(await rowsOf(db, sql`select sum(tokens_in)::int as i, sum(tokens_out)::int as o, sum(cached_read_tokens)::int as r, sum(cache_write_tokens)::int as w from usage_reports`))
+      .toEqual([{ i: 300, o: 15, r: 180, w: 30 }]);
   });
 });
