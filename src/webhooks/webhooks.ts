@@ -14,7 +14,7 @@ import { retryDelaySec } from '../engine/attempt/retry-policy.js';
 import type { RetryPolicy } from '../dag/spec.js';
 
 /** Events a webhook may subscribe to. The trigger events_webhook_enqueue (migration 0023) lists the same types. */
-export const WEBHOOK_EVENT_TYPES = ['task.dead_lettered', 'task.waiting', 'dag.blocked', 'dag.completed', 'dag.cancelled'] as const;
+export const WEBHOOK_EVENT_TYPES = ['task.dead_lettered', 'task.waiting', 'task.budget_exceeded', 'dag.blocked', 'dag.completed', 'dag.cancelled'] as const;
 
 export const WEBHOOK_DEFAULTS = {
   /** Default subscription: dead letters only. */

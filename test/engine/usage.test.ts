@@ -75,6 +75,10 @@ describe('usage reported while an attempt runs', () => {
     const [attempt] = await attemptListForTask(db, t.id);
     expect([attempt!.outcome, attempt!.errorClass, attempt!.costUsd]).toEqual(['failed', 'budget_exceeded', 0.11]);
     await expect(usageReport(db, ref, { reportKey: 'call 12', costUsd: 0.01 })).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    // Its own event, which webhooks may subscribe to.
+    expect(await rowsOf(db, sql`select task_id, agent_id, data from events where type = 'task.budget_exceeded'`)).toEqual([
+      { task_id: t.id, agent_id: 'a1', data: { limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.11, fence: t.fence } },
+    ]);
     expect((await money(dagId)).dag_spent).toBeCloseTo(0.11);
   });
 

@@ -6,6 +6,7 @@ import { LIMITS } from '../../config/limits.js';
 import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
 import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
 import { taskFail } from './fail.js';
+import { eventInsertMany } from '../../db/queries/events.js';
 import type { TaskRef } from './refusal.js';
 
 /**
@@ -78,6 +79,8 @@ export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput,
   const { stopped, low, remainingUsd } = budgetOf(r);
   if (stopped) {
     const message = `${stopped.limit} ${stopped.limitUsd} reached: ${stopped.spentUsd.toFixed(6).replace(/\.?0+$/, '')} USD spent; the attempt was stopped`;
+    // Its own event (webhooks may subscribe to it), beside the failure's: which limit stopped which attempt.
+    await eventInsertMany(db, [{ type: 'task.budget_exceeded', dagId: r.dagId, taskId: ref.taskId, agentId: r.agentId, data: { ...stopped, fence: ref.fence } }]);
     await taskFail(db, { taskId: ref.taskId, fence: ref.fence, errorClass: BUDGET_EXCEEDED_CLASS, message, details: { budget: stopped } }, { log: opts.log })
       .catch((err: unknown) => {
         // Ended meanwhile by something else (its completion, the reaper): the report stands, the stop has nothing to stop.
