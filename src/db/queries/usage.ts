@@ -60,8 +60,8 @@ export function usageOfAttemptSql(alias: string) {
 }
 
 /**
- * Report usage in ONE statement: fenced as a heartbeat is (id, fence, a state that may heartbeat) and by a live
- * lease. The task row is locked first (as the statements that end an attempt lock it: docs/architecture.md, Lock
+ * Report usage in ONE statement: fenced as a heartbeat is (id, fence, a state that may heartbeat), a lapsed lease
+ * included (the money was spent; the reaper has not ended the attempt yet). The task row is locked first (as the statements that end an attempt lock it: docs/architecture.md, Lock
  * order), then its agent, then its DAG. The ledger row's unique key (task, fence, report key) decides whether this
  * report was applied before: only a row inserted now charges, so a report sent twice (at the same moment too) is
  * charged once. Charged: the task's cost and its attempt's running usage; the DAG's and the agent's spend, with the
@@ -79,8 +79,9 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
         case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_in else 0 end as in_before,
         case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_out else 0 end as out_before
       from tasks t
+      -- Not the lease: a holder whose lease lapsed (stopped, partitioned) spent what it reports all the same, and until
+      -- the reaper ends the attempt its usage is charged with it. Once the attempt ended, the fence no longer matches.
       where t.id = ${u.taskId} and t.fence = ${u.fence} and t.status = any(${textArray(fromStates('heartbeat'))})
-        and t.lease_expires_at > now()
       for no key update of t
     ), ledger as (
       insert into usage_reports (task_id, fence, attempt, dag_id, agent_id, token_id, report_key, model, cost_usd, tokens_in,
