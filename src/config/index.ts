@@ -199,6 +199,30 @@ export const LOOP_LEASE_DEFAULTS = {
   renewSec: 5,
 } as const;
 
+/**
+ * A process's LISTEN connection (db/ready-listener.ts). When it drops it is made again after `reconnectMinMs`,
+ * doubling, capped at `reconnectMaxMs`, with jitter.
+ *
+ * Health check: a network that dies without a reset (a NAT or firewall dropping the flow, a peer that vanished)
+ * leaves a half-open connection: nothing errors, notifications just stop. Every `healthIntervalMs` the listener
+ * NOTIFYs itself on a channel of its own; a ping not heard back within `healthTimeoutMs` means the connection is
+ * dead, and it is dropped and made again. TCP keepalive (`keepaliveDelayMs`) is the kernel's own, slower, second net.
+ */
+export const LISTENER_DEFAULTS = {
+  reconnectMinMs: 100,
+  reconnectMaxMs: 5_000,
+  healthIntervalMs: 2_000,
+  healthTimeoutMs: 3_000,
+  keepaliveDelayMs: 10_000,
+  /** A connection attempt that has not completed by then is given up (and retried). */
+  connectTimeoutMs: 10_000,
+  /**
+   * Every statement of the connection (its LISTENs, the pings) is given up past this: a server, proxy or NAT that
+   * never answers a LISTEN after a reconnect would otherwise leave the node on its polling fallback for good.
+   */
+  statementTimeoutMs: 5_000,
+} as const;
+
 /** Lease and timing defaults for the task lifecycle, in seconds. */
 export const LEASE_DEFAULTS = {
   /**

@@ -1,31 +1,10 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { LISTENER_DEFAULTS } from '../config/index.js';
 import { READY_CHANNEL } from './statement.js';
 
 /** The application_name of a listener's connection: how to find it in pg_stat_activity. */
 export const LISTENER_APPLICATION_NAME = 'dagent-listener';
-
-/** Reconnect backoff: from RECONNECT_MIN_MS, doubling, capped at RECONNECT_MAX_MS, with jitter. */
-export const RECONNECT_MIN_MS = 100;
-export const RECONNECT_MAX_MS = 5_000;
-
-/**
- * Health check. A network that dies without a reset (a NAT or firewall dropping the flow, a peer
- * that vanished) leaves a half-open connection: nothing errors, notifications just stop. Every
- * HEALTH_INTERVAL_MS the listener NOTIFYs itself on a channel of its own; a ping not heard back
- * within HEALTH_TIMEOUT_MS means the connection is dead, and it is dropped and made again. TCP
- * keepalive (KEEPALIVE_DELAY_MS) is the kernel's own, slower, second net.
- */
-export const HEALTH_INTERVAL_MS = 2_000;
-export const HEALTH_TIMEOUT_MS = 3_000;
-const KEEPALIVE_DELAY_MS = 10_000;
-/** A connection attempt that has not completed by then is given up (and retried). */
-const CONNECT_TIMEOUT_MS = 10_000;
-/**
- * Every statement of the listener's connection (its LISTENs, the pings) is given up past this: a server, proxy or NAT
- * that never answers a LISTEN after a reconnect would otherwise leave the node on its polling fallback for good.
- */
-export const LISTENER_STATEMENT_TIMEOUT_MS = 5_000;
 
 let reconnectsTotal = 0;
 /** Reconnects of every listener in this process since it started (the metric dagent_listener_reconnects_total). */
@@ -62,8 +41,14 @@ export class ReadyListener {
   /** This listener's own channel for its health-check pings. */
   private readonly pingChannel = `dagent_ping_${Math.random().toString(36).slice(2, 12)}`;
 
-  /** `channels`: what to LISTEN to. Default: the READY channel only. */
-  constructor(private readonly o: { url: string; log?: Logger; channels?: string[] }) {}
+  /**
+   * `channels`: what to LISTEN to. Default: the READY channel only. The health check's timings and the statement
+   * timeout: LISTENER_DEFAULTS unless given (a test that checks what a half-open connection does, not how soon).
+   */
+  constructor(private readonly o: {
+    url: string; log?: Logger; channels?: string[];
+    healthIntervalMs?: number; healthTimeoutMs?: number; statementTimeoutMs?: number;
+  }) {}
 
   /** The channels this connection LISTENs to. */
   get channels(): readonly string[] {
@@ -108,9 +93,11 @@ export class ReadyListener {
   private async connect(): Promise<void> {
     const client = new pg.Client({
       connectionString: this.o.url, application_name: LISTENER_APPLICATION_NAME,
-      keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS, connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      query_timeout: LISTENER_STATEMENT_TIMEOUT_MS,
+      keepAlive: true, keepAliveInitialDelayMillis: LISTENER_DEFAULTS.keepaliveDelayMs, connectionTimeoutMillis: LISTENER_DEFAULTS.connectTimeoutMs,
+      query_timeout: this.o.statementTimeoutMs ?? LISTENER_DEFAULTS.statementTimeoutMs,
     });
+    const healthIntervalMs = this.o.healthIntervalMs ?? LISTENER_DEFAULTS.healthIntervalMs;
+    const healthTimeoutMs = this.o.healthTimeoutMs ?? LISTENER_DEFAULTS.healthTimeoutMs;
     let lost = false;
     let health: NodeJS.Timeout | undefined;
     let pingSentAt: number | undefined;
@@ -143,14 +130,15 @@ export class ReadyListener {
       await client.end().catch(() => {});
       return;
     }
+    // A half-open connection never errors: only a ping of its own that goes unheard tells (LISTENER_DEFAULTS).
     health = setInterval(() => {
       if (pingSentAt !== undefined) {
-        if (Date.now() - pingSentAt > HEALTH_TIMEOUT_MS) onLost(new Error(`no answer to its health-check ping in ${HEALTH_TIMEOUT_MS} ms (a half-open connection)`));
+        if (Date.now() - pingSentAt > healthTimeoutMs) onLost(new Error(`no answer to its health-check ping in ${healthTimeoutMs} ms (a half-open connection)`));
         return;
       }
       pingSentAt = Date.now();
       client.query(`notify ${this.pingChannel}`).catch((err: Error) => onLost(err));
-    }, HEALTH_INTERVAL_MS);
+    }, healthIntervalMs);
     health.unref();
     this.client = client;
     this.failures = 0;
@@ -164,7 +152,8 @@ export class ReadyListener {
   }
 
   private reconnectSchedule(): void {
-    const delay = Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS * 2 ** this.failures++) * (0.75 + Math.random() * 0.5);
+    const { reconnectMinMs, reconnectMaxMs } = LISTENER_DEFAULTS;
+    const delay = Math.min(reconnectMaxMs, reconnectMinMs * 2 ** this.failures++) * (0.75 + Math.random() * 0.5);
     clearTimeout(this.reconnectTimer);
     this.reconnectTimer = setTimeout(() => void this.connect(), delay);
   }

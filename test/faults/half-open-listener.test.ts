@@ -5,7 +5,7 @@ import { testDatabase } from '../helpers/db.js';
 import { agentProcesses } from '../helpers/agent-process.js';
 import { dagCreate, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
-import { LISTENER_STATEMENT_TIMEOUT_MS, ReadyListener, listenerReconnectsTotal, listenersDown } from '../../src/db/ready-listener.js';
+import { ReadyListener, listenerReconnectsTotal, listenersDown } from '../../src/db/ready-listener.js';
 import { MetricsCollector } from '../../src/observability/metrics.js';
 import { faultProxy } from './helpers/proxy.js';
 
@@ -18,9 +18,17 @@ const { db } = database;
 const proxy = await faultProxy(database.sessionUrl);
 const agentProcess = database.sessionUrl === database.url ? agentProcesses(proxy.url) : agentProcesses(database.url, proxy.url);
 
+/**
+ * The listeners this file makes itself ping every 0.5 s and give a ping or a statement up after 1 s and 2 s, not
+ * LISTENER_DEFAULTS' 2, 3 and 5 s: what they check is that a half-open connection is found and made again, not how
+ * soon. The agent process's listener keeps the defaults (its "within seconds" is theirs).
+ */
+const STATEMENT_TIMEOUT_MS = 2_000;
+const quick = { healthIntervalMs: 500, healthTimeoutMs: 1_000, statementTimeoutMs: STATEMENT_TIMEOUT_MS };
+
 describe('a half-open LISTEN connection', () => {
   it('is found by the health check and made again; subscribers are woken and the reconnect is counted', async () => {
-    const listener = new ReadyListener({ url: proxy.url, log: pino({ level: 'silent' }) });
+    const listener = new ReadyListener({ url: proxy.url, log: pino({ level: 'silent' }), ...quick });
     const metrics = new MetricsCollector(db);
     let wakes = 0;
     listener.subscribe(() => { wakes++; });
@@ -53,7 +61,7 @@ describe('a half-open LISTEN connection', () => {
   it('a reconnect whose LISTEN is never answered is given up and made again: the node is back on LISTEN once the network lets it, and says so meanwhile', async () => {
     const lines: string[] = [];
     const log = pino({ level: 'info' }, { write: (l: string) => { lines.push(l); } });
-    const listener = new ReadyListener({ url: proxy.url, log });
+    const listener = new ReadyListener({ url: proxy.url, log, ...quick });
     const metrics = new MetricsCollector(db);
     await listener.start();
     try {
@@ -67,10 +75,10 @@ describe('a half-open LISTEN connection', () => {
       expect(await metrics.metrics()).toMatch(/^dagent_listener_down [1-9]/m);
       // At least one reconnect's LISTEN was given up, not waited on for ever.
       await eventually('a swallowed LISTEN given up', async () => lines.some((l) => /lost its connection; reconnecting/.test(l) && /timeout/i.test(l)),
-        LISTENER_STATEMENT_TIMEOUT_MS * 3);
+        STATEMENT_TIMEOUT_MS * 3);
       expect(listener.listening).toBe(false);
       proxy.swallowListens(false);
-      await eventually('back on LISTEN', async () => listener.listening && listenerReconnectsTotal() > before, LISTENER_STATEMENT_TIMEOUT_MS * 3);
+      await eventually('back on LISTEN', async () => listener.listening && listenerReconnectsTotal() > before, STATEMENT_TIMEOUT_MS * 3);
       expect(await metrics.metrics()).toMatch(/^dagent_listener_down 0/m);
     } finally {
       proxy.swallowListens(false);
