@@ -26,6 +26,11 @@ describe('the maintenance loops run wherever dagent runs', () => {
     const dagId = await dagCreate(db, DAG('alone', 1));
     await eventually('completed after a retry', async () => (await rowsOf<{ status: string }>(db, sql`select status from tasks where dag_id = ${dagId}`))[0]!.status === 'completed', 20_000);
     expect(await attemptsByTask(dagId)).toEqual([{ key: 't0', outcomes: ['failed', 'completed'] }]);
+    // Stopped, it gives its loops' leases up (killed, it would keep them for a lease, 15 s, and the next test's
+    // processes would wait that long for the promoter).
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).toBe(0);
+    expect(await rowsOf(db, sql`select name from maintenance_leases`)).toEqual([]);
   });
 
   it('with three agent processes running the loops, 30 tasks each fail once, are promoted once and complete once', async () => {
