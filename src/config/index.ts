@@ -52,6 +52,23 @@ export function agentInstanceDefault(): string {
   return host || 'host';
 }
 
+/**
+ * Maintenance loops on several nodes (maintenance/service.ts): each loop runs on the one process holding its lease,
+ * which lasts `ttlSec` from its last renewal (DAGENT_LOOP_LEASE_SEC, `ttlMinSec` to `ttlMaxSec`). The holder renews
+ * it at every tick and `renewsPerLease` times per lease (not past the lease into a tick that never ends); a holder
+ * killed is replaced once its lease has lapsed, within a renewal interval or at another process's next tick; a
+ * holder stopping gives it up at once. A shorter lease moves a killed process's loops sooner, and moves them away
+ * from a process that stalls (a long pause, a slow database) for that long.
+ */
+export const LOOP_LEASE_DEFAULTS = {
+  ttlSec: 15,
+  /** Shorter, each process would renew each of its loops' leases more than once a second. */
+  ttlMinSec: 3,
+  /** Longer, a killed process's loops (retries, reaping) would stop for more than an hour. */
+  ttlMaxSec: 3600,
+  renewsPerLease: 3,
+} as const;
+
 /** Process configuration, read from the environment. Every default comes from CONFIG_DEFAULTS. */
 export const configSchema = z.object({
   /** Postgres URL. Default: unset, which starts (or joins) the embedded server in `dataDir`. */
@@ -104,6 +121,8 @@ export const configSchema = z.object({
     if (typeof r === 'string') { ctx.addIssue({ code: 'custom', message: r }); return z.NEVER; }
     return r;
   }).default(durationSeconds(RETENTION_DEFAULTS.period)),
+  /** Seconds a maintenance loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC): how soon a killed process's loops move. */
+  loopLeaseSec: z.coerce.number().int().min(LOOP_LEASE_DEFAULTS.ttlMinSec).max(LOOP_LEASE_DEFAULTS.ttlMaxSec).default(LOOP_LEASE_DEFAULTS.ttlSec),
 });
 export type Config = z.infer<typeof configSchema>;
 
@@ -132,6 +151,7 @@ const ENV_VARIABLES = [
   { key: 'retentionSec', env: 'DAGENT_RETENTION' },
   { key: 'agentInstance', env: 'DAGENT_AGENT_INSTANCE' },
   { key: 'checkResponses', env: 'DAGENT_CHECK_RESPONSES' },
+  { key: 'loopLeaseSec', env: 'DAGENT_LOOP_LEASE_SEC' },
 ] as const satisfies ReadonlyArray<{ key: keyof Config; env: string; read?: (v: string) => unknown }>;
 
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {
@@ -186,17 +206,6 @@ export const MCP_DEFAULTS = {
   sessionsMax: 1_000,
   sessionsPerToken: 16,
   idleSec: 15 * 60,
-} as const;
-
-/**
- * Maintenance loops on several nodes (maintenance/service.ts): each loop runs on the one process holding its lease.
- * The holder renews it at every tick and every `renewSec` (not past `ttlSec` into a tick that never ends); a holder
- * killed is replaced once `ttlSec` has passed without a renewal, within `renewSec` or at another process's next
- * tick; a holder stopping gives it up at once.
- */
-export const LOOP_LEASE_DEFAULTS = {
-  ttlSec: 15,
-  renewSec: 5,
 } as const;
 
 /**

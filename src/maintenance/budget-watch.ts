@@ -1,14 +1,12 @@
-import type { Logger } from 'pino';
 import { withTx } from '../db/tx.js';
-import type { Db } from '../db/handle.js';
 import { dagBudgetedOpenIds } from '../db/queries/dags.js';
 import { blockedKind, dagStatusSync } from '../engine/dag/dag-status.js';
-import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
 export const BUDGET_WATCH_INTERVAL_MS_DEFAULT = 5_000;
 const BATCH = 500;
 
-export interface BudgetWatchOptions { db: Db; log?: Logger; intervalMs?: number }
+export interface BudgetWatchOptions extends LoopOptions { intervalMs?: number }
 
 /** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
 export const BUDGET_WATCH_LOOP = { name: 'budget-watch', gated: true } as const satisfies LoopIdentity;
@@ -26,6 +24,7 @@ export function budgetWatchCreate(o: BudgetWatchOptions): MaintenanceService {
     ...BUDGET_WATCH_LOOP,
     db: o.db,
     log: o.log,
+    leaseSec: o.leaseSec,
     intervalMs: o.intervalMs ?? BUDGET_WATCH_INTERVAL_MS_DEFAULT,
     async work() {
       let changed = 0;

@@ -1,16 +1,14 @@
-import type { Logger } from 'pino';
 import { withTx } from '../db/tx.js';
-import type { Db } from '../db/handle.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskDepsDriftList, taskDepsRecount } from '../db/queries/task-deps.js';
-import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
 export const DEPS_RECONCILER_INTERVAL_MS_DEFAULT = 60_000;
 /** A task changed within this many seconds may be mid-update: it is left for the next pass. */
 export const DEPS_RECONCILER_QUIET_SEC = 30;
 const BATCH = 500;
 
-export interface DepsReconcilerOptions { db: Db; log?: Logger; intervalMs?: number; quietSec?: number }
+export interface DepsReconcilerOptions extends LoopOptions { intervalMs?: number; quietSec?: number }
 
 /** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
 export const DEPS_RECONCILER_LOOP = { name: 'deps-reconciler', gated: true } as const satisfies LoopIdentity;
@@ -26,6 +24,7 @@ export function depsReconcilerCreate(o: DepsReconcilerOptions): MaintenanceServi
     ...DEPS_RECONCILER_LOOP,
     db: o.db,
     log: o.log,
+    leaseSec: o.leaseSec,
     intervalMs: o.intervalMs ?? DEPS_RECONCILER_INTERVAL_MS_DEFAULT,
     async work() {
       const ids = await taskDepsDriftList(o.db, o.quietSec ?? DEPS_RECONCILER_QUIET_SEC, BATCH);

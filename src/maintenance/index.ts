@@ -48,9 +48,11 @@ export interface LoopContext {
   maxQueued?: number;
   /** The retention period (DAGENT_RETENTION) in seconds; null or absent: nothing is pruned. */
   retentionSec?: number | null;
+  /** Seconds a loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC). Default LOOP_LEASE_DEFAULTS.ttlSec. */
+  leaseSec?: number;
 }
 
 /** The maintenance loops a long-running dagent process runs. */
-export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number; retentionSec?: number | null } = {}): MaintenanceService[] {
-  return LOOPS.map((l) => l.create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec }));
+export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number; retentionSec?: number | null; leaseSec?: number } = {}): MaintenanceService[] {
+  return LOOPS.map((l) => l.create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec, leaseSec: opts.leaseSec }));
 }

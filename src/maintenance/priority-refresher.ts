@@ -1,7 +1,5 @@
-import type { Logger } from 'pino';
-import type { Db } from '../db/handle.js';
 import { taskPriorityRefresh } from '../db/queries/tasks-priority.js';
-import { drain, serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
+import { drain, serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
 export const PRIORITY_REFRESH_INTERVAL_MS_DEFAULT = 2_000;
 /** A stored effective priority this close to the true one is left alone: refreshing costs an index update. */
@@ -9,9 +7,7 @@ export const PRIORITY_REFRESH_TOLERANCE = 0.1;
 const BATCH = 5_000;
 const MAX_BATCHES_PER_TICK = 4;
 
-export interface PriorityRefresherOptions {
-  db: Db;
-  log?: Logger;
+export interface PriorityRefresherOptions extends LoopOptions {
   intervalMs?: number;
   tolerance?: number;
   /** The clock (tests simulate hours). Default the database's. */
@@ -32,6 +28,7 @@ export function priorityRefresherCreate(o: PriorityRefresherOptions): Maintenanc
     ...PRIORITY_REFRESHER_LOOP,
     db: o.db,
     log: o.log,
+    leaseSec: o.leaseSec,
     intervalMs: o.intervalMs ?? PRIORITY_REFRESH_INTERVAL_MS_DEFAULT,
     work: () => drain(BATCH, async () => {
       const r = await taskPriorityRefresh(o.db, { limit: BATCH, tolerance: o.tolerance ?? PRIORITY_REFRESH_TOLERANCE, at: o.now?.() });

@@ -1,10 +1,8 @@
-import type { Logger } from 'pino';
-import type { Db } from '../db/handle.js';
 import { DECLARED_RATE_LIMIT_DEFAULTS } from '../config/index.js';
 import { RATE_USAGE_PRUNE_BATCH, rateUsagePrune } from '../db/queries/rate-limits.js';
-import { drain, serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
+import { drain, serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
-export interface RateUsageOptions { db: Db; log?: Logger; intervalMs?: number }
+export interface RateUsageOptions extends LoopOptions { intervalMs?: number }
 
 /** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
 export const RATE_USAGE_LOOP = { name: 'rate-usage', gated: true } as const satisfies LoopIdentity;
@@ -18,6 +16,7 @@ export function rateUsageCreate(o: RateUsageOptions): MaintenanceService {
     ...RATE_USAGE_LOOP,
     db: o.db,
     log: o.log,
+    leaseSec: o.leaseSec,
     intervalMs: o.intervalMs ?? DECLARED_RATE_LIMIT_DEFAULTS.pruneIntervalMs,
     work: () => drain(RATE_USAGE_PRUNE_BATCH, () => rateUsagePrune(o.db, DECLARED_RATE_LIMIT_DEFAULTS.windowMaxSec)),
   });

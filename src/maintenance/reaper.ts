@@ -1,7 +1,5 @@
-import type { Logger } from 'pino';
 import { LEASE_DEFAULTS } from '../config/index.js';
 import { attemptsEndedEmit, engineEvents } from '../observability/engine-events.js';
-import type { Db } from '../db/handle.js';
 import { agentMarkStaleOffline } from '../db/queries/agents.js';
 import { eventInsertMany } from '../db/queries/events.js';
 import { taskReleaseMark } from '../db/queries/tasks-lifecycle.js';
@@ -10,7 +8,7 @@ import { DagentError } from '../errors.js';
 import { taskFail } from '../engine/attempt/fail.js';
 import { crashBlame } from '../engine/attempt/crash-blame.js';
 import { attemptCrashHistory } from '../db/queries/attempts.js';
-import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
 const SKIPPABLE = new Set(['LEASE_LOST', 'ILLEGAL_TRANSITION', 'TRANSITION_RACED']);
 
@@ -21,9 +19,7 @@ export const REAPER_SET_ASIDE_PASSES = 12;
 /** An agent silent for this long is marked offline (its tasks come back through their own leases). */
 export const AGENT_STALE_SEC_DEFAULT = LEASE_DEFAULTS.agentStaleSec;
 
-export interface ReaperOptions {
-  db: Db;
-  log?: Logger;
+export interface ReaperOptions extends LoopOptions {
   /** Default REAPER_INTERVAL_MS_DEFAULT (5 s). */
   intervalMs?: number;
   /** Most tasks taken back per pass. Default 200. */
@@ -103,6 +99,7 @@ export function reaperCreate(o: ReaperOptions): MaintenanceService {
     ...REAPER_LOOP,
     db: o.db,
     log: o.log,
+    leaseSec: o.leaseSec,
     intervalMs,
     async work() {
       await agentMarkStaleOffline(o.db, o.agentStaleSec ?? AGENT_STALE_SEC_DEFAULT);

@@ -1,12 +1,8 @@
-import type { Logger } from 'pino';
-import type { Db } from '../db/handle.js';
 import { RETENTION_DEFAULTS } from '../config/index.js';
 import { prune } from '../engine/ops/retention.js';
-import { serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
+import { serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
-export interface RetentionLoopOptions {
-  db: Db;
-  log?: Logger;
+export interface RetentionLoopOptions extends LoopOptions {
   /** The retention period in seconds (DAGENT_RETENTION); null: the loop does nothing. */
   retentionSec?: number | null;
   intervalMs?: number;
@@ -26,6 +22,7 @@ export function retentionLoopCreate(o: RetentionLoopOptions): MaintenanceService
     ...RETENTION_LOOP,
     db: o.db,
     log: o.log,
+    leaseSec: o.leaseSec,
     intervalMs: o.intervalMs ?? RETENTION_DEFAULTS.intervalMs,
     async work() {
       if (o.retentionSec == null) return 0;

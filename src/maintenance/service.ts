@@ -43,9 +43,16 @@ export async function drain(batch: number, pass: () => Promise<number>, maxPasse
   return total;
 }
 
-export interface ServiceOptions {
-  name: string;
+/** What the options of every loop run under a lease share. */
+export interface LoopOptions {
   db: Db;
+  log?: Logger;
+  /** Seconds the loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC). Default LOOP_LEASE_DEFAULTS.ttlSec. */
+  leaseSec?: number;
+}
+
+export interface ServiceOptions extends LoopOptions {
+  name: string;
   intervalMs: number;
   /** Random ± fraction of the interval, so many processes do not tick in step. Default 0.1. */
   jitter?: number;
@@ -56,7 +63,6 @@ export interface ServiceOptions {
   gated?: boolean;
   /** Who holds the lease when this loop runs. Default PROCESS_NODE; a test stands in for several nodes with others. */
   node?: string;
-  log?: Logger;
   work: () => Promise<number>;
 }
 
@@ -73,13 +79,14 @@ export function serviceCreate(o: ServiceOptions): MaintenanceService {
   const log = o.log?.child({ service: o.name });
   const gated = o.gated !== false;
   const node = o.node ?? PROCESS_NODE;
-  const ttlMs = LOOP_LEASE_DEFAULTS.ttlSec * 1000;
+  const leaseSec = o.leaseSec ?? LOOP_LEASE_DEFAULTS.ttlSec;
+  const ttlMs = leaseSec * 1000;
 
   const hold = (tick: boolean): Promise<void> => {
     const done = leaseQueue.then(async () => {
       const before = held;
       try {
-        held = await loopLeaseHold(o.db, o.name, node, LOOP_LEASE_DEFAULTS.ttlSec, tick);
+        held = await loopLeaseHold(o.db, o.name, node, leaseSec, tick);
       } catch (err) {
         // Unknown, the database not answering: work only once a renewal succeeds again.
         held = false;
@@ -127,13 +134,14 @@ export function serviceCreate(o: ServiceOptions): MaintenanceService {
       if (!gated) return;
       // Take the lease now, not at the first tick (an interval away): which node runs the loop shows at once.
       hold(false).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease not taken'));
-      // Every renewSec besides the ticks: the lease stays alive through a long tick and between the ticks of a slow
-      // loop, and a lapsed one (its holder killed) moves within renewSec, not at a tick minutes later. A tick stuck
-      // past the lease (a statement that never answers) is not renewed: the loop moves to a process that can run it.
+      // renewsPerLease times a lease besides the ticks: the lease stays alive through a long tick and between the
+      // ticks of a slow loop, and a lapsed one (its holder killed) moves within a renewal interval, not at a tick
+      // minutes later. A tick stuck past the lease (a statement that never answers) is not renewed: the loop moves
+      // to a process that can run it.
       renewTimer = setInterval(() => {
         if (!running || (tickStartedAt !== undefined && Date.now() - tickStartedAt > ttlMs)) return;
         hold(false).catch((err: unknown) => log?.warn({ err }, 'maintenance loop lease renewal failed'));
-      }, LOOP_LEASE_DEFAULTS.renewSec * 1000);
+      }, ttlMs / LOOP_LEASE_DEFAULTS.renewsPerLease);
       renewTimer.unref();
     },
     async stop() {

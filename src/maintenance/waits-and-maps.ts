@@ -1,14 +1,12 @@
-import type { Logger } from 'pino';
-import type { Db } from '../db/handle.js';
 import { approvalsExpiredSettle } from '../engine/waits/approvals.js';
 import { mapTasksSettle } from '../engine/dag/map.js';
 import { signalWaitsSettle } from '../engine/waits/signals.js';
-import { drain, serviceCreate, type MaintenanceService, type LoopIdentity } from './service.js';
+import { drain, serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
 export const WAITS_INTERVAL_MS_DEFAULT = 1_000;
 export const WAITS_BATCH_DEFAULT = 500;
 
-export interface WaitsOptions { db: Db; log?: Logger; intervalMs?: number; batch?: number }
+export interface WaitsOptions extends LoopOptions { intervalMs?: number; batch?: number }
 
 /** This loop in the registry (index.ts): its name (its lease's, in maintenance_leases) and whether one process at a time runs it. */
 export const WAITS_LOOP = { name: 'waits', gated: true } as const satisfies LoopIdentity;
@@ -25,6 +23,7 @@ export function waitsCreate(o: WaitsOptions): MaintenanceService {
     ...WAITS_LOOP,
     db: o.db,
     log: o.log,
+    leaseSec: o.leaseSec,
     intervalMs: o.intervalMs ?? WAITS_INTERVAL_MS_DEFAULT,
     work: () => drain(batch, async () => await signalWaitsSettle(o.db, { batch, log: o.log }) + await approvalsExpiredSettle(o.db, { batch, log: o.log })
       + await mapTasksSettle(o.db, { batch, log: o.log })),

@@ -16,7 +16,17 @@ import { LOOPS_ELECTED } from '../../src/maintenance/index.js';
 // that node is killed; every node's event stream shows every node's events; a webhook is delivered once.
 const database = await testDatabase({ poolSize: 4 });
 const { db } = database;
-const env = { ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_RETENTION: 'off', DAGENT_WEBHOOK_ALLOW_HOSTS: '127.0.0.1' };
+/**
+ * The nodes' loop lease (DAGENT_LOOP_LEASE_SEC), shorter than the default LOOP_LEASE_DEFAULTS.ttlSec: what is checked
+ * is that a killed node's loops move once its leases lapse and no sooner, whatever their length.
+ */
+const LEASE_SEC = 6;
+/** How often a node renews its leases besides its loops' ticks. */
+const RENEW_SEC = LEASE_SEC / LOOP_LEASE_DEFAULTS.renewsPerLease;
+const env = {
+  ...process.env, DATABASE_URL: database.url, DAGENT_HTTP_PORT: '0', DAGENT_RETENTION: 'off', DAGENT_WEBHOOK_ALLOW_HOSTS: '127.0.0.1',
+  DAGENT_LOOP_LEASE_SEC: String(LEASE_SEC),
+};
 /** The loops that run on one node (the others, the scheduler and the webhook dispatcher, share their rows out on every node), by name. */
 const ELECTED = [...LOOPS_ELECTED].sort();
 
@@ -70,6 +80,10 @@ describe('several dagent up nodes on one database', () => {
       const held = await leases();
       expect(held.map((l) => l.name)).toEqual(ELECTED);
       for (const l of held) expect(pids).toContain(pidOf(l.holder));
+      // Each written for DAGENT_LOOP_LEASE_SEC from its last renewal, not for the default (clock_timestamp(): read
+      // after every renewal this statement sees).
+      const [ahead] = await rowsOf<{ sec: number }>(db, sql`select max(extract(epoch from expires_at - clock_timestamp()))::float8 as sec from maintenance_leases`);
+      expect(ahead!.sec).toBeLessThanOrEqual(LEASE_SEC);
       const stats = await (await fetch(`${b.url}/api/stats`, { headers })).json() as { loops: Array<{ name: string; holder: string; live: boolean }> };
       expect(stats.loops.map((l) => [l.name, l.holder, l.live])).toEqual(held.map((l) => [l.name, l.holder, true]));
 
@@ -119,12 +133,13 @@ describe('several dagent up nodes on one database', () => {
       const promoterMoved = await eventually('the survivor holds the promoter', async () => {
         const p = (await leases()).find((l) => l.name === 'promoter');
         return p && pidOf(p.holder) === survivor.child.pid ? Date.now() : undefined;
-      }, (LOOP_LEASE_DEFAULTS.ttlSec + 10) * 1000);
-      // No sooner than the lease allowed: the killed node never gave it up.
-      expect(promoterMoved - killedAt).toBeGreaterThanOrEqual((LOOP_LEASE_DEFAULTS.ttlSec - 6) * 1000);
+      }, (LEASE_SEC + 10) * 1000);
+      // No sooner than the lease allowed: the killed node never gave it up (it renewed it last at most a renewal
+      // interval, and a second to spare, before the kill).
+      expect(promoterMoved - killedAt).toBeGreaterThanOrEqual((LEASE_SEC - RENEW_SEC - 1) * 1000);
       await eventually('the retry promoted', async () => (await rowsOf<{ status: string }>(db, sql`
         select status from tasks where dag_id = ${failing.body.results[0].dagId}`))[0]!.status === 'ready', 10_000);
-      await eventually('the survivor holds every loop', async () => (await leases()).every((l) => pidOf(l.holder) === survivor.child.pid), (LOOP_LEASE_DEFAULTS.ttlSec + 10) * 1000);
+      await eventually('the survivor holds every loop', async () => (await leases()).every((l) => pidOf(l.holder) === survivor.child.pid), (LEASE_SEC + 10) * 1000);
       expect(survivor.output()).toMatch(/maintenance loop lease taken/);
       survivor.child.kill('SIGTERM');
       expect(await survivor.exited).toBe(0);
