@@ -19,6 +19,16 @@ import type { FailureOutcome } from './outcome.js';
 /** A task as its holder names it: its id and the fencing token its claim returned. */
 export interface TaskRef { taskId: string; fence: number }
 
+/**
+ * Why a holder's statement that needs a live lease (a durable step's record or replay, a usage report) was refused:
+ * NOT_FOUND for no such task, else LEASE_LOST, saying when the fence and state still match but the lease lapsed (the
+ * reaper is about to take the task back).
+ */
+export function holdRefusal(ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): NotFoundError | LeaseLostError {
+  if (!task) return new NotFoundError('task', ref.taskId);
+  return new LeaseLostError(ref.taskId, ref.fence, task.fence, task.leaseLapsed && task.fence === ref.fence ? `${task.status}, lease lapsed` : task.status);
+}
+
 /** The guard's answer for `transition` from the row as it stood: LEASE_LOST, ILLEGAL_TRANSITION, NOT_FOUND, or `race`. */
 export function guardRefusal(ref: TaskRef, transition: Transition, row: Pick<RefusedRow, 'status' | 'fence'> | null): DagentError | 'race' {
   if (!row || row.status === null || row.fence === null) return new NotFoundError('task', ref.taskId);

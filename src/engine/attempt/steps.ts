@@ -4,9 +4,9 @@ import type { StepScope } from '../../model/step-scopes.js';
 import { taskStepLatestGet, taskStepRecord, taskStepReplay, taskStepReplaysList, taskStepsList } from '../../db/queries/task-steps.js';
 import { taskGet } from '../../db/queries/tasks-read.js';
 import { LIMITS, limitEnvName } from '../../config/limits.js';
-import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
+import { InvalidInputError, NotFoundError } from '../../errors.js';
 import { jsonPathFormat, jsonProblem, stringProblem } from '../../json-guard.js';
-import type { TaskRef } from './refusal.js';
+import { holdRefusal, type TaskRef } from './refusal.js';
 
 /**
  * Durable steps: a named piece of an attempt's work (an LLM call, a tool call) whose JSON result is recorded under
@@ -108,19 +108,12 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
         { taskId: w.taskId, step: name, limit: 'stepBytesPerTask' },
       );
     case 'refused':
-      throw stepRefusal(w, r.task);
+      throw holdRefusal(w, r.task);
     default: {
       const never: never = r;
       throw new Error(`unknown step record result ${JSON.stringify(never)}`);
     }
   }
-}
-
-/** Why a step's read or write under `ref` was refused: the task is gone, or the fence no longer holds it. */
-function stepRefusal(ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): NotFoundError | LeaseLostError {
-  if (!task) return new NotFoundError('task', ref.taskId);
-  // The fence and state may still match while the lease has lapsed: the reaper is about to take the task back.
-  return new LeaseLostError(ref.taskId, ref.fence, task.fence, task.leaseLapsed && task.fence === ref.fence ? `${task.status}, lease lapsed` : task.status);
 }
 
 /**
@@ -131,7 +124,7 @@ function stepRefusal(ref: TaskRef, task: { status: string; fence: number; leaseL
  */
 export async function stepReplay(db: Db, ref: TaskRef, name: string): Promise<TaskStepRow | undefined> {
   const r = await taskStepReplay(db, ref.taskId, ref.fence, stepNameCheck(name));
-  if (r.kind === 'refused') throw stepRefusal(ref, r.task);
+  if (r.kind === 'refused') throw holdRefusal(ref, r.task);
   return r.step;
 }
 

@@ -3,11 +3,11 @@ import type { Db } from '../../db/handle.js';
 import { usageBudgetGet, usageReport as usageReportStatement, type UsageLimits } from '../../db/queries/usage.js';
 import { USAGE_DEFAULTS } from '../../config/index.js';
 import { LIMITS } from '../../config/limits.js';
-import { InvalidInputError, LeaseLostError, NotFoundError } from '../../errors.js';
+import { InvalidInputError, LeaseLostError } from '../../errors.js';
 import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
 import { taskFail } from './fail.js';
 import { eventInsertMany } from '../../db/queries/events.js';
-import type { TaskRef } from './refusal.js';
+import { holdRefusal, type TaskRef } from './refusal.js';
 
 /**
  * Usage reported while an attempt runs, charged at once (db/queries/usage.ts) and held to the attempt's limits on
@@ -75,7 +75,7 @@ export function usageCheck(u: UsageReportInput): Required<Omit<UsageReportInput,
 export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput, opts: { log?: Logger } = {}): Promise<UsageAnswer> {
   const u = usageCheck(input);
   const r = await usageReportStatement(db, { taskId: ref.taskId, fence: ref.fence, ...u, model: input.model ?? null, tokenId: input.tokenId ?? null });
-  if (r.kind === 'refused') throw refusal(ref, r.task);
+  if (r.kind === 'refused') throw holdRefusal(ref, r.task);
   const { stopped, low, remainingUsd } = budgetOf(r);
   if (stopped) {
     const message = `${stopped.limit} ${stopped.limitUsd} reached: ${stopped.spentUsd.toFixed(6).replace(/\.?0+$/, '')} USD spent; the attempt was stopped`;
@@ -99,7 +99,7 @@ export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput,
  */
 export async function usageBudget(db: Db, ref: TaskRef): Promise<Omit<UsageAnswer, 'applied' | 'stopped'>> {
   const r = await usageBudgetGet(db, ref.taskId, ref.fence);
-  if (r.kind === 'refused') throw refusal(ref, r.task);
+  if (r.kind === 'refused') throw holdRefusal(ref, r.task);
   const { low, remainingUsd } = budgetOf(r);
   return { attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut }, remainingUsd, low };
 }
@@ -118,7 +118,3 @@ function budgetOf(r: UsageLimits): { stopped: LimitReached | null; low: LimitRea
   return { stopped, low, remainingUsd };
 }
 
-function refusal(ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): NotFoundError | LeaseLostError {
-  if (!task) return new NotFoundError('task', ref.taskId);
-  return new LeaseLostError(ref.taskId, ref.fence, task.fence, task.leaseLapsed && task.fence === ref.fence ? `${task.status}, lease lapsed` : task.status);
-}
