@@ -7,6 +7,7 @@ import { modelPauseList } from '../db/queries/model-pauses.js';
 import { rateLimitList } from '../db/queries/rate-limits.js';
 import { taskCountsByStatusTier, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
 import { webhookDeliveryCounts } from '../db/queries/webhooks.js';
+import { usageByModel } from '../db/queries/usage.js';
 import { engineEvents, type EngineEventMap } from './engine-events.js';
 
 /** Dead-letter reasons as a bounded label (the reason text carries counts). */
@@ -37,10 +38,16 @@ export class MetricsCollector {
     let refreshing: Promise<void> | undefined;
     const refresh = () => {
       refreshing ??= (async () => {
-        const [counts, oldestAge, agents, spend, webhook, pauses, declared] = await Promise.all([
+        const [counts, oldestAge, agents, spend, webhook, pauses, declared, byModel] = await Promise.all([
           taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db), modelPauseList(db), rateLimitList(db),
+          usageByModel(db),
         ]);
-        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit]) g.reset();
+        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit, usageUsd, usageTokens]) g.reset();
+        for (const u of byModel) {
+          usageUsd.set({ model: u.model }, u.usd);
+          usageTokens.set({ model: u.model, direction: 'in' }, u.tokensIn);
+          usageTokens.set({ model: u.model, direction: 'out' }, u.tokensOut);
+        }
         for (const l of declared) {
           rateUsed.set({ key: l.key, unit: 'requests' }, l.requestsUsed);
           rateUsed.set({ key: l.key, unit: 'tokens' }, l.tokensUsed);
@@ -78,6 +85,8 @@ export class MetricsCollector {
     const dagBudget = new client.Gauge({ name: 'dagent_dag_budget_usd', help: 'Budget of each open DAG that has one', labelNames: ['dag', 'name'], registers: r, collect: refresh });
     const dagSpent = new client.Gauge({ name: 'dagent_dag_spent_usd', help: 'Spend of each open DAG', labelNames: ['dag', 'name'], registers: r, collect: refresh });
     const spentTotal = new client.Gauge({ name: 'dagent_spent_usd', help: 'Spend of all DAGs, ever', registers: r, collect: refresh });
+    const usageUsd = new client.Gauge({ name: 'dagent_usage_usd', help: 'Usage reported while attempts ran, by model, as the ledger holds it (the tasks retention kept)', labelNames: ['model'], registers: r, collect: refresh });
+    const usageTokens = new client.Gauge({ name: 'dagent_usage_tokens', help: 'Tokens reported while attempts ran, by model and direction, as the ledger holds them', labelNames: ['model', 'direction'], registers: r, collect: refresh });
     const deliveries = new client.Gauge({ name: 'dagent_webhook_deliveries', help: 'Webhook deliveries by status', labelNames: ['status'], registers: r, collect: refresh });
     const modelPaused = new client.Gauge({ name: 'dagent_model_paused_seconds', help: 'Seconds until a model paused after a provider\'s rate limit is handed out again (0: not paused)', labelNames: ['model'], registers: r, collect: refresh });
     const rateUsed = new client.Gauge({ name: 'dagent_rate_limit_used', help: 'What a declared rate limit\'s current window holds: requests claimed, tokens reserved or used', labelNames: ['key', 'unit'], registers: r, collect: refresh });

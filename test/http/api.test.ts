@@ -394,6 +394,7 @@ describe('agents, stats and metrics', () => {
     const t = await claimOne('a1', a1);
     await call('POST', `/api/tasks/${t.id}/complete`, { token: a1, body: { fence: t.fence, output: 1 } });
     const t2 = await claimOne('a1', a1);
+    expect((await call('POST', `/api/tasks/${t2.id}/usage`, { token: a1, body: { fence: t2.fence, report_id: 'r1', cost_usd: 0.25, tokens_in: 100, tokens_out: 7 } })).status).toBe(200);
     await call('POST', `/api/tasks/${t2.id}/fail`, { token: a1, body: { fence: t2.fence, error_class: 'crash', message: 'x', retryable: false } });
     const m = await call('GET', '/metrics');
     expect(m.status).toBe(200);
@@ -407,6 +408,8 @@ describe('agents, stats and metrics', () => {
     expect(value(`dagent_task_failures_total{type="${t2.key}",error_class="crash",outcome="dead_lettered"}`)).toBeGreaterThanOrEqual(1);
     expect(value('dagent_task_wait_seconds_count{type="plan"}')).toBeGreaterThanOrEqual(1);
     expect(value('dagent_claims_total{result="claimed"}')).toBeGreaterThanOrEqual(2);
+    // Usage reported while attempts ran, from the ledger, by model (this report named none).
+    expect([value('dagent_usage_usd{model=""}'), value('dagent_usage_tokens{model="",direction="in"}'), value('dagent_usage_tokens{model="",direction="out"}')]).toEqual([0.25, 100, 7]);
     expect(text).toMatch(/^dagent_agent_heartbeat_age_seconds\{agent="a1",status="active"\} [\d.]+$/m);
     await refusedUnchanged(401, 'UNAUTHORIZED', () => call('GET', '/metrics', { token: null }));
   });

@@ -160,3 +160,14 @@ export async function usageBudgetGet(db: Db, taskId: string, fence: number): Pro
     agentBudgetUsd: num(row.agent_budget), agentSpentUsd: Number(row.agent_spent ?? 0),
   };
 }
+
+/**
+ * What the ledger holds, by model: the spend and tokens reported while attempts ran (a model never named is ''). The
+ * ledger keeps a task's reports as long as the task (retention), so this is the spend of the tasks kept, not of all
+ * time; one scan of usage_reports a metrics scrape.
+ */
+export function usageByModel(db: Db): Promise<Array<{ model: string; usd: number; tokensIn: number; tokensOut: number }>> {
+  return rowsOf(db, sql`
+    select coalesce(model, '') as model, sum(cost_usd)::float8 as usd, sum(tokens_in)::float8 as "tokensIn", sum(tokens_out)::float8 as "tokensOut"
+    from usage_reports group by 1 order by 1`);
+}
