@@ -67,6 +67,16 @@ export function priorityCommands(program: Command, ctx: CommandContext): void {
         out.section('DAGs:');
         out.table(['dag', 'name', 'status', 'budget', 'spent', 'reserved'], r.dags.map((g) => [
           g.id, g.name, g.status, g.budgetUsd == null ? '-' : usd(g.budgetUsd), usd(g.spentUsd), usd(g.reservedUsd)]));
+        if (r.running.length) {
+          out.section('attempts running (spent as reported, against what the claim reserves):');
+          out.table(['task', 'key', 'agent', 'spent', 'reserved', 'max cost'], r.running.map((t) => [
+            t.taskId, t.key, t.agentId, usd(t.spentUsd), usd(t.reservedUsd), t.maxCostUsd == null ? '-' : usd(t.maxCostUsd)]));
+        }
+        if (r.stops.length) {
+          out.section('attempts stopped at a spend limit:');
+          out.table(['at', 'task', 'agent', 'limit', 'spent'], r.stops.map((x) => [
+            x.at, x.taskId, x.agentId, x.limit == null ? '-' : `${x.limit} ${usd(x.limitUsd ?? 0)}`, x.spentUsd == null ? '-' : usd(x.spentUsd)]));
+        }
       });
     });
 }

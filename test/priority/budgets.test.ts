@@ -8,6 +8,7 @@ import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { taskRelease } from '../../src/engine/attempt/release.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { dagCancel } from '../../src/engine/dag/cancel.js';
+import { usageReport } from '../../src/engine/attempt/usage.js';
 
 const database = await testDatabase({ poolSize: 40 });
 const { db } = database;
@@ -136,5 +137,18 @@ tasks:
     expect(costs.agents.find((a) => a.id === 'poor')).toMatchObject({ spentUsd: 0.25, reservedUsd: 0, remainingUsd: 0.75 });
     expect(costs.dags.find((d) => d.name === 'stuck')!.spentUsd).toBeCloseTo(0.25);
     expect((await cli('costs')).stdout).toMatch(/poor\s+\$1\.0000\s+\$0\.2500\s+\$0\.0000\s+\$0\.7500/);
+    // An attempt running with reported usage, and one a spend limit stopped: seen with their figures.
+    await agentCreate(db, 'spender', ['pay']);
+    await dagCreate(db, 'name: paying\ntasks:\n  run: { type: t, spec: { constraints: { capabilities: [pay], max_cost_usd: 1 } } }\n  stop: { type: t, spec: { constraints: { capabilities: [pay], max_cost_usd: 0.1 } } }\n');
+    const held = await taskClaim(db, 'spender', { limit: 2, start: true });
+    const [running, stopped] = ['run', 'stop'].map((k) => held.find((t) => t.key === k)!);
+    await usageReport(db, { taskId: running!.id, fence: running!.fence }, { reportKey: 'a', costUsd: 0.3 });
+    await usageReport(db, { taskId: stopped!.id, fence: stopped!.fence }, { reportKey: 'b', costUsd: 0.2 });
+    const live = (await cli('costs', '--json')).json() as { running: Array<{ key: string; spentUsd: number; reservedUsd: number; maxCostUsd: number }>; stops: Array<{ taskId: string; limit: string; limitUsd: number; spentUsd: number }> };
+    expect(live.running.map((t) => [t.key, t.spentUsd, t.reservedUsd, t.maxCostUsd])).toEqual([['run', 0.3, 0.7, 1]]);
+    expect(live.stops).toEqual([expect.objectContaining({ taskId: stopped!.id, limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.2 })]);
+    const shown = (await cli('costs')).stdout;
+    expect(shown).toMatch(new RegExp(String.raw`^\s*${running!.id}\s+run\s+spender\s+\$0\.3000\s+\$0\.7000\s+\$1\.0000\s*$`, 'm'));
+    expect(shown).toMatch(new RegExp(String.raw`^\s*\S+Z\s+${stopped!.id}\s+spender\s+task\.max_cost_usd \$0\.1000\s+\$0\.2000\s*$`, 'm'));
   });
 });

@@ -30,3 +30,30 @@ export function spendByDag(db: Db, limit: number): Promise<SpendDag[]> {
     from dags where spent_usd > 0 or reserved_usd > 0 or budget_usd is not null
     order by spent_usd desc, created_at desc limit ${limit}`);
 }
+
+export interface SpendRunning { taskId: string; dagId: string; key: string; agentId: string | null; fence: number; spentUsd: number; reservedUsd: number; maxCostUsd: number | null }
+export interface SpendStop { at: string; taskId: string; dagId: string; agentId: string | null; limit: string | null; limitUsd: number | null; spentUsd: number | null }
+
+/**
+ * Attempts running now, with what each has reported so far (charged as reported) beside what its claim still
+ * reserves and its max_cost_usd: the attempts that spent or may spend, most spent first.
+ */
+export function spendRunning(db: Db, limit: number): Promise<SpendRunning[]> {
+  return rowsOf<SpendRunning>(db, sql`
+    select t.id as "taskId", t.dag_id as "dagId", t.key, t.claimed_by as "agentId", t.fence,
+      (case when t.usage_fence is not distinct from t.fence then t.attempt_cost_usd else 0 end)::float8 as "spentUsd",
+      t.reserved_usd::float8 as "reservedUsd", t.max_cost_usd::float8 as "maxCostUsd"
+    from tasks t
+    where t.status in ('claimed', 'running') and (t.reserved_usd > 0 or t.max_cost_usd is not null or t.usage_fence = t.fence)
+    order by 6 desc, t.claimed_at limit ${limit}`);
+}
+
+/** The attempts a spend limit stopped over the last `days` UTC days, newest first: which limit, at what spend. */
+export function spendStops(db: Db, days: number, limit: number): Promise<SpendStop[]> {
+  return rowsOf<SpendStop>(db, sql`
+    select to_char(ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at, task_id as "taskId", dag_id as "dagId", agent_id as "agentId",
+      details->'budget'->>'limit' as limit, (details->'budget'->>'limitUsd')::float8 as "limitUsd", (details->'budget'->>'spentUsd')::float8 as "spentUsd"
+    from attempts
+    where error_class = 'budget_exceeded' and ended_at >= date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - make_interval(days => ${days - 1})
+    order by ended_at desc limit ${limit}`);
+}

@@ -1,6 +1,6 @@
 import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
-import { spendByAgent, spendByDag, spendByDay } from '../../db/queries/costs.js';
+import { spendByAgent, spendByDag, spendByDay, spendRunning, spendStops } from '../../db/queries/costs.js';
 import { dagGet } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskGet } from '../../db/queries/tasks-read.js';
@@ -29,6 +29,8 @@ export function unclaimableList(db: Db, limit = 200) {
 
 /** Spend by day (UTC), by agent (with budget, reserved and left), and by DAG. */
 export async function costsReport(db: Db, opts: { days?: number; dags?: number } = {}) {
-  const [days, agents, dags] = await Promise.all([spendByDay(db, opts.days ?? 7), spendByAgent(db), spendByDag(db, opts.dags ?? 20)]);
-  return { days, agents, dags };
+  const [days, agents, dags, running, stops] = await Promise.all([
+    spendByDay(db, opts.days ?? 7), spendByAgent(db), spendByDag(db, opts.dags ?? 20), spendRunning(db, 50), spendStops(db, opts.days ?? 7, 20),
+  ]);
+  return { days, agents, dags, running, stops };
 }
