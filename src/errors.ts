@@ -278,7 +278,7 @@ export const ERROR_CODES = {
   TRANSITION_RACED: { class: TransitionRacedError, status: 409, exit: EXIT.error, description: 'the task changed while the request was refused; look again' },
   CONFLICT: { class: ConflictError, status: 409, exit: EXIT.error, description: 'an idempotency key or name already taken' },
   DLQ_RESOLVED: { class: DeadLetterResolvedError, status: 409, exit: EXIT.error, description: 'a dead letter already retried or cancelled' },
-  BUDGET_EXCEEDED: { class: BudgetExceededError, status: 409, exit: EXIT.error, description: 'the DAG\'s budget is spent' },
+  BUDGET_EXCEEDED: { class: BudgetExceededError, status: 409, exit: EXIT.error, description: 'the DAG\'s budget is spent, or a spend limit stopped the attempt that reports' },
   DAG_NOT_COMPLETED: { class: DagNotCompletedError, status: null, exit: EXIT.error, description: '`dagent watch`, `submit --wait` and the main job: the DAG ended cancelled or blocked' },
   TASK_FAILED: { class: TaskError, status: null, exit: EXIT.error, description: 'thrown by an agent\'s handler to fail its task with an error class; it becomes the attempt\'s failure, never an answer' },
   BODY_TOO_LARGE: { class: BodyTooLargeError, status: 413, exit: null, description: 'a request body over the limit' },

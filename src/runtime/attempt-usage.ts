@@ -5,7 +5,7 @@ import type { AttemptSpend } from '../db/rows.js';
 import type { TaskRef } from '../engine/attempt/refusal.js';
 import { usageBudget, usageCheck, usageReport, type LimitReached, type UsageAnswer } from '../engine/attempt/usage.js';
 import { USAGE_DEFAULTS } from '../config/index.js';
-import { LeaseLostError } from '../errors.js';
+import { BudgetExceededError, LeaseLostError } from '../errors.js';
 import { untilReachable } from './until-reachable.js';
 
 /** What ctx.reportCost resolves with once its report is durable. */
@@ -142,6 +142,14 @@ export class AttemptUsage {
         this.log.warn({ err: err.message, costUsd: spend.costUsd }, 'usage not recorded: the task is no longer this attempt\'s');
         this.leaseLost();
         return null;
+      }
+      if (err instanceof BudgetExceededError) {
+        // Stopped at a limit by another report of this attempt (a retry of the one whose answer was lost).
+        this.gone = true;
+        const stop = err.details as unknown as LimitReached;
+        this.last = { ...this.last, low: null, stopped: stop };
+        this.stopped(stop);
+        return this.last;
       }
       this.log.error({ err, costUsd: spend.costUsd }, 'usage report refused');
       return null;

@@ -5,6 +5,7 @@ import { agentCreate, dagCreate, databaseReset, databaseSnapshot, leaseExpire, r
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskComplete } from '../../src/engine/attempt/complete.js';
 import { usageBudget, usageReport } from '../../src/engine/attempt/usage.js';
+import { stepRecord } from '../../src/engine/attempt/steps.js';
 import { attemptListForTask } from '../../src/db/queries/attempts.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
@@ -74,7 +75,11 @@ describe('usage reported while an attempt runs', () => {
     expect(task!.last_error).toMatch(/task\.max_cost_usd 0\.1 reached: 0\.11 USD spent/);
     const [attempt] = await attemptListForTask(db, t.id);
     expect([attempt!.outcome, attempt!.errorClass, attempt!.costUsd]).toEqual(['failed', 'budget_exceeded', 0.11]);
-    await expect(usageReport(db, ref, { reportKey: 'call 12', costUsd: 0.01 })).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    // Later reports and step writes of the stopped attempt are refused, naming the limit.
+    await expect(usageReport(db, ref, { reportKey: 'call 12', costUsd: 0.01 })).rejects.toMatchObject({
+      code: 'BUDGET_EXCEEDED', message: /stopped at task\.max_cost_usd 0\.1 \(0\.11 USD spent\)/,
+    });
+    await expect(stepRecord(db, { ...ref, name: 'late', result: 1 })).rejects.toMatchObject({ code: 'BUDGET_EXCEEDED' });
     // Its own event, which webhooks may subscribe to.
     expect(await rowsOf(db, sql`select task_id, agent_id, data from events where type = 'task.budget_exceeded'`)).toEqual([
       { task_id: t.id, agent_id: 'a1', data: { limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.11, fence: t.fence } },

@@ -43,7 +43,7 @@ describe('POST /api/tasks/:id/usage', () => {
     const [task] = await rowsOf<{ status: string }>(db, sql`select status from tasks where id = ${t.id}`);
     expect(task!.status).toBe('dead_lettered');
     const after = await call('POST', url, { token, body: { fence: t.fence, report_id: 'r3', cost_usd: 0.01 } });
-    expect([after.status, after.body.error.code]).toEqual([409, 'LEASE_LOST']);
+    expect([after.status, after.body.error.code]).toEqual([409, 'BUDGET_EXCEEDED']);
   });
 
   it('refuses bad fields (400 naming them), others\' tasks (403), readers (403) and stale fences (409), and charges nothing', async () => {

@@ -1,7 +1,8 @@
 import type { Db } from '../../db/handle.js';
 import { taskRefusalRead } from '../../db/queries/tasks-refusal.js';
 import type { RefusedRow } from '../../db/rows.js';
-import { ConflictError, LeaseLostError, NotFoundError, TransitionRacedError, type DagentError } from '../../errors.js';
+import { BudgetExceededError, ConflictError, LeaseLostError, NotFoundError, TransitionRacedError, type DagentError } from '../../errors.js';
+import { attemptBudgetStop } from '../../db/queries/attempts.js';
 import { LEASED_STATES, assertTransition, fromStates, type TaskState, type Transition } from '../../model/state-machine.js';
 import type { FailureOutcome } from './outcome.js';
 
@@ -27,6 +28,21 @@ export interface TaskRef { taskId: string; fence: number }
 export function holdRefusal(ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): NotFoundError | LeaseLostError {
   if (!task) return new NotFoundError('task', ref.taskId);
   return new LeaseLostError(ref.taskId, ref.fence, task.fence, task.leaseLapsed && task.fence === ref.fence ? `${task.status}, lease lapsed` : task.status);
+}
+
+/**
+ * holdRefusal, except for an attempt a spend limit stopped: its later reports and step writes are BUDGET_EXCEEDED
+ * (409), naming the limit, rather than LEASE_LOST. Reads the attempt's row, on the refusal path only.
+ */
+export async function holdRefusalRead(db: Db, ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): Promise<DagentError> {
+  const refused = holdRefusal(ref, task);
+  if (refused instanceof NotFoundError) return refused;
+  const stop = await attemptBudgetStop(db, ref.taskId, ref.fence);
+  if (!stop) return refused;
+  return new BudgetExceededError(
+    `task ${ref.taskId}: the attempt under fence ${ref.fence} was stopped at ${stop.limit} ${stop.limitUsd} (${stop.spentUsd} USD spent); it may report nothing more`,
+    { taskId: ref.taskId, fence: ref.fence, ...stop },
+  );
 }
 
 /** The guard's answer for `transition` from the row as it stood: LEASE_LOST, ILLEGAL_TRANSITION, NOT_FOUND, or `race`. */

@@ -6,7 +6,7 @@ import { taskGet } from '../../db/queries/tasks-read.js';
 import { LIMITS, limitEnvName } from '../../config/limits.js';
 import { InvalidInputError, NotFoundError } from '../../errors.js';
 import { jsonPathFormat, jsonProblem, stringProblem } from '../../json-guard.js';
-import { holdRefusal, type TaskRef } from './refusal.js';
+import { holdRefusalRead, type TaskRef } from './refusal.js';
 
 /**
  * Durable steps: a named piece of an attempt's work (an LLM call, a tool call) whose JSON result is recorded under
@@ -108,7 +108,7 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
         { taskId: w.taskId, step: name, limit: 'stepBytesPerTask' },
       );
     case 'refused':
-      throw holdRefusal(w, r.task);
+      throw await holdRefusalRead(db, w, r.task);
     default: {
       const never: never = r;
       throw new Error(`unknown step record result ${JSON.stringify(never)}`);
@@ -124,7 +124,7 @@ export async function stepRecord(db: Db, w: StepWrite): Promise<{ step: TaskStep
  */
 export async function stepReplay(db: Db, ref: TaskRef, name: string): Promise<TaskStepRow | undefined> {
   const r = await taskStepReplay(db, ref.taskId, ref.fence, stepNameCheck(name));
-  if (r.kind === 'refused') throw holdRefusal(ref, r.task);
+  if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
   return r.step;
 }
 

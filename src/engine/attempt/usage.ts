@@ -7,13 +7,14 @@ import { InvalidInputError, LeaseLostError } from '../../errors.js';
 import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
 import { taskFail } from './fail.js';
 import { eventInsertMany } from '../../db/queries/events.js';
-import { holdRefusal, type TaskRef } from './refusal.js';
+import { holdRefusalRead, type TaskRef } from './refusal.js';
 
 /**
  * Usage reported while an attempt runs, charged at once (db/queries/usage.ts) and held to the attempt's limits on
  * every report: the task's max_cost_usd, the DAG's budget, the agent's budget. A report that takes the attempt past
  * one is charged (the money was spent) and stops the attempt: it fails with class budget_exceeded (dead-lettered
- * unless the DAG's retry_on names it), so its lease is gone and every later report or step write of it is refused.
+ * unless the DAG's retry_on names it), so its lease is gone and every later report or step write of it is refused
+ * (BUDGET_EXCEEDED, naming the limit).
  * The TypeScript runtime (ctx.reportCost) and POST /api/tasks/:id/usage both come through here.
  */
 
@@ -75,7 +76,7 @@ export function usageCheck(u: UsageReportInput): Required<Omit<UsageReportInput,
 export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput, opts: { log?: Logger } = {}): Promise<UsageAnswer> {
   const u = usageCheck(input);
   const r = await usageReportStatement(db, { taskId: ref.taskId, fence: ref.fence, ...u, model: input.model ?? null, tokenId: input.tokenId ?? null });
-  if (r.kind === 'refused') throw holdRefusal(ref, r.task);
+  if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
   const { stopped, low, remainingUsd } = budgetOf(r);
   if (stopped) {
     const message = `${stopped.limit} ${stopped.limitUsd} reached: ${stopped.spentUsd.toFixed(6).replace(/\.?0+$/, '')} USD spent; the attempt was stopped`;
@@ -99,7 +100,7 @@ export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput,
  */
 export async function usageBudget(db: Db, ref: TaskRef): Promise<Omit<UsageAnswer, 'applied' | 'stopped'>> {
   const r = await usageBudgetGet(db, ref.taskId, ref.fence);
-  if (r.kind === 'refused') throw holdRefusal(ref, r.task);
+  if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
   const { low, remainingUsd } = budgetOf(r);
   return { attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut }, remainingUsd, low };
 }
