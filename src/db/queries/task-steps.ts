@@ -2,8 +2,8 @@ import { and, asc, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import type { TaskStepRow } from '../rows.js';
 import { taskStepReplays, taskSteps, type StepScope } from '../schema/index.js';
-import { fromStates } from '../../model/state-machine.js';
 import { dateOf, rowsOf, textArray } from '../statement.js';
+import { taskHeldSql, taskStandingOf, taskStandingSql, type TaskStanding } from './task-hold.js';
 
 /**
  * Durable steps (db/schema/task-steps.ts): the lookup before a step runs, the fenced record after it ran, the list.
@@ -37,7 +37,7 @@ export interface TaskStepInput {
 export type TaskStepRecordResult =
   | { kind: 'recorded' | 'existing'; step: TaskStepRow }
   | { kind: 'full'; steps: number; bytes: number }
-  | { kind: 'refused'; task: { status: string; fence: number; leaseLapsed: boolean } | null };
+  | { kind: 'refused'; task: TaskStanding };
 
 const STEP_COLUMNS = sql.raw(`task_id as "taskId", dag_id as "dagId", name, scope, attempt, fence, result, size_bytes as "sizeBytes",
   duration_ms as "durationMs", cost_usd::float8 as "costUsd", tokens_in::float8 as "tokensIn", tokens_out::float8 as "tokensOut", model,
@@ -64,8 +64,7 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, caps: { steps: nu
   const [r] = await rowsOf<RawStep & { held: boolean; kind: 'recorded' | 'existing' | null; status: string | null; fence_now: number | null; lapsed: boolean | null; total_steps: number; total_bytes: number }>(db, sql`
     with holder as (
       select t.id, t.dag_id, t.attempts, t.claimed_by from tasks t
-      where t.id = ${s.taskId} and t.fence = ${s.fence} and t.status = any(${textArray(fromStates('heartbeat'))})
-        and t.lease_expires_at > now()
+      where t.id = ${s.taskId} and ${taskHeldSql('t', s.fence)}
       for share of t
     ), totals as (
       -- Counted in the statement's snapshot: steps one holder writes at the same moment may each pass the caps (a
@@ -95,14 +94,10 @@ export async function taskStepRecord(db: Db, s: TaskStepInput, caps: { steps: nu
     )
     select exists (select 1 from holder) as held, f.kind, ${STEP_COLUMNS},
       (select steps from totals)::int as total_steps, (select bytes from totals)::float8 as total_bytes,
-      (select status from tasks where id = ${s.taskId}) as status,
-      (select fence from tasks where id = ${s.taskId}) as fence_now,
-      (select lease_expires_at <= now() from tasks where id = ${s.taskId}) as lapsed
+      ${taskStandingSql(s.taskId)}
     from (select 1) one left join found f on true`);
   const row = r!;
-  if (!row.held) {
-    return { kind: 'refused', task: row.status === null ? null : { status: row.status, fence: row.fence_now!, leaseLapsed: row.lapsed === true } };
-  }
+  if (!row.held) return { kind: 'refused', task: taskStandingOf(row) };
   if (!row.kind) return { kind: 'full', steps: row.total_steps, bytes: row.total_bytes };
   const { held: _h, kind, status: _s, fence_now: _f, lapsed: _l, total_steps: _n, total_bytes: _b, ...step } = row;
   return { kind, step: stepOf(step as RawStep) };
@@ -140,7 +135,7 @@ export async function taskStepReplay(db: Db, taskId: string, fence: number, name
   const [r] = await rowsOf<RawStep & { held: boolean | null; status: string | null; fence_now: number | null; lapsed: boolean | null }>(db, sql`
     with task as (
       select t.id, t.dag_id, t.attempts, t.claimed_by, t.status, t.fence, t.lease_expires_at <= now() as lapsed,
-        (t.fence = ${fence} and t.status = any(${textArray(fromStates('heartbeat'))}) and t.lease_expires_at > now()) as held
+        ${taskHeldSql('t', fence)} as held
       from tasks t where t.id = ${taskId}
     ), step as (
       select * from task_steps where task_id = ${taskId} and name = ${name} and scope = 'task'
@@ -158,9 +153,7 @@ export async function taskStepReplay(db: Db, taskId: string, fence: number, name
     select t.status, t.fence as fence_now, t.lapsed, t.held, s.*
     from (select 1) one left join task t on true left join (select ${STEP_COLUMNS} from step) s on true`);
   const row = r!;
-  if (row.held !== true) {
-    return { kind: 'refused', task: row.status === null ? null : { status: row.status, fence: row.fence_now!, leaseLapsed: row.lapsed === true } };
-  }
+  if (row.held !== true) return { kind: 'refused', task: taskStandingOf(row) };
   if (row.taskId === null) return { kind: 'held', step: undefined };
   const { held: _h, status: _s, fence_now: _f, lapsed: _l, ...step } = row;
   return { kind: 'held', step: stepOf(step as RawStep) };

@@ -3,6 +3,7 @@ import type { Db } from '../handle.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
 import { AFTER_AGENT_LOCK, agentLockCte } from './spend.js';
+import { taskHeldSql, taskStandingOf, taskStandingSql, type TaskStanding } from './task-hold.js';
 
 /**
  * Usage reported while an attempt runs (ctx.reportCost, POST /api/tasks/:id/usage): written and charged when it is
@@ -33,7 +34,7 @@ export interface UsageInput {
  */
 export type UsageReportResult = UsageRefused | ({ kind: 'charged'; applied: boolean; dagId: string; agentId: string | null } & UsageLimits);
 
-export interface UsageRefused { kind: 'refused'; task: { status: string; fence: number; leaseLapsed: boolean } | null }
+export interface UsageRefused { kind: 'refused'; task: TaskStanding }
 
 /** An attempt's usage and the limits it is held to. */
 export interface UsageLimits {
@@ -72,12 +73,11 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
   const cost = sql`${u.costUsd}::numeric`;
   const tokensIn = sql`${u.tokensIn}::bigint`;
   const tokensOut = sql`${u.tokensOut}::bigint`;
+  const before = usageOfAttemptSql('t');
   const [r] = await rowsOf<Record<string, unknown>>(db, sql`
     with holder as (
       select t.id, t.dag_id, t.claimed_by, t.attempts, t.fence, t.reserved_usd, t.max_cost_usd,
-        case when t.usage_fence is not distinct from t.fence then t.attempt_cost_usd else 0 end as cost_before,
-        case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_in else 0 end as in_before,
-        case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_out else 0 end as out_before
+        ${before.cost} as cost_before, ${before.tokensIn} as in_before, ${before.tokensOut} as out_before
       from tasks t
       -- Not the lease: a holder whose lease lapsed (stopped, partitioned) spent what it reports all the same, and until
       -- the reaper ends the attempt its usage is charged with it. Once the attempt ended, the fence no longer matches.
@@ -121,14 +121,10 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
       coalesce((select spent from dag_charged), (select spent_usd::float8 from dags where id = h.dag_id)) as dag_spent,
       coalesce((select budget from agent_charged), (select budget_usd::float8 from agents where id = h.claimed_by)) as agent_budget,
       coalesce((select spent from agent_charged), (select spent_usd::float8 from agents where id = h.claimed_by)) as agent_spent,
-      (select status from tasks where id = ${u.taskId}) as status,
-      (select fence from tasks where id = ${u.taskId}) as fence_now,
-      (select lease_expires_at <= now() from tasks where id = ${u.taskId}) as lapsed
+      ${taskStandingSql(u.taskId)}
     from (select 1) one left join holder h on true`);
   const row = r!;
-  if (!row.held) {
-    return { kind: 'refused', task: row.status == null ? null : { status: row.status as string, fence: Number(row.fence_now), leaseLapsed: row.lapsed === true } };
-  }
+  if (!row.held) return { kind: 'refused', task: taskStandingOf(row) };
   const num = (v: unknown) => (v == null ? null : Number(v));
   return {
     kind: 'charged', applied: row.applied === true, dagId: row.dag_id as string, agentId: row.claimed_by as string | null,
@@ -140,19 +136,15 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
 
 /** Where the holder of `fence` stands against its limits now (usageReport's figures, nothing written); refused as a report is. */
 export async function usageBudgetGet(db: Db, taskId: string, fence: number): Promise<UsageRefused | ({ kind: 'held' } & UsageLimits)> {
+  const before = usageOfAttemptSql('t');
   const [r] = await rowsOf<Record<string, unknown>>(db, sql`
-    select t.status, t.fence, t.lease_expires_at <= now() as lapsed,
-      (t.fence = ${fence} and t.status = any(${textArray(fromStates('heartbeat'))}) and t.lease_expires_at > now()) as held,
+    select t.status, t.fence as fence_now, t.lease_expires_at <= now() as lapsed, ${taskHeldSql('t', fence)} as held,
       t.max_cost_usd::float8 as max_cost,
-      (case when t.usage_fence is not distinct from t.fence then t.attempt_cost_usd else 0 end)::float8 as attempt_cost,
-      (case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_in else 0 end)::float8 as attempt_in,
-      (case when t.usage_fence is not distinct from t.fence then t.attempt_tokens_out else 0 end)::float8 as attempt_out,
+      ${before.cost}::float8 as attempt_cost, ${before.tokensIn}::float8 as attempt_in, ${before.tokensOut}::float8 as attempt_out,
       g.budget_usd::float8 as dag_budget, g.spent_usd::float8 as dag_spent, a.budget_usd::float8 as agent_budget, a.spent_usd::float8 as agent_spent
     from (select 1) one left join tasks t on t.id = ${taskId} left join dags g on g.id = t.dag_id left join agents a on a.id = t.claimed_by`);
   const row = r!;
-  if (row.held !== true) {
-    return { kind: 'refused', task: row.status == null ? null : { status: row.status as string, fence: Number(row.fence), leaseLapsed: row.lapsed === true } };
-  }
+  if (row.held !== true) return { kind: 'refused', task: taskStandingOf(row) };
   const num = (v: unknown) => (v == null ? null : Number(v));
   return {
     kind: 'held', attemptCostUsd: Number(row.attempt_cost), attemptTokensIn: Number(row.attempt_in), attemptTokensOut: Number(row.attempt_out),
