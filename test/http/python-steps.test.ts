@@ -1,25 +1,25 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { paidApiStart } from '../helpers/paid-api.js';
+import { hasPython, pythonAgents } from '../helpers/python-agent.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 
 // Durable steps of the Python agent (agents/python, ctx.step) against real processes and a real server: a process
 // killed with SIGKILL between two steps, a step write whose reply is lost, and a process stopped (SIGSTOP) past its
 // lease never make a paid call twice for a step that was recorded; a stale process's late write records nothing.
-const hasPython = spawnSync('python3', ['--version']).status === 0;
 const database = await testDatabase();
 const { db } = database;
 const http = await testHttp(database);
 const reaper = reaperCreate({ db });
 
 const paidApi = await paidApiStart();
+const startPython = pythonAgents({ url: http.url, paidApiUrl: paidApi.url, agentToken: (id, caps, validators, models) => http.agentToken(id, caps, validators, models) });
 
 /**
  * Between an agent and the server: forwards every request and its reply, except the first step write's reply, which
@@ -54,39 +54,9 @@ afterAll(() => {
   return new Promise<void>((r) => proxy.close(() => r()));
 });
 
-/** Agents a failed test left running are killed. */
-const children = new Set<ChildProcess>();
-afterEach(() => {
-  for (const c of children) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGCONT');
-      c.kill('SIGKILL');
-    }
-  }
-  children.clear();
-});
 
-/** The Python stepper agent (test/fixtures/agents/stepper.py) as `agentId`; `stopped` resolves with its exit. */
-async function agentStart(agentId: string, args: string[] = [], url = http.url) {
-  const token = await http.agentToken(agentId, ['paid'], [], ['paid']);
-  const child = spawn('python3', ['test/fixtures/agents/stepper.py', '--poll-sec', '0.1', '--models', 'paid', ...args], {
-    // No __pycache__ left in the checkout.
-    env: { ...process.env, DAGENT_URL: url, DAGENT_TOKEN: token, DAGENT_AGENT_ID: agentId, DAGENT_TEST_PAID_API: paidApi.url, PYTHONDONTWRITEBYTECODE: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  let output = '';
-  child.stdout.on('data', (b) => (output += b));
-  child.stderr.on('data', (b) => (output += b));
-  const stopped = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal });
-    });
-  });
-  return { child, stopped, output: () => output };
-}
+/** The Python agent (test/fixtures/agents/stepper.py) as `agentId`. */
+const agentStart = (agentId: string, args: string[] = [], url = http.url) => startPython('test/fixtures/agents/stepper.py', agentId, args, url);
 
 /** The holder's lease, moved into the past, and the reaper takes the task back (immediate retry: READY again). */
 async function reaped(agentId: string): Promise<void> {

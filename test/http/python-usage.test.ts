@@ -1,56 +1,31 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { paidApiStart } from '../helpers/paid-api.js';
+import { hasPython, pythonAgents } from '../helpers/python-agent.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 
 // Spend of the Python agent (agents/python, ctx.report_cost) while its attempt runs, against real processes and a
 // real server: a runaway agent is stopped at its task's max_cost_usd and goes on working; what an agent reported
 // before it was killed stays in the ledger and is charged once; a report refused as LEASE_LOST drops the task.
-const hasPython = spawnSync('python3', ['--version']).status === 0;
 const database = await testDatabase();
 const { db } = database;
 const http = await testHttp(database);
 const reaper = reaperCreate({ db });
 const paidApi = await paidApiStart();
+const startPython = pythonAgents({ url: http.url, paidApiUrl: paidApi.url, agentToken: (id, caps, validators, models) => http.agentToken(id, caps, validators, models) });
 
-/** Agents a failed test left running are killed. */
-const children = new Set<ChildProcess>();
-afterEach(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  children.clear();
-});
 
 beforeEach(async () => {
   await databaseReset(db);
   paidApi.reset();
 });
 
-/** The Python runaway agent (test/fixtures/agents/runaway.py) as `agentId`; `stopped` resolves with its exit. */
-async function agentStart(agentId: string, args: string[] = []) {
-  const token = await http.agentToken(agentId, ['paid'], [], ['paid']);
-  const child = spawn('python3', ['test/fixtures/agents/runaway.py', '--poll-sec', '0.1', '--models', 'paid', ...args], {
-    // No __pycache__ left in the checkout.
-    env: { ...process.env, DAGENT_URL: http.url, DAGENT_TOKEN: token, DAGENT_AGENT_ID: agentId, DAGENT_TEST_PAID_API: paidApi.url, PYTHONDONTWRITEBYTECODE: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  let output = '';
-  child.stdout.on('data', (b) => (output += b));
-  child.stderr.on('data', (b) => (output += b));
-  const stopped = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal });
-    });
-  });
-  return { child, stopped, output: () => output };
-}
+/** The Python agent (test/fixtures/agents/runaway.py) as `agentId`. */
+const agentStart = (agentId: string, args: string[] = []) => startPython('test/fixtures/agents/runaway.py', agentId, args);
 
 /** The holder's lease, moved into the past, and the reaper takes the task back (immediate retry: READY again). */
 async function reaped(agentId: string): Promise<void> {
