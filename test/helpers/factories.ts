@@ -101,3 +101,13 @@ export async function databaseReset(db: Db): Promise<void> {
 export async function rowsOf<T>(db: Db, q: ReturnType<typeof sql>): Promise<T[]> {
   return (await db.execute(q)).rows as T[];
 }
+
+/**
+ * What a reaper does once `agentId`'s process is gone (killed or stopped): its running tasks' leases moved into the
+ * past, and the reaper (`runOnce`, which must take back exactly one) hands the task back.
+ */
+export async function leaseLapsedReaped(db: Db, reaper: { runOnce(): Promise<number> }, agentId: string): Promise<void> {
+  await db.execute(sql`update tasks set lease_expires_at = now() - interval '1 second' where claimed_by = ${agentId} and status = 'running'`);
+  const taken = await reaper.runOnce();
+  if (taken !== 1) throw new Error(`the reaper took back ${taken} tasks of ${agentId}, not 1`);
+}

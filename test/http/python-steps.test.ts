@@ -4,7 +4,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
-import { dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
+import { dagCreate, databaseReset, rowsOf, leaseLapsedReaped } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { paidApiStart } from '../helpers/paid-api.js';
 import { hasPython, pythonAgents } from '../helpers/python-agent.js';
@@ -59,10 +59,7 @@ afterAll(() => {
 const agentStart = (agentId: string, args: string[] = [], url = http.url) => startPython('test/fixtures/agents/stepper.py', agentId, args, url);
 
 /** The holder's lease, moved into the past, and the reaper takes the task back (immediate retry: READY again). */
-async function reaped(agentId: string): Promise<void> {
-  await db.execute(sql`update tasks set lease_expires_at = now() - interval '1 second' where claimed_by = ${agentId} and status = 'running'`);
-  expect(await reaper.runOnce()).toBe(1);
-}
+const reaped = (agentId: string) => leaseLapsedReaped(db, reaper, agentId);
 
 const DAG = (input: string) => `name: paid\ndefaults: { max_attempts: 3, retry: { strategy: immediate } }\ntasks:
   t: { type: paid, spec: { constraints: { capabilities: [paid] }, input: ${input} } }\n`;

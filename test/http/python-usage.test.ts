@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
-import { dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
+import { dagCreate, databaseReset, rowsOf, leaseLapsedReaped } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { paidApiStart } from '../helpers/paid-api.js';
 import { hasPython, pythonAgents } from '../helpers/python-agent.js';
@@ -28,10 +28,7 @@ beforeEach(async () => {
 const agentStart = (agentId: string, args: string[] = []) => startPython('test/fixtures/agents/runaway.py', agentId, args);
 
 /** The holder's lease, moved into the past, and the reaper takes the task back (immediate retry: READY again). */
-async function reaped(agentId: string): Promise<void> {
-  await db.execute(sql`update tasks set lease_expires_at = now() - interval '1 second' where claimed_by = ${agentId} and status = 'running'`);
-  expect(await reaper.runOnce()).toBe(1);
-}
+const reaped = (agentId: string) => leaseLapsedReaped(db, reaper, agentId);
 
 const DAG = (constraints: string, input: string) => `name: spend
 defaults: { max_attempts: 3, retry: { strategy: immediate } }
