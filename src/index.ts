@@ -3,7 +3,8 @@
 
 // Agents: define one, run it in this process.
 export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/define-agent.js';
-export type { BudgetView } from './runtime/attempt-usage.js';
+export type { BudgetView, CallEstimate } from './runtime/attempt-usage.js';
+export type { LimitReached, UsageLimitName } from './engine/attempt/usage-limits.js';
 export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
 export { AgentFleet, type FleetMember } from './runtime/fleet.js';
 export { RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';

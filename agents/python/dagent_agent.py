@@ -183,7 +183,7 @@ class TaskContext:
             raise Waiting()
         return r["children"]
 
-    def report_cost(self, usd: float = 0, tokens_in: int = 0, tokens_out: int = 0,
+    def report_cost(self, usd: Optional[float] = 0, tokens_in: int = 0, tokens_out: int = 0,
                     model: Optional[str] = None) -> Optional[UsageAnswer]:
         """Report usage since the last report (not a running total), charged at once (dagent_usage.py): returns
         the answer (remaining_usd, the attempt's usage so far), None for a report of nothing. Bad figures raise
@@ -370,8 +370,7 @@ class Agent:
         if ctx.budget_stopped is not None:
             # The server failed the attempt when the report passed the limit: nothing to report.
             limit = ctx.budget_stopped
-            log.warning("%s: %s stopped at its spend limit (failed budget_exceeded): %s %g, %g USD spent",
-                        self.id, task.key, limit.limit, limit.limit_usd, limit.spent_usd)
+            log.warning("%s: %s stopped at its spend limit (failed budget_exceeded): %s", self.id, task.key, limit)
         elif ctx.lost.is_set() or isinstance(error, LeaseLost):
             log.warning("%s: lease lost on %s; dropping it", self.id, task.key)
         elif isinstance(error, Waiting):

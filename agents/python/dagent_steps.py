@@ -63,13 +63,13 @@ class AttemptSteps:
         self.lease_lost, self.is_lost = lease_lost, is_lost
         self.used: set[str] = set()
 
-    def report_cost(self, usd: float, tokens_in: int, tokens_out: int, model: Optional[str]) -> None:
+    def report_cost(self, usd: Optional[float], tokens_in: int, tokens_out: int, model: Optional[str]) -> None:
         """Spend reported now: also the running step's, if reported from inside one of this attempt's."""
         running = _running.get()
         if running is None or running[0] is not self:
             return
         spend = running[1]
-        spend["cost_usd"] += usd
+        spend["cost_usd"] += usd or 0
         spend["tokens_in"] += tokens_in
         spend["tokens_out"] += tokens_out
         if model:

@@ -24,11 +24,21 @@ log = logging.getLogger("dagent")
 
 @dataclass(frozen=True)
 class LimitReached:
-    """The limit a report passed: `task.max_cost_usd`, `dag.budget_usd` or `agent.budget_usd`."""
+    """A limit holding the attempt (`task.max_cost_usd`, `task.max_tokens`, `dag.budget_usd`,
+    `dag.daily_budget_usd`, `agent.budget_usd`, `agent.daily_budget_usd`, `token.grant_budget_usd`): in USD, or in
+    tokens (in + out) for `task.max_tokens`."""
 
     limit: str
-    limit_usd: float
-    spent_usd: float
+    limit_usd: Optional[float] = None
+    spent_usd: Optional[float] = None
+    limit_tokens: Optional[int] = None
+    spent_tokens: Optional[int] = None
+
+    def __str__(self) -> str:
+        if self.limit_tokens is not None:
+            return f"{self.limit} {self.limit_tokens} reached: {self.spent_tokens} tokens spent"
+        spent = f"{self.spent_usd or 0:.6f}".rstrip("0").rstrip(".")
+        return f"{self.limit} {self.limit_usd:g} reached: {spent} USD spent"
 
 
 @dataclass(frozen=True)
@@ -45,15 +55,17 @@ class UsageAnswer:
     remaining_usd: Optional[float]
     # Set when this report passed a limit: the attempt was stopped (report_cost raised BudgetExceeded).
     stopped: Optional[LimitReached]
-    # Set when the attempt has spent 80 % or more of a limit (none passed): time to wrap up.
+    # Set when the attempt has spent 80 % (its DAG's budget_low_at) or more of a limit (none passed): time to wrap up.
     low: Optional[LimitReached] = None
+    # Tokens (in + out) left under the task's max_tokens; None: none holds it.
+    remaining_tokens: Optional[int] = None
 
     @classmethod
     def from_json(cls, a: dict[str, Any]) -> "UsageAnswer":
         def limit(x: Any) -> Optional[LimitReached]:
-            return LimitReached(x["limit"], x["limitUsd"], x["spentUsd"]) if x else None
+            return LimitReached(x["limit"], x.get("limitUsd"), x.get("spentUsd"), x.get("limitTokens"), x.get("spentTokens")) if x else None
         return cls(a["applied"], a["attempt"]["costUsd"], int(a["attempt"]["tokensIn"]), int(a["attempt"]["tokensOut"]),
-                   a.get("remainingUsd"), limit(a.get("stopped")), limit(a.get("low")))
+                   a.get("remainingUsd"), limit(a.get("stopped")), limit(a.get("low")), a.get("remainingTokens"))
 
 
 class BudgetExceeded(Exception):
@@ -64,15 +76,15 @@ class BudgetExceeded(Exception):
     def __init__(self, answer: UsageAnswer) -> None:
         s = answer.stopped
         assert s is not None
-        spent = f"{s.spent_usd:.6f}".rstrip("0").rstrip(".")
-        super().__init__(f"{s.limit} {s.limit_usd:g} reached: {spent} USD spent; the attempt was stopped")
+        super().__init__(f"{s}; the attempt was stopped")
         self.answer, self.limit = answer, s
 
 
-def usage_figures(usd: Any, tokens_in: Any, tokens_out: Any, model: Any) -> tuple[float, int, int]:
+def usage_figures(usd: Any, tokens_in: Any, tokens_out: Any, model: Any) -> tuple[Optional[float], int, int]:
     """The report's figures, checked: ValueError naming the argument for a negative, non-finite or
-    non-numeric cost, tokens that are not whole numbers from 0, or a model that is not a string."""
-    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd < 0:
+    non-numeric cost, tokens that are not whole numbers from 0, or a model that is not a string. A cost of
+    None is a cost unknown (no price for the model): sent as such, never as 0."""
+    if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd < 0):
         raise ValueError(f"report_cost: usd {usd!r}: expected a finite number from 0")
 
     def whole(name: str, v: Any) -> int:
@@ -83,7 +95,7 @@ def usage_figures(usd: Any, tokens_in: Any, tokens_out: Any, model: Any) -> tupl
 
     if model is not None and not isinstance(model, str):
         raise ValueError(f"report_cost: model {model!r}: expected a model name (a string) or None")
-    return float(usd), whole("tokens_in", tokens_in), whole("tokens_out", tokens_out)
+    return None if usd is None else float(usd), whole("tokens_in", tokens_in), whole("tokens_out", tokens_out)
 
 
 class AttemptUsage:
@@ -105,14 +117,14 @@ class AttemptUsage:
         """The limit a report passed, when one did."""
         return self.stopped_by.stopped if self.stopped_by else None
 
-    def report(self, usd: float, tokens_in: int, tokens_out: int, model: Optional[str]) -> Optional[UsageAnswer]:
+    def report(self, usd: Optional[float], tokens_in: int, tokens_out: int, model: Optional[str]) -> Optional[UsageAnswer]:
         """Send one report (checked figures) and return its answer once durable; None for a report of nothing
         (nothing sent). Raises BudgetExceeded when it passed a limit, LeaseLost when the task is no longer ours."""
         if self.stopped_by is not None:
             raise BudgetExceeded(self.stopped_by)
         if self.lost.is_set():
             raise LeaseLost(409, "LEASE_LOST", "usage not reported: the task is no longer held by this attempt")
-        if usd == 0 and tokens_in == 0 and tokens_out == 0:
+        if not usd and tokens_in == 0 and tokens_out == 0:
             return None
         with self._lock:
             self._seq += 1
@@ -121,7 +133,7 @@ class AttemptUsage:
                 "tokens_out": tokens_out, "model": model}
         try:
             answer = UsageAnswer.from_json(retried(
-                lambda: self.client.held(f"/api/tasks/{self.task_id}/usage", {k: v for k, v in body.items() if v is not None}),
+                lambda: self.client.held(f"/api/tasks/{self.task_id}/usage", {k: v for k, v in body.items() if v is not None or k == "cost_usd"}),
                 f"{self.task_id}: usage report {report_id}"))
         except LeaseLost as e:
             log.warning("%s: usage of %s USD not recorded: the lease was lost (%s); abandoning the task", self.task_id, usd, e.message)

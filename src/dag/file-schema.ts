@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { USAGE_DEFAULTS } from '../config/index.js';
 import { durationSchema } from '../durations.js';
 import { RESERVED_NAMES } from '../json-guard.js';
 import { modelNameSchema } from '../llm-models.js';
@@ -51,6 +52,8 @@ const money = z.number().nonnegative().max(1_000_000);
 
 export const constraintsSchema = z.strictObject({
   max_cost_usd: money.optional().describe('most this task may cost per attempt; claims only by agents whose budget covers it'),
+  max_tokens: z.number().int().positive().max(1_000_000_000).optional()
+    .describe('most tokens (in + out) one attempt may report; past it the attempt is stopped (budget_exceeded)'),
   max_duration_sec: z.number().int().positive().max(7 * 24 * 3600).optional(),
   heartbeat_sec: z.number().int().positive().max(3600).optional()
     .describe('how often the agent heartbeats while running (default 20); the lease lasts three beats'),
@@ -246,6 +249,9 @@ export const dagFileSchema = z.strictObject({
     paramSchema,
   ).optional(),
   budget_usd: money.optional().describe('ceiling on the DAG’s total spend'),
+  daily_budget_usd: money.optional().describe('ceiling on the DAG’s spend in one UTC day: past it its running attempts are stopped and its tasks wait for the next day'),
+  budget_low_at: z.number().gt(0).lt(1).optional()
+    .describe(`the share of a limit past which a usage report's answer says low (time to wrap up); default ${USAGE_DEFAULTS.lowAt}`),
   idempotency_key: z.string().min(1).max(200).optional(),
   defaults: defaultsSchema.optional(),
   concurrency: concurrencySchema.optional().describe('a concurrency key every task of the DAG shares unless it (or defaults) names its own; across runs and DAGs'),

@@ -12,6 +12,10 @@ export interface DagSpec {
   /** Param values: a list param's is a list. */
   params: Record<string, string | number | boolean | Array<string | number | boolean>>;
   budgetUsd?: number;
+  /** Most the DAG may spend in one UTC day. */
+  dailyBudgetUsd?: number;
+  /** The share of a limit past which a usage report's answer says low. Default USAGE_DEFAULTS.lowAt. */
+  budgetLowAt?: number;
   idempotencyKey?: string;
   sourceFile?: string;
   tasks: TaskSpec[];
@@ -70,6 +74,8 @@ export interface TaskSpec {
   body: TaskBody;
   requiredCapabilities: string[];
   maxCostUsd?: number;
+  /** Most tokens (in + out) one attempt may report. */
+  maxTokens?: number;
   /** Tokens an attempt is expected to use, reserved against its model's declared tokens limit. Default: the limit's. */
   estimatedTokens?: number;
   maxDurationSec?: number;

@@ -47,6 +47,8 @@ export interface SpawnContext {
   parent: {
     requiredCapabilities: string[]; models: string[]; fallbackModels: string[];
     maxCostUsd: number | null; maxDurationSec: number | null; heartbeatSec: number | null;
+    /** Most tokens an attempt of it may report: its subtasks' ceiling. */
+    maxTokens?: number | null;
     /** Its token estimate (rate limits): a free-form subtask reserves this (an agent cannot set its own). */
     estimatedTokens?: number | null;
     /** Its concurrency key: subtasks work on what the parent works on, so they share it (unless a template names its own). */
@@ -125,6 +127,7 @@ function fromTemplate(s: Subtask, where: string, o: SpawnContext): TaskSpec {
     },
     requiredCapabilities: t.requiredCapabilities,
     maxCostUsd: t.maxCostUsd,
+    ...(t.maxTokens !== undefined ? { maxTokens: t.maxTokens } : {}),
     ...(t.estimatedTokens !== undefined ? { estimatedTokens: t.estimatedTokens } : {}),
     maxDurationSec: t.maxDurationSec,
     heartbeatSec: t.heartbeatSec,
@@ -176,6 +179,7 @@ function freeForm(s: Subtask, where: string, o: SpawnContext): TaskSpec {
     ...spec!,
     // Ceilings come from the parent (its DAG's defaults included): the agent may only tighten them.
     maxCostUsd: atMost(spec!.maxCostUsd, o.parent.maxCostUsd),
+    maxTokens: atMost(spec!.maxTokens, o.parent.maxTokens ?? null),
     maxDurationSec: atMost(spec!.maxDurationSec, o.parent.maxDurationSec),
     // The author's estimate, as the parent's: an agent's own would let it reserve less than its share, or so much it holds the limit up.
     ...(o.parent.estimatedTokens != null ? { estimatedTokens: o.parent.estimatedTokens } : {}),

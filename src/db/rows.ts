@@ -40,6 +40,7 @@ export interface TaskRow {
   cpRankSec: number;
   deadlineMissed: boolean;
   maxCostUsd: number | null;
+  maxTokens: number | null;
   usageFence: number | null;
   attemptCostUsd: number;
   attemptTokensIn: number;
@@ -83,6 +84,9 @@ export interface AgentRow {
   budgetUsd: number | null;
   spentUsd: number;
   reservedUsd: number;
+  dailyBudgetUsd: number | null;
+  daySpentUsd: number;
+  spendDay: string | null;
   type: string;
   heartbeatAt: Date;
   capabilities: string[];
@@ -124,6 +128,10 @@ export interface DagRow {
   budgetUsd: number | null;
   spentUsd: number;
   reservedUsd: number;
+  dailyBudgetUsd: number | null;
+  daySpentUsd: number;
+  spendDay: string | null;
+  budgetLowAt: number | null;
   tasksTotal: number;
   tasksOpen: number;
   idempotencyKey: string | null;
@@ -254,6 +262,8 @@ export interface AgentRegistration {
   models?: string[];
   maxConcurrent?: number;
   budgetUsd?: number | null;
+  /** Most it may spend in one UTC day (null: no cap). */
+  dailyBudgetUsd?: number | null;
   metadata?: Record<string, unknown>;
 }
 

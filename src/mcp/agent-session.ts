@@ -11,6 +11,7 @@ import { taskRelease } from '../engine/attempt/release.js';
 import { taskSpawn } from '../engine/dag/spawn.js';
 import { stepRecord, stepReplay, type StepScope, type TaskStepRow } from '../engine/attempt/steps.js';
 import { usageReport, type UsageAnswer, type UsageReportInput } from '../engine/attempt/usage.js';
+import { limitText } from '../engine/attempt/usage-limits.js';
 import { nanoid } from 'nanoid';
 import { grantApply, grantMaxHeld, tokenLive, type Principal } from '../auth/tokens.js';
 import { claimWhenReady } from '../claim-wait/claim-when-ready.js';
@@ -217,7 +218,7 @@ export class McpAgentSession {
     const r = await this.guarded(h, () => usageReport(this.db, { taskId: h.task.id, fence: h.task.fence }, {
       ...u, reportKey: nanoid(), tokenId: this.principal.tokenId,
     }, { log: this.log }));
-    if (r.stopped) this.taken(h, new DagentError('BUDGET_EXCEEDED', `stopped at ${r.stopped.limit} ${r.stopped.limitUsd}: ${r.stopped.spentUsd} USD spent`));
+    if (r.stopped) this.taken(h, new DagentError('BUDGET_EXCEEDED', `stopped: ${limitText(r.stopped)}`));
     return r;
   }
 

@@ -167,14 +167,14 @@ function usageToolRegister(server: McpServer, session: McpAgentSession): void {
     description: [
       'Report what a model call or paid tool call just cost (cost_usd, tokens), right after it: it is charged at once,',
       'so it is kept if your session dies, and it is held to the task\'s spend limits. The answer says what is left',
-      '(remaining_usd; low set: 80 % of a limit is spent, wrap up). stopped set: this report passed a limit, the task has been stopped and is no longer yours; do',
+      '(remaining_usd, remaining_tokens; low set: 80 % of a limit is spent, wrap up). stopped set: this report passed a limit, the task has been stopped and is no longer yours; do',
       'no more work on it. Each call is one report: do not repeat a call that answered, and do not count what you',
       'reported here again in complete, fail or release (report only what you have not reported).',
     ].join(' '),
     inputSchema: {
       task_id: taskId,
       ...reportSpend,
-      cost_usd: reportSpend.cost_usd.describe('USD spent since your last report'),
+      cost_usd: usageReportBodyFields.cost_usd,
       cached_read_tokens: usageReportBodyFields.cached_read_tokens,
       cache_write_tokens: usageReportBodyFields.cache_write_tokens,
     },
@@ -183,7 +183,7 @@ function usageToolRegister(server: McpServer, session: McpAgentSession): void {
       costUsd: a.cost_usd, tokensIn: a.tokens_in, tokensOut: a.tokens_out, cachedReadTokens: a.cached_read_tokens, cacheWriteTokens: a.cache_write_tokens, model: a.model,
     });
     return {
-      attempt_cost_usd: r.attempt.costUsd, remaining_usd: r.remainingUsd, low: r.low, stopped: r.stopped,
+      attempt_cost_usd: r.attempt.costUsd, remaining_usd: r.remainingUsd, remaining_tokens: r.remainingTokens, low: r.low, stopped: r.stopped,
       next: r.stopped ? 'A spend limit stopped this task: it is no longer yours. Stop working on it and call next_task.'
         : r.low ? `Little is left under ${r.low.limit}: wrap up and complete the task with what you have.` : 'Carry on with the task.',
     };

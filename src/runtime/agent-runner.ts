@@ -163,7 +163,7 @@ export class AgentRunner {
     if (problem) throw new InvalidInputError(`agent ${this.def.name} cannot start: ${problem}`, { agent: this.def.name, preflight: true });
     const registration = (id: string) => ({
       id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models, maxConcurrent: this.concurrency,
-      budgetUsd: this.def.budgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, pidSpace: PID_SPACE, process: PROCESS_NONCE, instance: this.instance },
+      budgetUsd: this.def.budgetUsd ?? null, dailyBudgetUsd: this.def.dailyBudgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, pidSpace: PID_SPACE, process: PROCESS_NONCE, instance: this.instance },
     });
     if (this.o.id) await agentRegister(db, registration(this.o.id));
     else await this.stableIdRegister(registration);

@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import type { AttemptSpend } from '../db/rows.js';
 import type { TaskRef } from '../engine/attempt/refusal.js';
-import { usageBudget, usageCheck, usageReport, type LimitReached, type UsageAnswer } from '../engine/attempt/usage.js';
+import { usageBudget, usageCheck, usageReport, type UsageAnswer } from '../engine/attempt/usage.js';
+import type { LimitReached } from '../engine/attempt/usage-limits.js';
 import { USAGE_DEFAULTS } from '../config/index.js';
 import { BudgetExceededError, LeaseLostError } from '../errors.js';
 import { untilReachable } from './until-reachable.js';
@@ -12,16 +13,24 @@ import { untilReachable } from './until-reachable.js';
 export interface BudgetView {
   /** The attempt's usage charged so far (this report included). */
   attempt: { costUsd: number; tokensIn: number; tokensOut: number };
-  /** USD left before the first limit holding the attempt (its max_cost_usd, its DAG's or its agent's budget); null: none. */
+  /** USD left before the first limit holding the attempt (its max_cost_usd, its DAG's or its agent's budget or daily cap, its token's grant); null: none. */
   remainingUsd: number | null;
-  /** The first limit the attempt has spent 80 % or more of, none passed: time to wrap up (ctx.onBudgetLow). */
+  /** Tokens (in + out) left under the task's max_tokens; null: none. */
+  remainingTokens: number | null;
+  /** The first limit the attempt has spent 80 % (its DAG's budget_low_at) or more of, none passed: time to wrap up (ctx.onBudgetLow). */
   low: LimitReached | null;
   /** The limit this report reached: the attempt was stopped (ctx.signal aborted, reason budget_exceeded). */
   stopped: LimitReached | null;
 }
 
-/** One report as the handler makes it: an attempt's spend, with the input tokens read from and written to the provider's cache. */
-export type UsageSpend = Required<AttemptSpend> & { cachedReadTokens: number; cacheWriteTokens: number };
+/**
+ * One report as the handler makes it: an attempt's spend, with the input tokens read from and written to the
+ * provider's cache; `costUsd` null when the handler had no price for the model (cost unknown).
+ */
+export type UsageSpend = Omit<Required<AttemptSpend>, 'costUsd'> & { costUsd: number | null; cachedReadTokens: number; cacheWriteTokens: number };
+
+/** What a call is expected to cost, asked before it (ctx.budgetFits): USD, tokens (in + out), or both. */
+export type CallEstimate = number | { usd?: number; tokens?: number };
 
 interface Batch { spend: UsageSpend; waiters: Array<(v: BudgetView | null) => void> }
 
@@ -35,11 +44,12 @@ interface Batch { spend: UsageSpend; waiters: Array<(v: BudgetView | null) => vo
 export class AttemptUsage {
   private readonly keyPrefix = nanoid(12);
   private seq = 0;
-  private pending = new Map<string | null, Batch>();
+  /** By model and whether the cost is known: an unknown cost is never added to a known one. */
+  private pending = new Map<string, Batch>();
   private timer: NodeJS.Timeout | undefined;
   private sending: Promise<void> = Promise.resolve();
   /** What was charged so far, as the last answer said. */
-  private last: BudgetView = { attempt: { costUsd: 0, tokensIn: 0, tokensOut: 0 }, remainingUsd: null, low: null, stopped: null };
+  private last: BudgetView = { attempt: { costUsd: 0, tokensIn: 0, tokensOut: 0 }, remainingUsd: null, remainingTokens: null, low: null, stopped: null };
   /** ctx.onBudgetLow's listeners: called once, at the first answer that says low. */
   private readonly lowListeners: Array<(v: BudgetView) => void> = [];
   private lowSaid = false;
@@ -61,9 +71,13 @@ export class AttemptUsage {
     // A negative, non-finite or huge figure is the handler's bug: an error at its call, never a batch refused later.
     usageCheck({ reportKey: 'check', ...spend });
     if (this.gone) return Promise.resolve(this.last.stopped ? this.last : null);
-    let batch = this.pending.get(spend.model);
-    if (!batch) this.pending.set(spend.model, batch = { spend: { costUsd: 0, tokensIn: 0, tokensOut: 0, cachedReadTokens: 0, cacheWriteTokens: 0, model: spend.model }, waiters: [] });
-    batch.spend.costUsd += spend.costUsd;
+    const key = `${spend.costUsd === null ? 'unknown' : 'priced'}:${spend.model ?? ''}`;
+    let batch = this.pending.get(key);
+    if (!batch) {
+      const cost = spend.costUsd === null ? null : 0;
+      this.pending.set(key, batch = { spend: { costUsd: cost, tokensIn: 0, tokensOut: 0, cachedReadTokens: 0, cacheWriteTokens: 0, model: spend.model }, waiters: [] });
+    }
+    if (batch.spend.costUsd !== null) batch.spend.costUsd += spend.costUsd ?? 0;
     batch.spend.tokensIn += spend.tokensIn;
     batch.spend.tokensOut += spend.tokensOut;
     batch.spend.cachedReadTokens += spend.cachedReadTokens;
@@ -92,13 +106,14 @@ export class AttemptUsage {
    * reported so far charged first: asked before the call, so a runaway stops before the call that would pass its
    * limit, not after it. False once the attempt was stopped or lost.
    */
-  async fits(estimateUsd: number): Promise<boolean> {
-    usageCheck({ reportKey: 'check', costUsd: estimateUsd });
+  async fits(estimate: CallEstimate): Promise<boolean> {
+    const { usd, tokens } = typeof estimate === 'number' ? { usd: estimate, tokens: 0 } : { usd: estimate.usd ?? 0, tokens: estimate.tokens ?? 0 };
+    usageCheck({ reportKey: 'check', costUsd: usd, tokensIn: tokens });
     await this.flush();
     if (this.gone) return false;
     try {
       const b = await untilReachable('budget read', () => usageBudget(this.db, this.ref), this.log);
-      return b.remainingUsd === null || estimateUsd <= b.remainingUsd + 1e-9;
+      return (b.remainingUsd === null || usd <= b.remainingUsd + 1e-9) && (b.remainingTokens === null || tokens <= b.remainingTokens);
     } catch (err) {
       if (err instanceof LeaseLostError) {
         this.gone = true;
@@ -122,7 +137,7 @@ export class AttemptUsage {
     const batches = [...this.pending.values()];
     this.pending = new Map();
     for (const b of batches) {
-      const hasUsage = b.spend.costUsd > 0 || b.spend.tokensIn > 0 || b.spend.tokensOut > 0;
+      const hasUsage = b.spend.costUsd !== 0 || b.spend.tokensIn > 0 || b.spend.tokensOut > 0;
       // Once stopped, later reports answer the stop; once the task is gone otherwise, nothing.
       const view = !this.gone && hasUsage ? await this.sendOne(b.spend) : this.gone && !this.last.stopped ? null : this.last;
       for (const w of b.waiters) w(view);
@@ -154,7 +169,7 @@ export class AttemptUsage {
       this.log.error({ err, costUsd: spend.costUsd }, 'usage report refused');
       return null;
     }
-    this.last = { attempt: a.attempt, remainingUsd: a.remainingUsd, low: a.low, stopped: a.stopped };
+    this.last = { attempt: a.attempt, remainingUsd: a.remainingUsd, remainingTokens: a.remainingTokens, low: a.low, stopped: a.stopped };
     if (a.low && !this.lowSaid) {
       this.lowSaid = true;
       for (const f of this.lowListeners) {

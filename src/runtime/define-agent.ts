@@ -7,7 +7,7 @@ import type { ClaimedTask } from '../engine/attempt/claim.js';
 import type { SpawnedChild } from '../engine/dag/spawn.js';
 import { InvalidInputError } from '../errors.js';
 import type { StepOptions } from './attempt-steps.js';
-import type { BudgetView } from './attempt-usage.js';
+import type { BudgetView, CallEstimate } from './attempt-usage.js';
 
 /** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */
 export interface TaskContext {
@@ -41,7 +41,8 @@ export interface TaskContext {
    * in a loop awaits it, so it never makes a call after the one that reached the limit. docs/agents.md.
    */
   reportCost(cost: {
-    usd?: number;
+    /** USD since the last report (omitted: 0); null: cost unknown (no price for the model): kept and shown as unknown, never as 0. */
+    usd?: number | null;
     /** `input` counts every input token; `cachedRead` and `cacheWrite` say how many of them the provider's cache served and took. */
     tokens?: { input?: number; output?: number; cachedRead?: number; cacheWrite?: number };
     model?: string;
@@ -51,11 +52,12 @@ export interface TaskContext {
   /** Called once, when a report's answer first says the attempt has spent 80 % or more of a limit: time to wrap up. */
   onBudgetLow(listener: (budget: BudgetView) => void): void;
   /**
-   * Before a paid call: whether one estimated to cost `estimateUsd` fits under every limit (what was reported is
-   * charged first). A handler that asks before each call stops before the call that would pass its limit: with
-   * estimates that hold, it never passes it. False once the attempt was stopped or its lease lost.
+   * Before a paid call: whether one estimated to cost `estimate` (USD, or `{ usd, tokens }` with tokens in + out)
+   * fits under every limit (what was reported is charged first). A handler that asks before each call stops before
+   * the call that would pass its limit: with estimates that hold, it never passes it. False once the attempt was
+   * stopped or its lease lost.
    */
-  budgetFits(estimateUsd: number): Promise<boolean>;
+  budgetFits(estimate: CallEstimate): Promise<boolean>;
   /**
    * A durable step: if a step of this name was recorded for the task (by an earlier attempt), its result is returned
    * without calling `fn` ("step replayed" in the attempt's log); else `fn` runs and its JSON result is recorded under
@@ -79,6 +81,8 @@ export interface AgentDefinition {
   models?: string[];
   /** Total spend allowed across its lifetime, in USD. Default unlimited. */
   budgetUsd?: number;
+  /** Most it may spend in one UTC day, in USD: past it its running attempt is stopped and it claims nothing until the next day. Default none. */
+  dailyBudgetUsd?: number;
   /** Tasks run at once. Default 1. */
   maxConcurrent?: number;
   /** Do the task; the return value is its output (any JSON value). Throw a TaskError to choose the error class. */
@@ -96,6 +100,7 @@ const definitionSchema = z.object({
   capabilities: z.array(capabilitySchema).max(64),
   models: z.array(agentModelSchema).max(32).optional(),
   budgetUsd: z.number().nonnegative().optional(),
+  dailyBudgetUsd: z.number().nonnegative().optional(),
   maxConcurrent: z.number().int().min(1).max(1000).optional(),
   run: z.custom<AgentDefinition['run']>((v) => typeof v === 'function', { error: 'must be a function (task, ctx) => output' }),
   preflight: z.custom<NonNullable<AgentDefinition['preflight']>>((v) => typeof v === 'function', { error: 'must be a function () => problem or undefined' }).optional(),

@@ -236,8 +236,10 @@ export class TaskRun {
       },
       reportCost: (c) => {
         const spent = { costUsd: c.usd ?? 0, tokensIn: c.tokens?.input ?? 0, tokensOut: c.tokens?.output ?? 0, model: c.model ?? null };
-        // First: a figure that cannot be charged throws here, before anything counts it.
-        const durable = this.usage.report({ ...spent, cachedReadTokens: c.tokens?.cachedRead ?? 0, cacheWriteTokens: c.tokens?.cacheWrite ?? 0 });
+        // First: a figure that cannot be charged throws here, before anything counts it. Null (cost unknown) is kept as such.
+        const durable = this.usage.report({
+          ...spent, costUsd: c.usd === null ? null : spent.costUsd, cachedReadTokens: c.tokens?.cachedRead ?? 0, cacheWriteTokens: c.tokens?.cacheWrite ?? 0,
+        });
         this.cost.costUsd += spent.costUsd;
         this.cost.tokensIn += spent.tokensIn;
         this.cost.tokensOut += spent.tokensOut;
@@ -249,7 +251,7 @@ export class TaskRun {
         return usage.view;
       },
       onBudgetLow: (f) => usage.onLow(f),
-      budgetFits: (estimateUsd) => usage.fits(estimateUsd),
+      budgetFits: (estimate) => usage.fits(estimate),
       step: async (name, fn, options) => {
         live();
         return this.steps.run(name, fn, options);

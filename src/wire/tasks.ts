@@ -59,6 +59,7 @@ export const taskViewSchema = z.object({
   cpRankSec: z.number().describe('upward rank: the longest path of estimates from this task to the end of its DAG'),
   deadlineMissed: z.boolean(),
   maxCostUsd: z.number().nullable(),
+  maxTokens: z.number().nullable(),
   estimatedTokens: z.number().nullable(),
   maxDurationSec: z.number().nullable(),
   heartbeatSec: z.number().nullable(),

@@ -41,12 +41,12 @@ describe('usage reported while an attempt runs', () => {
     const { t, dagId, ref } = await claimed({ maxCost: 1, budget: 5 });
     expect(await money(dagId)).toEqual({ task_cost: 0, task_reserved: 1, dag_spent: 0, dag_reserved: 1, agent_spent: 0 });
     const first = await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.25, tokensIn: 100, tokensOut: 10, cachedReadTokens: 50, model: 'm' });
-    expect(first).toEqual({ applied: true, attempt: { costUsd: 0.25, tokensIn: 100, tokensOut: 10 }, remainingUsd: 0.75, low: null, stopped: null });
+    expect(first).toEqual({ applied: true, attempt: { costUsd: 0.25, tokensIn: 100, tokensOut: 10 }, remainingUsd: 0.75, remainingTokens: null, low: null, stopped: null });
     // Sent again after a lost reply: answered, not charged twice.
     expect(await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.25, tokensIn: 100, tokensOut: 10 })).toMatchObject({ applied: false, attempt: { costUsd: 0.25 } });
     // 0.75 of 1: not yet low (80 %).
     expect((await usageReport(db, ref, { reportKey: 'r2', costUsd: 0.5, tokensIn: 20 })).low).toBeNull();
-    expect(await usageBudget(db, ref)).toEqual({ attempt: { costUsd: 0.75, tokensIn: 120, tokensOut: 10 }, remainingUsd: 0.25, low: null });
+    expect(await usageBudget(db, ref)).toEqual({ attempt: { costUsd: 0.75, tokensIn: 120, tokensOut: 10 }, remainingUsd: 0.25, remainingTokens: null, low: null });
     expect(await money(dagId)).toEqual({ task_cost: 0.75, task_reserved: 0.25, dag_spent: 0.75, dag_reserved: 0.25, agent_spent: 0.75 });
     const ledger = await rowsOf(db, sql`select report_key, fence, cost_usd::float8 as cost, tokens_in::int as tin, cached_read_tokens::int as cached, model from usage_reports order by id`);
     expect(ledger).toEqual([

@@ -66,7 +66,7 @@ describe.sequential('spend of the Python agent while an attempt runs', () => {
     expect(await dagSpend(dagId)).toEqual({ spent: expect.closeTo(0.11), reserved: 0 });
     const [dead] = await rowsOf<{ reason: string }>(db, sql`select reason from dead_letters`);
     expect(dead!.reason).toMatch(/budget_exceeded/);
-    await eventually('the agent saw the stop', async () => /t stopped at its spend limit \(failed budget_exceeded\): task\.max_cost_usd 0\.1, 0\.11 USD spent/.test(agent.output()))
+    await eventually('the agent saw the stop', async () => /t stopped at its spend limit \(failed budget_exceeded\): task\.max_cost_usd 0\.1 reached: 0\.11 USD spent/.test(agent.output()))
       .catch((e: Error) => { throw new Error(`${e.message}\n${agent.output()}`); });
     // The server failed the attempt: the agent neither completed nor failed it.
     expect(agent.output()).not.toMatch(/(complete|fail) t (->|refused)/);

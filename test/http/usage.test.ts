@@ -29,11 +29,11 @@ describe('POST /api/tasks/:id/usage', () => {
     const { t, token } = await held(0.1);
     const url = `/api/tasks/${t.id}/usage`;
     const first = await call('POST', url, { token, body: { fence: t.fence, report_id: 'r1', cost_usd: 0.06, tokens_in: 500, cached_read_tokens: 400 } });
-    expect([first.status, first.body]).toEqual([200, { applied: true, attempt: { costUsd: 0.06, tokensIn: 500, tokensOut: 0 }, remainingUsd: 0.04, low: null, stopped: null }]);
+    expect([first.status, first.body]).toEqual([200, { applied: true, attempt: { costUsd: 0.06, tokensIn: 500, tokensOut: 0 }, remainingUsd: 0.04, remainingTokens: null, low: null, stopped: null }]);
     const again = await call('POST', url, { token, body: { fence: t.fence, report_id: 'r1', cost_usd: 0.06 } });
     expect([again.status, again.body.applied, again.body.attempt.costUsd]).toEqual([200, false, 0.06]);
     const budget = await call('GET', `/api/tasks/${t.id}/budget?fence=${t.fence}`, { token });
-    expect([budget.status, budget.body]).toEqual([200, { attempt: { costUsd: 0.06, tokensIn: 500, tokensOut: 0 }, remainingUsd: 0.04, low: null }]);
+    expect([budget.status, budget.body]).toEqual([200, { attempt: { costUsd: 0.06, tokensIn: 500, tokensOut: 0 }, remainingUsd: 0.04, remainingTokens: null, low: null }]);
     expect((await call('GET', `/api/tasks/${t.id}/budget?fence=${t.fence + 1}`, { token })).status).toBe(409);
     const nearly = await call('POST', url, { token, body: { fence: t.fence, report_id: 'r1b', cost_usd: 0.03 } });
     expect(nearly.body.low).toEqual({ limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.09 });
@@ -68,5 +68,22 @@ describe('POST /api/tasks/:id/usage', () => {
     await leaseExpire(db, t.id);
     const lapsed = await call('POST', url, { token, body: { fence: t.fence, report_id: 'k', cost_usd: 0.2 } });
     expect([lapsed.status, lapsed.body.applied]).toEqual([200, true]);
+  });
+
+  it('holds the agent to its token\'s grant (a ceiling on what the token lets it spend), and keeps a null cost as unknown', async () => {
+    // An agent row with no budget of its own (registered in-process), acting through a token whose grant allows 0.5 USD.
+    await agentCreate(db, 'a1', ['paid']);
+    await dagCreate(db, 'name: g\ntasks:\n  t: { type: t, spec: { constraints: { capabilities: [paid] } } }\n');
+    const token = (await tokenCreate(db, { role: 'agent', agentId: 'a1', capabilities: ['paid'], budgetUsd: 0.5 })).token;
+    const [claimed] = (await call('POST', '/api/agents/a1/claim', { token, body: { start: true } })).body.tasks;
+    const url = `/api/tasks/${claimed.id}/usage`;
+    const unknown = await call('POST', url, { token, body: { fence: claimed.fence, report_id: 'u', cost_usd: null, tokens_in: 300 } });
+    expect([unknown.status, unknown.body.attempt, unknown.body.remainingUsd], JSON.stringify(unknown.body)).toEqual([200, { costUsd: 0, tokensIn: 300, tokensOut: 0 }, 0.5]);
+    expect(await rowsOf(db, sql`select cost_usd, tokens_in::int from usage_reports`)).toEqual([{ cost_usd: null, tokens_in: 300 }]);
+    const budget = await call('GET', `/api/tasks/${claimed.id}/budget?fence=${claimed.fence}`, { token });
+    expect(budget.body.remainingUsd).toBe(0.5);
+    const over = await call('POST', url, { token, body: { fence: claimed.fence, report_id: 'p', cost_usd: 0.6 } });
+    expect([over.status, over.body.stopped]).toEqual([200, { limit: 'token.grant_budget_usd', limitUsd: 0.5, spentUsd: 0.6 }]);
+    expect((await call('POST', url, { token, body: { fence: claimed.fence, report_id: 'q', cost_usd: 0.1 } })).body.error.code).toBe('BUDGET_EXCEEDED');
   });
 });

@@ -318,7 +318,7 @@ describe('report_usage over MCP', () => {
       const [attempt] = await rowsOf<{ error_class: string; cost: number }>(db, sql`select error_class, cost_usd::float8 as cost from attempts where task_id = ${task.id}`);
       expect(attempt).toEqual({ error_class: 'budget_exceeded', cost: 0.11 });
       // The next call about it says why it is gone.
-      expect((await s.call('report_usage', { cost_usd: 0.01 })).text).toMatch(/^LEASE_LOST: task \S+ is no longer yours \(stopped at task\.max_cost_usd 0\.1/);
+      expect((await s.call('report_usage', { cost_usd: 0.01 })).text).toMatch(/^LEASE_LOST: task \S+ is no longer yours \(stopped: task\.max_cost_usd 0\.1 reached/);
       expect((await s.call('report_usage', { cost_usd: -1 })).isError).toBe(true);
     } finally {
       await s.close();

@@ -28,6 +28,7 @@ export async function agentUpsert(db: Db, a: AgentRegistration, guard?: UpsertGu
     models: a.models ?? [],
     maxConcurrent: a.maxConcurrent ?? 1,
     budgetUsd: a.budgetUsd ?? null,
+    dailyBudgetUsd: a.dailyBudgetUsd ?? null,
     metadata: a.metadata ?? {},
     status: 'active',
   };

@@ -85,9 +85,8 @@ export async function attemptsFailedLatest(db: Db, taskIds: string[], max: numbe
 }
 
 /** The spend limit that stopped the attempt of (task, fence), as its row recorded it; undefined when none did. */
-export async function attemptBudgetStop(db: Db, taskId: string, fence: number): Promise<{ limit: string; limitUsd: number; spentUsd: number } | undefined> {
-  const [r] = await rowsOf<{ limit: string; limitUsd: number; spentUsd: number }>(db, sql`
-    select details->'budget'->>'limit' as limit, (details->'budget'->>'limitUsd')::float8 as "limitUsd", (details->'budget'->>'spentUsd')::float8 as "spentUsd"
-    from attempts where task_id = ${taskId} and fence = ${fence} and error_class = 'budget_exceeded'`);
-  return r;
+export async function attemptBudgetStop(db: Db, taskId: string, fence: number): Promise<Record<string, unknown> | undefined> {
+  const [r] = await rowsOf<{ budget: Record<string, unknown> | null }>(db, sql`
+    select details->'budget' as budget from attempts where task_id = ${taskId} and fence = ${fence} and error_class = 'budget_exceeded'`);
+  return r?.budget ?? undefined;
 }

@@ -1,4 +1,5 @@
 import { and, asc, desc, eq, getTableColumns, sql, type SQL } from 'drizzle-orm';
+import { spendTodaySql } from './spend.js';
 import type { Db } from '../handle.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from '../statement.js';
@@ -89,16 +90,16 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusCha
   return rowsOf(db, sql`
     with locked as materialized (
       -- DAG rows in id order (docs/architecture.md, lock order), read as locked: their latest committed version.
-      select id, status, tasks_open, budget_usd, spent_usd, reserved_usd from dags
+      select id, status, tasks_open, budget_usd, spent_usd, reserved_usd, daily_budget_usd, ${spendTodaySql('dags')} as today_usd from dags
       where id = any(${textArray(dagIds)}) order by id for no key update
     ),
     derived as (
       select d.id, d.status as previous,
         case when d.status = 'cancelled' then 'cancelled'
              when d.tasks_open = 0 then 'completed'
-             when coalesce(x.reason, b.reason) is not null then 'blocked'
+             when coalesce(x.reason, b.reason, c.reason) is not null then 'blocked'
              else 'running' end as status,
-        coalesce(x.reason, b.reason) as reason
+        coalesce(x.reason, b.reason, c.reason) as reason
       from locked d
       left join lateral (
         select 'task ' || t.key || ' dead-lettered: ' || l.reason as reason
@@ -114,6 +115,12 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusCha
           and (d.budget_usd - d.spent_usd <= 0 or d.budget_usd - d.spent_usd < coalesce(t.max_cost_usd, 0))
         order by t.effective_priority limit 1
       ) b on true
+      -- Its daily cap spent, with work waiting: claims pass it over until the next UTC day (tasks-claim/groups.ts, broke).
+      left join lateral (
+        select 'budget: daily cap $' || round(d.daily_budget_usd, 4) || ' spent today (UTC); tasks wait for the next day' as reason
+        where d.daily_budget_usd is not null and d.daily_budget_usd - d.today_usd <= 0
+          and exists (select 1 from tasks t where t.dag_id = d.id and t.status = 'ready')
+      ) c on true
     )
     update dags d set status = v.status,
       blocked_reason = case when v.status = 'blocked' then v.reason end,
@@ -128,7 +135,7 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusCha
 /** Running or blocked DAGs with a budget, whose status a change of spend may move: the next `limit` by id after `after`. */
 export async function dagBudgetedOpenIds(db: Db, after: string, limit: number): Promise<string[]> {
   const rows = await db.select({ id: dags.id }).from(dags)
-    .where(sql`${dags.status} in ('running', 'blocked') and ${dags.budgetUsd} is not null and ${dags.id} > ${after}`).orderBy(asc(dags.id)).limit(limit);
+    .where(sql`${dags.status} in ('running', 'blocked') and (${dags.budgetUsd} is not null or ${dags.dailyBudgetUsd} is not null) and ${dags.id} > ${after}`).orderBy(asc(dags.id)).limit(limit);
   return rows.map((r) => r.id);
 }
 

@@ -82,12 +82,30 @@ export function spendSettleCtes(source: string, cost: SQL, release?: SQL): SQL {
 
 /** Settle: the SET of a DAG row `g` charged `cost` with `reserved` released (the batch completion writes the rest of its UPDATE). */
 export function spendSettleDagSet(cost: SQL, reserved: SQL): SQL {
-  return sql`spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - ${reserved})`;
+  return sql`spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - ${reserved}), ${spendDaySet('g', cost)}`;
 }
 
 /** Settle: the SET of an agent row `a` charged `cost` with `reserved` released. */
 export function spendSettleAgentSet(cost: SQL, reserved: SQL): SQL {
-  return sql`spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - ${reserved})`;
+  return sql`spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - ${reserved}), ${spendDaySet('a', cost)}`;
+}
+
+/**
+ * The day a daily cap counts in: the UTC date. A row's day_spent_usd is what it spent on its spend_day; a charge on
+ * a later day starts the count again (spendDaySet), and a reader takes an older spend_day's figure as 0 (spendTodaySql).
+ */
+export const SPEND_DAY_SQL = sql`(now() at time zone 'utc')::date`;
+
+/** The SET of the row `alias` (a DAG or an agent) that adds `cost` to its spend of today. */
+export function spendDaySet(alias: string, cost: SQL): SQL {
+  const a = sql.raw(alias);
+  return sql`day_spent_usd = case when ${a}.spend_day = ${SPEND_DAY_SQL} then ${a}.day_spent_usd + ${cost} else ${cost} end, spend_day = ${SPEND_DAY_SQL}`;
+}
+
+/** What the row `alias` (a DAG or an agent) spent today (UTC). */
+export function spendTodaySql(alias: string): SQL {
+  const a = sql.raw(alias);
+  return sql`(case when ${a}.spend_day = ${SPEND_DAY_SQL} then ${a}.day_spent_usd else 0 end)`;
 }
 
 /**

@@ -8,7 +8,7 @@ import { taskDepsAddSet } from './task-deps.js';
 /** A for_each task as its children are made from it: the columns a child copies. */
 export interface MapParentRow {
   id: string; dagId: string; key: string; fence: number; type: string; title: string | null;
-  spec: Record<string, unknown>; requiredCapabilities: string[]; maxCostUsd: number | null; estimatedTokens: number | null;
+  spec: Record<string, unknown>; requiredCapabilities: string[]; maxCostUsd: number | null; maxTokens: number | null; estimatedTokens: number | null;
   maxDurationSec: number | null; heartbeatSec: number | null; priority: number; boostPerMinute: number; estimateSec: number;
   deadline: string | null; maxAttempts: number; retryPolicy: Record<string, unknown>; outputSpec: Record<string, unknown> | null;
   tags: string[]; origin: string; concKey: string | null; concLimit: number | null;
@@ -28,7 +28,7 @@ export async function taskMapLock(db: Db, id: string, fence: number): Promise<Ma
     where id = ${id} and fence = ${fence} and status = 'waiting' and starts_with(wait_key, ${MAP_WAIT_PREFIX})
       and id = (select id from tasks where id = ${id} for update skip locked)
     returning id, dag_id as "dagId", key, fence, type, title, spec, required_capabilities as "requiredCapabilities",
-      max_cost_usd::float8 as "maxCostUsd", estimated_tokens as "estimatedTokens", max_duration_sec as "maxDurationSec",
+      max_cost_usd::float8 as "maxCostUsd", max_tokens::float8 as "maxTokens", estimated_tokens as "estimatedTokens", max_duration_sec as "maxDurationSec",
       heartbeat_sec as "heartbeatSec", priority, boost_per_minute::float8 as "boostPerMinute", estimate_sec::float8 as "estimateSec",
       deadline::text as deadline, max_attempts as "maxAttempts", retry_policy as "retryPolicy", output_spec as "outputSpec",
       tags, origin, conc_key as "concKey", conc_limit as "concLimit"`);

@@ -12,7 +12,7 @@ export interface LeasedTaskRow {
   /** What its free-form subtasks inherit: who may run them, on which models. */
   requiredCapabilities: string[]; models: string[]; fallbackModels: string[];
   /** Ceilings its free-form subtasks inherit: an agent may lower them, never lift or drop them. */
-  maxCostUsd: number | null; maxDurationSec: number | null; heartbeatSec: number | null;
+  maxCostUsd: number | null; maxTokens: number | null; maxDurationSec: number | null; heartbeatSec: number | null;
   /** Its token estimate: a free-form subtask reserves at least as much under a declared rate limit. */
   estimatedTokens: number | null;
   /** Its concurrency key, which its subtasks share. */
@@ -34,7 +34,7 @@ export async function taskLockLeased(db: Db, id: string, fence: number): Promise
     where id = ${id} and fence = ${fence} and status = any(${textArray(fromStates('waitForChildren'))})
     returning id, dag_id as "dagId", key, priority, status, claimed_by as "claimedBy", required_capabilities as "requiredCapabilities",
       coalesce(spec->'models', '[]'::jsonb) as models, coalesce(spec->'fallbackModels', '[]'::jsonb) as "fallbackModels",
-      max_cost_usd::float8 as "maxCostUsd", max_duration_sec as "maxDurationSec", heartbeat_sec as "heartbeatSec",
+      max_cost_usd::float8 as "maxCostUsd", max_tokens::float8 as "maxTokens", max_duration_sec as "maxDurationSec", heartbeat_sec as "heartbeatSec",
       estimated_tokens as "estimatedTokens",
       case when conc_key is null then null else jsonb_build_object('key', conc_key, 'limit', conc_limit) end as concurrency`);
   return r ?? null;

@@ -1,8 +1,8 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
-import { AFTER_AGENT_LOCK, agentLockCte } from './spend.js';
+import { AFTER_AGENT_LOCK, agentLockCte, spendDaySet, spendTodaySql } from './spend.js';
 import { taskHeldSql, taskStandingOf, taskStandingSql, type TaskStanding } from './task-hold.js';
 
 /**
@@ -20,7 +20,8 @@ export interface UsageInput {
   reportKey: string;
   tokenId?: string | null;
   model?: string | null;
-  costUsd: number;
+  /** Null: cost unknown (the reporter has no price for the model): kept as such, charged as 0 to the budgets. */
+  costUsd: number | null;
   tokensIn: number;
   tokensOut: number;
   cachedReadTokens: number;
@@ -36,14 +37,18 @@ export type UsageReportResult = UsageRefused | ({ kind: 'charged'; applied: bool
 
 export interface UsageRefused { kind: 'refused'; task: TaskStanding }
 
-/** An attempt's usage and the limits it is held to. */
+/** An attempt's usage and the limits it is held to (null: no such limit). */
 export interface UsageLimits {
   attemptCostUsd: number; attemptTokensIn: number; attemptTokensOut: number;
-  /** The task's max_cost_usd (null: none). */
-  maxCostUsd: number | null;
-  /** The DAG's budget and spend (spend counts every attempt's reported usage). */
-  dagBudgetUsd: number | null; dagSpentUsd: number;
-  agentBudgetUsd: number | null; agentSpentUsd: number;
+  /** The task's max_cost_usd and max_tokens, per attempt. */
+  maxCostUsd: number | null; maxTokens: number | null;
+  /** The DAG's budget and spend (spend counts every attempt's reported usage), its daily cap and today's spend (UTC). */
+  dagBudgetUsd: number | null; dagSpentUsd: number; dagDailyUsd: number | null; dagTodayUsd: number;
+  agentBudgetUsd: number | null; agentSpentUsd: number; agentDailyUsd: number | null; agentTodayUsd: number;
+  /** The budget the reporting token's grant allows its agent (held against the agent's spend). */
+  grantBudgetUsd: number | null;
+  /** The DAG's share of a limit past which the answer says low (null: the default). */
+  lowAt: number | null;
 }
 
 /**
@@ -60,23 +65,43 @@ export function usageOfAttemptSql(alias: string) {
   };
 }
 
+/** The limits' columns, from a DAG row `g`, an agent row `a` and a token row `k` (each may be null). */
+function limitColumnsSql(): SQL {
+  return sql`g.budget_usd::float8 as dag_budget, g.spent_usd::float8 as dag_spent, g.daily_budget_usd::float8 as dag_daily,
+      ${spendTodaySql('g')}::float8 as dag_today, g.budget_low_at::float8 as low_at,
+      a.budget_usd::float8 as agent_budget, a.spent_usd::float8 as agent_spent, a.daily_budget_usd::float8 as agent_daily,
+      ${spendTodaySql('a')}::float8 as agent_today, k.grant_budget_usd::float8 as grant_budget`;
+}
+
+function limitsOf(row: Record<string, unknown>): UsageLimits {
+  const num = (v: unknown) => (v == null ? null : Number(v));
+  return {
+    attemptCostUsd: Number(row.attempt_cost), attemptTokensIn: Number(row.attempt_in), attemptTokensOut: Number(row.attempt_out),
+    maxCostUsd: num(row.max_cost), maxTokens: num(row.max_tokens),
+    dagBudgetUsd: num(row.dag_budget), dagSpentUsd: Number(row.dag_spent ?? 0), dagDailyUsd: num(row.dag_daily), dagTodayUsd: Number(row.dag_today ?? 0),
+    agentBudgetUsd: num(row.agent_budget), agentSpentUsd: Number(row.agent_spent ?? 0), agentDailyUsd: num(row.agent_daily), agentTodayUsd: Number(row.agent_today ?? 0),
+    grantBudgetUsd: num(row.grant_budget), lowAt: num(row.low_at),
+  };
+}
+
 /**
  * Report usage in ONE statement: fenced as a heartbeat is (id, fence, a state that may heartbeat), a lapsed lease
  * included (the money was spent; the reaper has not ended the attempt yet). The task row is locked first (as the statements that end an attempt lock it: docs/architecture.md, Lock
  * order), then its agent, then its DAG. The ledger row's unique key (task, fence, report key) decides whether this
  * report was applied before: only a row inserted now charges, so a report sent twice (at the same moment too) is
- * charged once. Charged: the task's cost and its attempt's running usage; the DAG's and the agent's spend, with the
- * part the claim had reserved moved from reserved to spent (the budget's room, budget − spent − reserved, is
- * unchanged by spend within the reservation).
+ * charged once. Charged: the task's cost and its attempt's running usage; the DAG's and the agent's spend (and
+ * today's), with the part the claim had reserved moved from reserved to spent (the budget's room, budget − spent −
+ * reserved, is unchanged by spend within the reservation). A cost unknown (null) is kept so in the ledger and
+ * charged as 0; its tokens count.
  */
 export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportResult> {
-  const cost = sql`${u.costUsd}::numeric`;
+  const cost = sql`${u.costUsd ?? 0}::numeric`;
   const tokensIn = sql`${u.tokensIn}::bigint`;
   const tokensOut = sql`${u.tokensOut}::bigint`;
   const before = usageOfAttemptSql('t');
   const [r] = await rowsOf<Record<string, unknown>>(db, sql`
     with holder as (
-      select t.id, t.dag_id, t.claimed_by, t.attempts, t.fence, t.reserved_usd, t.max_cost_usd,
+      select t.id, t.dag_id, t.claimed_by, t.attempts, t.fence, t.reserved_usd, t.max_cost_usd, t.max_tokens,
         ${before.cost} as cost_before, ${before.tokensIn} as in_before, ${before.tokensOut} as out_before
       from tasks t
       -- Not the lease: a holder whose lease lapsed (stopped, partitioned) spent what it reports all the same, and until
@@ -87,7 +112,7 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
       insert into usage_reports (task_id, fence, attempt, dag_id, agent_id, token_id, report_key, model, cost_usd, tokens_in,
         tokens_out, cached_read_tokens, cache_write_tokens)
       select h.id, h.fence, h.attempts, h.dag_id, h.claimed_by, ${u.tokenId ?? null}::text, ${u.reportKey}, ${u.model ?? null}::text,
-        ${cost}, ${tokensIn}, ${tokensOut}, ${u.cachedReadTokens}::bigint, ${u.cacheWriteTokens}::bigint
+        ${u.costUsd}::numeric, ${tokensIn}, ${tokensOut}, ${u.cachedReadTokens}::bigint, ${u.cacheWriteTokens}::bigint
       from holder h
       on conflict (task_id, fence, report_key) do nothing
       returning task_id
@@ -103,54 +128,51 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
     ),
     ${agentLockCte(sql`select claimed_by from charge`)},
     agent_charged as (
-      update agents a set spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - c.from_reserve)
+      update agents a set spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - c.from_reserve), ${spendDaySet('a', cost)}
       from charge c where a.id = c.claimed_by and ${AFTER_AGENT_LOCK}
-      returning a.budget_usd::float8 as budget, a.spent_usd::float8 as spent
+      returning a.*
     ),
     dag_charged as (
-      update dags g set spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - c.from_reserve)
+      update dags g set spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - c.from_reserve), ${spendDaySet('g', cost)}
       from charge c where g.id = c.dag_id and ${AFTER_AGENT_LOCK}
-      returning g.budget_usd::float8 as budget, g.spent_usd::float8 as spent
+      returning g.*
+    ),
+    -- The rows as this statement left them: a CTE's update is not seen by the statement's other reads.
+    dag_now as (
+      select * from dag_charged
+      union all select g.* from dags g join holder h on g.id = h.dag_id where not exists (select 1 from dag_charged)
+    ),
+    agent_now as (
+      select * from agent_charged
+      union all select a.* from agents a join holder h on a.id = h.claimed_by where not exists (select 1 from agent_charged)
     )
     select exists (select 1 from holder) as held, exists (select 1 from ledger) as applied,
-      h.dag_id, h.claimed_by, h.max_cost_usd::float8 as max_cost,
+      h.dag_id, h.claimed_by, h.max_cost_usd::float8 as max_cost, h.max_tokens,
       (h.cost_before + case when exists (select 1 from ledger) then ${cost} else 0 end)::float8 as attempt_cost,
       (h.in_before + case when exists (select 1 from ledger) then ${tokensIn} else 0 end)::float8 as attempt_in,
       (h.out_before + case when exists (select 1 from ledger) then ${tokensOut} else 0 end)::float8 as attempt_out,
-      coalesce((select budget from dag_charged), (select budget_usd::float8 from dags where id = h.dag_id)) as dag_budget,
-      coalesce((select spent from dag_charged), (select spent_usd::float8 from dags where id = h.dag_id)) as dag_spent,
-      coalesce((select budget from agent_charged), (select budget_usd::float8 from agents where id = h.claimed_by)) as agent_budget,
-      coalesce((select spent from agent_charged), (select spent_usd::float8 from agents where id = h.claimed_by)) as agent_spent,
+      ${limitColumnsSql()},
       ${taskStandingSql(u.taskId)}
-    from (select 1) one left join holder h on true`);
+    from (select 1) one left join holder h on true left join dag_now g on true left join agent_now a on true
+      left join api_tokens k on k.id = ${u.tokenId ?? null}::text`);
   const row = r!;
   if (!row.held) return { kind: 'refused', task: taskStandingOf(row) };
-  const num = (v: unknown) => (v == null ? null : Number(v));
-  return {
-    kind: 'charged', applied: row.applied === true, dagId: row.dag_id as string, agentId: row.claimed_by as string | null,
-    attemptCostUsd: Number(row.attempt_cost), attemptTokensIn: Number(row.attempt_in), attemptTokensOut: Number(row.attempt_out),
-    maxCostUsd: num(row.max_cost), dagBudgetUsd: num(row.dag_budget), dagSpentUsd: Number(row.dag_spent ?? 0),
-    agentBudgetUsd: num(row.agent_budget), agentSpentUsd: Number(row.agent_spent ?? 0),
-  };
+  return { kind: 'charged', applied: row.applied === true, dagId: row.dag_id as string, agentId: row.claimed_by as string | null, ...limitsOf(row) };
 }
 
 /** Where the holder of `fence` stands against its limits now (usageReport's figures, nothing written); refused as a report is. */
-export async function usageBudgetGet(db: Db, taskId: string, fence: number): Promise<UsageRefused | ({ kind: 'held' } & UsageLimits)> {
+export async function usageBudgetGet(db: Db, taskId: string, fence: number, tokenId: string | null = null): Promise<UsageRefused | ({ kind: 'held' } & UsageLimits)> {
   const before = usageOfAttemptSql('t');
   const [r] = await rowsOf<Record<string, unknown>>(db, sql`
     select t.status, t.fence as fence_now, t.lease_expires_at <= now() as lapsed, ${taskHeldSql('t', fence)} as held,
-      t.max_cost_usd::float8 as max_cost,
+      t.max_cost_usd::float8 as max_cost, t.max_tokens,
       ${before.cost}::float8 as attempt_cost, ${before.tokensIn}::float8 as attempt_in, ${before.tokensOut}::float8 as attempt_out,
-      g.budget_usd::float8 as dag_budget, g.spent_usd::float8 as dag_spent, a.budget_usd::float8 as agent_budget, a.spent_usd::float8 as agent_spent
-    from (select 1) one left join tasks t on t.id = ${taskId} left join dags g on g.id = t.dag_id left join agents a on a.id = t.claimed_by`);
+      ${limitColumnsSql()}
+    from (select 1) one left join tasks t on t.id = ${taskId} left join dags g on g.id = t.dag_id left join agents a on a.id = t.claimed_by
+      left join api_tokens k on k.id = ${tokenId}::text`);
   const row = r!;
   if (row.held !== true) return { kind: 'refused', task: taskStandingOf(row) };
-  const num = (v: unknown) => (v == null ? null : Number(v));
-  return {
-    kind: 'held', attemptCostUsd: Number(row.attempt_cost), attemptTokensIn: Number(row.attempt_in), attemptTokensOut: Number(row.attempt_out),
-    maxCostUsd: num(row.max_cost), dagBudgetUsd: num(row.dag_budget), dagSpentUsd: Number(row.dag_spent ?? 0),
-    agentBudgetUsd: num(row.agent_budget), agentSpentUsd: Number(row.agent_spent ?? 0),
-  };
+  return { kind: 'held', ...limitsOf(row) };
 }
 
 /**

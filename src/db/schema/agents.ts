@@ -1,4 +1,4 @@
-import { integer, jsonb, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { date, integer, jsonb, numeric, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import { xid8 } from './column-types.js';
 import { sql } from 'drizzle-orm';
 
@@ -13,6 +13,10 @@ export const agents = pgTable('agents', {
   spentUsd: numeric('spent_usd', { mode: 'number' }).notNull().default(0),
   /** Sum of the max costs its claimed and running tasks reserved: spent + reserved never exceeds the budget. */
   reservedUsd: numeric('reserved_usd', { mode: 'number' }).notNull().default(0),
+  /** Most it may spend in one UTC day (null: no cap); day_spent_usd is what it spent on spend_day. */
+  dailyBudgetUsd: numeric('daily_budget_usd', { mode: 'number' }),
+  daySpentUsd: numeric('day_spent_usd', { mode: 'number' }).notNull().default(0),
+  spendDay: date('spend_day'),
   /**
    * The transaction of the last claim that took tasks for this agent (pg_current_xact_id()): a claim whose
    * snapshot does not see it counted the agent's held tasks too early, and claims again after the row's lock.

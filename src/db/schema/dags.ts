@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { DAG_STATES } from '../../model/state-machine.js';
-import { check, integer, jsonb, numeric, pgTable, text, timestamp, uniqueIndex, index } from 'drizzle-orm/pg-core';
+import { check, date, integer, real, jsonb, numeric, pgTable, text, timestamp, uniqueIndex, index } from 'drizzle-orm/pg-core';
 
 /** One submitted DAG. `tasks_open` counts tasks not yet COMPLETED or CANCELLED; it reaching 0 completes the DAG. */
 export const dags = pgTable(
@@ -19,6 +19,12 @@ export const dags = pgTable(
     spentUsd: numeric('spent_usd', { mode: 'number' }).notNull().default(0),
     /** Sum of the max costs its claimed and running tasks reserved: spent + reserved never exceeds the budget. */
     reservedUsd: numeric('reserved_usd', { mode: 'number' }).notNull().default(0),
+    /** Most it may spend in one UTC day (null: no cap); day_spent_usd is what it spent on spend_day. */
+    dailyBudgetUsd: numeric('daily_budget_usd', { mode: 'number' }),
+    daySpentUsd: numeric('day_spent_usd', { mode: 'number' }).notNull().default(0),
+    spendDay: date('spend_day'),
+    /** The share of a limit past which a report's answer says `low` (null: USAGE_DEFAULTS.lowAt). */
+    budgetLowAt: real('budget_low_at'),
     tasksTotal: integer('tasks_total').notNull().default(0),
     tasksOpen: integer('tasks_open').notNull().default(0),
     idempotencyKey: text('idempotency_key'),
@@ -50,5 +56,6 @@ export const dags = pgTable(
     index('dags_finished_idx').on(t.completedAt).where(sql`${t.status} in ('completed', 'cancelled') and ${t.prunedAt} is null`),
     index('dags_pruning_idx').on(t.id).where(sql`${t.prunedAt} is not null`),
     index('dags_budget_open_idx').on(t.id).where(sql`${t.budgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
+    index('dags_daily_budget_open_idx').on(t.id).where(sql`${t.dailyBudgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
   ],
 );

@@ -69,6 +69,8 @@ export const tasks = pgTable(
     /** Set by the priority refresher once the deadline can no longer be met (now + estimate > deadline). */
     deadlineMissed: boolean('deadline_missed').notNull().default(false),
     maxCostUsd: numeric('max_cost_usd', { mode: 'number' }),
+    /** Most tokens (in + out) one attempt may report; past it the attempt is stopped (budget_exceeded). */
+    maxTokens: bigint('max_tokens', { mode: 'number' }),
     /**
      * Usage the attempt of `usage_fence` reported while it ran (usage_reports), already charged to the task, its DAG and
      * its agent: the statement that ends the attempt records it on the attempts row. Worth anything only while

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { bigint, bigserial, index, integer, numeric, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { tasks } from './tasks.js';
 
@@ -21,7 +22,8 @@ export const usageReports = pgTable(
     tokenId: text('token_id'),
     reportKey: text('report_key').notNull(),
     model: text('model'),
-    costUsd: numeric('cost_usd', { mode: 'number' }).notNull().default(0),
+    /** Null: the reporter could not price it (a model it has no price for): cost unknown, shown as such, never as 0. */
+    costUsd: numeric('cost_usd', { mode: 'number' }).default(0),
     tokensIn: bigint('tokens_in', { mode: 'number' }).notNull().default(0),
     tokensOut: bigint('tokens_out', { mode: 'number' }).notNull().default(0),
     /** Input tokens read from the provider's prompt cache, and written to it: priced apart from the rest. */
@@ -32,5 +34,7 @@ export const usageReports = pgTable(
   (t) => [
     uniqueIndex('usage_reports_key_idx').on(t.taskId, t.fence, t.reportKey),
     index('usage_reports_dag_idx').on(t.dagId, t.reportedAt),
+    // What `dagent costs`, the dashboard and the metrics show as cost unknown: usually no rows at all.
+    index('usage_reports_unpriced_idx').on(t.model).where(sql`${t.costUsd} is null`),
   ],
 );

@@ -3,6 +3,7 @@ import { taskRefusalRead } from '../../db/queries/tasks-refusal.js';
 import type { RefusedRow } from '../../db/rows.js';
 import { BudgetExceededError, ConflictError, LeaseLostError, NotFoundError, TransitionRacedError, type DagentError } from '../../errors.js';
 import { attemptBudgetStop } from '../../db/queries/attempts.js';
+import { limitText, type LimitReached } from './usage-limits.js';
 import { LEASED_STATES, assertTransition, fromStates, type TaskState, type Transition } from '../../model/state-machine.js';
 import type { FailureOutcome } from './outcome.js';
 
@@ -37,10 +38,10 @@ export function holdRefusal(ref: TaskRef, task: { status: string; fence: number;
 export async function holdRefusalRead(db: Db, ref: TaskRef, task: { status: string; fence: number; leaseLapsed: boolean } | null): Promise<DagentError> {
   const refused = holdRefusal(ref, task);
   if (refused instanceof NotFoundError) return refused;
-  const stop = await attemptBudgetStop(db, ref.taskId, ref.fence);
+  const stop = await attemptBudgetStop(db, ref.taskId, ref.fence) as LimitReached | undefined;
   if (!stop) return refused;
   return new BudgetExceededError(
-    `task ${ref.taskId}: the attempt under fence ${ref.fence} was stopped at ${stop.limit} ${stop.limitUsd} (${stop.spentUsd} USD spent); it may report nothing more`,
+    `task ${ref.taskId}: the attempt under fence ${ref.fence} was stopped (${limitText(stop)}); it may report nothing more`,
     { taskId: ref.taskId, fence: ref.fence, ...stop },
   );
 }

@@ -28,6 +28,7 @@ export function taskRow(t: TaskSpec, dagId: string, id: string, parentId?: strin
     models,
     capKey: claimGroupKey({ capabilities: t.requiredCapabilities, models }),
     maxCostUsd: t.maxCostUsd,
+    maxTokens: t.maxTokens ?? null,
     estimatedTokens: t.estimatedTokens ?? null,
     maxDurationSec: t.maxDurationSec,
     heartbeatSec: t.heartbeatSec,

@@ -8,6 +8,8 @@ import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
 import { taskFail } from './fail.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { holdRefusalRead, type TaskRef } from './refusal.js';
+import { limitText, type LimitReached, type UsageLimitName } from './usage-limits.js';
+
 
 /**
  * Usage reported while an attempt runs, charged at once (db/queries/usage.ts) and held to the attempt's limits on
@@ -22,7 +24,8 @@ import { holdRefusalRead, type TaskRef } from './refusal.js';
 export interface UsageReportInput {
   /** The reporter's id for this report (a retry of it after a lost reply sends the same). */
   reportKey: string;
-  costUsd?: number;
+  /** USD spent since the last report (omitted: 0); null: cost unknown (no price for the model), never taken as 0 in reports. */
+  costUsd?: number | null;
   tokensIn?: number;
   tokensOut?: number;
   cachedReadTokens?: number;
@@ -31,9 +34,6 @@ export interface UsageReportInput {
   tokenId?: string | null;
 }
 
-/** A limit holding an attempt: which, how much, and what is spent against it. */
-export interface LimitReached { limit: 'task.max_cost_usd' | 'dag.budget_usd' | 'agent.budget_usd'; limitUsd: number; spentUsd: number }
-
 /** What a report answers: the attempt's usage so far, and what is left under each limit it is held to. */
 export interface UsageAnswer {
   /** False: this report key was applied before (a repeat after a lost reply); nothing was charged again. */
@@ -41,7 +41,9 @@ export interface UsageAnswer {
   attempt: { costUsd: number; tokensIn: number; tokensOut: number };
   /** What is left before the first limit (USD; null: no limit holds the attempt). */
   remainingUsd: number | null;
-  /** The first limit the attempt has spent USAGE_DEFAULTS.lowAt (80 %) of or more, while none is passed: time to wrap up. */
+  /** Tokens (in + out) left under the task's max_tokens (null: none). */
+  remainingTokens: number | null;
+  /** The first limit the attempt has spent its DAG's budget_low_at (default USAGE_DEFAULTS.lowAt, 80 %) of or more, none passed: time to wrap up. */
   low: LimitReached | null;
   /** Set when this report reached a limit: the attempt was stopped (failed with class budget_exceeded). */
   stopped: LimitReached | null;
@@ -50,12 +52,12 @@ export interface UsageAnswer {
 const REPORT_KEY_MAX = 128;
 
 /** The report's numbers, checked: a negative, fractional token, non-finite or huge value is a clear error naming the field. */
-export function usageCheck(u: UsageReportInput): Required<Omit<UsageReportInput, 'model' | 'tokenId'>> {
+export function usageCheck(u: UsageReportInput): Required<Omit<UsageReportInput, 'model' | 'tokenId' | 'costUsd'>> & { costUsd: number | null } {
   if (typeof u.reportKey !== 'string' || u.reportKey.length === 0 || u.reportKey.length > REPORT_KEY_MAX || /\p{Cc}/u.test(u.reportKey)) {
     throw new InvalidInputError(`report_key: 1-${REPORT_KEY_MAX} printable characters`, { field: 'report_key' });
   }
-  const usd = u.costUsd ?? 0;
-  if (!Number.isFinite(usd) || usd < 0 || usd > LIMITS.reportCostUsd) {
+  const usd = u.costUsd === undefined ? 0 : u.costUsd;
+  if (usd !== null && (typeof usd !== 'number' || !Number.isFinite(usd) || usd < 0 || usd > LIMITS.reportCostUsd)) {
     throw new InvalidInputError(`cost_usd ${usd}: expected a number from 0 to ${LIMITS.reportCostUsd}`, { field: 'cost_usd' });
   }
   const tokens = (field: string, v: number | undefined) => {
@@ -77,9 +79,9 @@ export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput,
   const u = usageCheck(input);
   const r = await usageReportStatement(db, { taskId: ref.taskId, fence: ref.fence, ...u, model: input.model ?? null, tokenId: input.tokenId ?? null });
   if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
-  const { stopped, low, remainingUsd } = budgetOf(r);
+  const { stopped, low, remainingUsd, remainingTokens } = budgetOf(r);
   if (stopped) {
-    const message = `${stopped.limit} ${stopped.limitUsd} reached: ${stopped.spentUsd.toFixed(6).replace(/\.?0+$/, '')} USD spent; the attempt was stopped`;
+    const message = `${limitText(stopped)}; the attempt was stopped`;
     // Its own event (webhooks may subscribe to it), beside the failure's: which limit stopped which attempt.
     await eventInsertMany(db, [{ type: 'task.budget_exceeded', dagId: r.dagId, taskId: ref.taskId, agentId: r.agentId, data: { ...stopped, fence: ref.fence } }]);
     await taskFail(db, { taskId: ref.taskId, fence: ref.fence, errorClass: BUDGET_EXCEEDED_CLASS, message, details: { budget: stopped } }, { log: opts.log })
@@ -90,32 +92,46 @@ export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput,
   }
   return {
     applied: r.applied, attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut },
-    remainingUsd, low, stopped,
+    remainingUsd, remainingTokens, low, stopped,
   };
 }
+
 
 /**
  * Where the holder `ref` stands against its limits now, without reporting anything: before a call, to ask whether
  * a call of an estimated cost fits (ctx.budgetFits, GET /api/tasks/:id/budget). LEASE_LOST as a report is.
  */
-export async function usageBudget(db: Db, ref: TaskRef): Promise<Omit<UsageAnswer, 'applied' | 'stopped'>> {
-  const r = await usageBudgetGet(db, ref.taskId, ref.fence);
+export async function usageBudget(db: Db, ref: TaskRef, opts: { tokenId?: string | null } = {}): Promise<Omit<UsageAnswer, 'applied' | 'stopped'>> {
+  const r = await usageBudgetGet(db, ref.taskId, ref.fence, opts.tokenId ?? null);
   if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
-  const { low, remainingUsd } = budgetOf(r);
-  return { attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut }, remainingUsd, low };
+  const { low, remainingUsd, remainingTokens } = budgetOf(r);
+  return { attempt: { costUsd: r.attemptCostUsd, tokensIn: r.attemptTokensIn, tokensOut: r.attemptTokensOut }, remainingUsd, remainingTokens, low };
 }
 
-/** The limits holding an attempt, as its row, its DAG's and its agent's say: the first one passed, the first one low, what is left. */
-function budgetOf(r: UsageLimits): { stopped: LimitReached | null; low: LimitReached | null; remainingUsd: number | null } {
-  const limits: LimitReached[] = [];
-  if (r.maxCostUsd !== null) limits.push({ limit: 'task.max_cost_usd', limitUsd: r.maxCostUsd, spentUsd: r.attemptCostUsd });
-  if (r.dagBudgetUsd !== null) limits.push({ limit: 'dag.budget_usd', limitUsd: r.dagBudgetUsd, spentUsd: r.dagSpentUsd });
-  if (r.agentBudgetUsd !== null) limits.push({ limit: 'agent.budget_usd', limitUsd: r.agentBudgetUsd, spentUsd: r.agentSpentUsd });
+/** The limits holding an attempt, as its row, its DAG's, its agent's and its token's say: the first one passed, the first one low, what is left. */
+function budgetOf(r: UsageLimits): { stopped: LimitReached | null; low: LimitReached | null; remainingUsd: number | null; remainingTokens: number | null } {
+  const usd: Array<Extract<LimitReached, { limitUsd: number }>> = [];
+  const add = (limit: Exclude<UsageLimitName, 'task.max_tokens'>, limitUsd: number | null, spentUsd: number) => {
+    if (limitUsd !== null) usd.push({ limit, limitUsd, spentUsd });
+  };
+  add('task.max_cost_usd', r.maxCostUsd, r.attemptCostUsd);
+  add('dag.budget_usd', r.dagBudgetUsd, r.dagSpentUsd);
+  add('dag.daily_budget_usd', r.dagDailyUsd, r.dagTodayUsd);
+  add('agent.budget_usd', r.agentBudgetUsd, r.agentSpentUsd);
+  add('agent.daily_budget_usd', r.agentDailyUsd, r.agentTodayUsd);
+  // The grant is a ceiling on the agent's budget (what its token lets it spend), held against the agent's spend.
+  add('token.grant_budget_usd', r.grantBudgetUsd, r.agentSpentUsd);
+  const tokensSpent = r.attemptTokensIn + r.attemptTokensOut;
+  const tokens: LimitReached | null = r.maxTokens === null ? null : { limit: 'task.max_tokens', limitTokens: r.maxTokens, spentTokens: tokensSpent };
+  const limits: LimitReached[] = [usd[0]?.limit === 'task.max_cost_usd' ? usd[0] : undefined, tokens, ...usd.filter((l) => l.limit !== 'task.max_cost_usd')]
+    .filter((l): l is LimitReached => l != null);
+  const share = (l: LimitReached) => ('limitTokens' in l ? [l.spentTokens, l.limitTokens] : [l.spentUsd, l.limitUsd]) as [number, number];
   // Past a limit, not at it: an attempt may spend exactly its max_cost_usd.
-  const stopped = limits.find((l) => l.spentUsd > l.limitUsd + 1e-9) ?? null;
-  const low = stopped ? null : limits.find((l) => l.spentUsd >= l.limitUsd * USAGE_DEFAULTS.lowAt - 1e-9) ?? null;
+  const stopped = limits.find((l) => { const [spent, limit] = share(l); return spent > limit + 1e-9; }) ?? null;
+  const lowAt = r.lowAt ?? USAGE_DEFAULTS.lowAt;
+  const low = stopped ? null : limits.find((l) => { const [spent, limit] = share(l); return spent >= limit * lowAt - 1e-9; }) ?? null;
   // Rounded to a billionth of a dollar: the difference of two decimals read as doubles carries binary noise.
-  const remainingUsd = limits.length ? Math.max(0, Math.round(Math.min(...limits.map((l) => l.limitUsd - l.spentUsd)) * 1e9) / 1e9) : null;
-  return { stopped, low, remainingUsd };
+  const remainingUsd = usd.length ? Math.max(0, Math.round(Math.min(...usd.map((l) => l.limitUsd - l.spentUsd)) * 1e9) / 1e9) : null;
+  const remainingTokens = r.maxTokens === null ? null : Math.max(0, r.maxTokens - tokensSpent);
+  return { stopped, low, remainingUsd, remainingTokens };
 }
-

@@ -127,6 +127,7 @@ function childSpec(p: MapParentRow, item: unknown, index: number, origin: TaskOr
     body: { ...body, input: { ...body.input, item, index } },
     requiredCapabilities: p.requiredCapabilities,
     ...(p.maxCostUsd !== null ? { maxCostUsd: p.maxCostUsd } : {}),
+    ...(p.maxTokens !== null ? { maxTokens: p.maxTokens } : {}),
     ...(p.estimatedTokens !== null ? { estimatedTokens: p.estimatedTokens } : {}),
     ...(p.maxDurationSec !== null ? { maxDurationSec: p.maxDurationSec } : {}),
     ...(p.heartbeatSec !== null ? { heartbeatSec: p.heartbeatSec } : {}),

@@ -90,6 +90,8 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
     spec: { description: spec.description ?? null },
     sourceFile: spec.sourceFile,
     budgetUsd: spec.budgetUsd,
+    dailyBudgetUsd: spec.dailyBudgetUsd,
+    budgetLowAt: spec.budgetLowAt,
     tasksTotal: spec.tasks.length,
     tasksOpen: spec.tasks.length,
     idempotencyKey: spec.idempotencyKey,

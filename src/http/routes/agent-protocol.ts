@@ -48,6 +48,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
       models: z.array(agentModelSchema).max(32).optional(),
       max_concurrent: z.number().int().min(1).max(1000).optional(),
       budget_usd: z.number().positive().nullable().optional(),
+      daily_budget_usd: z.number().positive().nullable().optional().describe('most it may spend in one UTC day; past it its attempts are stopped and it claims nothing until the next day'),
       metadata: z.record(z.string(), z.unknown()).optional(),
     }),
     summary: 'Register (or re-register) an agent: its capabilities and budget decide what it may claim',
@@ -57,7 +58,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     // An agent token registers only what its grant allows: capabilities are granted, not claimed.
     const reg = grantApply(principal!, {
       id: body.id, type: body.type, capabilities: body.capabilities, models: body.models, maxConcurrent: body.max_concurrent,
-      budgetUsd: body.budget_usd, metadata: { ...body.metadata, via: 'http' },
+      budgetUsd: body.budget_usd, dailyBudgetUsd: body.daily_budget_usd, metadata: { ...body.metadata, via: 'http' },
     });
     const agent = await agentRegister(d.db, reg);
     reply.status(201);

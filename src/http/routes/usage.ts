@@ -31,6 +31,6 @@ export function usageRoutes(app: FastifyInstance, d: HttpDeps): void {
     response: budgetAnswerSchema,
   }, async ({ params, query, principal }) => {
     await holding(d, principal, params.id!, query.fence);
-    return usageBudget(d.db, { taskId: params.id!, fence: query.fence });
+    return usageBudget(d.db, { taskId: params.id!, fence: query.fence }, { tokenId: principal?.tokenId ?? null });
   });
 }

@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { HELD_STATES } from '../../../model/state-machine.js';
 import { sqlStateList } from '../../statement.js';
-import { spendRemainingSql } from '../spend.js';
+import { spendRemainingSql, spendTodaySql } from '../spend.js';
 import type { ClaimShape } from './shape.js';
 
 /**
@@ -29,7 +29,9 @@ export function agentCte(c: ClaimShape): SQL {
         -- them. (The row FOR UPDATE returns is the latest version, read again after the wait; a plain read would not be.)
         claim_writer is not null and claim_writer is distinct from pg_current_xact_id_if_assigned()
           and not pg_visible_in_snapshot(claim_writer, pg_current_snapshot()) as stale,
-        case when ${budget} is null then null else ${spendRemainingSql('agents', budget)} end as remaining,
+        -- Its budget's room and its daily cap's (what it spent today and holds reserved), the smaller (least skips a null).
+        case when ${budget} is null and daily_budget_usd is null then null
+             else least(${spendRemainingSql('agents', budget)}, daily_budget_usd - ${spendTodaySql('agents')} - reserved_usd) end as remaining,
         ${maxHeld} - (select n from held) as slots,
         -- It holds a task that runs alone (tasks.run_alone, after a shared crash): it claims nothing beside it; and
         -- whether it holds anything (only an agent that holds nothing takes a task that runs alone).

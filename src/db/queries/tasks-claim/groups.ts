@@ -1,15 +1,20 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { fromStates } from '../../../model/state-machine.js';
 import { sqlStateList } from '../../statement.js';
-import { spendRemainingSql } from '../spend.js';
+import { spendRemainingSql, spendTodaySql } from '../spend.js';
 import { rateModelSql } from './agent.js';
 import { inOrder, type ClaimShape } from './shape.js';
 
-/** CTE `broke`: the DAGs with a budget and nothing left of it, read once per claim (usually none, from a partial index). */
+/**
+ * CTE `broke`: the DAGs with a budget and nothing left of it, or a daily cap spent today, read once per claim
+ * (usually none, from two partial indexes).
+ */
 export function brokeCte(): SQL {
   return sql`
     broke as materialized (
       select id from dags where budget_usd is not null and status in ('running', 'blocked') and ${spendRemainingSql('dags')} <= 0
+      union all
+      select id from dags where daily_budget_usd is not null and status in ('running', 'blocked') and daily_budget_usd - ${spendTodaySql('dags')} <= 0
     )`;
 }
 

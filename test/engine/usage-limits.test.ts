@@ -1,0 +1,110 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { testDatabase } from '../helpers/db.js';
+import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
+import { taskClaim } from '../../src/engine/attempt/claim.js';
+import { usageBudget, usageReport } from '../../src/engine/attempt/usage.js';
+import { agentRegister } from '../../src/engine/ops/agents.js';
+import { dagStatusRefresh } from '../../src/db/queries/dags.js';
+import { dagSourceLoad } from '../../src/dag/load.js';
+
+// The limits a usage report is held to beside max_cost_usd and the budgets: a task's max_tokens, daily caps of a DAG
+// and of an agent (UTC day), the DAG's own low threshold; and a cost reported as unknown.
+const database = await testDatabase();
+const { db } = database;
+beforeEach(() => databaseReset(db));
+
+const yaml = (o: { top?: string; constraints?: string; tasks?: number } = {}) => `name: limits
+${o.top ?? ''}
+tasks:
+${Array.from({ length: o.tasks ?? 1 }, (_, i) => `  t${i}: { type: t, spec: { constraints: { capabilities: [paid]${o.constraints ? `, ${o.constraints}` : ''} } } }`).join('\n')}
+`;
+
+async function claimOne(agent = 'a1') {
+  const [t] = await taskClaim(db, agent, { start: true });
+  return t ? { taskId: t.id, fence: t.fence } : undefined;
+}
+const attemptOf = (taskId: string) => rowsOf<{ outcome: string; error_class: string | null; details: { budget?: unknown } | null }>(db, sql`
+  select outcome, error_class, details from attempts where task_id = ${taskId} order by attempt`);
+// The next UTC day, as far as the spend counters can tell: today's spend was spent yesterday.
+const dayPasses = () => db.execute(sql`update dags set spend_day = spend_day - 1 where spend_day is not null; update agents set spend_day = spend_day - 1 where spend_day is not null`);
+
+describe('a task\'s max_tokens', () => {
+  it('counts tokens in and out per attempt, says what is left, and stops the attempt past it whatever the cost', async () => {
+    await agentCreate(db, 'a1', ['paid']);
+    await dagCreate(db, yaml({ constraints: 'max_tokens: 1000' }));
+    const ref = (await claimOne())!;
+    const first = await usageReport(db, ref, { reportKey: 'r1', tokensIn: 500, tokensOut: 100 });
+    expect([first.remainingTokens, first.remainingUsd, first.low, first.stopped]).toEqual([400, null, null, null]);
+    const low = await usageReport(db, ref, { reportKey: 'r2', tokensIn: 250 });
+    expect([low.remainingTokens, low.low]).toEqual([150, { limit: 'task.max_tokens', limitTokens: 1000, spentTokens: 850 }]);
+    // Exactly at the limit is allowed; past it stops, even at no cost.
+    expect((await usageReport(db, ref, { reportKey: 'r3', tokensOut: 150 })).stopped).toBeNull();
+    const past = await usageReport(db, ref, { reportKey: 'r4', tokensOut: 1 });
+    expect(past.stopped).toEqual({ limit: 'task.max_tokens', limitTokens: 1000, spentTokens: 1001 });
+    expect(await attemptOf(ref.taskId)).toEqual([{ outcome: 'failed', error_class: 'budget_exceeded', details: expect.objectContaining({ budget: past.stopped }) }]);
+    await expect(usageReport(db, ref, { reportKey: 'r5', tokensOut: 1 })).rejects.toMatchObject({ code: 'BUDGET_EXCEEDED', message: expect.stringContaining('task.max_tokens 1000 reached: 1001 tokens spent') });
+  });
+
+  it('is refused in a DAG file unless a whole number from 1, naming the field (and the new DAG fields too)', async () => {
+    for (const bad of ['0', '-5', '1.5', '"many"']) {
+      await expect(dagSourceLoad(yaml({ constraints: `max_tokens: ${bad}` }), 'limits.yaml')).rejects.toThrow(/limits\.yaml:\d+.*max_tokens/s);
+    }
+    await expect(dagSourceLoad(yaml({ top: 'budget_low_at: 1.5' }), 'limits.yaml')).rejects.toThrow(/budget_low_at/);
+    await expect(dagSourceLoad(yaml({ top: 'daily_budget_usd: -1' }), 'limits.yaml')).rejects.toThrow(/daily_budget_usd/);
+  });
+});
+
+describe('a cost reported as unknown', () => {
+  it('is kept as unknown in the ledger (never as 0), charges nothing, and its tokens count', async () => {
+    await agentCreate(db, 'a1', ['paid']);
+    const dagId = await dagCreate(db, yaml({ top: 'budget_usd: 1', constraints: 'max_tokens: 100' }));
+    const ref = (await claimOne())!;
+    const a = await usageReport(db, ref, { reportKey: 'r1', costUsd: null, tokensIn: 60, model: 'local/unpriced' });
+    expect([a.attempt, a.remainingTokens, a.remainingUsd]).toEqual([{ costUsd: 0, tokensIn: 60, tokensOut: 0 }, 40, 1]);
+    expect(await rowsOf(db, sql`select model, cost_usd, tokens_in::int from usage_reports`)).toEqual([{ model: 'local/unpriced', cost_usd: null, tokens_in: 60 }]);
+    expect(await rowsOf(db, sql`select spent_usd::float8 as spent from dags where id = ${dagId}`)).toEqual([{ spent: 0 }]);
+    // Its tokens still stop the attempt at max_tokens.
+    expect((await usageReport(db, ref, { reportKey: 'r2', costUsd: null, tokensIn: 41 })).stopped).toMatchObject({ limit: 'task.max_tokens' });
+  });
+});
+
+describe('daily caps (UTC day)', () => {
+  it('a DAG\'s daily_budget_usd stops the attempt that passes it; claims pass the DAG over, it shows blocked, and the next day it runs again', async () => {
+    await agentCreate(db, 'a1', ['paid']);
+    // Retried when stopped at a limit, so the stopped task waits with the others instead of being dead-lettered.
+    const dagId = await dagCreate(db, yaml({ top: 'daily_budget_usd: 1\ndefaults: { max_attempts: 3, retry: { strategy: immediate, retry_on: [budget_exceeded] } }', tasks: 3 }));
+    const ref = (await claimOne())!;
+    expect((await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.7 })).remainingUsd).toBe(0.3);
+    const past = await usageReport(db, ref, { reportKey: 'r2', costUsd: 0.4 });
+    expect(past.stopped).toEqual({ limit: 'dag.daily_budget_usd', limitUsd: 1, spentUsd: 1.1 });
+    // The other tasks wait: no claim takes them today, and the DAG says why.
+    expect(await claimOne()).toBeUndefined();
+    await dagStatusRefresh(db, [dagId]);
+    expect(await rowsOf(db, sql`select status, blocked_reason from dags where id = ${dagId}`))
+      .toEqual([{ status: 'blocked', blocked_reason: expect.stringContaining('daily cap $1.0000 spent today') }]);
+    await dayPasses();
+    const next = await claimOne();
+    expect(next).toBeDefined();
+    // A new day's count starts at the report, not at yesterday's total.
+    expect((await usageReport(db, next!, { reportKey: 'r1', costUsd: 0.5 })).remainingUsd).toBe(0.5);
+    await dagStatusRefresh(db, [dagId]);
+    expect(await rowsOf(db, sql`select status, spent_usd::float8 as spent from dags where id = ${dagId}`)).toEqual([{ status: 'running', spent: 1.6 }]);
+  });
+
+  it('an agent\'s daily cap stops its attempt and it claims nothing more that day; the DAG\'s budget_low_at says low sooner', async () => {
+    await agentRegister(db, { id: 'a1', type: 'test', capabilities: ['paid'], dailyBudgetUsd: 0.5, maxConcurrent: 10 });
+    await dagCreate(db, yaml({ top: 'budget_low_at: 0.5', constraints: 'max_cost_usd: 1', tasks: 3 }));
+    // The claim already holds the agent to what is left of its day: max_cost_usd 1 does not fit 0.5.
+    expect(await claimOne()).toBeUndefined();
+    await db.execute(sql`update tasks set max_cost_usd = null`);
+    const ref = (await claimOne())!;
+    const low = await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.3 });
+    expect([low.low, low.stopped]).toEqual([{ limit: 'agent.daily_budget_usd', limitUsd: 0.5, spentUsd: 0.3 }, null]);
+    expect((await usageBudget(db, ref)).remainingUsd).toBe(0.2);
+    expect((await usageReport(db, ref, { reportKey: 'r2', costUsd: 0.3 })).stopped).toEqual({ limit: 'agent.daily_budget_usd', limitUsd: 0.5, spentUsd: 0.6 });
+    expect(await claimOne()).toBeUndefined();
+    await dayPasses();
+    expect(await claimOne()).toBeDefined();
+  });
+});
