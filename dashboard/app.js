@@ -13,6 +13,7 @@ import { pageTask } from './page-task.js';
 import { pageDlq } from './page-dlq.js';
 import { pageAgents } from './page-agents.js';
 import { pageApprovals } from './page-approvals.js';
+import { pageSpend } from './page-spend.js';
 
 /** @typedef {import('./live.js').PageContext} PageContext */
 
@@ -66,6 +67,7 @@ function route() {
     tasks: ['', () => pageTask(ctx, /** @type {string} */ (id))],
     dlq: ['dlq', () => pageDlq(ctx, id)],
     agents: ['agents', () => pageAgents(ctx)],
+    spend: ['spend', () => pageSpend(ctx)],
     approvals: ['approvals', () => pageApprovals(ctx)],
   };
   const found = Object.hasOwn(pages, page ?? '') ? pages[page ?? ''] : undefined;

@@ -5,7 +5,7 @@ export type Access = 'public' | 'read' | 'submit' | 'signal' | 'admin' | 'agent'
 
 /** The roles each access level admits: the one table of who may call what. */
 export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[]> = {
-  /** The read-only routes: DAGs, tasks, dead letters, agents, stats, the event stream, metrics. */
+  /** The read-only routes: DAGs, tasks, dead letters, agents, stats, spend, the event stream, metrics. */
   read: ['admin', 'submit', 'read'],
   /** Submitting DAGs: a DAG author. */
   submit: ['admin', 'submit'],

@@ -5,6 +5,7 @@ import { dagBudgetSet } from '../engine/dag/dag-status.js';
 import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, usd } from './output.js';
 import { positiveInt } from './inspect.js';
+import { COSTS_DEFAULTS } from '../config/index.js';
 
 /** `dagent priority` (a human's override), `dagent dag budget` and `dagent costs` (spend and reservations). */
 export function priorityCommands(program: Command, ctx: CommandContext): void {
@@ -52,8 +53,8 @@ export function priorityCommands(program: Command, ctx: CommandContext): void {
 
   program
     .command('costs')
-    .description('spend per day, per agent (budget, reserved, left) and per DAG')
-    .option('--days <n>', 'days of daily spend (default 7)', positiveInt('--days'), 7)
+    .description('spend per day, per agent (budget, reserved, left), per DAG and per model')
+    .option('--days <n>', `days of daily spend (default ${COSTS_DEFAULTS.days})`, positiveInt('--days'), COSTS_DEFAULTS.days)
     .option('--json', 'machine-readable output')
     .action(async (opts: { days: number; json?: boolean }) => {
       const r = await withDatabase(ctx, (d) => costsReport(d.db, { days: opts.days }));
@@ -76,6 +77,11 @@ export function priorityCommands(program: Command, ctx: CommandContext): void {
           out.section('attempts stopped at a spend limit:');
           out.table(['at', 'task', 'agent', 'limit', 'spent'], r.stops.map((x) => [
             x.at, x.taskId, x.agentId, x.limit == null ? '-' : `${x.limit} ${usd(x.limitUsd ?? 0)}`, x.spentUsd == null ? '-' : usd(x.spentUsd)]));
+        }
+        if (r.models.length) {
+          out.section('usage reported while attempts ran, by model (reports of unknown cost apart):');
+          out.table(['model', 'spent', 'tokens in', 'tokens out', 'reports', 'cost unknown'], r.models.map((m) => [
+            m.model || '-', m.unpricedReports === m.reports ? 'unknown' : usd(m.costUsd), m.tokensIn, m.tokensOut, m.reports, m.unpricedReports]));
         }
       });
     });

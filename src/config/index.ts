@@ -277,6 +277,19 @@ export const USAGE_DEFAULTS = {
   lowAt: 0.8,
 } as const;
 
+/**
+ * The spend report (`dagent costs`, GET /api/costs, the dashboard's Spend page): `days` UTC days of daily spend and
+ * of stops at a limit unless asked otherwise, at most `daysMax` over HTTP; the `dags` DAGs that spent most, the
+ * `running` attempts that spent most, the `stops` latest stops.
+ */
+export const COSTS_DEFAULTS = {
+  days: 7,
+  daysMax: 90,
+  dags: 20,
+  running: 50,
+  stops: 20,
+} as const;
+
 export const RATE_LIMIT_DEFAULTS = {
   baseDelaySec: 5,
   maxDelaySec: 600,

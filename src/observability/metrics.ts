@@ -44,7 +44,7 @@ export class MetricsCollector {
         ]);
         for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit, usageUsd, usageTokens]) g.reset();
         for (const u of byModel) {
-          usageUsd.set({ model: u.model }, u.usd);
+          usageUsd.set({ model: u.model }, u.costUsd);
           usageTokens.set({ model: u.model, direction: 'in' }, u.tokensIn);
           usageTokens.set({ model: u.model, direction: 'out' }, u.tokensOut);
         }

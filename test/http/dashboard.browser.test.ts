@@ -9,6 +9,7 @@ import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { agentRegister, taskClaim, taskComplete, taskFail, type ClaimedTask } from '../../src/index.js';
 import { stepRecord, stepReplay } from '../../src/engine/attempt/steps.js';
+import { usageReport } from '../../src/engine/attempt/usage.js';
 
 /**
  * The dashboard in a real (headless) Chromium against the real server and
@@ -418,6 +419,56 @@ describe('a DAG\'s timeline and cost in the dashboard', () => {
     expect(await cells('#task-steps-replayed tbody tr')).toEqual([['search', String(again.attempt), 'time', '$0.05']]);
     expect(await page.locator('main img').count()).toBe(0);
     await shot('09-task-steps');
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(pageErrors).toEqual([]);
+  });
+});
+
+describe('spend in the dashboard', () => {
+  it('shows a DAG\'s spend against its budget, a running attempt against its max cost, a stop live, and each model, its name as text and an unknown cost as unknown', async () => {
+    expect(launchError?.message, 'the npm-provided Chromium (@sparticuz/chromium) did not start').toBeUndefined();
+    await agentRegister(db, { id: 'spender', type: 'worker', capabilities: ['pay'], maxConcurrent: 10, models: ['*'] });
+    const submitted = await http.call('POST', '/api/dags', {
+      raw: 'name: spend-demo\nbudget_usd: 2\ntasks:\n  long: { type: t, spec: { constraints: { capabilities: [pay], max_cost_usd: 1 } } }\n  capped: { type: t, spec: { constraints: { capabilities: [pay], max_cost_usd: 0.1 } } }\n',
+      contentType: 'application/yaml',
+    });
+    const dagId: string = submitted.body.results[0].dagId;
+    const held = new Map((await taskClaim(db, 'spender', { start: true, dagId, limit: 2 })).map((t) => [t.key, t]));
+    const [long, capped] = [held.get('long')!, held.get('capped')!];
+    // A model name is the reporter's text: an agent run in a dagent process may name any.
+    await usageReport(db, { taskId: long.id, fence: long.fence }, { reportKey: 'r1', costUsd: 0.3, tokensIn: 1200, model: HOSTILE });
+    // A report whose cost was unknown (cost_usd null; this file's database allows it until the migration that does lands).
+    await db.execute(sql`alter table usage_reports alter column cost_usd drop not null`);
+    await db.execute(sql`insert into usage_reports (task_id, fence, attempt, dag_id, agent_id, report_key, model, cost_usd, tokens_in)
+      values (${long.id}, ${long.fence}, 1, ${dagId}, 'spender', 'u1', 'model-unpriced', null, 30)`);
+
+    await page.goto(`${http.url}/#token=${encodeURIComponent(http.adminToken)}`);
+    await page.click('a[data-nav="spend"]');
+    const cells = (sel: string) => page.locator(`${sel} td`).allTextContents();
+    const dagRow = `#spend-dags tr[data-dag-id="${dagId}"]`;
+    await page.waitForSelector(dagRow, { timeout: LIVE_MS });
+    // Budget, spent, reserved (1 − 0.3 for long, 0.1 for capped), left.
+    expect((await cells(dagRow)).slice(2)).toEqual(['$2.00', '$0.30', '$0.80', '$0.90']);
+    expect(await page.locator(`#spend-running tr[data-task-id="${long.id}"] .progress-text`).textContent()).toBe('$0.30 of $1.00');
+    expect(await page.locator(`#spend-stops tr[data-task-id="${capped.id}"]`).count()).toBe(0);
+    const models = page.locator('#spend-models tbody tr');
+    const modelRows = async () => (await models.evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((c) => c.textContent))))
+      .filter(([m]) => m === HOSTILE || m === 'model-unpriced');
+    expect(await modelRows()).toEqual([[HOSTILE, '$0.30', '1,200', '0', '1'], ['model-unpriced', 'cost unknown', '30', '0', '1']]);
+    expect(await page.locator('main img').count()).toBe(0);
+
+    // capped reports past its max cost: stopped; the page shows the stop and the DAG's new spend without a reload.
+    await page.evaluate('window.__noReload = true');
+    await usageReport(db, { taskId: capped.id, fence: capped.fence }, { reportKey: 'c1', costUsd: 0.25, model: 'model-small' });
+    const stopRow = `#spend-stops tr[data-task-id="${capped.id}"]`;
+    await page.waitForSelector(stopRow, { timeout: LIVE_MS });
+    expect((await cells(stopRow)).slice(1)).toEqual(['capped', 'spender', 'task.max_cost_usd', '$0.25 / $0.10']);
+    await page.waitForSelector(`${dagRow} td:text-is("$0.55")`, { timeout: LIVE_MS });
+    await shot('10-spend');
+    // The stop links to its task.
+    await page.click(`${stopRow} a[href="#/tasks/${capped.id}"]`);
+    await page.waitForSelector('#task-status[data-status="dead_lettered"]', { timeout: LIVE_MS });
+    expect(await page.evaluate('window.__noReload')).toBe(true);
     expect(await page.evaluate('window.__pwned')).toBeUndefined();
     expect(pageErrors).toEqual([]);
   });

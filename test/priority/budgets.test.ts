@@ -144,11 +144,14 @@ tasks:
     const [running, stopped] = ['run', 'stop'].map((k) => held.find((t) => t.key === k)!);
     await usageReport(db, { taskId: running!.id, fence: running!.fence }, { reportKey: 'a', costUsd: 0.3 });
     await usageReport(db, { taskId: stopped!.id, fence: stopped!.fence }, { reportKey: 'b', costUsd: 0.2 });
-    const live = (await cli('costs', '--json')).json() as { running: Array<{ key: string; spentUsd: number; reservedUsd: number; maxCostUsd: number }>; stops: Array<{ taskId: string; limit: string; limitUsd: number; spentUsd: number }> };
+    const live = (await cli('costs', '--json')).json() as { running: Array<{ key: string; spentUsd: number; reservedUsd: number; maxCostUsd: number }>; stops: Array<{ taskId: string; limit: string; limitUsd: number; spentUsd: number }>; models: unknown[] };
     expect(live.running.map((t) => [t.key, t.spentUsd, t.reservedUsd, t.maxCostUsd])).toEqual([['run', 0.3, 0.7, 1]]);
     expect(live.stops).toEqual([expect.objectContaining({ taskId: stopped!.id, limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.2 })]);
     const shown = (await cli('costs')).stdout;
     expect(shown).toMatch(new RegExp(String.raw`^\s*${running!.id}\s+run\s+spender\s+\$0\.3000\s+\$0\.7000\s+\$1\.0000\s*$`, 'm'));
     expect(shown).toMatch(new RegExp(String.raw`^\s*\S+Z\s+${stopped!.id}\s+spender\s+task\.max_cost_usd \$0\.1000\s+\$0\.2000\s*$`, 'm'));
+    // The ledger by model: both reports named none ('-'), neither of unknown cost.
+    expect(live.models).toEqual([{ model: '', costUsd: 0.5, tokensIn: 0, tokensOut: 0, reports: 2, unpricedReports: 0 }]);
+    expect(shown).toMatch(/^\s*-\s+\$0\.5000\s+0\s+0\s+2\s+0\s*$/m);
   });
 });

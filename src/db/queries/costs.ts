@@ -4,7 +4,7 @@ import { rowsOf } from '../statement.js';
 
 export interface SpendDay { day: string; costUsd: number; attempts: number }
 export interface SpendAgent { id: string; budgetUsd: number | null; spentUsd: number; reservedUsd: number; remainingUsd: number | null }
-export interface SpendDag { id: string; name: string; status: string; budgetUsd: number | null; spentUsd: number; reservedUsd: number }
+export interface SpendDag { id: string; name: string; status: string; budgetUsd: number | null; spentUsd: number; reservedUsd: number; remainingUsd: number | null }
 
 /** Spend per UTC day over the last `days` days, from the attempts that reported it. */
 export function spendByDay(db: Db, days: number): Promise<SpendDay[]> {
@@ -23,16 +23,17 @@ export function spendByAgent(db: Db): Promise<SpendAgent[]> {
     from agents order by spent_usd desc, id`);
 }
 
-/** The DAGs that spent or reserved anything, or have a ceiling, most spent first. */
+/** The DAGs that spent or reserved anything, or have a ceiling, most spent first, with what their budget has left. */
 export function spendByDag(db: Db, limit: number): Promise<SpendDag[]> {
   return rowsOf<SpendDag>(db, sql`
-    select id, name, status, budget_usd::float8 as "budgetUsd", spent_usd::float8 as "spentUsd", reserved_usd::float8 as "reservedUsd"
+    select id, name, status, budget_usd::float8 as "budgetUsd", spent_usd::float8 as "spentUsd", reserved_usd::float8 as "reservedUsd",
+           (budget_usd - spent_usd - reserved_usd)::float8 as "remainingUsd"
     from dags where spent_usd > 0 or reserved_usd > 0 or budget_usd is not null
     order by spent_usd desc, created_at desc limit ${limit}`);
 }
 
 export interface SpendRunning { taskId: string; dagId: string; key: string; agentId: string | null; fence: number; spentUsd: number; reservedUsd: number; maxCostUsd: number | null }
-export interface SpendStop { at: string; taskId: string; dagId: string; agentId: string | null; limit: string | null; limitUsd: number | null; spentUsd: number | null }
+export interface SpendStop { at: string; taskId: string; key: string; dagId: string; agentId: string | null; limit: string | null; limitUsd: number | null; spentUsd: number | null }
 
 /**
  * Attempts running now, with what each has reported so far (charged as reported) beside what its claim still
@@ -51,9 +52,10 @@ export function spendRunning(db: Db, limit: number): Promise<SpendRunning[]> {
 /** The attempts a spend limit stopped over the last `days` UTC days, newest first: which limit, at what spend. */
 export function spendStops(db: Db, days: number, limit: number): Promise<SpendStop[]> {
   return rowsOf<SpendStop>(db, sql`
-    select to_char(ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at, task_id as "taskId", dag_id as "dagId", agent_id as "agentId",
-      details->'budget'->>'limit' as limit, (details->'budget'->>'limitUsd')::float8 as "limitUsd", (details->'budget'->>'spentUsd')::float8 as "spentUsd"
-    from attempts
-    where error_class = 'budget_exceeded' and ended_at >= date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - make_interval(days => ${days - 1})
-    order by ended_at desc limit ${limit}`);
+    select to_char(a.ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at, a.task_id as "taskId", t.key, a.dag_id as "dagId",
+      a.agent_id as "agentId", a.details->'budget'->>'limit' as limit, (a.details->'budget'->>'limitUsd')::float8 as "limitUsd",
+      (a.details->'budget'->>'spentUsd')::float8 as "spentUsd"
+    from attempts a join tasks t on t.id = a.task_id
+    where a.error_class = 'budget_exceeded' and a.ended_at >= date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - make_interval(days => ${days - 1})
+    order by a.ended_at desc limit ${limit}`);
 }

@@ -175,13 +175,28 @@ export async function usageBudgetGet(db: Db, taskId: string, fence: number, toke
   return { kind: 'held', ...limitsOf(row) };
 }
 
+/** The ledger's figures for one model (usageByModel). */
+export interface UsageOfModel {
+  /** The model the reports named; '' for reports that named none. */
+  model: string;
+  /** What the reports of known cost add up to: reports of unknown cost count in `unpricedReports`, not here. */
+  costUsd: number;
+  tokensIn: number;
+  tokensOut: number;
+  reports: number;
+  /** Reports whose cost the reporter did not know (cost_usd null: the model's price was unknown to it). */
+  unpricedReports: number;
+}
+
 /**
- * What the ledger holds, by model: the spend and tokens reported while attempts ran (a model never named is ''). The
- * ledger keeps a task's reports as long as the task (retention), so this is the spend of the tasks kept, not of all
- * time; one scan of usage_reports a metrics scrape.
+ * What the ledger holds, by model: the spend and tokens reported while attempts ran (a model never named is ''), and
+ * how many reports did not know their cost. The ledger keeps a task's reports as long as the task (retention), so
+ * this is the spend of the tasks kept, not of all time; one scan of usage_reports a metrics scrape.
  */
-export function usageByModel(db: Db): Promise<Array<{ model: string; usd: number; tokensIn: number; tokensOut: number }>> {
+export function usageByModel(db: Db): Promise<UsageOfModel[]> {
   return rowsOf(db, sql`
-    select coalesce(model, '') as model, sum(cost_usd)::float8 as usd, sum(tokens_in)::float8 as "tokensIn", sum(tokens_out)::float8 as "tokensOut"
+    select coalesce(model, '') as model, coalesce(sum(cost_usd), 0)::float8 as "costUsd",
+      sum(tokens_in)::float8 as "tokensIn", sum(tokens_out)::float8 as "tokensOut", count(*)::int as reports,
+      count(*) filter (where cost_usd is null)::int as "unpricedReports"
     from usage_reports group by 1 order by 1`);
 }

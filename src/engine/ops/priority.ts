@@ -5,6 +5,8 @@ import { dagGet } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskGet } from '../../db/queries/tasks-read.js';
 import { taskPrioritySet, taskUnclaimableList } from '../../db/queries/tasks-priority.js';
+import { usageByModel } from '../../db/queries/usage.js';
+import { COSTS_DEFAULTS } from '../../config/index.js';
 import { InvalidInputError, NotFoundError } from '../../errors.js';
 
 /**
@@ -27,10 +29,16 @@ export function unclaimableList(db: Db, limit = 200) {
   return taskUnclaimableList(db, limit);
 }
 
-/** Spend by day (UTC), by agent (with budget, reserved and left), and by DAG. */
-export async function costsReport(db: Db, opts: { days?: number; dags?: number } = {}) {
-  const [days, agents, dags, running, stops] = await Promise.all([
-    spendByDay(db, opts.days ?? 7), spendByAgent(db), spendByDag(db, opts.dags ?? 20), spendRunning(db, 50), spendStops(db, opts.days ?? 7, 20),
+/**
+ * Spend by day (UTC), by agent (with budget, reserved and left), by DAG (the same), the attempts running with what
+ * they reported, the attempts a spend limit stopped in those days, and by model from the usage ledger (with the
+ * reports whose cost was unknown counted apart). `days` defaults to COSTS_DEFAULTS.days.
+ */
+export async function costsReport(db: Db, opts: { days?: number } = {}) {
+  const days = opts.days ?? COSTS_DEFAULTS.days;
+  const [byDay, agents, dags, running, stops, models] = await Promise.all([
+    spendByDay(db, days), spendByAgent(db), spendByDag(db, COSTS_DEFAULTS.dags), spendRunning(db, COSTS_DEFAULTS.running),
+    spendStops(db, days, COSTS_DEFAULTS.stops), usageByModel(db),
   ]);
-  return { days, agents, dags, running, stops };
+  return { days: byDay, agents, dags, running, stops, models };
 }

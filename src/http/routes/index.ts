@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { HttpDeps } from '../deps.js';
 import { agentProtocolRoutes } from './agent-protocol.js';
 import { approvalRoutes } from './approvals.js';
+import { costRoutes } from './costs.js';
 import { dagRoutes } from './dags.js';
 import { dashboardRoutes } from './dashboard.js';
 import { dlqRoutes } from './dlq.js';
@@ -30,6 +31,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   signalRoutes,
   rateLimitRoutes,
   fleetRoutes,
+  costRoutes,
   agentProtocolRoutes,
   usageRoutes,
   whoamiRoutes,
