@@ -91,7 +91,7 @@ function stopsView(rows) {
       ? table(['When', 'Task', 'Agent', 'Limit', 'Spent / limit'], rows.map((s) => h('tr', { 'data-task-id': s.taskId },
         h('td', null, when(s.at)), h('td', null, link(hrefTask(s.taskId), s.key)),
         h('td', { class: 'mono' }, s.agentId ?? '—'), h('td', { class: 'mono' }, s.limit ?? '—'),
-        h('td', { class: 'num' }, `${usd(s.spentUsd)} / ${usd(s.limitUsd)}`))), { id: 'spend-stops' })
+        h('td', { class: 'num' }, s.limitTokens != null ? `${s.spentTokens} / ${s.limitTokens} tokens` : `${usd(s.spentUsd)} / ${usd(s.limitUsd)}`))), { id: 'spend-stops' })
       : empty('No attempt was stopped at a limit in these days.'));
 }
 

@@ -76,7 +76,9 @@ export function priorityCommands(program: Command, ctx: CommandContext): void {
         if (r.stops.length) {
           out.section('attempts stopped at a spend limit:');
           out.table(['at', 'task', 'agent', 'limit', 'spent'], r.stops.map((x) => [
-            x.at, x.taskId, x.agentId, x.limit == null ? '-' : `${x.limit} ${usd(x.limitUsd ?? 0)}`, x.spentUsd == null ? '-' : usd(x.spentUsd)]));
+            x.at, x.taskId, x.agentId,
+            x.limit == null ? '-' : x.limitTokens != null ? `${x.limit} ${x.limitTokens} tokens` : `${x.limit} ${usd(x.limitUsd ?? 0)}`,
+            x.spentTokens != null ? `${x.spentTokens} tokens` : x.spentUsd == null ? '-' : usd(x.spentUsd)]));
         }
         if (r.models.length) {
           out.section('usage reported while attempts ran, by model (reports of unknown cost apart):');

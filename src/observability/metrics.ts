@@ -42,11 +42,12 @@ export class MetricsCollector {
           taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db), modelPauseList(db), rateLimitList(db),
           usageByModel(db),
         ]);
-        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit, usageUsd, usageTokens]) g.reset();
+        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit, usageUsd, usageTokens, usageUnpriced]) g.reset();
         for (const u of byModel) {
           usageUsd.set({ model: u.model }, u.costUsd);
           usageTokens.set({ model: u.model, direction: 'in' }, u.tokensIn);
           usageTokens.set({ model: u.model, direction: 'out' }, u.tokensOut);
+          usageUnpriced.set({ model: u.model }, u.unpricedReports);
         }
         for (const l of declared) {
           rateUsed.set({ key: l.key, unit: 'requests' }, l.requestsUsed);
@@ -87,6 +88,7 @@ export class MetricsCollector {
     const spentTotal = new client.Gauge({ name: 'dagent_spent_usd', help: 'Spend of all DAGs, ever', registers: r, collect: refresh });
     const usageUsd = new client.Gauge({ name: 'dagent_usage_usd', help: 'Usage reported while attempts ran, by model, as the ledger holds it (the tasks retention kept)', labelNames: ['model'], registers: r, collect: refresh });
     const usageTokens = new client.Gauge({ name: 'dagent_usage_tokens', help: 'Tokens reported while attempts ran, by model and direction, as the ledger holds them', labelNames: ['model', 'direction'], registers: r, collect: refresh });
+    const usageUnpriced = new client.Gauge({ name: 'dagent_usage_unpriced_reports', help: 'Usage reports whose cost the reporter did not know (cost unknown: not in dagent_usage_usd), by model', labelNames: ['model'], registers: r, collect: refresh });
     const deliveries = new client.Gauge({ name: 'dagent_webhook_deliveries', help: 'Webhook deliveries by status', labelNames: ['status'], registers: r, collect: refresh });
     const modelPaused = new client.Gauge({ name: 'dagent_model_paused_seconds', help: 'Seconds until a model paused after a provider\'s rate limit is handed out again (0: not paused)', labelNames: ['model'], registers: r, collect: refresh });
     const rateUsed = new client.Gauge({ name: 'dagent_rate_limit_used', help: 'What a declared rate limit\'s current window holds: requests claimed, tokens reserved or used', labelNames: ['key', 'unit'], registers: r, collect: refresh });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { USAGE_LIMITS } from '../engine/attempt/usage-limits.js';
 import { COSTS_DEFAULTS } from '../config/index.js';
 
 /**
@@ -52,9 +53,11 @@ export const costsAnswerSchema = z.object({
     key: z.string(),
     dagId: z.string(),
     agentId: z.string().nullable(),
-    limit: z.string().nullable().describe('task.max_cost_usd, dag.budget_usd or agent.budget_usd'),
+    limit: z.string().nullable().describe(`the limit that stopped it: ${USAGE_LIMITS.join(', ')}`),
     limitUsd: usdOrNone,
     spentUsd: usdOrNone.describe('what was spent against the limit when it stopped the attempt'),
+    limitTokens: z.number().nullable().describe('for task.max_tokens: the limit in tokens (in + out); null otherwise'),
+    spentTokens: z.number().nullable().describe('for task.max_tokens: the tokens spent when it stopped the attempt'),
   })).describe(`attempts a spend limit stopped (failed budget_exceeded) in those days, newest first (at most ${COSTS_DEFAULTS.stops})`),
   models: z.array(z.object({
     model: z.string().describe('as the reports named it (agent-provided text); \'\' for reports that named none'),

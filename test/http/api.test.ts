@@ -395,6 +395,8 @@ describe('agents, stats and metrics', () => {
     await call('POST', `/api/tasks/${t.id}/complete`, { token: a1, body: { fence: t.fence, output: 1 } });
     const t2 = await claimOne('a1', a1);
     expect((await call('POST', `/api/tasks/${t2.id}/usage`, { token: a1, body: { fence: t2.fence, report_id: 'r1', cost_usd: 0.25, tokens_in: 100, tokens_out: 7 } })).status).toBe(200);
+    // A cost its reporter could not price: counted apart, not as 0 USD.
+    expect((await call('POST', `/api/tasks/${t2.id}/usage`, { token: a1, body: { fence: t2.fence, report_id: 'r2', cost_usd: null, tokens_in: 5 } })).status).toBe(200);
     await call('POST', `/api/tasks/${t2.id}/fail`, { token: a1, body: { fence: t2.fence, error_class: 'crash', message: 'x', retryable: false } });
     const m = await call('GET', '/metrics');
     expect(m.status).toBe(200);
@@ -409,7 +411,8 @@ describe('agents, stats and metrics', () => {
     expect(value('dagent_task_wait_seconds_count{type="plan"}')).toBeGreaterThanOrEqual(1);
     expect(value('dagent_claims_total{result="claimed"}')).toBeGreaterThanOrEqual(2);
     // Usage reported while attempts ran, from the ledger, by model (this report named none).
-    expect([value('dagent_usage_usd{model=""}'), value('dagent_usage_tokens{model="",direction="in"}'), value('dagent_usage_tokens{model="",direction="out"}')]).toEqual([0.25, 100, 7]);
+    expect([value('dagent_usage_usd{model=""}'), value('dagent_usage_tokens{model="",direction="in"}'), value('dagent_usage_tokens{model="",direction="out"}')]).toEqual([0.25, 105, 7]);
+    expect(value('dagent_usage_unpriced_reports{model=""}')).toBe(1);
     expect(text).toMatch(/^dagent_agent_heartbeat_age_seconds\{agent="a1",status="active"\} [\d.]+$/m);
     await refusedUnchanged(401, 'UNAUTHORIZED', () => call('GET', '/metrics', { token: null }));
   });

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
@@ -44,7 +43,7 @@ describe('GET /api/costs', () => {
     expect(r.body.dags).toEqual([{ id: dagId, name: 'spend-http', status: 'blocked', budgetUsd: 5, spentUsd: 0.55, reservedUsd: 0.65, remainingUsd: 3.8 }]);
     expect(r.body.agents).toEqual([{ id: 'a1', budgetUsd: 10, spentUsd: 0.55, reservedUsd: 0.65, remainingUsd: 8.8 }]);
     expect(r.body.running).toEqual([{ taskId: run.id, dagId, key: 'run', agentId: 'a1', fence: run.fence, spentUsd: 0.35, reservedUsd: 0.65, maxCostUsd: 1 }]);
-    expect(r.body.stops).toEqual([{ at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), taskId: stop.id, key: 'stop', dagId, agentId: 'a1', limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.2 }]);
+    expect(r.body.stops).toEqual([{ at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), taskId: stop.id, key: 'stop', dagId, agentId: 'a1', limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.2, limitTokens: null, spentTokens: null }]);
     // Only the stopped attempt has ended: today's spend is its 0.2.
     expect(r.body.days).toEqual([{ day: new Date().toISOString().slice(0, 10), costUsd: 0.2, attempts: 1 }]);
     expect(r.body.models).toEqual([
@@ -52,16 +51,12 @@ describe('GET /api/costs', () => {
       { model: 'model-b', costUsd: 0.05, tokensIn: 10, tokensOut: 0, reports: 1, unpricedReports: 0 },
     ]);
 
-    // A report whose cost its reporter did not know is a ledger row with cost_usd null: counted apart, never as $0.
-    // No endpoint writes one yet (the reporters' side comes with the migration that lets cost_usd be null), so this
-    // file's database allows it and the rows are written as that reporter will write them.
-    await db.execute(sql`alter table usage_reports alter column cost_usd drop not null`);
-    await db.execute(sql`insert into usage_reports (task_id, fence, attempt, dag_id, agent_id, report_key, model, cost_usd, tokens_in)
-      values (${run.id}, ${run.fence}, 1, ${dagId}, 'a1', 'u1', 'model-a', null, 40), (${run.id}, ${run.fence}, 1, ${dagId}, 'a1', 'u2', 'model-c', null, 7)`);
+    // A report whose cost its reporter did not know (cost_usd null) is counted apart, never as $0.
+    expect((await report(run, { report_id: 'u1', cost_usd: null, tokens_in: 40, model: 'model-a' })).status).toBe(200);
+    expect((await report(run, { report_id: 'u2', cost_usd: null, tokens_in: 7, model: 'model-b' })).status).toBe(200);
     expect((await call('GET', '/api/costs')).body.models).toEqual([
       { model: 'model-a', costUsd: 0.5, tokensIn: 1140, tokensOut: 200, reports: 3, unpricedReports: 1 },
-      { model: 'model-b', costUsd: 0.05, tokensIn: 10, tokensOut: 0, reports: 1, unpricedReports: 0 },
-      { model: 'model-c', costUsd: 0, tokensIn: 7, tokensOut: 0, reports: 1, unpricedReports: 1 },
+      { model: 'model-b', costUsd: 0.05, tokensIn: 17, tokensOut: 0, reports: 2, unpricedReports: 1 },
     ]);
   });
 

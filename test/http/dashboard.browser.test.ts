@@ -437,10 +437,8 @@ describe('spend in the dashboard', () => {
     const [long, capped] = [held.get('long')!, held.get('capped')!];
     // A model name is the reporter's text: an agent run in a dagent process may name any.
     await usageReport(db, { taskId: long.id, fence: long.fence }, { reportKey: 'r1', costUsd: 0.3, tokensIn: 1200, model: HOSTILE });
-    // A report whose cost was unknown (cost_usd null; this file's database allows it until the migration that does lands).
-    await db.execute(sql`alter table usage_reports alter column cost_usd drop not null`);
-    await db.execute(sql`insert into usage_reports (task_id, fence, attempt, dag_id, agent_id, report_key, model, cost_usd, tokens_in)
-      values (${long.id}, ${long.fence}, 1, ${dagId}, 'spender', 'u1', 'model-unpriced', null, 30)`);
+    // A report whose cost was unknown (cost_usd null).
+    await usageReport(db, { taskId: long.id, fence: long.fence }, { reportKey: 'u1', costUsd: null, tokensIn: 30, model: 'model-unpriced' });
 
     await page.goto(`${http.url}/#token=${encodeURIComponent(http.adminToken)}`);
     await page.click('a[data-nav="spend"]');

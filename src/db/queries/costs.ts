@@ -33,7 +33,11 @@ export function spendByDag(db: Db, limit: number): Promise<SpendDag[]> {
 }
 
 export interface SpendRunning { taskId: string; dagId: string; key: string; agentId: string | null; fence: number; spentUsd: number; reservedUsd: number; maxCostUsd: number | null }
-export interface SpendStop { at: string; taskId: string; key: string; dagId: string; agentId: string | null; limit: string | null; limitUsd: number | null; spentUsd: number | null }
+/** A stop at a limit: in USD, or in tokens for task.max_tokens (the other pair null). */
+export interface SpendStop {
+  at: string; taskId: string; key: string; dagId: string; agentId: string | null; limit: string | null;
+  limitUsd: number | null; spentUsd: number | null; limitTokens: number | null; spentTokens: number | null;
+}
 
 /**
  * Attempts running now, with what each has reported so far (charged as reported) beside what its claim still
@@ -54,7 +58,8 @@ export function spendStops(db: Db, days: number, limit: number): Promise<SpendSt
   return rowsOf<SpendStop>(db, sql`
     select to_char(a.ended_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at, a.task_id as "taskId", t.key, a.dag_id as "dagId",
       a.agent_id as "agentId", a.details->'budget'->>'limit' as limit, (a.details->'budget'->>'limitUsd')::float8 as "limitUsd",
-      (a.details->'budget'->>'spentUsd')::float8 as "spentUsd"
+      (a.details->'budget'->>'spentUsd')::float8 as "spentUsd", (a.details->'budget'->>'limitTokens')::float8 as "limitTokens",
+      (a.details->'budget'->>'spentTokens')::float8 as "spentTokens"
     from attempts a join tasks t on t.id = a.task_id
     where a.error_class = 'budget_exceeded' and a.ended_at >= date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - make_interval(days => ${days - 1})
     order by a.ended_at desc limit ${limit}`);
