@@ -34,9 +34,12 @@ RETRY_MAX_SEC = 5.0
 class ApiError(Exception):
     """An error answer from the server: `{error: {code, message, ...}}`."""
 
-    def __init__(self, status: int, code: str, message: str, retry_after: Optional[float] = None) -> None:
+    def __init__(self, status: int, code: str, message: str, retry_after: Optional[float] = None,
+                 details: Optional[dict[str, Any]] = None) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+        # The error's other fields (e.g. lateCharged on a usage report the server charged after the attempt ended).
+        self.details = details or {}
 
 
 class LeaseLost(ApiError):
@@ -66,7 +69,8 @@ class Client:
                 retry_after = float(e.headers.get("Retry-After")) if e.headers.get("Retry-After") else None
             except ValueError:
                 retry_after = None
-            raise cls(e.code, err.get("code", "HTTP"), err.get("message", e.reason), retry_after) from None
+            details = {k: v for k, v in err.items() if k not in ("code", "message")}
+            raise cls(e.code, err.get("code", "HTTP"), err.get("message", e.reason), retry_after, details) from None
 
     def held(self, path: str, body: Optional[dict[str, Any]] = None, method: str = "POST") -> Any:
         """A call on a task this agent claimed (`path` under /api/tasks/:id)."""
@@ -75,7 +79,7 @@ class Client:
         except ApiError as e:
             # A task we claimed answering 403 has been reaped and claimed by another agent: lost as well.
             if e.code == "FORBIDDEN" and not isinstance(e, LeaseLost):
-                raise LeaseLost(e.status, e.code, e.message) from None
+                raise LeaseLost(e.status, e.code, e.message, None, e.details) from None
             raise
 
     def task(self, task_id: str, action: str, fence: int, **body: Any) -> Any:

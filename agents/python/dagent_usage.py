@@ -136,7 +136,9 @@ class AttemptUsage:
                 lambda: self.client.held(f"/api/tasks/{self.task_id}/usage", {k: v for k, v in body.items() if v is not None or k == "cost_usd"}),
                 f"{self.task_id}: usage report {report_id}"))
         except LeaseLost as e:
-            log.warning("%s: usage of %s USD not recorded: the lease was lost (%s); abandoning the task", self.task_id, usd, e.message)
+            # The server charges what an attempt of ours reports after it ended (the money was spent), and says so.
+            fate = "charged to the attempt that ended" if e.details.get("lateCharged") else "not recorded"
+            log.warning("%s: usage of %s USD %s: the lease was lost (%s); abandoning the task", self.task_id, usd, fate, e.message)
             self.lost.set()
             raise
         if answer.stopped is not None:

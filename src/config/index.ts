@@ -275,6 +275,11 @@ export const USAGE_DEFAULTS = {
   batchMs: 5,
   /** Past this share of a limit (a task's max_cost_usd, a DAG's or an agent's budget) a report's answer says `low`. */
   lowAt: 0.8,
+  /**
+   * A report its attempt's agent sends after the attempt ended (its lease was taken back while a call was paid for)
+   * is still charged, this long after the end: the money was spent. Later ones are refused and not in the ledger.
+   */
+  lateReportSec: 24 * 3600,
 } as const;
 
 /**

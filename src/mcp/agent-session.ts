@@ -217,7 +217,7 @@ export class McpAgentSession {
     this.modelCheck(h, u.model);
     const r = await this.guarded(h, () => usageReport(this.db, { taskId: h.task.id, fence: h.task.fence }, {
       ...u, reportKey: nanoid(), tokenId: this.principal.tokenId,
-    }, { log: this.log }));
+    }, { log: this.log, agentId: this.principal.agentId }));
     if (r.stopped) this.taken(h, new DagentError('BUDGET_EXCEEDED', `stopped: ${limitText(r.stopped)}`));
     return r;
   }

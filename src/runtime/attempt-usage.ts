@@ -59,6 +59,8 @@ export class AttemptUsage {
   constructor(
     private readonly db: Db,
     private readonly ref: TaskRef,
+    /** This process's agent: a report its attempt makes after the attempt ended is still charged to it (late). */
+    private readonly agentId: string,
     private readonly log: Logger,
     /** A report reached a limit: the attempt was stopped. */
     private readonly stopped: (limit: LimitReached) => void,
@@ -150,11 +152,12 @@ export class AttemptUsage {
     try {
       a = await untilReachable('usage report', () => usageReport(this.db, this.ref, {
         reportKey, ...spend,
-      }, { log: this.log }), this.log);
+      }, { log: this.log, agentId: this.agentId }), this.log);
     } catch (err) {
       if (err instanceof LeaseLostError) {
         this.gone = true;
-        this.log.warn({ err: err.message, costUsd: spend.costUsd }, 'usage not recorded: the task is no longer this attempt\'s');
+        if (err.details.lateCharged) this.log.warn({ err: err.message, costUsd: spend.costUsd }, 'usage charged to the attempt that ended: the task is no longer this attempt\'s');
+        else this.log.warn({ err: err.message, costUsd: spend.costUsd }, 'usage not recorded: the task is no longer this attempt\'s');
         this.leaseLost();
         return null;
       }

@@ -75,7 +75,7 @@ export class TaskRun {
     this.log = deps.log.child({ taskId: task.id, dagId: task.dagId, attempt: task.attempt });
     this.attemptLog = new AttemptLog(deps.db, this.ref, this.log);
     this.steps = new AttemptSteps(deps.db, this.ref, () => this.attemptLog.logger, this.log, () => this.stop('lease_lost'), (v) => jsonStorable(v, () => null));
-    this.usage = new AttemptUsage(deps.db, this.ref, this.log, () => this.stop('budget_exceeded'), () => this.stop('lease_lost'));
+    this.usage = new AttemptUsage(deps.db, this.ref, deps.agentId, this.log, () => this.stop('budget_exceeded'), () => this.stop('lease_lost'));
     this.done = this.execute().catch((err) => this.log.error({ err }, 'task run failed unexpectedly; the reaper will recover the task'));
   }
 

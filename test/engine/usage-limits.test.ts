@@ -1,12 +1,13 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { agentCreate, dagCreate, databaseReset, rowsOf } from '../helpers/factories.js';
+import { agentCreate, dagCreate, databaseReset, leaseLapsedReaped, rowsOf } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { usageBudget, usageReport } from '../../src/engine/attempt/usage.js';
 import { agentRegister } from '../../src/engine/ops/agents.js';
 import { dagStatusRefresh } from '../../src/db/queries/dags.js';
 import { dagSourceLoad } from '../../src/dag/load.js';
+import { reaperCreate } from '../../src/maintenance/reaper.js';
 
 // The limits a usage report is held to beside max_cost_usd and the budgets: a task's max_tokens, daily caps of a DAG
 // and of an agent (UTC day), the DAG's own low threshold; and a cost reported as unknown.
@@ -106,5 +107,64 @@ describe('daily caps (UTC day)', () => {
     expect(await claimOne()).toBeUndefined();
     await dayPasses();
     expect(await claimOne()).toBeDefined();
+  });
+});
+
+/** The error a call was refused with (a call that answered fails the test). */
+async function refusalOf(p: Promise<unknown>): Promise<{ code: string; details: Record<string, unknown> }> {
+  try {
+    await p;
+  } catch (err) {
+    return err as { code: string; details: Record<string, unknown> };
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('a report that arrives after its attempt ended', () => {
+  const reaper = reaperCreate({ db });
+  const ledger = () => rowsOf<{ report_key: string; fence: number; cost: number }>(db, sql`select report_key, fence, cost_usd::float8 as cost from usage_reports order by id`);
+  const spend = (dagId: string) => rowsOf<{ dag: number; agent: number; attempt: number; task: number }>(db, sql`
+    select g.spent_usd::float8 as dag, (select spent_usd::float8 from agents where id = 'a1') as agent,
+      (select cost_usd::float8 from attempts where dag_id = g.id) as attempt, (select cost_usd::float8 from tasks where dag_id = g.id) as task
+    from dags g where g.id = ${dagId}`).then((r) => r[0]);
+
+  it('is charged to that attempt when it was the reporter\'s and recent: the refusal stands and says so; once per report key', async () => {
+    await agentCreate(db, 'a1', ['paid']);
+    await agentCreate(db, 'a2', ['paid']);
+    const dagId = await dagCreate(db, yaml({ top: 'defaults: { max_attempts: 3, retry: { strategy: immediate } }' }));
+    const ref = (await claimOne())!;
+    await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.1 });
+    await leaseLapsedReaped(db, reaper, 'a1');
+    // The call it was paying for when its lease was taken back: charged, and still refused (the attempt is over).
+    const late = usageReport(db, ref, { reportKey: 'r2', costUsd: 0.25, tokensIn: 40 }, { agentId: 'a1' });
+    await expect(late).rejects.toMatchObject({
+      code: 'LEASE_LOST', message: expect.stringContaining('charged to the attempt that ended'),
+      details: { lateCharged: { applied: true, attempt: { costUsd: 0.35, tokensIn: 40, tokensOut: 0 } } },
+    });
+    expect(await spend(dagId)).toEqual({ dag: 0.35, agent: 0.35, attempt: 0.35, task: 0.35 });
+    // Sent again after a lost reply: charged once.
+    await expect(usageReport(db, ref, { reportKey: 'r2', costUsd: 0.25 }, { agentId: 'a1' })).rejects.toMatchObject({ details: { lateCharged: { applied: false } } });
+    // Another agent cannot charge a1's attempt, and a report without an agent is refused as before.
+    for (const agentId of ['a2', undefined]) {
+      const refused = await refusalOf(usageReport(db, ref, { reportKey: 'x', costUsd: 5 }, { agentId }));
+      expect([refused.code, refused.details.lateCharged]).toEqual(['LEASE_LOST', undefined]);
+    }
+    expect(await ledger()).toEqual([{ report_key: 'r1', fence: ref.fence, cost: 0.1 }, { report_key: 'r2', fence: ref.fence, cost: 0.25 }]);
+    // Too late (USAGE_DEFAULTS.lateReportSec after the end): refused, not in the ledger.
+    await db.execute(sql`update attempts set ended_at = now() - interval '2 days'`);
+    const tooLate = await refusalOf(usageReport(db, ref, { reportKey: 'r3', costUsd: 1 }, { agentId: 'a1' }));
+    expect([tooLate.code, tooLate.details.lateCharged]).toEqual(['LEASE_LOST', undefined]);
+    expect((await ledger()).length).toBe(2);
+    expect(await spend(dagId)).toEqual({ dag: 0.35, agent: 0.35, attempt: 0.35, task: 0.35 });
+  });
+
+  it('after a stop at a limit: charged too, and the answer is still BUDGET_EXCEEDED', async () => {
+    await agentCreate(db, 'a1', ['paid']);
+    const dagId = await dagCreate(db, yaml({ constraints: 'max_cost_usd: 0.1' }));
+    const ref = (await claimOne())!;
+    expect((await usageReport(db, ref, { reportKey: 'r1', costUsd: 0.2 }, { agentId: 'a1' })).stopped).toMatchObject({ limit: 'task.max_cost_usd' });
+    await expect(usageReport(db, ref, { reportKey: 'r2', costUsd: 0.05 }, { agentId: 'a1' }))
+      .rejects.toMatchObject({ code: 'BUDGET_EXCEEDED', details: { lateCharged: { applied: true, attempt: { costUsd: 0.25 } } } });
+    expect(await spend(dagId)).toMatchObject({ dag: 0.25, attempt: 0.25 });
   });
 });

@@ -111,7 +111,7 @@ describe.sequential('spend of the Python agent while an attempt runs', () => {
     expect(await dagSpend(dagId)).toEqual({ spent: expect.closeTo(0.13), reserved: 0 });
   });
 
-  it.skipIf(!hasPython)('a usage report refused as LEASE_LOST drops the task: nothing charged under the stale fence, nothing more reported', async () => {
+  it.skipIf(!hasPython)('a usage report refused as LEASE_LOST drops the task: the paid call is charged to the attempt that ended, nothing more reported', async () => {
     // Heartbeats far apart: after the first, the report is the next thing the agent sends.
     const dagId = await dagCreate(db, DAG(', heartbeat_sec: 600', '{ calls: 2 }'));
     const late = paidApi.hold('/call/1');
@@ -125,13 +125,14 @@ describe.sequential('spend of the Python agent while an attempt runs', () => {
     // It drops the task and claims it again (READY: an immediate retry), as a new attempt that completes.
     await eventually('completed by its next attempt', async () => (await task(dagId)).status === 'completed', 30_000)
       .catch((e: Error) => { throw new Error(`${e.message}\n${agent.output()}`); });
-    expect(agent.output()).toMatch(/usage of 0\.01 USD not recorded: the lease was lost/);
+    expect(agent.output()).toMatch(/usage of 0\.01 USD charged to the attempt that ended: the lease was lost/);
     expect(agent.output()).toMatch(/lease lost on t; dropping it/);
+    // The call it paid for before it learnt the task was gone: charged once, to the attempt the reaper ended.
     const rows = await ledger(dagId);
-    expect(rows.filter((r) => r.fence === staleFence)).toEqual([]);
-    expect(rows.length).toBe(2);
-    expect((await task(dagId)).cost_usd).toBeCloseTo(0.02);
-    expect((await attempts(dagId)).map((a) => [a.outcome, a.cost])).toEqual([[expect.any(String), 0], ['completed', 0.02]]);
+    expect(rows.filter((r) => r.fence === staleFence).map((r) => r.cost)).toEqual([0.01]);
+    expect(rows.length).toBe(3);
+    expect((await task(dagId)).cost_usd).toBeCloseTo(0.03);
+    expect((await attempts(dagId)).map((a) => [a.outcome, a.cost])).toEqual([[expect.any(String), 0.01], ['completed', 0.02]]);
     expect(paidApi.calls.map((c) => c.path)).toEqual(['/call/1', '/call/1', '/call/2']);
   });
 

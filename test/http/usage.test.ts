@@ -5,6 +5,7 @@ import { testHttp } from '../helpers/http.js';
 import { agentCreate, dagCreate, databaseReset, leaseExpire, rowsOf } from '../helpers/factories.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
+import { reaperCreate } from '../../src/maintenance/reaper.js';
 
 // POST /api/tasks/:id/usage: an HTTP agent's usage, charged when reported and held to the attempt's limits, with
 // what a hostile or stale agent sends refused.
@@ -85,5 +86,21 @@ describe('POST /api/tasks/:id/usage', () => {
     const over = await call('POST', url, { token, body: { fence: claimed.fence, report_id: 'p', cost_usd: 0.6 } });
     expect([over.status, over.body.stopped]).toEqual([200, { limit: 'token.grant_budget_usd', limitUsd: 0.5, spentUsd: 0.6 }]);
     expect((await call('POST', url, { token, body: { fence: claimed.fence, report_id: 'q', cost_usd: 0.1 } })).body.error.code).toBe('BUDGET_EXCEEDED');
+  });
+
+  it('a report sent after the reaper took the task back is charged to the ended attempt and answered 409, saying so', async () => {
+    const { t, token } = await held(1);
+    await leaseExpire(db, t.id);
+    expect(await reaperCreate({ db }).runOnce()).toBe(1);
+    const url = `/api/tasks/${t.id}/usage`;
+    const late = await call('POST', url, { token, body: { fence: t.fence, report_id: 'late', cost_usd: 0.3, tokens_out: 9 } });
+    expect([late.status, late.body.error.lateCharged]).toEqual([409, { applied: true, attempt: { costUsd: 0.3, tokensIn: 0, tokensOut: 9 } }]);
+    expect(late.body.error.message).toContain('charged to the attempt that ended');
+    expect(await ledger()).toEqual({ n: 1, usd: 0.3 });
+    // Another agent's token cannot charge it.
+    await agentCreate(db, 'a2', ['paid']);
+    const other = await call('POST', url, { token: await http.agentToken('a2', ['paid']), body: { fence: t.fence, report_id: 'x', cost_usd: 1 } });
+    expect([other.status >= 400, other.body.error.lateCharged]).toEqual([true, undefined]);
+    expect(await ledger()).toEqual({ n: 1, usd: 0.3 });
   });
 });

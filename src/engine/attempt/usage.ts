@@ -3,7 +3,8 @@ import type { Db } from '../../db/handle.js';
 import { usageBudgetGet, usageReport as usageReportStatement, type UsageLimits } from '../../db/queries/usage.js';
 import { USAGE_DEFAULTS } from '../../config/index.js';
 import { LIMITS } from '../../config/limits.js';
-import { InvalidInputError, LeaseLostError } from '../../errors.js';
+import { BudgetExceededError, DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '../../errors.js';
+import { usageReportLate } from '../../db/queries/usage-late.js';
 import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
 import { taskFail } from './fail.js';
 import { eventInsertMany } from '../../db/queries/events.js';
@@ -75,10 +76,13 @@ export function usageCheck(u: UsageReportInput): Required<Omit<UsageReportInput,
  * Write and charge one usage report of the holder `ref`, then hold the attempt to its limits. LEASE_LOST (NOT_FOUND
  * for no such task) when the fence no longer holds the task: nothing is written.
  */
-export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput, opts: { log?: Logger } = {}): Promise<UsageAnswer> {
+export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput, opts: { log?: Logger; agentId?: string | null } = {}): Promise<UsageAnswer> {
   const u = usageCheck(input);
   const r = await usageReportStatement(db, { taskId: ref.taskId, fence: ref.fence, ...u, model: input.model ?? null, tokenId: input.tokenId ?? null });
-  if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
+  if (r.kind === 'refused') {
+    const refusal = await holdRefusalRead(db, ref, r.task);
+    throw opts.agentId ? await usageLateCharge(db, ref, input, opts.agentId, refusal) : refusal;
+  }
   const { stopped, low, remainingUsd, remainingTokens } = budgetOf(r);
   if (stopped) {
     const message = `${limitText(stopped)}; the attempt was stopped`;
@@ -96,6 +100,26 @@ export async function usageReport(db: Db, ref: TaskRef, input: UsageReportInput,
   };
 }
 
+
+/**
+ * A report refused because its attempt is over (LEASE_LOST: the reaper took a lapsed lease back; BUDGET_EXCEEDED: a
+ * limit stopped it) while a call it paid for was under way: charged all the same to that attempt when it was
+ * `agentId`'s and ended at most USAGE_DEFAULTS.lateReportSec ago (db/queries/usage-late.ts), for the money was
+ * spent. The refusal stands (the attempt is over: do no more work on it) and says the report was charged
+ * (`details.lateCharged`). Anything else (no such task, another agent's attempt, too late) is the refusal as it was.
+ */
+export async function usageLateCharge(db: Db, ref: TaskRef, input: UsageReportInput, agentId: string, refusal: DagentError): Promise<DagentError> {
+  if (!(refusal instanceof LeaseLostError || refusal instanceof BudgetExceededError || refusal instanceof ForbiddenError)) return refusal;
+  const u = usageCheck(input);
+  const r = await usageReportLate(db, {
+    taskId: ref.taskId, fence: ref.fence, ...u, model: input.model ?? null, tokenId: input.tokenId ?? null, agentId, windowSec: USAGE_DEFAULTS.lateReportSec,
+  });
+  if (r.kind === 'none') return refusal;
+  // The same refusal (its class and code: a runtime tells a lost lease from a stop by them), saying what was charged.
+  refusal.message = `${refusal.message}; this report was charged to the attempt that ended (it was spent)`;
+  Object.assign(refusal.details, { lateCharged: { applied: r.applied, attempt: r.attempt } });
+  return refusal;
+}
 
 /**
  * Where the holder `ref` stands against its limits now, without reporting anything: before a call, to ask whether

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { usageBudget, usageReport } from '../../engine/attempt/usage.js';
+import { usageBudget, usageLateCharge, usageReport } from '../../engine/attempt/usage.js';
+import { DagentError } from '../../errors.js';
 import { budgetAnswerSchema, usageAnswerSchema, usageReportBodyFields } from '../../wire/usage.js';
 import { fence, holding } from '../task-holder.js';
 import { route } from '../route.js';
@@ -17,11 +18,19 @@ export function usageRoutes(app: FastifyInstance, d: HttpDeps): void {
     summary: 'Report usage while the attempt runs (charged at once, once per report_id); the answer says what is left, or that a limit stopped the attempt; 409 if the lease was lost',
     response: usageAnswerSchema,
   }, async ({ params, body, principal }) => {
-    await holding(d, principal, params.id!, body.fence, body.model);
-    return usageReport(d.db, { taskId: params.id!, fence: body.fence }, {
+    const ref = { taskId: params.id!, fence: body.fence };
+    const input = {
       reportKey: body.report_id, costUsd: body.cost_usd, tokensIn: body.tokens_in, tokensOut: body.tokens_out,
       cachedReadTokens: body.cached_read_tokens, cacheWriteTokens: body.cache_write_tokens, model: body.model, tokenId: principal?.tokenId ?? null,
-    }, { log: d.log });
+    };
+    const agentId = principal?.role === 'agent' ? principal.agentId : null;
+    try {
+      await holding(d, principal, params.id!, body.fence, body.model);
+    } catch (err) {
+      // No longer held (the reaper took it back, or a limit stopped it): what the agent paid for is charged late all the same.
+      throw agentId && err instanceof DagentError ? await usageLateCharge(d.db, ref, input, agentId, err) : err;
+    }
+    return usageReport(d.db, ref, input, { log: d.log, agentId });
   });
 
   route(app, {
