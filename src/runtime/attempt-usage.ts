@@ -92,7 +92,7 @@ export class AttemptUsage {
     return answered;
   }
 
-  /** The budget as the last report's answer said (nothing charged yet: no limits known). */
+  /** The budget as the last report's answer or budget read (fits) said (neither yet: no limits known). */
   get view(): BudgetView {
     return this.last;
   }
@@ -115,6 +115,8 @@ export class AttemptUsage {
     if (this.gone) return false;
     try {
       const b = await untilReachable('budget read', () => usageBudget(this.db, this.ref), this.log);
+      // Fresher than the last report's answer: ctx.budget says what was read, so a handler that stops can say what is left.
+      this.last = { ...this.last, attempt: b.attempt, remainingUsd: b.remainingUsd, remainingTokens: b.remainingTokens };
       return (b.remainingUsd === null || usd <= b.remainingUsd + 1e-9) && (b.remainingTokens === null || tokens <= b.remainingTokens);
     } catch (err) {
       if (err instanceof LeaseLostError) {

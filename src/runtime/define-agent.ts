@@ -47,7 +47,7 @@ export interface TaskContext {
     tokens?: { input?: number; output?: number; cachedRead?: number; cacheWrite?: number };
     model?: string;
   }): Promise<BudgetView | null>;
-  /** Where the attempt stands against its limits, as the last report's answer said (before any: no limits known). */
+  /** Where the attempt stands against its limits, as the last report's answer or budgetFits' read said (before either: no limits known). */
   readonly budget: BudgetView;
   /** Called once, when a report's answer first says the attempt has spent 80 % or more of a limit: time to wrap up. */
   onBudgetLow(listener: (budget: BudgetView) => void): void;

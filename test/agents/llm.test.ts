@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
@@ -10,7 +11,10 @@ import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { TaskError } from '../../src/errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
-import llm, { llmConfigProblem, llmCostUsd, llmHttpError, llmMessages, llmPrices, retryAfterSec } from '../../agents/llm.js';
+import llm, {
+  LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmConfigProblem, llmHttpError, llmMaxOutputTokens, llmMessages, maxTokensField, retryAfterSec,
+} from '../../agents/llm.js';
+import { llmPrices } from '../../src/llm-prices.js';
 import { AgentFleet } from '../../src/runtime/fleet.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';
@@ -37,7 +41,7 @@ const baseUrl = provider.baseUrl;
 const send = llmSend;
 const completion = llmCompletion;
 
-const ENV_KEYS = ['DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'OPENAI_BASE_URL', 'OPENAI_API_KEY'];
+const ENV_KEYS = ['DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'OPENAI_BASE_URL', 'OPENAI_API_KEY'];
 const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
 
 beforeEach(async () => {
@@ -92,10 +96,10 @@ tasks:
     await start('llm-ok');
     await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
 
-    const researchOut = { type: 'text', model: 'gpt-4o', text: 'Herons are tall.', usage: { input: 12_000, output: 3_000 } };
+    const researchOut = { type: 'text', model: 'gpt-4o', text: 'Herons are tall.', usage: { input: 12_000, output: 3_000, cachedRead: 0 } };
     expect(await tasksOf(dagId)).toEqual([
       { key: 'research', status: 'completed', output: researchOut, cost_usd: 0.06 }, // 12k × 2.5/1M + 3k × 10/1M
-      { key: 'summary', status: 'completed', output: { type: 'text', model: 'house-model', text: 'Tall birds.', usage: { input: 1_000, output: 500 } }, cost_usd: 0.002 },
+      { key: 'summary', status: 'completed', output: { type: 'text', model: 'house-model', text: 'Tall birds.', usage: { input: 1_000, output: 500, cachedRead: 0 } }, cost_usd: 0.002 },
     ]);
     expect((await dagGet(db, dagId))!.spentUsd).toBeCloseTo(0.062, 6);
     expect(await attempts(dagId)).toEqual([
@@ -108,6 +112,9 @@ tasks:
       ['/v1/chat/completions', 'Bearer sk-test', 'house-model'],
     ]);
     const [first, second] = provider.seen;
+    // A local endpoint gets the output cap as max_tokens, the field every compatible server reads.
+    expect(first!.body.max_tokens).toBe(LLM_MAX_OUTPUT_TOKENS_DEFAULT);
+    expect(first!.body.max_completion_tokens).toBeUndefined();
     expect(first!.messages.map((m) => m.role)).toEqual(['system', 'user']);
     expect(first!.messages[0]!.content).toMatch(/DAG/);
     expect(first!.messages[1]!.content).toBe('List three facts about herons.\n\nKeep each under ten words.');
@@ -248,7 +255,7 @@ tasks:
     await eventually('provider saw the client go away', async () => disconnected, 5_000);
   });
 
-  it('records an unpriced model at cost 0 and warns about it once', async () => {
+  it('records an unpriced model at an unknown cost (NULL in the ledger, never 0), its tokens counted, and warns about it once', async () => {
     const lines: string[] = [];
     const log = pino({ level: 'warn' }, new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } }));
     provider.reply = (r) => send(r.res, 200, completion('ok', 100, 100));
@@ -260,25 +267,107 @@ tasks:
 `);
     await start('llm-unpriced', log);
     await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed');
-    expect((await tasksOf(dagId)).map((t) => t.cost_usd)).toEqual([0, 0]);
+    expect(await rows(sql`select model, cost_usd, tokens_in::int, tokens_out::int from usage_reports where dag_id = ${dagId}`))
+      .toEqual([{ model: 'mystery-model', cost_usd: null, tokens_in: 100, tokens_out: 100 }, { model: 'mystery-model', cost_usd: null, tokens_in: 100, tokens_out: 100 }]);
     expect((await attempts(dagId)).map((a) => [a.model, a.tokens_in])).toEqual([['mystery-model', 100], ['mystery-model', 100]]);
     const warnings = lines.map((l) => JSON.parse(l) as { msg: string; model?: string }).filter((l) => l.model === 'mystery-model');
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]!.msg).toMatch(/no price/);
+    expect(warnings[0]!.msg).toBe('no price for this model: its cost is recorded as unknown, its tokens still count (set DAGENT_LLM_PRICES)');
+  });
+
+  it('prices the input tokens OpenAI\'s prompt cache served apart: the ledger keeps them as cached_read_tokens', async () => {
+    // 10,000 in, 8,000 of them from the cache, 1,000 out, on gpt-4o: 2,000 × 2.5/1M + 8,000 × 1.25/1M + 1,000 × 10/1M.
+    provider.reply = (r) => send(r.res, 200, completion('cached', 10_000, 1_000, 8_000));
+    const dagId = await dagCreate(db, 'name: cached\ntasks:\n  only: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [openai/gpt-4o] } }\n');
+    await start('llm-cached');
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
+    expect(await rows(sql`select model, cost_usd::float8, tokens_in::int, tokens_out::int, cached_read_tokens::int, cache_write_tokens::int from usage_reports where dag_id = ${dagId}`))
+      .toEqual([{ model: 'openai/gpt-4o', cost_usd: 0.025, tokens_in: 10_000, tokens_out: 1_000, cached_read_tokens: 8_000, cache_write_tokens: 0 }]);
+    const [t] = await tasksOf(dagId);
+    expect(t).toMatchObject({ cost_usd: 0.025, output: { usage: { input: 10_000, output: 1_000, cachedRead: 8_000 } } });
+  });
+
+  it('makes no request when one call\'s estimate does not fit the task\'s max_cost_usd: the attempt fails budget_exceeded and dead-letters', async () => {
+    // gpt-4o: up to 1,000 tokens out at $10/M is $0.01, over a max cost of $0.005 before any input is counted.
+    process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS = '1000';
+    provider.reply = (r) => send(r.res, 200, completion('should not be asked', 10, 10));
+    const dagId = await dagCreate(db, `
+name: too-dear
+tasks:
+  only: { type: llm, max_attempts: 3, spec: { constraints: { capabilities: [llm], max_cost_usd: 0.005 }, prompt: hi, models: [gpt-4o] } }
+`);
+    await start('llm-too-dear');
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).only === 'dead_lettered');
+    expect(provider.seen).toEqual([]);
+    const [a] = await rows<{ error_class: string; error_message: string; model: string | null }>(sql`
+      select a.error_class, a.error_message, a.model from attempts a where a.dag_id = ${dagId}`);
+    const estimate = llmCallEstimate('gpt-4o', llmMessages({ key: 'only', spec: { prompt: 'hi', context: [], models: [], fallbackModels: [], input: {} }, inputs: {} }), 1000, llmPrices(undefined));
+    expect(a).toEqual({
+      error_class: 'budget_exceeded', model: 'gpt-4o',
+      error_message: `no call to gpt-4o: it may spend $${Number(estimate.usd!.toFixed(6))} and ${estimate.inputTokens + 1000} tokens (${estimate.inputTokens} estimated in, up to 1000 out); the attempt has $0.005 left`,
+    });
+    expect(await rows(sql`select count(*)::int as n from usage_reports where dag_id = ${dagId}`)).toEqual([{ n: 0 }]);
+  });
+
+  it('holds an unpriced model to the task\'s max_tokens: an estimate over it makes no request', async () => {
+    provider.reply = (r) => send(r.res, 200, completion('should not be asked', 10, 10));
+    const dagId = await dagCreate(db, `
+name: too-long
+tasks:
+  only: { type: llm, max_attempts: 1, spec: { constraints: { capabilities: [llm], max_tokens: 1000 }, prompt: hi, models: [mystery-model] } }
+`);
+    await start('llm-too-long');
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).only === 'dead_lettered');
+    expect(provider.seen).toEqual([]);
+    const [a] = await rows<{ error_class: string; error_message: string }>(sql`select error_class, error_message from attempts where dag_id = ${dagId}`);
+    expect(a!.error_class).toBe('budget_exceeded');
+    expect(a!.error_message).toMatch(/^no call to mystery-model: it may spend an unknown cost \(no price\) and \d+ tokens \(\d+ estimated in, up to 4096 out\); the attempt has 1000 tokens left$/);
+  });
+
+  it('once earlier tasks have nearly spent the DAG\'s budget, the next task\'s call is not made', async () => {
+    // Each call: input free, up to 10 tokens out at $1,000/M: estimated and charged $0.01. Two fit in $0.025, a third does not.
+    process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'house-model': { input: 0, output: 1_000 } });
+    process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS = '10';
+    provider.reply = (r) => send(r.res, 200, completion('step', 50, 10));
+    const dagId = await dagCreate(db, `
+name: three-steps
+budget_usd: 0.025
+tasks:
+  one: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: first, models: [house-model] } }
+  two: { type: llm, depends_on: [one], spec: { constraints: { capabilities: [llm] }, prompt: second, models: [house-model] } }
+  three: { type: llm, depends_on: [two], max_attempts: 1, spec: { constraints: { capabilities: [llm] }, prompt: third, models: [house-model] } }
+`);
+    await start('llm-dag-budget');
+    await eventually('three dead-lettered', async () => (await taskStatusByKey(db, dagId)).three === 'dead_lettered');
+    expect(provider.seen.map((s) => s.messages[1]!.content.split('\n')[0])).toEqual(['first', 'second']);
+    expect(provider.seen.map((s) => s.body.max_tokens)).toEqual([10, 10]);
+    expect((await attempts(dagId)).map((a) => [a.key, a.outcome, a.error_class, a.cost_usd])).toEqual([
+      ['one', 'completed', null, 0.01], ['three', 'failed', 'budget_exceeded', 0], ['two', 'completed', null, 0.01],
+    ]);
+    const [three] = await rows<{ error_message: string }>(sql`select a.error_message from attempts a join tasks t on t.id = a.task_id where t.dag_id = ${dagId} and t.key = 'three'`);
+    expect(three!.error_message).toMatch(/^no call to house-model: it may spend \$0\.01 and \d+ tokens .*; the attempt has \$0\.005 left$/);
+    expect((await dagGet(db, dagId))!.spentUsd).toBeCloseTo(0.02, 9);
   });
 });
 
 describe('llm agent pieces', () => {
-  it('prices tokens per million, with DAGENT_LLM_PRICES overriding and extending the table', () => {
-    expect(llmCostUsd('gpt-4o', { input: 1_000_000, output: 1_000_000 }, llmPrices(undefined))).toBeCloseTo(12.5);
-    expect(llmCostUsd('gpt-4o-mini', { input: 2_000, output: 1_000 }, llmPrices(undefined))).toBeCloseTo(0.0009);
-    expect(llmCostUsd('gpt-4o-2024-05-13', { input: 1, output: 1 }, llmPrices(undefined))).toBeNull();
-    expect(llmCostUsd('toString', { input: 1, output: 1 }, llmPrices(undefined))).toBeNull();
-    const prices = llmPrices('{"gpt-4o":{"input":1,"output":1},"local":{"input":0,"output":0}}');
-    expect(llmCostUsd('gpt-4o', { input: 1_000_000, output: 1_000_000 }, prices)).toBeCloseTo(2);
-    expect(llmCostUsd('local', { input: 5, output: 5 }, prices)).toBe(0);
-    expect(() => llmPrices('{not json')).toThrow(expect.objectContaining({ errorClass: 'config', retryable: false }));
-    expect(() => llmPrices('{"m":{"input":1}}')).toThrow(expect.objectContaining({ errorClass: 'config' }));
+  it('estimates a call before making it: the prompt\'s characters / 4 rounded up in, the output cap out, at the model\'s price', () => {
+    const messages = [{ role: 'system' as const, content: 'x'.repeat(10) }, { role: 'user' as const, content: 'y'.repeat(3) }];
+    expect(llmCallEstimate('gpt-4o', messages, 1_000, llmPrices(undefined))).toEqual({ inputTokens: 4, outputTokens: 1_000, usd: (4 * 2.5 + 1_000 * 10) / 1e6 });
+    expect(llmCallEstimate('mystery', messages, 1_000, llmPrices(undefined))).toEqual({ inputTokens: 4, outputTokens: 1_000, usd: null });
+    expect(llmMaxOutputTokens(undefined)).toBe(LLM_MAX_OUTPUT_TOKENS_DEFAULT);
+    expect(llmMaxOutputTokens('256')).toBe(256);
+    expect(readFileSync('docs/agents.md', 'utf8')).toContain(`| \`DAGENT_LLM_MAX_OUTPUT_TOKENS\` | \`${LLM_MAX_OUTPUT_TOKENS_DEFAULT}\` |`);
+    for (const bad of ['0', '-5', '1.5', 'lots', '1e3']) {
+      expect(() => llmMaxOutputTokens(bad)).toThrow(expect.objectContaining({ errorClass: 'config', retryable: false, message: `DAGENT_LLM_MAX_OUTPUT_TOKENS must be a positive whole number of tokens, got "${bad}"` }));
+    }
+  });
+
+  it('caps the output with max_completion_tokens on OpenAI\'s hosts (its reasoning models refuse max_tokens), max_tokens elsewhere', () => {
+    expect(maxTokensField('https://api.openai.com/v1')).toBe('max_completion_tokens');
+    expect(maxTokensField('https://my-team.openai.azure.com/openai/deployments/x')).toBe('max_completion_tokens');
+    expect(maxTokensField('http://localhost:11434/v1')).toBe('max_tokens');
+    expect(maxTokensField('https://gateway.example/v1')).toBe('max_tokens');
   });
 
   it('maps HTTP statuses to error classes, reading Retry-After as seconds or a date', () => {
@@ -311,6 +400,9 @@ describe('the llm agents\' preflight', () => {
     expect(llmConfigProblem({ DAGENT_LLM_BASE_URL: 'http://ollama:11434/v1' })).toBeUndefined();
     expect(llmConfigProblem({ DAGENT_LLM_BASE_URL: 'https://localhost:8443/v1' })).toBeUndefined();
     expect(llmConfigProblem({ DAGENT_LLM_BASE_URL: 'not a url' })).toBe('DAGENT_LLM_BASE_URL is not a URL: not a url');
+    // A price table or an output cap that does not read stops the agent at start, not each task.
+    expect(llmConfigProblem({ OPENAI_API_KEY: 'sk-x', DAGENT_LLM_PRICES: '{"m":{"input":1,"output":"2"}}' })).toBe('DAGENT_LLM_PRICES["m"].output must be a non-negative number (USD per 1M tokens), got "2"');
+    expect(llmConfigProblem({ OPENAI_API_KEY: 'sk-x', DAGENT_LLM_MAX_OUTPUT_TOKENS: 'many' })).toBe('DAGENT_LLM_MAX_OUTPUT_TOKENS must be a positive whole number of tokens, got "many"');
   });
 
   it('in a fleet (dagent up), an agent whose preflight fails is left out and named; the others start', async () => {

@@ -146,13 +146,16 @@ describe('one DAG budget, eight agents reporting at once', () => {
 });
 
 describe('the budget in a TypeScript handler', () => {
-  it('ctx.onBudgetLow fires once at 80 % of a limit, ctx.budget follows the reports, ctx.budgetFits says whether a call fits', async () => {
+  it('ctx.onBudgetLow fires once at 80 % of a limit, ctx.budget follows the reports and budget reads, ctx.budgetFits says whether a call fits', async () => {
     const seen: { low: BudgetView[]; budgets: Array<number | null>; fits: boolean[] } = { low: [], budgets: [], fits: [] };
     const dagId = await dagCreate(db, DAG({ maxCost: 0.1 }));
     await run(defineAgent({
       name: 'careful', capabilities: ['usage'],
       async run(_task, ctx) {
         ctx.onBudgetLow((b) => seen.low.push(b));
+        seen.budgets.push(ctx.budget.remainingUsd);
+        // A budget read before any report: ctx.budget says what it read.
+        seen.fits.push(await ctx.budgetFits(0.5));
         seen.budgets.push(ctx.budget.remainingUsd);
         for (let i = 0; i < 3; i++) {
           await ctx.reportCost({ usd: 0.03, tokens: { input: 100, output: 5, cachedRead: 60, cacheWrite: 10 }, model: 'm' });
@@ -163,10 +166,10 @@ describe('the budget in a TypeScript handler', () => {
       },
     }), { id: 'careful-1' });
     await eventually('completed', async () => (await rowsOf<{ status: string }>(db, sql`select status from tasks where dag_id = ${dagId}`))[0]?.status === 'completed');
-    expect(seen.budgets.map((b) => (b === null ? null : Math.round(b * 100) / 100))).toEqual([null, 0.07, 0.04, 0.01]);
+    expect(seen.budgets.map((b) => (b === null ? null : Math.round(b * 100) / 100))).toEqual([null, 0.1, 0.07, 0.04, 0.01]);
     expect(seen.low).toHaveLength(1);
     expect(seen.low[0]!.low).toEqual({ limit: 'task.max_cost_usd', limitUsd: 0.1, spentUsd: 0.09 });
-    expect(seen.fits).toEqual([false, true]);
+    expect(seen.fits).toEqual([false, false, true]);
     // Input, output, cache-read and cache-write tokens kept apart in the ledger.
     expect(await rowsOf(db, sql`select sum(tokens_in)::int as i, sum(tokens_out)::int as o, sum(cached_read_tokens)::int as r, sum(cache_write_tokens)::int as w from usage_reports`))
       .toEqual([{ i: 300, o: 15, r: 180, w: 30 }]);

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { ChatMessage } from '../../agents/llm.js';
 
 /** One request the stand-in provider received. */
-export interface SeenRequest { path: string; authorization: string | undefined; model: string; messages: ChatMessage[]; res: ServerResponse }
+export interface SeenRequest { path: string; authorization: string | undefined; model: string; messages: ChatMessage[]; body: Record<string, unknown>; res: ServerResponse }
 
 /**
  * A local OpenAI-compatible chat-completions server for tests: records every
@@ -21,8 +21,8 @@ export async function llmServerStart() {
     req.setEncoding('utf8');
     req.on('data', (c: string) => { data += c; });
     req.on('end', () => {
-      const body = JSON.parse(data) as { model: string; messages: ChatMessage[] };
-      const s = { path: req.url ?? '', authorization: req.headers.authorization, model: body.model, messages: body.messages, res };
+      const body = JSON.parse(data) as { model: string; messages: ChatMessage[] } & Record<string, unknown>;
+      const s = { path: req.url ?? '', authorization: req.headers.authorization, model: body.model, messages: body.messages, body, res };
       state.seen.push(s);
       state.reply(s);
     });
@@ -36,7 +36,10 @@ export function llmSend(res: ServerResponse, status: number, body: unknown, head
   res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
 }
 
-/** A chat.completion body answering `text`, with token usage. */
-export function llmCompletion(text: string | null, input: number, output: number) {
-  return { id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text } }], usage: { prompt_tokens: input, completion_tokens: output } };
+/** A chat.completion body answering `text`, with token usage (`cached`: of the input, those OpenAI's prompt cache served). */
+export function llmCompletion(text: string | null, input: number, output: number, cached?: number) {
+  return {
+    id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text } }],
+    usage: { prompt_tokens: input, completion_tokens: output, ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }) },
+  };
 }

@@ -111,6 +111,34 @@ describe('llm-judge validation steps, against a local OpenAI-compatible server',
     expect(task!.attempts).toBe(1);
   });
 
+  it('a judge that keeps rejecting stops before the call the DAG\'s budget cannot pay: two judge calls fit, the third is not made', async () => {
+    // Each judge call is estimated at up to 1,000 tokens out at $2/M plus its prompt (well under 1,000 tokens in at
+    // $1/M): about $0.0021; each is charged $0.0012. After two, $0.0012 of the $0.0036 is left: too little for a third.
+    const before = process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS;
+    process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS = '1000';
+    try {
+      judgeAnswers('{"pass": false, "score": 0.2, "reasons": ["too long"]}');
+      const dagId = await dagCreate(db, DAG('max_attempts: 5\n    retry: { strategy: immediate }').replace('name: essay\n', 'name: essay\nbudget_usd: 0.0036\n'));
+      await run(writer, { id: 'writer-5' });
+      await run(validateJudge, { id: 'judge-agent-5' });
+      // The third judgement is dead-lettered (budget_exceeded is not retried): the draft waits on it, the DAG shows blocked.
+      await eventually('the third judgement dead-lettered', async () => (await taskStatusByKey(db, dagId))['draft/validate-1@3'] === 'dead_lettered');
+      expect(await taskStatusByKey(db, dagId)).toMatchObject({ draft: 'validating', publish: 'pending' });
+      expect((await dagGet(db, dagId))!.status).toBe('blocked');
+      expect(provider.seen).toHaveLength(2);
+      expect(provider.seen.map((s) => s.body.max_tokens)).toEqual([1000, 1000]);
+      const judged = (await attempts(dagId)).filter((a) => a.key.startsWith('draft/validate-1@'));
+      expect(judged.map((a) => [a.outcome, a.error_class, a.cost_usd])).toEqual([
+        ['completed', null, 0.0012], ['completed', null, 0.0012], ['failed', 'budget_exceeded', 0],
+      ]);
+      expect(judged[2]!.error_message).toMatch(/^no call to judge-1: it may spend \$0\.002\d* and \d+ tokens \(\d+ estimated in, up to 1000 out\); the attempt has \$0\.0012 left$/);
+      expect((await dagGet(db, dagId))!.spentUsd).toBeCloseTo(0.0024, 9);
+    } finally {
+      if (before === undefined) delete process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS;
+      else process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS = before;
+    }
+  });
+
   it('failing validation 3 times on 2 distinct agents dead-letters the task as a poison pill, every verdict in dlq show', async () => {
     judgeAnswers('{"pass": false, "score": 0.1, "reasons": ["off topic"]}');
     const dagId = await dagCreate(db, DAG('max_attempts: 10\n    retry: { strategy: immediate }'));
