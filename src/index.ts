@@ -4,6 +4,7 @@
 // Agents: define one, run it in this process.
 export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/define-agent.js';
 export type { BudgetView, CallEstimate } from './runtime/attempt-usage.js';
+export type { StreamWriter } from './runtime/attempt-streams.js';
 export type { LimitReached, UsageLimitName } from './engine/attempt/usage-limits.js';
 export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js';
 export { AgentFleet, type FleetMember } from './runtime/fleet.js';

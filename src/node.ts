@@ -3,7 +3,7 @@ import type { Database } from './db/handle.js';
 import { ReadyListener } from './db/ready-listener.js';
 import { ClaimWaiters } from './claim-wait/waiters.js';
 import { CLAIM_WAIT_DEFAULTS } from './config/index.js';
-import { EVENTS_CHANNEL, READY_CHANNEL, REVOKED_CHANNEL } from './db/statement.js';
+import { EVENTS_CHANNEL, READY_CHANNEL, REVOKED_CHANNEL, STREAM_CHANNEL } from './db/statement.js';
 import type { HttpServer } from './http/server.js';
 import { maintenanceServices, type MaintenanceService } from './maintenance/index.js';
 import type { AgentRunner } from './runtime/agent-runner.js';
@@ -85,7 +85,7 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
   const members = o.agents ?? [];
   // One LISTEN connection for the whole process: the agents' wake-ups, the event stream, the waiting claims and token revocations share it.
   const listener = members.length > 0 || o.http
-    ? new ReadyListener({ url: o.database.sessionUrl, log: o.log, channels: o.http ? [READY_CHANNEL, EVENTS_CHANNEL, REVOKED_CHANNEL] : [READY_CHANNEL] })
+    ? new ReadyListener({ url: o.database.sessionUrl, log: o.log, channels: o.http ? [READY_CHANNEL, EVENTS_CHANNEL, REVOKED_CHANNEL, STREAM_CHANNEL] : [READY_CHANNEL] })
     : undefined;
   // One place to wait for work, on that connection, for the agents' idle claim loops, HTTP long polls and MCP sessions.
   const waiters = listener

@@ -33,6 +33,10 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
     commands: { logs: 'what an agent logged while it ran a task: one attempt (the latest by default), or follow it live' },
     load: async () => (await import('./logs.js')).logsCommand,
   },
+  {
+    commands: { stream: 'print a task\'s stream (ctx.stream) as it is written, until it ends' },
+    load: async () => (await import('./stream.js')).streamCommand,
+  },
   { commands: { cancel: 'cancel a DAG, or a task and everything downstream of it' }, load: async () => (await import('./cancel.js')).cancelCommands },
   {
     commands: {

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type TableType from 'cli-table3';
-import { jsonForTerminal, terminalSafe } from '../terminal-text.js';
+import { jsonForTerminal, terminalSafe, terminalSafeLines } from '../terminal-text.js';
 
 // Loaded on the first table, not at start-up (cli-table3 is CommonJS, so a synchronous require does).
 const tableClass = (): typeof TableType => createRequire(import.meta.url)('cli-table3') as typeof TableType;
@@ -41,6 +41,11 @@ export class Output {
 
   line(s = ''): void {
     this.io.stdout(`${terminalSafe(s)}\n`);
+  }
+
+  /** Text as it comes (a stream's), no line added: its line breaks kept, every other control shown as an escape. */
+  text(s: string): void {
+    this.io.stdout(terminalSafeLines(s));
   }
 
   /** A blank line, then a heading (`attempts:`) for what follows. */

@@ -283,6 +283,19 @@ export const USAGE_DEFAULTS = {
 } as const;
 
 /**
+ * Streams (ctx.stream): a writer sends what was written within `batchMs`, or `batchBytes` of it, as one statement (a
+ * token-by-token writer costs a few statements a second); one batch in flight per stream. A reader reads up to
+ * `readRows` chunks per statement, woken by the stream's NOTIFY, and every `pollMs` without one (a notification is
+ * only a hint).
+ */
+export const STREAM_DEFAULTS = {
+  batchMs: 50,
+  batchBytes: 64 * 1024,
+  readRows: 500,
+  pollMs: 1000,
+} as const;
+
+/**
  * The spend report (`dagent costs`, GET /api/costs, the dashboard's Spend page): `days` UTC days of daily spend and
  * of stops at a limit unless asked otherwise, at most `daysMax` over HTTP; the `dags` DAGs that spent most, the
  * `running` attempts that spent most, the `stops` latest stops.

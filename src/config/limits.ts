@@ -62,6 +62,10 @@ export const LIMIT_DEFAULTS = {
   reportCostUsd: 1_000_000,
   /** Most tokens (in, and out) one report may say it used. */
   reportTokens: 1_000_000_000,
+  /** Most bytes an attempt's streams (ctx.stream) may hold together: past it the stream being written ends, marked truncated (8 MiB). */
+  streamBytesPerAttempt: 8 * 1024 * 1024,
+  /** Largest chunk one stream write may carry (64 KiB): a longer text is written as several. */
+  streamChunkBytes: 64 * 1024,
   /** Most bytes an event stream may have waiting for a reader that does not read: beyond, the stream is cut off (1 MiB). */
   streamBacklogBytes: 1024 * 1024,
   /** Compiled JSON Schemas kept per process; the least recently used is freed beyond this. */

@@ -26,6 +26,8 @@ export function isoTextOf(v: unknown): unknown {
 export const READY_CHANNEL = 'dagent_ready';
 /** NOTIFY channel the events table's trigger (migration 0010) signals on every new event row. */
 export const EVENTS_CHANNEL = 'dagent_events';
+/** NOTIFY channel a stream write signals on (its payload: `task id:fence:name`): readers of that stream read again. */
+export const STREAM_CHANNEL = 'dagent_stream';
 /** NOTIFY channel a token's revocation signals on (its payload is the token's id): open sessions and streams end at once. */
 export const REVOKED_CHANNEL = 'dagent_token_revoked';
 

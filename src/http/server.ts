@@ -17,6 +17,7 @@ import { TokenRevocations } from '../auth/revocations.js';
 import { ACCESS_ROLES, routeResponsesCheck } from './route.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
+import { StreamFeeds } from './stream-feeds.js';
 import { openApiDocument } from './openapi.js';
 import type { HttpDeps } from './deps.js';
 import { MetricsCollector } from '../observability/metrics.js';
@@ -75,6 +76,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     clientErrorHandler: clientErrorAnswer,
   });
   const hub = new EventHub({ db: o.db, databaseUrl: o.databaseUrl, log, pollMs: o.streamPollMs, listener: o.listener });
+  const streams = new StreamFeeds({ db: o.db, databaseUrl: o.databaseUrl, log, listener: o.listener, pollMs: o.streamPollMs });
   const metrics = new MetricsCollector(o.db);
   const claimWaiters = o.claimWaiters ?? new ClaimWaiters({
     databaseUrl: o.databaseUrl, log, listener: o.listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
@@ -149,7 +151,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   });
 
   if (o.checkResponses) routeResponsesCheck(app);
-  routesRegister(app, { db: o.db, log, hub, metrics, claimWaiters, revocations, closing: closing.signal, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
+  routesRegister(app, { db: o.db, log, hub, streams, metrics, claimWaiters, revocations, closing: closing.signal, maxQueued: o.maxQueued, fileRoots: o.fileRoots });
   await app.ready();
 
   return {
@@ -166,6 +168,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
       closing.abort();
       if (!o.claimWaiters) await claimWaiters.close();
       await hub.close();
+      await streams.close();
       metrics.close();
       await app.close();
       await revocations.close();

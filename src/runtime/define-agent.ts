@@ -8,6 +8,7 @@ import type { SpawnedChild } from '../engine/dag/spawn.js';
 import { InvalidInputError } from '../errors.js';
 import type { StepOptions } from './attempt-steps.js';
 import type { BudgetView, CallEstimate } from './attempt-usage.js';
+import type { StreamWriter } from './attempt-streams.js';
 
 /** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */
 export interface TaskContext {
@@ -67,6 +68,13 @@ export interface TaskContext {
    * run afresh in each attempt (recorded for visibility, never replayed). docs/agents.md, "Durable steps".
    */
   step<T>(name: string, fn: () => Promise<T> | T, options?: StepOptions): Promise<T>;
+  /**
+   * A stream of this attempt (default `output`): what `write` gets (text, appended; or a JSON value) is durable
+   * within STREAM_DEFAULTS.batchMs and readable live and afterwards (GET /api/tasks/:id/streams/:name as
+   * server-sent events, `dagent stream`, the dashboard), each attempt's kept apart. The same name returns the same
+   * writer. docs/agents.md, "Streams".
+   */
+  stream(name?: string): StreamWriter;
 }
 
 export interface AgentDefinition {

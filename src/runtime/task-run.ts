@@ -17,6 +17,7 @@ import type { CompletionBatcher } from './completion-batcher.js';
 import { untilReachable } from './until-reachable.js';
 import { AttemptLog } from './attempt-log.js';
 import { AttemptSteps } from './attempt-steps.js';
+import { AttemptStreams } from './attempt-streams.js';
 import { AttemptUsage } from './attempt-usage.js';
 import { errorClassify, InvalidOutputError } from './task-errors.js';
 import type { AttemptSpend } from '../db/rows.js';
@@ -65,6 +66,8 @@ export class TaskRun {
   /** What the handler reported spending (reportCost): written and charged as it is reported (usage). */
   private readonly cost: Required<AttemptSpend> = { costUsd: 0, tokensIn: 0, tokensOut: 0, model: null };
   private readonly usage: AttemptUsage;
+  /** What the handler streams (ctx.stream): written as it is produced, flushed before the attempt ends. */
+  private readonly streams: AttemptStreams;
   /** The handler's durable steps (ctx.step). */
   private readonly steps: AttemptSteps;
   private waiting = false;
@@ -75,6 +78,7 @@ export class TaskRun {
     this.log = deps.log.child({ taskId: task.id, dagId: task.dagId, attempt: task.attempt });
     this.attemptLog = new AttemptLog(deps.db, this.ref, this.log);
     this.steps = new AttemptSteps(deps.db, this.ref, () => this.attemptLog.logger, this.log, () => this.stop('lease_lost'), (v) => jsonStorable(v, () => null));
+    this.streams = new AttemptStreams(deps.db, this.ref, this.log);
     this.usage = new AttemptUsage(deps.db, this.ref, deps.agentId, this.log, () => this.stop('budget_exceeded'), () => this.stop('lease_lost'));
     this.done = this.execute().catch((err) => this.log.error({ err }, 'task run failed unexpectedly; the reaper will recover the task'));
   }
@@ -144,6 +148,8 @@ export class TaskRun {
     const ended = result.kind === 'aborted' && (result.reason === 'lease_lost' || result.reason === 'budget_exceeded');
     if (!ended) await this.attemptLog.flush();
     this.attemptLog.close();
+    // What its streams hold is durable before the attempt ends (a stream not ended by its writer ends with it).
+    if (!ended) await this.streams.flush();
     let outcome = result;
     const { db, batcher } = this.deps;
     // What the handler reported is charged by now (a report that reached a limit has ended the attempt): the end
@@ -227,6 +233,7 @@ export class TaskRun {
         if (opts.wait) await this.attemptLog.flush();
         // A wait ends the attempt: what it reported is charged first, and the spawn reports nothing more.
         if (opts.wait) await this.usage.flush();
+        if (opts.wait) await this.streams.flush();
         const cost = { costUsd: 0, tokensIn: 0, tokensOut: 0, model: this.cost.model };
         const r = await taskSpawn(this.deps.db, this.ref, specs, { wait: opts.wait, cost, log: this.log });
         if (!r.waiting) return r.children;
@@ -256,6 +263,7 @@ export class TaskRun {
         live();
         return this.steps.run(name, fn, options);
       },
+      stream: (name) => this.streams.open(name),
     };
   }
 }

@@ -18,3 +18,4 @@ export * from './signals.js';
 export * from './model-pauses.js';
 export * from './rate-limits.js';
 export * from './usage-reports.js';
+export * from './task-streams.js';

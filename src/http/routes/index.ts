@@ -15,6 +15,7 @@ import { signalRoutes } from './signals.js';
 import { stepRoutes } from './steps.js';
 import { streamRoutes } from './stream.js';
 import { taskRoutes } from './tasks.js';
+import { taskStreamRoutes } from './task-streams.js';
 import { usageRoutes } from './usage.js';
 import { whoamiRoutes } from './whoami.js';
 
@@ -36,6 +37,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   usageRoutes,
   whoamiRoutes,
   streamRoutes,
+  taskStreamRoutes,
   mcpRoutes,
   metricsRoutes,
   openApiRoutes,

@@ -5,9 +5,7 @@ import type { HttpDeps } from '../deps.js';
 import { otherContent, route } from '../route.js';
 import { LIMITS } from '../../config/index.js';
 import { engineEvents } from '../../observability/engine-events.js';
-
-/** Comment lines keep idle proxies (and the browser) from closing a quiet stream. */
-export const STREAM_KEEPALIVE_MS = 15_000;
+import { sseKeepalive, sseOpen } from '../sse.js';
 
 export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
@@ -23,13 +21,7 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
     if (query.dag_id) await dagRequire(d.db, query.dag_id);
     reply.hijack();
     const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    res.write('retry: 2000\n\n');
+    sseOpen(res);
     let n = 0;
     // A reader that does not read would make this process hold every event for it: once more than
     // LIMITS.streamBacklogBytes wait unsent, the stream is cut off (an EventSource reconnects and
@@ -51,7 +43,7 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
         if (e.type === 'close') res.end();
       },
     });
-    const keepalive = setInterval(() => { if (!res.destroyed && res.writableLength === 0) res.write(': keepalive\n\n'); }, STREAM_KEEPALIVE_MS);
+    const keepaliveStop = sseKeepalive(res);
     // A token revoked after the stream opened ends it when the revocation commits (auth/revocations.ts): the
     // revocation is heard on the connection the events come by, so no event committed after it goes out.
     const unwatch = principal ? d.revocations.watch(principal.tokenId, () => {
@@ -63,7 +55,7 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
     const closed = () => {
       if (ended) return;
       ended = true;
-      clearInterval(keepalive);
+      keepaliveStop();
       unwatch?.();
       unsubscribe();
     };

@@ -1,0 +1,40 @@
+import type { Db } from '../../db/handle.js';
+import { streamChunksRead, streamListForTask, streamStateGet, type StreamChunkKind, type StreamState } from '../../db/queries/streams.js';
+import { taskHolderGet } from '../../db/queries/tasks-read.js';
+import { NotFoundError } from '../../errors.js';
+
+/**
+ * Reading a stream (db/queries/streams.ts) from a position: which attempt's stream a reader follows, and whether it
+ * has ended, from its own end or its attempt's (a writer killed mid-stream leaves what it flushed, ended by the
+ * attempt's failure).
+ */
+
+export type { StreamState };
+export interface StreamChunk { seq: number; kind: StreamChunkKind; data: string }
+/** Why a stream ended: by its writer, at its attempt's bytes, or with its attempt (its outcome: failed, completed, …). */
+export interface StreamEnd { reason: 'ended' | 'truncated' | 'attempt_ended'; outcome: string | null; chunks: number }
+
+/** The stream a reader follows (the named attempt's, else the latest's); NOT_FOUND naming what is missing. */
+export async function streamOpen(db: Db, taskId: string, name: string, attempt?: number): Promise<StreamState> {
+  const s = await streamStateGet(db, taskId, name, attempt);
+  if (s) return s;
+  if (!(await taskHolderGet(db, taskId))) throw new NotFoundError('task', taskId);
+  throw new NotFoundError('stream', `${taskId}/${name}${attempt !== undefined ? ` of attempt ${attempt}` : ''}`);
+}
+
+/** The end of a stream whose chunks a reader has read up to `readSeq`, or null while more may come. */
+export async function streamEndAfter(db: Db, s: { taskId: string; fence: number; name: string }, readSeq: number): Promise<StreamEnd | null> {
+  const st = await streamStateGet(db, s.taskId, s.name, undefined, s.fence);
+  if (!st || readSeq < st.chunks) return null;
+  if (st.endReason) return { reason: st.endReason as 'ended' | 'truncated', outcome: st.attemptOutcome, chunks: st.chunks };
+  if (st.attemptOutcome) return { reason: 'attempt_ended', outcome: st.attemptOutcome, chunks: st.chunks };
+  return null;
+}
+
+export function streamRead(db: Db, s: { taskId: string; fence: number; name: string }, afterSeq: number, limit: number): Promise<StreamChunk[]> {
+  return streamChunksRead(db, { ...s, afterSeq, limit });
+}
+
+export function streamList(db: Db, taskId: string) {
+  return streamListForTask(db, taskId);
+}
