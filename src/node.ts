@@ -34,6 +34,8 @@ export interface NodeOptions {
   maxQueued?: number;
   /** The retention period (DAGENT_RETENTION) in seconds; null or absent: the retention loop prunes nothing. */
   retentionSec?: number | null;
+  /** DAGENT_RETENTION_STREAMS in seconds; null: streams go with their DAG. */
+  retentionStreamsSec?: number | null;
   /**
    * Seconds each maintenance loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC): when this process is
    * killed, its loops move to another after this long. Default LOOP_LEASE_DEFAULTS.ttlSec.
@@ -81,7 +83,7 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
   // start, so loading it overlaps the loops' and the agents' start.
   const httpModule = o.http ? import('./http/server.js') : undefined;
   httpModule?.catch(() => {}); // a failure is thrown where it is awaited
-  const loops = o.maintenance === false ? [] : maintenanceServices(o.database.db, o.log, { maxQueued: o.maxQueued, retentionSec: o.retentionSec, leaseSec: o.loopLeaseSec });
+  const loops = o.maintenance === false ? [] : maintenanceServices(o.database.db, o.log, { maxQueued: o.maxQueued, retentionSec: o.retentionSec, retentionStreamsSec: o.retentionStreamsSec, leaseSec: o.loopLeaseSec });
   const members = o.agents ?? [];
   // One LISTEN connection for the whole process: the agents' wake-ups, the event stream, the waiting claims and token revocations share it.
   const listener = members.length > 0 || o.http

@@ -36,7 +36,7 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
         // (maintenance/service.ts) gives it to one process at a time, however many run them.
         const node = await nodeStart({
           database: d, log: ctx.log, agents: [{ def, id: opts.id, concurrency: opts.concurrency }], instance, pollIntervalMs: opts.pollMs,
-          maintenance: opts.maintenance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec, loopLeaseSec: cfg.loopLeaseSec,
+          maintenance: opts.maintenance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec, retentionStreamsSec: cfg.retentionStreamsSec, loopLeaseSec: cfg.loopLeaseSec,
         });
         const r = node.agents[0]!;
         const loops = node.loops.length ? ` and the maintenance loops (${node.loops.map((s) => s.name).join(', ')})` : '';

@@ -51,7 +51,7 @@ async function demoRun(d: Database, ctx: CommandContext, spec: DagSpec, defs: Aw
   const cfg = configFromEnv(ctx.io.env);
   let final: DagSnapshot;
   const node = await nodeStart({
-    database: d, log: ctx.log, agents: defs.map((def) => ({ def })), instance: cfg.agentInstance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec, loopLeaseSec: cfg.loopLeaseSec,
+    database: d, log: ctx.log, agents: defs.map((def) => ({ def })), instance: cfg.agentInstance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec, retentionStreamsSec: cfg.retentionStreamsSec, loopLeaseSec: cfg.loopLeaseSec,
   });
   try {
     out(`agents: ${node.agents.map((r) => `${r.id} [${r.def.capabilities.join(', ')}]`).join(', ')}`);

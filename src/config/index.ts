@@ -18,6 +18,8 @@ export { LIMITS, LIMIT_DEFAULTS, limitEnvName } from './limits.js';
  */
 export const RETENTION_DEFAULTS = {
   period: '30d',
+  /** Stream chunks of finished tasks (DAGENT_RETENTION_STREAMS) go sooner than their DAG: they are the bulk, and read live. */
+  streamsPeriod: '7d',
   minSec: 3600,
   intervalMs: 60_000,
   /** A pass of the loop stops after this long (between two statements) and goes on at the next tick. */
@@ -121,6 +123,12 @@ export const configSchema = z.object({
     if (typeof r === 'string') { ctx.addIssue({ code: 'custom', message: r }); return z.NEVER; }
     return r;
   }).default(durationSeconds(RETENTION_DEFAULTS.period)),
+  /** Seconds after which the streams of finished tasks are deleted (DAGENT_RETENTION_STREAMS); null: they go with their DAG. */
+  retentionStreamsSec: z.string().transform((raw, ctx) => {
+    const r = retentionParse(raw, RETENTION_DEFAULTS.minSec);
+    if (typeof r === 'string') { ctx.addIssue({ code: 'custom', message: r }); return z.NEVER; }
+    return r;
+  }).default(durationSeconds(RETENTION_DEFAULTS.streamsPeriod)),
   /** Seconds a maintenance loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC): how soon a killed process's loops move. */
   loopLeaseSec: z.coerce.number().int().min(LOOP_LEASE_DEFAULTS.ttlMinSec).max(LOOP_LEASE_DEFAULTS.ttlMaxSec).default(LOOP_LEASE_DEFAULTS.ttlSec),
 });
@@ -149,6 +157,7 @@ const ENV_VARIABLES = [
   { key: 'dbSchema', env: 'DAGENT_DB_SCHEMA' },
   { key: 'dbPool', env: 'DAGENT_DB_POOL' },
   { key: 'retentionSec', env: 'DAGENT_RETENTION' },
+  { key: 'retentionStreamsSec', env: 'DAGENT_RETENTION_STREAMS' },
   { key: 'agentInstance', env: 'DAGENT_AGENT_INSTANCE' },
   { key: 'checkResponses', env: 'DAGENT_CHECK_RESPONSES' },
   { key: 'loopLeaseSec', env: 'DAGENT_LOOP_LEASE_SEC' },
@@ -293,6 +302,11 @@ export const STREAM_DEFAULTS = {
   batchBytes: 64 * 1024,
   readRows: 500,
   pollMs: 1000,
+  /**
+   * A chunk counts at least this many bytes against LIMITS.streamBytesPerAttempt: what a row costs beyond its data,
+   * so a writer of one-byte chunks reaches the limit at 131,072 rows, not 8 million.
+   */
+  chunkMinBytes: 64,
 } as const;
 
 /**

@@ -48,11 +48,13 @@ export interface LoopContext {
   maxQueued?: number;
   /** The retention period (DAGENT_RETENTION) in seconds; null or absent: nothing is pruned. */
   retentionSec?: number | null;
+  /** The streams' retention (DAGENT_RETENTION_STREAMS) in seconds; null or absent: streams go with their DAG. */
+  retentionStreamsSec?: number | null;
   /** Seconds a loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC). Default LOOP_LEASE_DEFAULTS.ttlSec. */
   leaseSec?: number;
 }
 
 /** The maintenance loops a long-running dagent process runs. */
-export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number; retentionSec?: number | null; leaseSec?: number } = {}): MaintenanceService[] {
-  return LOOPS.map((l) => l.create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec, leaseSec: opts.leaseSec }));
+export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number; retentionSec?: number | null; retentionStreamsSec?: number | null; leaseSec?: number } = {}): MaintenanceService[] {
+  return LOOPS.map((l) => l.create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec, retentionStreamsSec: opts.retentionStreamsSec, leaseSec: opts.leaseSec }));
 }

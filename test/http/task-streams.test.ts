@@ -179,3 +179,22 @@ describe('ctx.stream (TypeScript agents)', () => {
     expect(JSON.parse(s.events().at(-1)!.data)).toMatchObject({ reason: 'ended' });
   });
 });
+
+describe('stream retention (DAGENT_RETENTION_STREAMS)', () => {
+  it('deletes the streams of finished tasks last written before the period, and leaves a running task\'s', async () => {
+    const { pruneStreams } = await import('../../src/engine/ops/retention.js');
+    const { taskComplete } = await import('../../src/engine/attempt/complete.js');
+    await agentCreate(db, 'a1', ['gen']);
+    await dagCreate(db, 'name: r\ntasks:\n  done: { type: t, spec: { constraints: { capabilities: [gen] } } }\n  live: { type: t, spec: { constraints: { capabilities: [gen] } } }\n');
+    const held = await taskClaim(db, 'a1', { start: true, limit: 2 });
+    for (const t of held) await streamWrite(db, { taskId: t.id, fence: t.fence }, { name: 'output', fromSeq: 1, chunks: [{ kind: 'text', data: t.key }], end: true });
+    const done = held.find((t) => t.key === 'done')!;
+    await taskComplete(db, { taskId: done.id, fence: done.fence, output: 'ok' });
+    await db.execute(sql`update task_streams set updated_at = now() - interval '8 days'`);
+    expect(await pruneStreams(db, { olderThanSec: 7 * 86400, batchRows: 1 })).toEqual({ streams: 1, chunks: 1 });
+    expect(await rowsOf(db, sql`select t.key from task_streams s join tasks t on t.id = s.task_id`)).toEqual([{ key: 'live' }]);
+    expect((await sseConnect(`${http.url}/api/tasks/${done.id}/streams/output`, { token: reader })).status).toBe(404);
+    // The finished task itself stays (its DAG's retention takes it).
+    expect(await rowsOf(db, sql`select status from tasks where id = ${done.id}`)).toEqual([{ status: 'completed' }]);
+  });
+});

@@ -106,6 +106,35 @@ export async function retentionDagsDelete(db: Db): Promise<DagDeleteCounts> {
   return r ?? { dags: 0, events: 0, deadLetters: 0 };
 }
 
+/**
+ * Delete up to `batch` stream chunks of finished tasks whose stream was last written before the period, then the
+ * rows of those streams left without chunks. Keyed by the chunks' primary key (task, fence, name, seq).
+ */
+export async function retentionStreamsDelete(db: Db, olderThanSec: number, batch: number): Promise<{ chunks: number; streams: number }> {
+  const old = sql`s.updated_at < now() - make_interval(secs => ${olderThanSec}::double precision)
+        and t.status in ('completed', 'cancelled', 'dead_lettered')`;
+  const [r] = await rowsOf<{ chunks: number }>(db, sql`
+    with doomed as (
+      select c.task_id, c.fence, c.name, c.seq from task_stream_chunks c
+      join task_streams s on s.task_id = c.task_id and s.fence = c.fence and s.name = c.name
+      join tasks t on t.id = c.task_id
+      where ${old}
+      limit ${batch}
+    ), gone as (
+      delete from task_stream_chunks c using doomed d
+      where c.task_id = d.task_id and c.fence = d.fence and c.name = d.name and c.seq = d.seq returning 1
+    )
+    select count(*)::int as chunks from gone`);
+  const [s] = await rowsOf<{ streams: number }>(db, sql`
+    with emptied as (
+      select s.task_id, s.fence, s.name from task_streams s join tasks t on t.id = s.task_id
+      where ${old} and not exists (select 1 from task_stream_chunks c where c.task_id = s.task_id and c.fence = s.fence and c.name = s.name)
+      limit ${batch}
+    ), gone as (delete from task_streams s using emptied e where s.task_id = e.task_id and s.fence = e.fence and s.name = e.name returning 1)
+    select count(*)::int as streams from gone`);
+  return { chunks: r?.chunks ?? 0, streams: s?.streams ?? 0 };
+}
+
 /** Delete up to `batch` events that belong to no DAG (agents, schedules), older than the period. */
 export async function retentionDaglessEventsDelete(db: Db, olderThanSec: number, batch: number): Promise<number> {
   const [r] = await rowsOf<{ n: number }>(db, sql`

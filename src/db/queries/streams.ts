@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
+import { STREAM_DEFAULTS } from '../../config/index.js';
 import { rowsOf, STREAM_CHANNEL, textArray } from '../statement.js';
 import { taskHeldSql, taskStandingOf, taskStandingSql, type TaskStanding } from './task-hold.js';
 
@@ -31,7 +32,7 @@ export type StreamAppendResult =
 export async function streamAppend(db: Db, o: {
   taskId: string; fence: number; name: string; fromSeq: number; chunks: StreamChunkInput[]; end: boolean; attemptBytesMax: number;
 }): Promise<StreamAppendResult> {
-  const bytes = o.chunks.reduce((n, c) => n + Buffer.byteLength(c.data), 0);
+  const bytes = o.chunks.reduce((n, c) => n + Math.max(Buffer.byteLength(c.data), STREAM_DEFAULTS.chunkMinBytes), 0);
   const n = o.chunks.length;
   // What the attempt's streams hold: read under the stream row's lock by the upsert (a few rows: one per stream).
   const used = (task: SQL, fence: SQL) => sql`(select coalesce(sum(x.bytes), 0) from task_streams x where x.task_id = ${task} and x.fence = ${fence})`;

@@ -22,6 +22,7 @@ export const taskStreams = pgTable(
     /** The attempt's number (tasks.attempts when it wrote). */
     attempt: integer('attempt').notNull(),
     chunks: integer('chunks').notNull().default(0),
+    /** What its chunks count against LIMITS.streamBytesPerAttempt: their bytes, each at least STREAM_DEFAULTS.chunkMinBytes. */
     bytes: bigint('bytes', { mode: 'number' }).notNull().default(0),
     endReason: text('end_reason'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

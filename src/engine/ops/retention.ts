@@ -1,7 +1,7 @@
 import type { Db } from '../../db/handle.js';
 import {
   retentionAgentsDelete, retentionDagsDelete, retentionDagsMark, retentionDaglessEventsDelete, retentionDeliveriesDelete,
-  retentionLogsDelete, retentionPreview, retentionTasksDelete, type RetentionPreview,
+  retentionLogsDelete, retentionPreview, retentionStreamsDelete, retentionTasksDelete, type RetentionPreview,
 } from '../../db/queries/retention.js';
 import { RETENTION_DEFAULTS } from '../../config/index.js';
 import { eventInsertMany } from '../../db/queries/events.js';
@@ -33,6 +33,24 @@ export interface PruneOptions {
 
 export function pruneCountsZero(): PruneCounts {
   return { dags: 0, tasks: 0, attempts: 0, logLines: 0, events: 0, deadLetters: 0, agents: 0, deliveries: 0 };
+}
+
+/**
+ * Delete the streams (chunks, then their rows) of tasks that finished (completed, cancelled, dead-lettered) whose
+ * last write is older than `olderThanSec` (DAGENT_RETENTION_STREAMS): `batchRows` chunks per statement. A stream
+ * pruned is gone (a reader's 404); the task, its output and its attempts stay until their DAG goes.
+ */
+export async function pruneStreams(db: Db, o: { olderThanSec: number; batchRows?: number; goOn?: () => boolean }): Promise<{ streams: number; chunks: number }> {
+  const batch = o.batchRows ?? RETENTION_DEFAULTS.batchRows;
+  const goOn = o.goOn ?? (() => true);
+  const total = { streams: 0, chunks: 0 };
+  while (goOn()) {
+    const r = await retentionStreamsDelete(db, o.olderThanSec, batch);
+    total.chunks += r.chunks;
+    total.streams += r.streams;
+    if (r.chunks < batch) break;
+  }
+  return total;
 }
 
 /** What `prune` would delete now, and the open dead letters it keeps; deletes nothing. */
