@@ -106,19 +106,23 @@ function liveChanged(delta) {
 }
 
 /**
- * An event of the stream (docs/http-api.md, "The event stream": `snapshot`, `task.status`, `dag.progress` and the
- * events table's types): its type, and its data as sent. The stream is no JSON route, so its data has no schema here.
- * @typedef {{ type: string, data: any }} StreamEvent
+ * An event of a server-sent-event stream: its type, its data as sent (parsed as JSON when it is), and the stream's last
+ * event id so far (the `id:` of this event or an earlier one). /api/events (docs/http-api.md, "The event stream":
+ * `snapshot`, `task.status`, `dag.progress` and the events table's types) is no JSON route, so its data has no schema
+ * here; a task's stream's events are described under "Streams".
+ * @typedef {{ type: string, data: any, id?: string }} StreamEvent
  */
 
 /**
- * Parse `text/event-stream` chunks; calls onEvent({type, data}) per complete event.
+ * Parse `text/event-stream` chunks; calls onEvent({type, data, id}) per complete event.
  * @param {(e: StreamEvent) => void} onEvent
  * @returns {(chunk: string) => void}
  */
 export function sseParser(onEvent) {
   let buf = '';
   let type = '';
+  /** @type {string | undefined} */
+  let id;
   /** @type {string[]} */
   let data = [];
   return (chunk) => {
@@ -133,7 +137,7 @@ export function sseParser(onEvent) {
           const raw = data.join('\n');
           let parsed = raw;
           try { parsed = JSON.parse(raw); } catch { /* plain text */ }
-          try { onEvent({ type: type || 'message', data: parsed }); } catch (err) { console.error('stream handler failed', err); }
+          try { onEvent({ type: type || 'message', data: parsed, id }); } catch (err) { console.error('stream handler failed', err); }
         }
         type = '';
         data = [];
@@ -146,41 +150,66 @@ export function sseParser(onEvent) {
       if (value.startsWith(' ')) value = value.slice(1);
       if (field === 'event') type = value;
       else if (field === 'data') data.push(value);
+      // As EventSource keeps it: the last id stands for the events after it that carry none.
+      else if (field === 'id' && !value.includes('\0')) id = value;
     }
   };
 }
 
 /**
- * Read /api/events (with `query`, e.g. `?dag_id=…`) until stopped, reconnecting
- * RECONNECT_MS after an error or the end of the stream. Returns the stop function.
- * @param {string} query
- * @param {(e: StreamEvent) => void} onEvent
+ * How a stream reader (sseFollow) behaves: `onEvent` per event; `resume`: reconnect with `Last-Event-ID` set to
+ * the last event id received, as EventSource does (the server sends on after it); `onRefused`: a 4xx answer other
+ * than 401 (which signs out) stops the reader and is passed here, where without it the reader tries again;
+ * `live`: the connection counts in the nav's live/offline indicator.
+ * @typedef {{ onEvent: (e: StreamEvent) => void, resume?: boolean, onRefused?: (err: ApiError) => void, live?: boolean }} SseFollow
+ */
+
+/**
+ * Read the server-sent events at `path()` until stopped, reconnecting RECONNECT_MS after an error or the end of the
+ * stream (the reader stops it when it has read what it wanted). Read with fetch: EventSource cannot send the
+ * Authorization header, and a token in the URL would end up in logs and the history. Returns the stop function.
+ * @param {() => string} path asked again at each connection (a reader may pin what it learned)
+ * @param {SseFollow} o
  * @returns {() => void}
  */
-export function streamOpen(query, onEvent) {
+export function sseFollow(path, o) {
   let stopped = false;
   /** @type {AbortController | undefined} */
   let ctrl;
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
+  /** @type {string | undefined} */
+  let lastEventId;
   const run = async () => {
     if (stopped) return;
     ctrl = new AbortController();
     let connected = false;
     try {
-      const res = await fetch(`/api/events${query}`, {
-        headers: { authorization: `Bearer ${tokenGet()}`, accept: 'text/event-stream' }, signal: ctrl.signal, cache: 'no-store',
-      });
+      /** @type {Record<string, string>} */
+      const headers = { authorization: `Bearer ${tokenGet()}`, accept: 'text/event-stream' };
+      if (o.resume && lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+      const res = await fetch(path(), { headers, signal: ctrl.signal, cache: 'no-store' });
       if (res.status === 401) {
         signOut('The token was refused by the event stream.');
         return;
       }
+      if (o.onRefused && res.status >= 400 && res.status < 500) {
+        const text = await res.text();
+        let e = /** @type {{ code?: string, message?: string }} */ ({});
+        try { e = JSON.parse(text).error ?? {}; } catch { /* not JSON */ }
+        stopped = true;
+        o.onRefused(new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? (text || res.statusText)));
+        return;
+      }
       if (!res.ok || !res.body) throw new Error(`event stream answered ${res.status}`);
       connected = true;
-      liveChanged(+1);
+      if (o.live) liveChanged(+1);
       const reader = res.body.getReader();
       const decoder = new TextDecoder();
-      const push = sseParser(onEvent);
+      const push = sseParser((e) => {
+        lastEventId = e.id;
+        o.onEvent(e);
+      });
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
@@ -190,7 +219,7 @@ export function streamOpen(query, onEvent) {
       const err = /** @type {Error | undefined} */ (e);
       if (!stopped && err?.name !== 'AbortError') console.warn('event stream:', err?.message ?? err);
     } finally {
-      if (connected) liveChanged(-1);
+      if (connected && o.live) liveChanged(-1);
     }
     if (!stopped) timer = setTimeout(run, RECONNECT_MS);
   };
@@ -200,4 +229,15 @@ export function streamOpen(query, onEvent) {
     clearTimeout(timer);
     ctrl?.abort();
   };
+}
+
+/**
+ * Read /api/events (with `query`, e.g. `?dag_id=…`) until stopped, reconnecting RECONNECT_MS after an error or the
+ * end of the stream. Returns the stop function.
+ * @param {string} query
+ * @param {(e: StreamEvent) => void} onEvent
+ * @returns {() => void}
+ */
+export function streamOpen(query, onEvent) {
+  return sseFollow(() => `/api/events${query}`, { onEvent, live: true });
 }

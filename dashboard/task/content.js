@@ -1,6 +1,6 @@
 // @ts-check
-// What a task's page shows of it: its header, spec, resolved inputs, output, validation verdicts, attempts, durable
-// steps and events.
+// What a task's page shows of it: its header, spec, resolved inputs, output, streams, log, validation verdicts,
+// attempts, durable steps and events.
 import { h, fill, link, hrefDag, badge, pre, chips, table, section, empty, usd, when, duration, verdictRows } from '../dom.js';
 
 /** @typedef {import('../../src/wire/tasks.js').TaskShowAnswer} TaskShowAnswer */
@@ -63,11 +63,11 @@ function eventsSection(events) {
 }
 
 /**
- * The page's body, the log and durable-steps panels in their places among the sections.
+ * The page's body, the streams, log and durable-steps panels in their places among the sections.
  * @param {HTMLElement} content
  * @param {TaskShowAnswer} answer
- * @param {{ log: HTMLElement, steps: HTMLElement }} panels the same elements each time, so what they hold (and the
- *   log's polling) survives
+ * @param {{ streams: HTMLElement, log: HTMLElement, steps: HTMLElement }} panels the same elements each time, so what
+ *   they hold (a stream's text, the log's polling) survives
  */
 export function taskContent(content, { task: t, inputs, attempts, events }, panels) {
   const verdicts = verdictRows(attempts);
@@ -75,6 +75,7 @@ export function taskContent(content, { task: t, inputs, attempts, events }, pane
     specSection(t),
     section('Resolved inputs', inputs && Object.keys(inputs).length ? pre(inputs, { id: 'task-inputs' }) : empty('No upstream context.')),
     section('Output', t.output !== null && t.output !== undefined ? pre(t.output, { id: 'task-output' }) : empty('No output yet.')),
+    panels.streams,
     panels.log,
     section('Validation verdicts', verdicts.length
       ? table(['Attempt', 'Step', 'Kind', 'Verdict', 'Score', 'Reasons'], verdicts, { class: 'verdicts' })

@@ -24,3 +24,20 @@ export const streamWriteAnswerSchema = z.object({
   ended: z.enum(['ended', 'truncated']).nullable()
     .describe(`set once the stream has ended: ended (you ended it) or truncated (the attempt's streams reached ${LIMITS.streamBytesPerAttempt} bytes: write no more; the attempt goes on)`),
 }).meta({ id: 'StreamWriteAnswer' });
+
+/** A stream of a task as listed (GET /api/tasks/:id/streams): which attempt wrote it, how much, and how it ended. */
+export const streamViewSchema = z.object({
+  name: z.string(),
+  attempt: z.number().describe('the attempt that wrote it (?attempt= of GET /api/tasks/:id/streams/:name)'),
+  fence: z.number().describe('the fence of that attempt\'s claim'),
+  chunks: z.number().describe('the sequence number of its last chunk (chunks are numbered from 1)'),
+  bytes: z.number().describe('the size of its chunks'),
+  endReason: z.enum(['ended', 'truncated']).nullable()
+    .describe('ended: its writer ended it; truncated: its attempt\'s streams reached their bytes; null: not ended by either (it may still be written, or it ended with its attempt)'),
+}).meta({ id: 'StreamView' });
+export type StreamView = z.infer<typeof streamViewSchema>;
+
+export const streamListAnswerSchema = z.object({
+  streams: z.array(streamViewSchema).describe('oldest attempt first, by name within an attempt'),
+});
+export type StreamListAnswer = z.infer<typeof streamListAnswerSchema>;

@@ -36,3 +36,26 @@ describe('jsonForTerminal', () => {
     expect(jsonForTerminal('\u009b\u202e\x7f')).toBe('"\\u009b\\u202e\\u007f"');
   });
 });
+
+// The dashboard's copy, a plain JS module the browser loads (imported by URL: it has no TypeScript declarations).
+const { visibleText, visibleJson } = await import(new URL('../../dashboard/visible-text.js', import.meta.url).href) as {
+  visibleText: (text: string) => string; visibleJson: (value: unknown) => string;
+};
+
+describe('the dashboard\'s stream text (dashboard/visible-text.js)', () => {
+  it('shows the same characters as escapes as dagent stream does, but keeps a tab', () => {
+    for (let code = 0; code <= 0xffff; code++) {
+      if (code >= 0xd800 && code <= 0xdfff) continue;
+      const c = String.fromCharCode(code);
+      const want = c === '\t' ? '\t' : terminalSafeLines(c);
+      if (visibleText(c) !== want) expect(visibleText(c), `U+${code.toString(16)}`).toBe(want);
+    }
+    expect(visibleText('ok\r\n\t<b>\x1b[31m\u202eevil\\x1b 🚀')).toBe('ok\\r\n\t<b>\\x1b[31m\\u202eevil\\x1b 🚀');
+  });
+
+  it('writes JSON as jsonForTerminal does, indented', () => {
+    const value = { text: UNSAFE.join(''), [`key${'\u202e'}`]: ['\u009b', '\x7f'], n: 1, html: '<img src=x>' };
+    expect(visibleJson(value)).toBe(jsonForTerminal(value, 2));
+    expect(JSON.parse(visibleJson(value))).toEqual(value);
+  });
+});

@@ -1,26 +1,17 @@
-import { mkdirSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import serverlessChromium from '@sparticuz/chromium';
-import { chromium, type Browser, type Page } from 'playwright-core';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
+import { LIVE_MS, testBrowser } from '../helpers/browser.js';
 import { agentRegister, taskClaim, taskComplete, taskFail, type ClaimedTask } from '../../src/index.js';
 import { stepRecord, stepReplay } from '../../src/engine/attempt/steps.js';
 import { usageReport } from '../../src/engine/attempt/usage.js';
 
 /**
- * The dashboard in a real (headless) Chromium against the real server and
- * database: tasks move through the engine API while the page watches the event
- * stream, without reloading. The browser comes from npm (@sparticuz/chromium, a
- * headless Chromium build unpacked on first use), so `npm install && npm test`
- * needs nothing from the system.
+ * The dashboard in a real (headless) Chromium (test/helpers/browser.ts) against the real server and database: tasks
+ * move through the engine API while the page watches the event stream, without reloading. A task's streams are in
+ * dashboard-streams.browser.test.ts.
  */
-const SCREENSHOTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'screenshots');
-/** How long a live update may take to show (the stream polls every 200 ms in tests; NOTIFY is faster). */
-const LIVE_MS = 15_000;
 /** A page that draws 3,000 graph nodes, in a browser sharing two cores with the rest of the suite. */
 const DRAW_3000_MS = 60_000;
 
@@ -55,33 +46,7 @@ tasks:
 /** An output a careless page would turn into markup. */
 const HOSTILE = '<img src=x onerror=window.__pwned=1>';
 
-let browser: Browser | undefined;
-let page: Page;
-
-let launchError: Error | undefined;
-
-beforeAll(async () => {
-  mkdirSync(SCREENSHOTS, { recursive: true });
-  try {
-    browser = await chromium.launch({
-      executablePath: await serverlessChromium.executablePath(),
-      headless: true,
-      args: [...serverlessChromium.args, '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-  } catch (e) {
-    launchError = e as Error; // the test fails with the reason
-    return;
-  }
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.on('pageerror', (err) => { pageErrors.push(err.message); });
-});
-
-afterAll(async () => {
-  await browser?.close();
-});
-
-const pageErrors: string[] = [];
-const shot = (name: string) => page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+const { page, launchError, pageErrors, shot } = await testBrowser();
 const node = (key: string, status: string) => page.waitForSelector(`g.node[data-key="${key}"][data-status="${status}"]`, { timeout: LIVE_MS });
 const dagStatus = (status: string) => page.waitForSelector(`#dag-status[data-status="${status}"]:text-is("${status}")`, { timeout: LIVE_MS });
 

@@ -87,6 +87,31 @@ describe('POST /api/tasks/:id/streams/:name', () => {
   });
 });
 
+describe('GET /api/tasks/:id/streams', () => {
+  it('lists each attempt\'s streams with what they hold and how they ended; an unknown task is a 404, an agent refused', async () => {
+    const { t, token } = await held();
+    const url = `/api/tasks/${t.id}/streams`;
+    // Held, nothing written yet: no stream.
+    expect((await call('GET', url, { token: reader })).body).toEqual({ streams: [] });
+    const ref = { taskId: t.id, fence: t.fence };
+    await streamWrite(db, ref, { name: 'output', fromSeq: 1, chunks: [{ kind: 'text', data: 'héllo' }, { kind: 'json', data: '{"n":1}' }] });
+    await streamWrite(db, ref, { name: 'notes', fromSeq: 1, chunks: [{ kind: 'text', data: 'n' }], end: true });
+    await taskFail(db, { ...ref, errorClass: 'crash', message: 'killed' });
+    const [again] = await taskClaim(db, 'a1', { start: true });
+    await streamWrite(db, { taskId: t.id, fence: again!.fence }, { name: 'output', fromSeq: 1, chunks: [{ kind: 'text', data: 'second' }] });
+    const listed = await call('GET', url, { token: reader });
+    expect([listed.status, listed.body]).toEqual([200, { streams: [
+      { name: 'notes', attempt: 1, fence: t.fence, chunks: 1, bytes: 1, endReason: 'ended' },
+      { name: 'output', attempt: 1, fence: t.fence, chunks: 2, bytes: Buffer.byteLength('héllo{"n":1}'), endReason: null },
+      { name: 'output', attempt: 2, fence: again!.fence, chunks: 1, bytes: 6, endReason: null },
+    ] }]);
+    const none = await call('GET', '/api/tasks/tsk_nosuchtask000/streams', { token: reader });
+    expect([none.status, none.body.error.code]).toEqual([404, 'NOT_FOUND']);
+    expect((await call('GET', url, { token })).status).toBe(403);
+    expect((await call('GET', url, { token: null })).status).toBe(401);
+  });
+});
+
 describe('GET /api/tasks/:id/streams/:name (server-sent events)', () => {
   it('follows a stream live from before its first write to its end, each chunk once and in order', async () => {
     const { t } = await held();

@@ -134,8 +134,8 @@ export function streamChunksRead(db: Db, o: { taskId: string; fence: number; nam
     order by seq limit ${o.limit}`);
 }
 
-/** Every stream of a task: name, attempt, how much was written, how it ended (task show, the dashboard). */
-export function streamListForTask(db: Db, taskId: string): Promise<Array<{ name: string; fence: number; attempt: number; chunks: number; bytes: number; endReason: string | null }>> {
+/** Every stream of a task: name, attempt, how much was written, how it ended (the end_reason check allows these two). */
+export function streamListForTask(db: Db, taskId: string): Promise<Array<{ name: string; fence: number; attempt: number; chunks: number; bytes: number; endReason: 'ended' | 'truncated' | null }>> {
   return rowsOf(db, sql`
     select name, fence, attempt, chunks, bytes::float8 as bytes, end_reason as "endReason" from task_streams
     where task_id = ${taskId} order by fence, name`);

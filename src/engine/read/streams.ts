@@ -35,6 +35,9 @@ export function streamRead(db: Db, s: { taskId: string; fence: number; name: str
   return streamChunksRead(db, { ...s, afterSeq, limit });
 }
 
-export function streamList(db: Db, taskId: string) {
-  return streamListForTask(db, taskId);
+/** Every stream of a task, oldest attempt first; NOT_FOUND for an unknown task. */
+export async function streamList(db: Db, taskId: string) {
+  const streams = await streamListForTask(db, taskId);
+  if (streams.length === 0 && !(await taskHolderGet(db, taskId))) throw new NotFoundError('task', taskId);
+  return streams;
 }

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { STREAM_NAME_DEFAULT, streamWrite } from '../../engine/attempt/streams.js';
-import { streamOpen } from '../../engine/read/streams.js';
+import { streamList, streamOpen } from '../../engine/read/streams.js';
 import { InvalidInputError } from '../../errors.js';
 import { LIMITS } from '../../config/index.js';
-import { streamNameSchema, streamWriteAnswerSchema, streamWriteBodyFields } from '../../wire/streams.js';
+import { streamListAnswerSchema, streamNameSchema, streamWriteAnswerSchema, streamWriteBodyFields } from '../../wire/streams.js';
 import { fence, holding } from '../task-holder.js';
 import { otherContent, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
@@ -29,6 +29,12 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
       chunks: body.chunks.map((c) => ('text' in c ? { kind: 'text' as const, data: c.text } : { kind: 'json' as const, data: JSON.stringify(c.json ?? null) })),
     });
   });
+
+  route(app, {
+    method: 'GET', url: '/api/tasks/:id/streams', access: 'read', tag: 'stream',
+    summary: 'A task\'s streams, each attempt\'s apart: how much each holds and how it ended (read one with GET /api/tasks/:id/streams/:name)',
+    response: streamListAnswerSchema,
+  }, async ({ params: p }) => ({ streams: await streamList(d.db, p.id!) }));
 
   route(app, {
     method: 'GET', url: '/api/tasks/:id/streams/:name', access: 'read', tag: 'stream',
