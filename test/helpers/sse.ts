@@ -18,26 +18,9 @@ export async function sseConnect(url: string, o: { token?: string; lastEventId?:
       const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
-      let cut: number;
-      while ((cut = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const e: SseEvent = { event: 'message', data: '' };
-        const data: string[] = [];
-        let fields = 0;
-        for (const line of block.split('\n')) {
-          if (line.startsWith(':')) continue;
-          const at = line.indexOf(':');
-          const field = at < 0 ? line : line.slice(0, at);
-          const value = at < 0 ? '' : line.slice(at + 1).replace(/^ /, '');
-          if (field === 'event') e.event = value;
-          else if (field === 'id') e.id = value;
-          else if (field === 'data') data.push(value);
-          else continue;
-          fields++;
-        }
-        if (fields && (data.length || e.event !== 'message')) events.push({ ...e, data: data.join('\n') });
-      }
+      const parsed = sseParse(buffer);
+      events.push(...parsed.events);
+      buffer = parsed.rest;
     }
     ended = true;
   })();
@@ -50,4 +33,31 @@ export async function sseConnect(url: string, o: { token?: string; lastEventId?:
     done: () => reading,
     close: async () => { ctl.abort(); await reading; },
   };
+}
+
+/** The events of complete blocks in `text` (each ends with a blank line), and what is left of an incomplete last one. */
+export function sseParse(text: string): { events: SseEvent[]; rest: string } {
+  const events: SseEvent[] = [];
+  let rest = text;
+  let cut: number;
+  while ((cut = rest.indexOf('\n\n')) >= 0) {
+    const block = rest.slice(0, cut);
+    rest = rest.slice(cut + 2);
+    const e: SseEvent = { event: 'message', data: '' };
+    const data: string[] = [];
+    let fields = 0;
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) continue;
+      const at = line.indexOf(':');
+      const field = at < 0 ? line : line.slice(0, at);
+      const value = at < 0 ? '' : line.slice(at + 1).replace(/^ /, '');
+      if (field === 'event') e.event = value;
+      else if (field === 'id') e.id = value;
+      else if (field === 'data') data.push(value);
+      else continue;
+      fields++;
+    }
+    if (fields && (data.length || e.event !== 'message')) events.push({ ...e, data: data.join('\n') });
+  }
+  return { events, rest };
 }

@@ -8,7 +8,7 @@ import { eventually } from '../helpers/wait.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { streamWrite } from '../../src/engine/attempt/streams.js';
-import { tokenCreate } from '../../src/auth/tokens.js';
+import { tokenCreate, tokenRevoke } from '../../src/auth/tokens.js';
 import { LIMITS } from '../../src/config/index.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { agentRunners } from '../helpers/runners.js';
@@ -221,5 +221,39 @@ describe('stream retention (DAGENT_RETENTION_STREAMS)', () => {
     expect((await sseConnect(`${http.url}/api/tasks/${done.id}/streams/output`, { token: reader })).status).toBe(404);
     // The finished task itself stays (its DAG's retention takes it).
     expect(await rowsOf(db, sql`select status from tasks where id = ${done.id}`)).toEqual([{ status: 'completed' }]);
+  });
+});
+
+describe('hostile writers and revoked tokens', () => {
+  it('a revoked agent token and a stale fence write nothing; text cannot forge events; a reader whose token is revoked mid-stream gets close and the stream ends', async () => {
+    const { t, token } = await held();
+    const path = `/api/tasks/${t.id}/streams/output`;
+    const revokedReader = await tokenCreate(db, { role: 'read', name: 'revoked reader' });
+    const s = await sseConnect(`${http.url}${path}`, { token: revokedReader.token });
+    // Text that looks like the end of the stream and another chunk is one chunk's text: each chunk is one JSON line.
+    const forged = 'a\n\nevent: end\ndata: {"reason":"ended","outcome":null,"chunks":1}\n\nid: 99\r\nevent: chunk\r\ndata: {"seq":99,"text":"x"}\r\n\r\n';
+    expect((await call('POST', path, { token, body: { fence: t.fence, from_seq: 1, chunks: [{ text: forged }] } })).body).toMatchObject({ applied: true });
+    await eventually('the reader has the chunk', async () => chunksOf(s.events()).length === 1);
+    expect(chunksOf(s.events())).toEqual([{ id: '1', seq: 1, text: forged }]);
+    expect(s.events().map((e) => e.event)).toEqual(['stream', 'chunk']);
+
+    // The reader's token is revoked: it is told so, its stream ends, and the token opens no other.
+    await tokenRevoke(db, revokedReader.id);
+    await s.done();
+    expect(s.events().at(-1)).toEqual({ event: 'close', data: JSON.stringify({ reason: 'token revoked' }) });
+    expect((await sseConnect(`${http.url}${path}`, { token: revokedReader.token })).status).toBe(401);
+
+    // The holder's own agent token, revoked: refused before anything is read or written.
+    const revokedWriter = await tokenCreate(db, { role: 'agent', agentId: 'a1', capabilities: ['gen'] });
+    await tokenRevoke(db, revokedWriter.id);
+    const refused = await call('POST', path, { token: revokedWriter.token, body: { fence: t.fence, from_seq: 2, chunks: [{ text: 'revoked' }] } });
+    expect([refused.status, refused.body.error.code]).toEqual([401, 'UNAUTHORIZED']);
+    // The attempt ends and the task is claimed again: the first attempt's fence, from the same agent, is stale.
+    await taskFail(db, { taskId: t.id, fence: t.fence, errorClass: 'crash', message: 'gone' });
+    const [again] = await taskClaim(db, 'a1', { start: true });
+    const stale = await call('POST', path, { token, body: { fence: t.fence, from_seq: 2, chunks: [{ text: 'stale' }] } });
+    expect([stale.status, stale.body.error.code]).toEqual([409, 'LEASE_LOST']);
+    expect(await rowsOf(db, sql`select fence, seq, data from task_stream_chunks order by fence, seq`)).toEqual([{ fence: t.fence, seq: 1, data: forged }]);
+    expect(again!.fence).toBeGreaterThan(t.fence);
   });
 });

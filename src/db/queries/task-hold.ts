@@ -16,6 +16,20 @@ export function taskHeldSql(alias: string, fence: number): SQL {
   return sql`(${t}.fence = ${fence} and ${t}.status = any(${textArray(fromStates('heartbeat'))}) and ${t}.lease_expires_at > now())`;
 }
 
+/**
+ * True when the holder of task row `alias` has shown no sign of life since its claim (its claim's reply was most
+ * likely lost: the reaper hands the lease back without spending an attempt): not started, or running with no
+ * heartbeat since (a claim straight into RUNNING stamps both at once), and no stream written under its fence. The
+ * runtime's first heartbeat comes 2 s after the start, a stream's first batch within STREAM_DEFAULTS.batchMs: a
+ * writer killed in between was handed back free, and its retry streamed under the same attempt number
+ * (test/faults/streams.test.ts).
+ */
+export function taskUnstartedSql(alias: string): SQL {
+  const t = sql.raw(alias);
+  return sql`((${t}.status = 'claimed' or ${t}.heartbeat_at is not distinct from ${t}.claimed_at)
+    and not exists (select 1 from task_streams s where s.task_id = ${t}.id and s.fence = ${t}.fence))`;
+}
+
 /** The task's standing as columns `status`, `fence_now` and `lapsed`, read beside a statement's own result. */
 export function taskStandingSql(taskId: string): SQL {
   return sql`(select status from tasks where id = ${taskId}) as status,

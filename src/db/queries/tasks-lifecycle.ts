@@ -10,6 +10,7 @@ import { readyNotifySql } from './ready-hint.js';
 import { spendSettleCtes, spendSql } from './spend.js';
 import type { AttemptSpend, FailureInput, RefusedRow } from '../rows.js';
 import { usageOfAttemptSql } from './usage.js';
+import { taskUnstartedSql } from './task-hold.js';
 
 export type { FailureInput } from '../rows.js';
 
@@ -137,7 +138,7 @@ export async function taskDeadLetterMark(db: Db, id: string): Promise<boolean> {
 /**
  * Give a leased task back without consuming an attempt (graceful shutdown); the cost it reported is still charged.
  * `lapsed`: the reaper's variant for a lease that lapsed before the agent showed any sign of life after the
- * claim (status claimed, or running with no heartbeat since the claim: the claim's reply was most likely lost).
+ * claim (taskUnstartedSql: the claim's reply was most likely lost).
  * It re-checks all of that in the statement, counts the lapse, and applies only while the task has lapsed fewer
  * than LEASE_DEFAULTS.claimLapsesMax times; the attempt row's outcome is `lapsed`.
  * `crashShared`: the reaper's variant for a running task whose agent died holding other tasks too, when
@@ -150,7 +151,7 @@ export async function taskReleaseMark(
 ): Promise<{ dagId: string; agentId: string | null } | null> {
   const { cost, tokensIn, tokensOut } = spendSql(spent);
   const lapse = o.lapsed
-    ? sql`and t.lease_expires_at < now() and (t.status = 'claimed' or t.heartbeat_at is not distinct from t.claimed_at)
+    ? sql`and t.lease_expires_at < now() and ${taskUnstartedSql('t')}
           and t.claim_lapses < ${LEASE_DEFAULTS.claimLapsesMax}`
     : o.crashShared ? sql`and t.status = 'running' and t.lease_expires_at < now()` : sql``;
   const outcome = o.lapsed ? 'lapsed' : o.crashShared ? 'crash_shared' : 'released';

@@ -4,12 +4,13 @@ import { EXPIRING_LEASE_STATES, fromStates, type TaskState } from '../../model/s
 import { effectivePriorityOnReadySql } from '../../model/priority.js';
 import { rowsOf, sqlStateList, textArray } from '../statement.js';
 import { readyNotifySql } from './ready-hint.js';
+import { taskUnstartedSql } from './task-hold.js';
 
 /** The scans the maintenance loops run over tasks: lapsed leases (reaper) and due retries (promoter). */
 
 export interface ExpiredLease {
   id: string; dagId: string; fence: number; status: TaskState; agentId: string | null; reason: 'claim_ttl' | 'heartbeat' | 'max_duration';
-  /** No start and no heartbeat since the claim: the agent most likely never got the claim's reply. */
+  /** No start, no heartbeat and no stream written since the claim (taskUnstartedSql): the agent most likely never got the claim's reply. */
   unstarted: boolean;
   /** For a lapsed heartbeat lease: every running task of the same agent whose lease lapsed too (this one included). */
   diedWith: string[];
@@ -25,7 +26,7 @@ export function taskLeaseExpiredList(db: Db, limit: number, exceptIds: string[] 
       case when status = 'claimed' then 'claim_ttl'
            when lease_expires_at < now() then 'heartbeat'
            else 'max_duration' end as reason,
-      (status = 'claimed' or heartbeat_at is not distinct from claimed_at) as unstarted,
+      ${taskUnstartedSql('tasks')} as unstarted,
       coalesce(array_agg(id) filter (where status = 'running' and lease_expires_at < now()) over (partition by claimed_by), '{}') as "diedWith"
     from tasks
     where ((status in (${sqlStateList(EXPIRING_LEASE_STATES)}) and lease_expires_at < now())

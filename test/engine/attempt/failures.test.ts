@@ -5,6 +5,7 @@ import { dlqCancel, dlqList, dlqRetry, dlqShow } from '../../../src/engine/ops/d
 import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { taskStart } from '../../../src/engine/attempt/lease.js';
 import { taskFail } from '../../../src/engine/attempt/fail.js';
+import { streamWrite } from '../../../src/engine/attempt/streams.js';
 import { dagGet } from '../../../src/db/queries/dags.js';
 import { attemptListForTask } from '../../../src/db/queries/attempts.js';
 import { reaperCreate } from '../../../src/maintenance/reaper.js';
@@ -86,6 +87,24 @@ describe('zombie agents', () => {
     expect(await reaper.runOnce()).toBe(40);
     const outcomes = await rowsOf<{ outcome: string; n: number }>(db, sql`select outcome, count(*)::int as n from attempts a join tasks t on t.id = a.task_id where t.claimed_by = ${agentId} group by outcome`);
     expect(outcomes).toEqual([{ outcome: 'lapsed', n: 40 }]);
+  });
+
+  it('a claim straight into RUNNING whose agent wrote to a stream before its first beat had its claim: a crash, charged as an attempt', async () => {
+    await dagCreate(db, 'name: streamed\ntasks:\n  x: { type: t, retry: { strategy: immediate } }\n  y: { type: t, retry: { strategy: immediate } }\n');
+    const [agentId, other] = [await agentCreate(db, 'stream-a'), await agentCreate(db, 'stream-b')];
+    const [t] = await taskClaim(db, agentId, { start: true });
+    const [quiet] = await taskClaim(db, other, { start: true });
+    await streamWrite(db, { taskId: t!.id, fence: t!.fence }, { name: 'output', fromSeq: 1, chunks: [{ kind: 'text', data: 'working' }] });
+    await leaseExpire(db, t!.id);
+    await leaseExpire(db, quiet!.id);
+    expect(await reaper.runOnce()).toBe(2);
+    const outcome = async (id: string) => (await attemptListForTask(db, id)).map((a) => [a.outcome, a.errorClass]);
+    expect(await outcome(t!.id)).toEqual([['failed', 'crash']]);
+    // The task beside it wrote nothing: a lapse, as before.
+    expect(await outcome(quiet!.id)).toEqual([['lapsed', null]]);
+    // The retry is attempt 2, so its stream does not take attempt 1's number.
+    const [again] = await taskClaim(db, agentId, { start: true });
+    expect(again!.attempt).toBe(2);
   });
 
   it('a running task whose agent showed a sign of life (start or heartbeat) and then went quiet is a crash, charged as an attempt', async () => {
