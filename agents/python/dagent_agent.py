@@ -13,7 +13,8 @@ return value (complete) or exception (fail). On SIGTERM/SIGINT it stops
 claiming, gives the task in hand `--grace-sec` to finish, releases it
 otherwise, and exits 0. `ctx.step` (dagent_steps.py) records a piece of the
 work so that a later attempt replays it instead of doing it again; `ctx.report_cost`
-(dagent_usage.py) charges usage at once and stops the attempt at its spend limits.
+(dagent_usage.py) charges usage at once and stops the attempt at its spend limits; `ctx.stream`
+(dagent_streams.py) writes text and JSON that people follow live.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from typing import Any, Callable, Optional
 
 from dagent_client import TRANSPORT_ERRORS, ApiError, Client, LeaseLost
 from dagent_steps import AttemptSteps
+from dagent_streams import STREAM_NAME_DEFAULT, AttemptStreams, StreamWriter
 from dagent_usage import AttemptUsage, BudgetExceeded, LimitReached, UsageAnswer, usage_figures
 
-__all__ = ["Agent", "ApiError", "BudgetExceeded", "Client", "Handler", "LeaseLost", "LimitReached", "Task", "TaskContext",
-           "TaskError", "UsageAnswer", "Waiting"]
+__all__ = ["Agent", "ApiError", "BudgetExceeded", "Client", "Handler", "LeaseLost", "LimitReached", "StreamWriter", "Task",
+           "TaskContext", "TaskError", "UsageAnswer", "Waiting"]
 
 log = logging.getLogger("dagent")
 
@@ -103,7 +105,7 @@ class Task:
 
 @dataclass
 class TaskContext:
-    """What a handler may do besides returning: progress, subtasks, cost, durable steps."""
+    """What a handler may do besides returning: progress, subtasks, cost, durable steps, streams."""
 
     client: Client
     task: Task
@@ -117,6 +119,7 @@ class TaskContext:
     def __post_init__(self) -> None:
         self._steps = AttemptSteps(self.client, self.task.id, self.task.fence, self.log, self.lost.set, self.lost.is_set)
         self._usage = AttemptUsage(self.client, self.task.id, self.task.fence, self.lost)
+        self._streams = AttemptStreams(self.client, self.task.id, self.task.fence, self.lost)
 
     @property
     def budget_stopped(self) -> Optional[LimitReached]:
@@ -136,6 +139,17 @@ class TaskContext:
         because the task is no longer ours raises LeaseLost and the agent drops the task.
         What report_cost reports while fn runs (in its thread) is recorded with the step."""
         return self._steps.run(name, fn, scope)
+
+    def stream(self, name: str = STREAM_NAME_DEFAULT) -> StreamWriter:
+        """The attempt's writer for stream `name` (dagent_streams.py): write(text or JSON value), flush(), end(),
+        ended. Sent in batches, each written once; flushed before the attempt's outcome."""
+        return self._streams.open(name)
+
+    def flush_before_end(self, final: bool = True) -> None:
+        """What the attempt's end sends first (the runtime calls it): its streams' buffers, then its log lines.
+        `final`: the attempt ends (its streams take no more writes); False: it may go on (a spawn that may wait)."""
+        self._streams.close(final)
+        self.flush_logs()
 
     def log(self, message: str, level: str = "info", **fields: Any) -> None:
         """Log a line: printed by this process, and stored with this attempt (dagent logs, the
@@ -177,7 +191,7 @@ class TaskContext:
         # A wait ends the attempt: its lines go first, and it names the model, as every end does.
         end = self.end_spend() if wait else {}
         if wait:
-            self.flush_logs()
+            self.flush_before_end(final=False)
         r = self.client.task(self.task.id, "spawn", self.task.fence, subtasks=subtasks, wait=wait, **end)
         if r["waiting"]:
             raise Waiting()
@@ -349,18 +363,18 @@ class Agent:
                 if self.stopping and stop_at is None:
                     stop_at = time.monotonic() + self.grace_sec
                 if stop_at is not None and time.monotonic() >= stop_at:
-                    ctx.flush_logs()
+                    ctx.flush_before_end()
                     self._report(task, "release", reason="agent shutting down", **ctx.end_spend())
                     return
                 if task.max_duration_sec and time.monotonic() - started > task.max_duration_sec:
                     message = f"ran past max_duration_sec {task.max_duration_sec}"
-                    ctx.flush_logs()
+                    ctx.flush_before_end()
                     self._report(task, "fail", error_class="timeout", message=message, **ctx.end_spend())
                     return
         finally:
             stop_beat.set()
         if not ctx.lost.is_set():
-            ctx.flush_logs()  # the attempt's lines before its outcome: afterwards nothing joins it
+            ctx.flush_before_end()  # the attempt's streams and lines before its outcome: afterwards nothing joins it
         error = outcome.get("error")
         if error is None:
             try:

@@ -215,6 +215,11 @@ export const MCP_DEFAULTS = {
   sessionsMax: 1_000,
   sessionsPerToken: 16,
   idleSec: 15 * 60,
+  /**
+   * How long a `stream_write` call sends its batch again while the database cannot be reached (the same from_seq:
+   * written once) before it answers an error; the batch is kept and sent first by the session's next write.
+   */
+  streamWriteRetrySec: 30,
 } as const;
 
 /**
@@ -295,7 +300,8 @@ export const USAGE_DEFAULTS = {
  * Streams (ctx.stream): a writer sends what was written within `batchMs`, or `batchBytes` of it, as one statement (a
  * token-by-token writer costs a few statements a second); one batch in flight per stream. A reader reads up to
  * `readRows` chunks per statement, woken by the stream's NOTIFY, and every `pollMs` without one (a notification is
- * only a hint).
+ * only a hint). A read that answers at once (MCP's stream resource and `stream_read`) returns chunks up to
+ * `readBytes` (256 KiB; past it by one chunk at most), and says where to read on from.
  */
 export const STREAM_DEFAULTS = {
   batchMs: 50,
@@ -307,6 +313,7 @@ export const STREAM_DEFAULTS = {
    * so a writer of one-byte chunks reaches the limit at 131,072 rows, not 8 million.
    */
   chunkMinBytes: 64,
+  readBytes: 256 * 1024,
 } as const;
 
 /**

@@ -1,4 +1,4 @@
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
 import { errorMessage } from '../db/pg-errors.js';
 import type { Db } from '../db/handle.js';
 import { agentRegister } from '../engine/ops/agents.js';
@@ -12,12 +12,15 @@ import { taskSpawn } from '../engine/dag/spawn.js';
 import { stepRecord, stepReplay, type StepScope, type TaskStepRow } from '../engine/attempt/steps.js';
 import { usageReport, type UsageAnswer, type UsageReportInput } from '../engine/attempt/usage.js';
 import { limitText } from '../engine/attempt/usage-limits.js';
+import { streamWrite, streamWriteCheck, type StreamWriteAnswer } from '../engine/attempt/streams.js';
+import type { StreamChunkInput } from '../db/queries/streams.js';
+import { untilReachable } from '../runtime/until-reachable.js';
 import { nanoid } from 'nanoid';
 import { grantApply, grantMaxHeld, tokenLive, type Principal } from '../auth/tokens.js';
 import { claimWhenReady } from '../claim-wait/claim-when-ready.js';
 import type { Claimant, ClaimWaiters, WaiterReach } from '../claim-wait/waiters.js';
 import { DagentError, ForbiddenError, InvalidInputError, LeaseLostError } from '../errors.js';
-import { CLAIM_WAIT_DEFAULTS, LEASE_DEFAULTS } from '../config/index.js';
+import { CLAIM_WAIT_DEFAULTS, LEASE_DEFAULTS, MCP_DEFAULTS } from '../config/index.js';
 import type { AttemptSpend } from '../db/rows.js';
 
 interface Held {
@@ -27,6 +30,22 @@ interface Held {
   stepNames: Set<string>;
   /** The steps this hold recorded, as the model sent them: the same record sent again is answered, not refused. */
   stepsRecorded: Map<string, { json: string; result: unknown }>;
+  /** The streams this hold writes, by name. */
+  streams: Map<string, HeldStream>;
+}
+
+/** For a session made without a logger: untilReachable says what it retries. */
+const silentLog = pino({ level: 'silent' });
+
+/** A stream the session writes: it numbers the batches, one after the last the database answered. */
+interface HeldStream {
+  /** The sequence number the next batch starts at. */
+  nextSeq: number;
+  /** Batches not known to be written (a write whose answer never came, and those after it): sent first, in order. */
+  unsent: Array<{ chunks: StreamChunkInput[]; end: boolean }>;
+  /** The calls' writes, one after another, in the order the calls came. */
+  queue: Promise<unknown>;
+  ended: StreamWriteAnswer['ended'];
 }
 
 
@@ -222,6 +241,50 @@ export class McpAgentSession {
     return r;
   }
 
+  /**
+   * Append one call's chunks to a stream of the attempt (engine/attempt/streams.ts), `end`: and end it. The session
+   * numbers the batches, so a call is appended after every earlier call of the session, once: a write whose answer
+   * did not come (the database unreachable) is sent again under the same from_seq, at once and then before the
+   * next call's, and written once. A call the model makes again is a new call and appends again, unless it names
+   * `seq` (the answer's chunks + 1 when it was first made): then a seq already written writes nothing.
+   */
+  async streamWrite(taskId: string | undefined, w: { name: string; chunks: StreamChunkInput[]; end: boolean; seq?: number }): Promise<StreamWriteAnswer> {
+    const h = this.pick(taskId);
+    streamWriteCheck({ name: w.name, fromSeq: 1, chunks: w.chunks });
+    let s = h.streams.get(w.name);
+    if (!s) h.streams.set(w.name, s = { nextSeq: 1, unsent: [], queue: Promise.resolve(), ended: null });
+    const stream = s;
+    const write = stream.queue.then(() => this.streamSend(h, w.name, stream, w));
+    stream.queue = write.catch(() => undefined);
+    return write;
+  }
+
+  private async streamSend(h: Held, name: string, s: HeldStream, w: { chunks: StreamChunkInput[]; end: boolean; seq?: number }): Promise<StreamWriteAnswer> {
+    const next = s.nextSeq + s.unsent.reduce((n, b) => n + b.chunks.length, 0);
+    if (w.seq !== undefined && w.seq < next) return { applied: false, chunks: next - 1, ended: s.ended };
+    if (w.seq !== undefined && w.seq > next) {
+      throw new InvalidInputError(`seq ${w.seq}: stream ${name} has ${next - 1} chunks; the next write starts at ${next}`, { field: 'seq', chunks: next - 1 });
+    }
+    s.unsent.push({ chunks: w.chunks, end: w.end });
+    let answer: StreamWriteAnswer = { applied: false, chunks: s.nextSeq - 1, ended: s.ended };
+    while (s.unsent.length) {
+      const b = s.unsent[0]!;
+      try {
+        answer = await this.guarded(h, () => untilReachable('MCP stream write', () => streamWrite(this.db, { taskId: h.task.id, fence: h.task.fence }, {
+          name, fromSeq: s.nextSeq, chunks: b.chunks, end: b.end,
+        }), this.log ?? silentLog, MCP_DEFAULTS.streamWriteRetrySec * 1000));
+      } catch (err) {
+        // Refused (the lease lost, a bad batch): none of what waits can be written. Unanswered: kept for the next call.
+        if (err instanceof DagentError) s.unsent = [];
+        throw err;
+      }
+      s.unsent.shift();
+      s.nextSeq = answer.chunks + 1;
+      s.ended = answer.ended;
+    }
+    return answer;
+  }
+
   async logLines(taskId: string | undefined, lines: LogLineInput[]) {
     const h = this.pick(taskId);
     return this.guarded(h, () => attemptLogAppend(this.db, { taskId: h.task.id, fence: h.task.fence }, lines));
@@ -279,7 +342,7 @@ export class McpAgentSession {
   }
 
   private hold(task: ClaimedTask): void {
-    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000), stepNames: new Set(), stepsRecorded: new Map() };
+    const h: Held = { task, timer: setInterval(() => void this.beat(h), task.heartbeatSec * 1000), stepNames: new Set(), stepsRecorded: new Map(), streams: new Map() };
     h.timer.unref();
     // A first beat soon says "received" (as the runtime's does): a lease that lapses before it was a lost reply, not a crash.
     setTimeout(() => { if (this.held.get(task.id) === h) void this.beat(h); }, Math.min(LEASE_DEFAULTS.receivedBeatSec, task.heartbeatSec) * 1000).unref();

@@ -10,6 +10,10 @@ import { STEP_NAME_MAX } from '../engine/attempt/steps.js';
 import type { McpAgentSession } from './agent-session.js';
 import { toolResult } from './results.js';
 import { usageReportBodyFields } from '../wire/usage.js';
+import { streamNameSchema } from '../wire/streams.js';
+import { STREAM_NAME_DEFAULT, streamTextChunks } from '../engine/attempt/streams.js';
+import type { StreamChunkInput } from '../db/queries/streams.js';
+import { InvalidInputError } from '../errors.js';
 
 /**
  * The tools an agent's MCP session has: work a DAG's tasks one call at a time. The descriptions are written for
@@ -100,6 +104,52 @@ export function agentToolsRegister(server: McpServer, session: McpAgentSession):
 
   stepToolsRegister(server, session);
   usageToolRegister(server, session);
+  streamToolRegister(server, session);
+}
+
+/** Most text one stream_write call carries (characters): 16 chunks' worth; longer text goes in several calls. */
+const STREAM_WRITE_TEXT_MAX = 16 * LIMITS.streamChunkBytes;
+
+/** Streams (engine/attempt/streams.ts): output people watch while the task runs (dagent stream, the SSE route). */
+function streamToolRegister(server: McpServer, session: McpAgentSession): void {
+  server.registerTool('stream_write', {
+    title: 'Write to a stream people watch',
+    description: [
+      'Append output a person follows live while you work (a draft as you write it, progress as JSON): text is',
+      'joined to what you wrote before, a json value is an item of its own. Each call appends, in the order you',
+      'call: do not repeat a call that answered (it would be written twice), unless you name its seq. end true ends',
+      `the stream (readers see it end); a stream you do not end ends with the task. ended "truncated": the task's`,
+      `streams hold ${LIMITS.streamBytesPerAttempt} bytes, nothing more is kept; carry on with the task. LEASE_LOST: the task is no longer yours.`,
+    ].join(' '),
+    inputSchema: {
+      task_id: taskId,
+      name: streamNameSchema.optional().describe(`the stream (default ${STREAM_NAME_DEFAULT}); lowercase letters, digits, _ . -`),
+      text: z.string().max(STREAM_WRITE_TEXT_MAX).optional().describe('text, appended to what you wrote before'),
+      json: z.unknown().optional().describe(`a JSON value, an item of its own (at most ${LIMITS.streamChunkBytes} bytes as JSON)`),
+      end: z.boolean().optional().describe('end the stream after this write'),
+      seq: z.number().int().min(1).max(2_000_000_000).optional()
+        .describe('where this write starts: the previous answer\'s chunks + 1. Name it to make a call you repeat (its answer was lost) write nothing the second time'),
+    },
+  }, (a) => toolResult(async () => {
+    if (a.text !== undefined && a.json !== undefined) throw new InvalidInputError('give text or json, not both (two calls write both, in order)', { field: 'json' });
+    if (a.text === undefined && a.json === undefined && !a.end) throw new InvalidInputError('give text, json, or end: true', { field: 'text' });
+    let chunks: StreamChunkInput[] = [];
+    if (a.text !== undefined) chunks = streamTextChunks(a.text);
+    else if (a.json !== undefined) {
+      const data = JSON.stringify(a.json);
+      const bytes = Buffer.byteLength(data);
+      if (bytes > LIMITS.streamChunkBytes) throw new InvalidInputError(`json: ${bytes} bytes; a JSON item holds at most ${LIMITS.streamChunkBytes}`, { field: 'json' });
+      chunks = [{ kind: 'json', data }];
+    }
+    const r = await session.streamWrite(a.task_id, { name: a.name ?? STREAM_NAME_DEFAULT, chunks, end: a.end ?? false, seq: a.seq });
+    return {
+      applied: r.applied, chunks: r.chunks, ended: r.ended,
+      next: r.ended === 'truncated' ? 'The task\'s streams are full: what you write is no longer kept. Stop writing to streams; carry on with the task.'
+        : r.ended ? 'This stream has ended. Carry on with the task.'
+        : !r.applied && a.seq !== undefined ? `Written before: nothing written again. The next write's seq is ${r.chunks + 1}.`
+        : 'Carry on.',
+    };
+  }));
 }
 
 /**

@@ -15,6 +15,7 @@ import { projectPathResolve } from '../validation/project-files.js';
 import { InvalidInputError } from '../errors.js';
 import { approveFields, dlqCancelFields, dlqRetryFields, paramValue, rejectFields } from '../wire/operator.js';
 import { toolResult } from './results.js';
+import { streamReadsRegister } from './stream-reads.js';
 
 export interface OperatorDeps { db: Db; log?: Logger; fileRoots: readonly string[]; maxQueued?: number }
 
@@ -24,7 +25,7 @@ const STATUS_TASKS_SHOWN = 200;
 /**
  * The tools of an operator's session (submit, read and admin tokens), each only where the token's role may do the
  * same over HTTP: submit a DAG, look at DAGs, tasks and dead letters, and (admin) retry or cancel dead letters and
- * decide approvals. Plus resources: a DAG's status and graph, a task in full.
+ * decide approvals. Plus resources: a DAG's status and graph, a task in full, a task's stream (stream-reads.ts).
  */
 export function operatorToolsRegister(server: McpServer, p: Principal, d: OperatorDeps): void {
   const by = `mcp:${p.role}:${p.tokenId}`;
@@ -94,6 +95,7 @@ export function operatorToolsRegister(server: McpServer, p: Principal, d: Operat
     server.registerResource('task', new ResourceTemplate('dagent://tasks/{task_id}', { list: undefined }), {
       title: 'A task', description: 'A task\'s spec, inputs, output, attempts and events, as JSON', mimeType: 'application/json',
     }, async (uri, vars) => ({ contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(await taskShow(d.db, String(vars.task_id)), null, 2) }] }));
+    streamReadsRegister(server, d.db);
   }
 
   if (can('admin')) {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
 import type { StreamChunkInput } from '../db/queries/streams.js';
 import type { TaskRef } from '../engine/attempt/refusal.js';
-import { STREAM_NAME_DEFAULT, streamWrite, streamWriteCheck, type StreamWriteAnswer } from '../engine/attempt/streams.js';
+import { STREAM_NAME_DEFAULT, streamTextPrefix, streamWrite, streamWriteCheck, type StreamWriteAnswer } from '../engine/attempt/streams.js';
 import { LIMITS, STREAM_DEFAULTS } from '../config/index.js';
 import { DagentError, InvalidInputError } from '../errors.js';
 import { untilReachable } from './until-reachable.js';
@@ -85,7 +85,7 @@ class Stream implements StreamWriter {
     while (rest.length) {
       const last = this.pending.at(-1);
       if (last?.kind === 'text') {
-        const take = prefixWithin(rest, LIMITS.streamChunkBytes - this.lastTextBytes);
+        const take = streamTextPrefix(rest, LIMITS.streamChunkBytes - this.lastTextBytes);
         if (take.length) {
           const n = Buffer.byteLength(take);
           last.data += take;
@@ -95,7 +95,7 @@ class Stream implements StreamWriter {
           continue;
         }
       }
-      const take = prefixWithin(rest, LIMITS.streamChunkBytes);
+      const take = streamTextPrefix(rest, LIMITS.streamChunkBytes);
       this.push({ kind: 'text', data: take });
       rest = rest.slice(take.length);
     }
@@ -142,19 +142,4 @@ class Stream implements StreamWriter {
       this.log.warn({ stream: this.name, limitBytes: LIMITS.streamBytesPerAttempt }, 'stream truncated: the attempt\'s streams reached their bytes; the attempt goes on');
     } else if (a.ended) this.ended = a.ended;
   }
-}
-
-/** The longest prefix of `s` within `maxBytes` as UTF-8, never splitting a surrogate pair. */
-function prefixWithin(s: string, maxBytes: number): string {
-  if (Buffer.byteLength(s) <= maxBytes) return s;
-  let bytes = 0;
-  let i = 0;
-  while (i < s.length) {
-    const cp = s.codePointAt(i)!;
-    const len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-    if (bytes + len > maxBytes) break;
-    bytes += len;
-    i += cp >= 0x10000 ? 2 : 1;
-  }
-  return s.slice(0, i);
 }

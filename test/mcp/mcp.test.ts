@@ -55,7 +55,7 @@ tasks:
 async function scriptedModel(client: Client, dagId: string, agentId: string): Promise<void> {
   const call = caller(client);
   const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-  expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'report_usage', 'spawn_subtasks', 'step_get', 'step_record']);
+  expect(tools).toEqual(['complete', 'fail', 'heartbeat', 'log', 'next_task', 'release', 'report_usage', 'spawn_subtasks', 'step_get', 'step_record', 'stream_write']);
   const done: string[] = [];
   for (let i = 0; i < 10; i++) {
     const next = await call('next_task', { wait_sec: 1 });
@@ -168,7 +168,7 @@ describe('MCP sessions are bounded', () => {
     expect(refused).toMatch(/503|too many MCP sessions open for this token/);
     await open.pop()!.close();
     const again = await overHttp(token);
-    expect((await again.client.listTools()).tools.length).toBe(10);
+    expect((await again.client.listTools()).tools.length).toBe(11);
     for (const s of [...open, again]) await s.close();
   });
 });
@@ -215,7 +215,7 @@ describe('an operator\'s MCP session', () => {
     const ops = await overHttp(admin);
     try {
       const tools = (await ops.client.listTools()).tools.map((t) => t.name).sort();
-      expect(tools).toEqual(['approve', 'dag_status', 'dlq_cancel', 'dlq_list', 'dlq_retry', 'reject', 'submit_dag', 'task_show']);
+      expect(tools).toEqual(['approve', 'dag_status', 'dlq_cancel', 'dlq_list', 'dlq_retry', 'reject', 'stream_read', 'submit_dag', 'task_show']);
       const bad = await ops.call('submit_dag', { yaml: 'name: broken\ntasks:\n  a: { type: a, depends_on: [b] }\n' });
       expect(bad.text).toBe('DAG_INVALID: request.yaml:3:30 tasks.a.depends_on[0]: unknown task "b" (did you mean "a"?)');
       expect((await ops.call('submit_dag', { file: '/etc/passwd' })).text).toMatch(/^INVALID_INPUT: file: \/etc\/passwd is outside the DAG's directory/);
@@ -250,8 +250,8 @@ describe('an operator\'s MCP session', () => {
       const s = await overHttp(token);
       try { return (await s.client.listTools()).tools.map((t) => t.name).sort(); } finally { await s.close(); }
     };
-    expect(await names('read')).toEqual(['dag_status', 'dlq_list', 'task_show']);
-    expect(await names('submit')).toEqual(['dag_status', 'dlq_list', 'submit_dag', 'task_show']);
+    expect(await names('read')).toEqual(['dag_status', 'dlq_list', 'stream_read', 'task_show']);
+    expect(await names('submit')).toEqual(['dag_status', 'dlq_list', 'stream_read', 'submit_dag', 'task_show']);
   });
 });
 

@@ -35,6 +35,34 @@ export interface StreamWriteAnswer {
   ended: 'ended' | 'truncated' | null;
 }
 
+/** The longest prefix of `s` within `maxBytes` as UTF-8, never splitting a surrogate pair. */
+export function streamTextPrefix(s: string, maxBytes: number): string {
+  if (Buffer.byteLength(s) <= maxBytes) return s;
+  let bytes = 0;
+  let i = 0;
+  while (i < s.length) {
+    const cp = s.codePointAt(i)!;
+    const len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    if (bytes + len > maxBytes) break;
+    bytes += len;
+    i += cp >= 0x10000 ? 2 : 1;
+  }
+  return s.slice(0, i);
+}
+
+/** Text as the chunks a write carries: at most LIMITS.streamChunkBytes each, a NUL (which PostgreSQL text cannot hold) as U+FFFD. */
+export function streamTextChunks(text: string): StreamChunkInput[] {
+  const chunks: StreamChunkInput[] = [];
+  let rest = text.replaceAll('\u0000', '\uFFFD');
+  while (rest.length) {
+    // A limit set below one character's bytes still makes progress (and the write is refused, naming the chunk).
+    const take = streamTextPrefix(rest, LIMITS.streamChunkBytes) || String.fromCodePoint(rest.codePointAt(0)!);
+    chunks.push({ kind: 'text', data: take });
+    rest = rest.slice(take.length);
+  }
+  return chunks;
+}
+
 /** The write's fields, checked: a clear error naming the field, before anything is written. */
 export function streamWriteCheck(w: StreamWriteInput): void {
   if (typeof w.name !== 'string' || !STREAM_NAME_PATTERN.test(w.name)) {

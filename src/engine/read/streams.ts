@@ -2,6 +2,7 @@ import type { Db } from '../../db/handle.js';
 import { streamChunksRead, streamListForTask, streamStateGet, type StreamChunkKind, type StreamState } from '../../db/queries/streams.js';
 import { taskHolderGet } from '../../db/queries/tasks-read.js';
 import { NotFoundError } from '../../errors.js';
+import { STREAM_DEFAULTS } from '../../config/index.js';
 
 /**
  * Reading a stream (db/queries/streams.ts) from a position: which attempt's stream a reader follows, and whether it
@@ -40,4 +41,42 @@ export async function streamList(db: Db, taskId: string) {
   const streams = await streamListForTask(db, taskId);
   if (streams.length === 0 && !(await taskHolderGet(db, taskId))) throw new NotFoundError('task', taskId);
   return streams;
+}
+
+/** What one read of a stream answers at once: its chunks after a position, whether more are written, its end. */
+export interface StreamPage {
+  stream: StreamState;
+  /** In order, after the position asked for: up to `maxBytes` (past it by one chunk at most). */
+  chunks: StreamChunk[];
+  /** The sequence number to read on from (the last chunk returned; the position asked for when none). */
+  last: number;
+  /** More chunks are written past `last` already. */
+  more: boolean;
+  /** Set once the stream has ended and `last` is its last chunk. */
+  end: StreamEnd | null;
+}
+
+/** A stream's chunks after `afterSeq` (of the attempt named, else the latest's), for a reader that asks again for more. */
+export async function streamPageRead(
+  db: Db, taskId: string, name: string, o: { afterSeq: number; attempt?: number; maxBytes?: number },
+): Promise<StreamPage> {
+  const stream = await streamOpen(db, taskId, name, o.attempt);
+  const key = { taskId, fence: stream.fence, name };
+  const maxBytes = o.maxBytes ?? STREAM_DEFAULTS.readBytes;
+  const chunks: StreamChunk[] = [];
+  let last = o.afterSeq;
+  let bytes = 0;
+  for (;;) {
+    const rows = await streamRead(db, key, last, STREAM_DEFAULTS.readRows);
+    for (const r of rows) {
+      if (bytes >= maxBytes) break;
+      chunks.push(r);
+      bytes += Buffer.byteLength(r.data);
+      last = r.seq;
+    }
+    if (rows.length < STREAM_DEFAULTS.readRows || bytes >= maxBytes) break;
+  }
+  const end = await streamEndAfter(db, key, last);
+  const now = end ? end.chunks : (await streamStateGet(db, taskId, name, undefined, stream.fence))?.chunks ?? 0;
+  return { stream, chunks, last, more: now > last, end };
 }
