@@ -17,7 +17,7 @@ import { visibleJson, visibleText } from '../visible-text.js';
 /** @typedef {import('../../src/wire/tasks.js').TaskView} TaskView */
 /** @typedef {import('../api.js').StreamEvent} StreamEvent */
 /**
- * A stream the picker offers: `pinned` when its row exists (read as `?attempt=`), else the stream the running attempt
+ * A stream the picker offers: `pinned` when its row exists (read as `?fence=`: that claim's, exactly), else the stream the running attempt
  * has not written yet (the latest, which the server follows from before its first write).
  * @typedef {{ key: string, name: string, attempt: number, fence: number, pinned: boolean }} StreamChoice
  */
@@ -48,8 +48,8 @@ function endText(e) {
 }
 
 /**
- * The streams a task's page offers, newest attempt first, by name within one (an attempt number once: `?attempt=`
- * reads its newest stream), with the running attempt's `output` first when it has written none yet.
+ * The streams a task's page offers, newest attempt first, by name within one (each claim's apart, by its fence: a
+ * re-run numbers its attempts from 1 again), with the running attempt's `output` first when it has written none yet.
  * @param {StreamView[]} streams
  * @param {TaskView | undefined} task
  * @returns {StreamChoice[]}
@@ -58,10 +58,10 @@ function choicesOf(streams, task) {
   /** @type {Map<string, StreamChoice>} */
   const choices = new Map();
   if (task && HOLDING.has(task.status) && !streams.some((s) => s.name === DEFAULT_NAME && s.fence === task.fence)) {
-    choices.set(`${DEFAULT_NAME}@${task.attempts}`, { key: `${DEFAULT_NAME}@${task.attempts}`, name: DEFAULT_NAME, attempt: task.attempts, fence: task.fence, pinned: false });
+    choices.set(`${DEFAULT_NAME}@${task.fence}`, { key: `${DEFAULT_NAME}@${task.fence}`, name: DEFAULT_NAME, attempt: task.attempts, fence: task.fence, pinned: false });
   }
   for (const s of [...streams].sort((a, b) => b.fence - a.fence || (a.name < b.name ? -1 : 1))) {
-    const key = `${s.name}@${s.attempt}`;
+    const key = `${s.name}@${s.fence}`;
     if (!choices.has(key)) choices.set(key, { key, name: s.name, attempt: s.attempt, fence: s.fence, pinned: true });
   }
   return [...choices.values()];
@@ -205,7 +205,7 @@ export function taskStreamsPanel(ctx, taskId) {
     waiting.textContent = 'Nothing streamed yet.';
     let attempt = choice.attempt;
     /** @type {number | undefined} the attempt to reconnect to once its stream exists */
-    let pin = choice.pinned ? choice.attempt : undefined;
+    let pin = choice.pinned ? choice.fence : undefined;
     /** @type {number | undefined} */
     let shownFence;
     let live = true;
@@ -213,7 +213,7 @@ export function taskStreamsPanel(ctx, taskId) {
       status.textContent = `${choice.name} · attempt ${attempt}${live ? ' (live)' : ''} · ${seq} chunk(s)`;
     };
     statusShow();
-    const path = () => `/api/tasks/${encodeURIComponent(taskId)}/streams/${encodeURIComponent(choice.name)}${pin !== undefined ? `?attempt=${pin}` : ''}`;
+    const path = () => `/api/tasks/${encodeURIComponent(taskId)}/streams/${encodeURIComponent(choice.name)}${pin !== undefined ? `?fence=${pin}` : ''}`;
     /** @param {StreamEvent} e */
     const onEvent = (e) => {
       if (!ctx.alive || following !== me) return;
@@ -236,7 +236,7 @@ export function taskStreamsPanel(ctx, taskId) {
           waiting.hidden = true;
           el.hidden = false;
           // Its row exists now: a reconnect asks for this attempt's, not whichever is the latest by then.
-          pin = attempt;
+          pin = shownFence;
         }
         seq = c.seq;
         body.dataset.seq = String(seq);

@@ -34,7 +34,13 @@ export class StreamFeeds {
     await (this.starting ??= this.listen());
     const id = `${key.taskId}:${key.fence}:${key.name}`;
     let feed = this.feeds.get(id);
-    if (!feed) this.feeds.set(id, feed = new Feed(this.o.db, key, this.o.log, this.o.pollMs ?? STREAM_DEFAULTS.pollMs, () => this.feeds.delete(id)));
+    if (!feed?.open) {
+      const made: Feed = new Feed(this.o.db, key, this.o.log, this.o.pollMs ?? STREAM_DEFAULTS.pollMs, () => {
+        // Only this feed's own entry: a feed closed while a new one for the same stream was made must not remove it.
+        if (this.feeds.get(id) === made) this.feeds.delete(id);
+      });
+      this.feeds.set(id, feed = made);
+    }
     feed.add(reader);
     return () => feed.remove(reader);
   }
@@ -74,6 +80,7 @@ class Feed {
   private running: Promise<void> | undefined;
   private again = false;
   private readonly timer: NodeJS.Timeout;
+  private closed = false;
 
   constructor(
     private readonly db: Db, private readonly key: { taskId: string; fence: number; name: string },
@@ -92,12 +99,19 @@ class Feed {
     void this.wake();
   }
 
+  /** Whether it still serves readers (a feed whose last reader left is closed; a new reader makes a new one). */
+  get open(): boolean {
+    return !this.closed;
+  }
+
   remove(r: StreamReader): void {
     this.readers.delete(r);
     if (this.readers.size === 0) this.close();
   }
 
   close(): void {
+    if (this.closed) return;
+    this.closed = true;
     clearInterval(this.timer);
     this.readers.clear();
     this.gone();

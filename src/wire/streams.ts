@@ -31,7 +31,7 @@ export const streamViewSchema = z.object({
   attempt: z.number().describe('the attempt that wrote it (?attempt= of GET /api/tasks/:id/streams/:name)'),
   fence: z.number().describe('the fence of that attempt\'s claim'),
   chunks: z.number().describe('the sequence number of its last chunk (chunks are numbered from 1)'),
-  bytes: z.number().describe('the size of its chunks'),
+  bytes: z.number().describe('what its chunks count against the attempt\'s bytes: their size, each at least STREAM_DEFAULTS.chunkMinBytes (64)'),
   endReason: z.enum(['ended', 'truncated']).nullable()
     .describe('ended: its writer ended it; truncated: its attempt\'s streams reached their bytes; null: not ended by either (it may still be written, or it ended with its attempt)'),
 }).meta({ id: 'StreamView' });

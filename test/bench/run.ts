@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown] [-- --startup] [-- --steps]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown] [-- --startup] [-- --steps] [-- --streams]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
  * and one SVG bar chart per figure in docs/bench/. --breakdown: only where a task's time goes (breakdown.ts). --steps:
@@ -39,6 +39,7 @@ import { graphileBench, pgBossBench } from './peers.js';
 import { breakdownBench } from './breakdown.js';
 import { completionPathsBench, statementCounter } from './completion-paths.js';
 import { barChartSvg, plotWrite } from './plot.js';
+import { streamsBench } from './streams.js';
 import { durableStepsBench } from './steps.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { textArray } from '../../src/db/statement.js';
@@ -53,6 +54,8 @@ const PEERS = process.argv.includes('--peers');
 const STARTUP_ONLY = process.argv.includes('--startup');
 /** --steps: only durable steps (steps.ts). */
 const STEPS_ONLY = process.argv.includes('--steps');
+/** --streams: only streams, writer to reader (streams.ts). */
+const STREAMS_ONLY = process.argv.includes('--streams');
 const STEP_TASKS = quick ? 100 : 500;
 /** --no-hand-off: completions hand nothing on (each dependent goes READY and is claimed), in the bench loop and the runtime, for comparison. */
 const HAND_OFF = !process.argv.includes('--no-hand-off');
@@ -229,6 +232,18 @@ async function main() {
   if (STEPS_ONLY) {
     try {
       await stepLines(d, counter);
+    } finally {
+      await d.close();
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+    return;
+  }
+  if (STREAMS_ONLY) {
+    try {
+      for (const f of await streamsBench(d, server.url, counter, [50, 1000], quick ? 5 : 20)) {
+        console.log(`stream, ${fmt(f.rate)} chunks/s written, read live by one reader (${fmt(f.chunks)} chunks): write to read p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms, ${f.statementsPerSec.toFixed(1)} statements/s (writer and reader)`);
+      }
     } finally {
       await d.close();
       await server.stop();

@@ -88,7 +88,8 @@ export async function runAgent(d: Database, slots: number, expected: number, bat
 }
 
 export async function reset(d: Database) {
-  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, capability_groups, concurrency_keys, concurrency_releases, attempt_logs, attempt_log_stats, task_steps`);
+  // Cascade: every table that references a task (step replays, the usage ledger, streams) goes with it.
+  await d.db.execute(sql`truncate dags, tasks, edges, attempts, agents, dead_letters, events, capability_groups, concurrency_keys, concurrency_releases, attempt_logs, attempt_log_stats, task_steps cascade`);
 }
 
 /**

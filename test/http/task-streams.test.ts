@@ -101,9 +101,10 @@ describe('GET /api/tasks/:id/streams', () => {
     await streamWrite(db, { taskId: t.id, fence: again!.fence }, { name: 'output', fromSeq: 1, chunks: [{ kind: 'text', data: 'second' }] });
     const listed = await call('GET', url, { token: reader });
     expect([listed.status, listed.body]).toEqual([200, { streams: [
-      { name: 'notes', attempt: 1, fence: t.fence, chunks: 1, bytes: 1, endReason: 'ended' },
-      { name: 'output', attempt: 1, fence: t.fence, chunks: 2, bytes: Buffer.byteLength('héllo{"n":1}'), endReason: null },
-      { name: 'output', attempt: 2, fence: again!.fence, chunks: 1, bytes: 6, endReason: null },
+      // Each chunk counts at least STREAM_DEFAULTS.chunkMinBytes (64) against the attempt's bytes.
+      { name: 'notes', attempt: 1, fence: t.fence, chunks: 1, bytes: 64, endReason: 'ended' },
+      { name: 'output', attempt: 1, fence: t.fence, chunks: 2, bytes: 128, endReason: null },
+      { name: 'output', attempt: 2, fence: again!.fence, chunks: 1, bytes: 64, endReason: null },
     ] }]);
     const none = await call('GET', '/api/tasks/tsk_nosuchtask000/streams', { token: reader });
     expect([none.status, none.body.error.code]).toEqual([404, 'NOT_FOUND']);
@@ -155,6 +156,11 @@ describe('GET /api/tasks/:id/streams/:name (server-sent events)', () => {
     await Promise.all([latest.done(), first.done()]);
     expect(chunksOf(latest.events()).map((c) => c.text)).toEqual(['second']);
     expect(chunksOf(first.events()).map((c) => c.text).join('')).toBe('abcd');
+    // By the claim's fence, exactly (attempt numbers repeat after a re-run); a fence never written under is a 404.
+    const byFence = await sseConnect(`${url}?fence=${t.fence}&attempt=2`, { token: reader });
+    await byFence.done();
+    expect(chunksOf(byFence.events()).map((c) => c.text).join('')).toBe('abcd');
+    expect((await sseConnect(`${url}?fence=${again!.fence + 5}`, { token: reader })).status).toBe(404);
   });
 
   it('a missing task or stream is a 404, a bad query a 400, an agent or no token refused', async () => {

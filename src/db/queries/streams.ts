@@ -96,14 +96,19 @@ export interface StreamState {
 /**
  * The stream `name` of `taskId` a reader follows: of the attempt numbered `attempt`, else the latest attempt's (the
  * task's current hold when it holds one, else the last stream written). A hold that has not written yet is
- * followed too (chunks 0), so a reader can connect before the writer starts. `fence`: that attempt's, exactly (a
- * reader that already follows it). Undefined: no such stream.
+ * followed too (chunks 0), so a reader can connect before the writer starts. `fence`: that claim's, exactly (a
+ * reader that already follows it; with `mustExist`, only if written or held under it). Undefined: no such stream.
  */
-export async function streamStateGet(db: Db, taskId: string, name: string, attempt?: number, fence?: number): Promise<StreamState | undefined> {
+export async function streamStateGet(db: Db, taskId: string, name: string, attempt?: number, fence?: number, mustExist = false): Promise<StreamState | undefined> {
   const [r] = await rowsOf<Record<string, unknown>>(db, sql`
     with target as (
       ${fence !== undefined
-    ? sql`select ${fence}::int as fence, coalesce((select s.attempt from task_streams s where s.task_id = ${taskId} and s.name = ${name} and s.fence = ${fence}), 0) as attempt`
+    ? sql`select ${fence}::int as fence,
+          coalesce((select s.attempt from task_streams s where s.task_id = ${taskId} and s.name = ${name} and s.fence = ${fence}),
+            (select t.attempts from tasks t where t.id = ${taskId} and t.fence = ${fence}), 0) as attempt
+        -- mustExist (a reader asking for it): a stream written under that fence, or the task held under it now.
+        where not ${mustExist} or exists (select 1 from task_streams s where s.task_id = ${taskId} and s.name = ${name} and s.fence = ${fence})
+          or exists (select 1 from tasks t where t.id = ${taskId} and t.fence = ${fence} and t.status in ('claimed', 'running'))`
     : attempt !== undefined
     ? sql`select s.fence, s.attempt from task_streams s where s.task_id = ${taskId} and s.name = ${name} and s.attempt = ${attempt} order by s.fence desc limit 1`
     : sql`select fence, attempt from (

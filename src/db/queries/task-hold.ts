@@ -19,7 +19,8 @@ export function taskHeldSql(alias: string, fence: number): SQL {
 /**
  * True when the holder of task row `alias` has shown no sign of life since its claim (its claim's reply was most
  * likely lost: the reaper hands the lease back without spending an attempt): not started, or running with no
- * heartbeat since (a claim straight into RUNNING stamps both at once), and no stream written under its fence. The
+ * heartbeat since (a claim straight into RUNNING stamps both at once), and no stream or durable step written under its
+ * fence (task_steps' primary key begins with task and fence). The
  * runtime's first heartbeat comes 2 s after the start, a stream's first batch within STREAM_DEFAULTS.batchMs: a
  * writer killed in between was handed back free, and its retry streamed under the same attempt number
  * (test/faults/streams.test.ts).
@@ -27,7 +28,8 @@ export function taskHeldSql(alias: string, fence: number): SQL {
 export function taskUnstartedSql(alias: string): SQL {
   const t = sql.raw(alias);
   return sql`((${t}.status = 'claimed' or ${t}.heartbeat_at is not distinct from ${t}.claimed_at)
-    and not exists (select 1 from task_streams s where s.task_id = ${t}.id and s.fence = ${t}.fence))`;
+    and not exists (select 1 from task_streams s where s.task_id = ${t}.id and s.fence = ${t}.fence)
+    and not exists (select 1 from task_steps p where p.task_id = ${t}.id and p.fence = ${t}.fence))`;
 }
 
 /** The task's standing as columns `status`, `fence_now` and `lapsed`, read beside a statement's own result. */

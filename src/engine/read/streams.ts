@@ -16,11 +16,11 @@ export interface StreamChunk { seq: number; kind: StreamChunkKind; data: string 
 export interface StreamEnd { reason: 'ended' | 'truncated' | 'attempt_ended'; outcome: string | null; chunks: number }
 
 /** The stream a reader follows (the named attempt's, else the latest's); NOT_FOUND naming what is missing. */
-export async function streamOpen(db: Db, taskId: string, name: string, attempt?: number): Promise<StreamState> {
-  const s = await streamStateGet(db, taskId, name, attempt);
+export async function streamOpen(db: Db, taskId: string, name: string, attempt?: number, fence?: number): Promise<StreamState> {
+  const s = await streamStateGet(db, taskId, name, fence === undefined ? attempt : undefined, fence, fence !== undefined);
   if (s) return s;
   if (!(await taskHolderGet(db, taskId))) throw new NotFoundError('task', taskId);
-  throw new NotFoundError('stream', `${taskId}/${name}${attempt !== undefined ? ` of attempt ${attempt}` : ''}`);
+  throw new NotFoundError('stream', `${taskId}/${name}${fence !== undefined ? ` of fence ${fence}` : attempt !== undefined ? ` of attempt ${attempt}` : ''}`);
 }
 
 /** The end of a stream whose chunks a reader has read up to `readSeq`, or null while more may come. */

@@ -41,6 +41,8 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
     query: z.object({
       from: z.coerce.number().int().min(0).max(2_000_000_000).optional().describe('send the chunks after this sequence number (default 0: all); Last-Event-ID wins'),
       attempt: z.coerce.number().int().min(1).max(1_000_000).optional().describe('that attempt\'s stream (default the latest attempt\'s)'),
+      fence: z.coerce.number().int().min(0).max(2_147_483_647).optional()
+        .describe('that claim\'s stream exactly (GET /api/tasks/:id/streams lists each with its fence): attempt numbers repeat after a re-run; wins over attempt'),
     }),
     summary: 'Server-sent events: a stream\'s chunks (event chunk, id its sequence), live, resumable after Last-Event-ID; event end when it ends',
     response: otherContent(['text/event-stream'], 'events: stream (which attempt), chunk ({seq, text} or {seq, json}; id: seq), end ({reason: ended | truncated | attempt_ended, outcome}); the server closes after end'),
@@ -50,7 +52,7 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
     const lastEventId = req.headers['last-event-id'];
     const resumeAt = typeof lastEventId === 'string' && /^\d{1,10}$/.test(lastEventId.trim()) ? Number(lastEventId) : undefined;
     // Resolved before the stream opens: an unknown task or stream is a 404, not an empty stream.
-    const s = await streamOpen(d.db, p.id!, name.data, query.attempt);
+    const s = await streamOpen(d.db, p.id!, name.data, query.attempt, query.fence);
     reply.hijack();
     const res = reply.raw;
     sseOpen(res);
