@@ -95,6 +95,10 @@ class StreamWriter:
             text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError) as e:
             raise ValueError(f"stream {self.name}: a value that is not text must be JSON: {e}") from None
+        # The server refuses a NUL anywhere in a request and cannot store a lone surrogate: a value holding either
+        # is this write's error, not the loss of the batch it would have gone in.
+        if "\x00" in text or _SURROGATE.search(text):
+            raise ValueError(f"stream {self.name}: a JSON value may not hold a NUL or a lone surrogate")
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > CHUNK_BYTES:
             raise ValueError(f"stream {self.name}: a JSON chunk holds at most {CHUNK_BYTES} bytes, not {size}")

@@ -64,6 +64,8 @@ export const LIMIT_DEFAULTS = {
   reportTokens: 1_000_000_000,
   /** Most bytes an attempt's streams (ctx.stream) may hold together: past it the stream being written ends, marked truncated (8 MiB). */
   streamBytesPerAttempt: 8 * 1024 * 1024,
+  /** Most streams (names) one attempt may write: each is a row and a feed for its readers. */
+  streamsPerAttempt: 64,
   /** Largest chunk one stream write may carry (64 KiB): a longer text is written as several. */
   streamChunkBytes: 64 * 1024,
   /** Most bytes an event stream may have waiting for a reader that does not read: beyond, the stream is cut off (1 MiB). */

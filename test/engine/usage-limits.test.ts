@@ -168,3 +168,20 @@ describe('a report that arrives after its attempt ended', () => {
     expect(await spend(dagId)).toMatchObject({ dag: 0.25, attempt: 0.25 });
   });
 });
+
+describe('hostile or unlucky timing', () => {
+  it('a late report names only a model its attempt could use; a charge committed after midnight never moves the day back', async () => {
+    await agentCreate(db, 'a1', ['paid']);
+    const dagId = await dagCreate(db, yaml({ top: 'daily_budget_usd: 5' }));
+    const ref = (await claimOne())!;
+    await leaseLapsedReaped(db, reaperCreate({ db }), 'a1');
+    await refusalOf(usageReport(db, ref, { reportKey: 'late', costUsd: 0.1, model: 'made-up-model-1' }, { agentId: 'a1' }));
+    expect(await rowsOf(db, sql`select model, cost_usd::float8 as cost from usage_reports`)).toEqual([{ model: null, cost: 0.1 }]);
+    // The DAG's row already counts the next UTC day (a charge of the new day committed first): this one adds to it.
+    await db.execute(sql`update dags set spend_day = (now() at time zone 'utc')::date + 1, day_spent_usd = 2 where id = ${dagId}`);
+    const ref2 = (await claimOne())!;
+    await usageReport(db, ref2, { reportKey: 'r', costUsd: 0.5 });
+    expect(await rowsOf(db, sql`select day_spent_usd::float8 as day, spend_day = (now() at time zone 'utc')::date + 1 as next from dags where id = ${dagId}`))
+      .toEqual([{ day: 2.5, next: true }]);
+  });
+});

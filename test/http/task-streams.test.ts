@@ -263,3 +263,27 @@ describe('hostile writers and revoked tokens', () => {
     expect(again!.fence).toBeGreaterThan(t.fence);
   });
 });
+
+describe('what a hostile writer or reader cannot do', () => {
+  it('no more than streamsPerAttempt names, no row for an empty first batch, no feed for a name never written, a resend racing its twin never truncates', async () => {
+    const { t } = await held();
+    const ref = { taskId: t.id, fence: t.fence };
+    expect(await streamWrite(db, ref, { name: 'empty', fromSeq: 1, chunks: [] })).toEqual({ applied: false, chunks: 0, ended: null });
+    expect(await rowsOf(db, sql`select name from task_streams`)).toEqual([]);
+    // Readers: a name no attempt wrote is a 404 (the default stream may be followed before its first write).
+    expect((await sseConnect(`${http.url}/api/tasks/${t.id}/streams/made-up`, { token: reader })).status).toBe(404);
+    const early = await sseConnect(`${http.url}/api/tasks/${t.id}/streams/output?from=0`, { token: reader, lastEventId: '99999999999' });
+    expect(early.status).toBe(200);
+    // The same batch twice at once (a resend racing the original): one writes it, the other says so; nothing truncated.
+    const twins = await Promise.all([0, 1].map(() => streamWrite(db, ref, { name: 'output', fromSeq: 1, chunks: [{ kind: 'text', data: 'once' }] })));
+    expect(twins.map((a) => [a.applied, a.chunks, a.ended]).sort()).toEqual([[false, 1, null], [true, 1, null]]);
+    await streamWrite(db, ref, { name: 'output', fromSeq: 2, chunks: [], end: true });
+    await early.done();
+    // An out-of-range Last-Event-ID is ignored: the reader got the stream from ?from.
+    expect(chunksOf(early.events()).map((c) => c.text)).toEqual(['once']);
+    for (let i = 1; i < LIMITS.streamsPerAttempt; i++) await streamWrite(db, ref, { name: `s${i}`, fromSeq: 1, chunks: [{ kind: 'text', data: 'x' }] });
+    await expect(streamWrite(db, ref, { name: 'one-too-many', fromSeq: 1, chunks: [{ kind: 'text', data: 'x' }] }))
+      .rejects.toMatchObject({ code: 'INVALID_INPUT', details: { field: 'name' } });
+    expect((await rowsOf(db, sql`select count(*)::int as n from task_streams`))[0]).toEqual({ n: LIMITS.streamsPerAttempt });
+  });
+});

@@ -99,7 +99,10 @@ export const SPEND_DAY_SQL = sql`(now() at time zone 'utc')::date`;
 /** The SET of the row `alias` (a DAG or an agent) that adds `cost` to its spend of today. */
 export function spendDaySet(alias: string, cost: SQL): SQL {
   const a = sql.raw(alias);
-  return sql`day_spent_usd = case when ${a}.spend_day = ${SPEND_DAY_SQL} then ${a}.day_spent_usd + ${cost} else ${cost} end, spend_day = ${SPEND_DAY_SQL}`;
+  // Never back to an earlier day: a charge whose transaction began before midnight (now() is its start) but commits
+  // after one of the new day's adds to the new day's count, rather than resetting it to an old one.
+  return sql`day_spent_usd = case when ${a}.spend_day >= ${SPEND_DAY_SQL} then ${a}.day_spent_usd + ${cost} else ${cost} end,
+    spend_day = greatest(coalesce(${a}.spend_day, ${SPEND_DAY_SQL}), ${SPEND_DAY_SQL})`;
 }
 
 /** What the row `alias` (a DAG or an agent) spent today (UTC). */

@@ -26,14 +26,20 @@ export async function usageReportLate(db: Db, u: UsageInput & { agentId: string;
   const tokensOut = sql`${u.tokensOut}::bigint`;
   const [r] = await rowsOf<Record<string, unknown>>(db, sql`
     with ended as (
-      select a.task_id, a.fence, a.attempt, a.dag_id, a.agent_id from attempts a join tasks t on t.id = a.task_id
+      select a.task_id, a.fence, a.attempt, a.dag_id, a.agent_id,
+        -- The model it names, only if the attempt could have used it (the one it ended on, or one its task names):
+        -- a live report's is checked against the hold, a late one's here, else it is kept as none.
+        case when ${u.model ?? null}::text = a.model
+               or ${u.model ?? null}::text in (select jsonb_array_elements_text(coalesce(t.spec->'models', '[]') || coalesce(t.spec->'fallbackModels', '[]')))
+             then ${u.model ?? null}::text end as model
+      from attempts a join tasks t on t.id = a.task_id
       where a.task_id = ${u.taskId} and a.fence = ${u.fence} and a.agent_id = ${u.agentId}
         and a.ended_at > now() - make_interval(secs => ${u.windowSec})
       for no key update of t
     ), ledger as (
       insert into usage_reports (task_id, fence, attempt, dag_id, agent_id, token_id, report_key, model, cost_usd, tokens_in,
         tokens_out, cached_read_tokens, cache_write_tokens)
-      select e.task_id, e.fence, e.attempt, e.dag_id, e.agent_id, ${u.tokenId ?? null}::text, ${u.reportKey}, ${u.model ?? null}::text,
+      select e.task_id, e.fence, e.attempt, e.dag_id, e.agent_id, ${u.tokenId ?? null}::text, ${u.reportKey}, e.model,
         ${u.costUsd}::numeric, ${tokensIn}, ${tokensOut}, ${u.cachedReadTokens}::bigint, ${u.cacheWriteTokens}::bigint
       from ended e
       on conflict (task_id, fence, report_key) do nothing

@@ -1,6 +1,6 @@
 import { LIMITS } from '../../config/index.js';
 import type { Db } from '../../db/handle.js';
-import { streamAppend, streamTruncate, type StreamChunkInput } from '../../db/queries/streams.js';
+import { streamAppend, streamBatchBytes, streamTruncate, type StreamChunkInput } from '../../db/queries/streams.js';
 import { InvalidInputError } from '../../errors.js';
 import { holdRefusalRead, type TaskRef } from './refusal.js';
 
@@ -14,6 +14,8 @@ import { holdRefusalRead, type TaskRef } from './refusal.js';
 /** A stream's name: what readers ask for (`output` by default). */
 export const STREAM_NAME_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 export const STREAM_NAME_DEFAULT = 'output';
+/** The highest chunk sequence (a PostgreSQL integer with room): from_seq, ?from and Last-Event-ID stay within it. */
+export const STREAM_SEQ_MAX = 2_000_000_000;
 /** Most chunks in one write: a writer's batch coalesces text, so a batch holds few. */
 export const STREAM_CHUNKS_PER_WRITE = 1000;
 
@@ -68,7 +70,7 @@ export function streamWriteCheck(w: StreamWriteInput): void {
   if (typeof w.name !== 'string' || !STREAM_NAME_PATTERN.test(w.name)) {
     throw new InvalidInputError(`stream name ${JSON.stringify(w.name)}: lowercase letters, digits, _ . - (1-64, starting with a letter or digit)`, { field: 'name' });
   }
-  if (!Number.isInteger(w.fromSeq) || w.fromSeq < 1 || w.fromSeq > 2_000_000_000) {
+  if (!Number.isInteger(w.fromSeq) || w.fromSeq < 1 || w.fromSeq > STREAM_SEQ_MAX) {
     throw new InvalidInputError(`from_seq ${w.fromSeq}: expected a whole number from 1`, { field: 'from_seq' });
   }
   if (!Array.isArray(w.chunks) || w.chunks.length > STREAM_CHUNKS_PER_WRITE) {
@@ -92,17 +94,27 @@ export function streamWriteCheck(w: StreamWriteInput): void {
 export async function streamWrite(db: Db, ref: TaskRef, w: StreamWriteInput): Promise<StreamWriteAnswer> {
   streamWriteCheck(w);
   const end = w.end === true;
-  const r = await streamAppend(db, { taskId: ref.taskId, fence: ref.fence, name: w.name, fromSeq: w.fromSeq, chunks: w.chunks, end, attemptBytesMax: LIMITS.streamBytesPerAttempt });
-  if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
-  if (r.kind === 'appended') return { applied: true, chunks: r.chunks, ended: end ? 'ended' : null };
-  const last = w.fromSeq + w.chunks.length - 1;
-  // Written before (a batch sent again after its reply was lost): answered as it was.
-  if (w.chunks.length > 0 && last <= r.chunks) return { applied: false, chunks: r.chunks, ended: r.endReason as StreamWriteAnswer['ended'] };
-  if (r.endReason) return { applied: false, chunks: r.chunks, ended: r.endReason as StreamWriteAnswer['ended'] };
-  if (w.fromSeq !== r.chunks + 1) {
-    throw new InvalidInputError(`from_seq ${w.fromSeq}: stream ${w.name} has ${r.chunks} chunks; the next batch starts at ${r.chunks + 1}`, { field: 'from_seq', chunks: r.chunks });
+  const append = { taskId: ref.taskId, fence: ref.fence, name: w.name, fromSeq: w.fromSeq, chunks: w.chunks, end, attemptBytesMax: LIMITS.streamBytesPerAttempt, attemptStreamsMax: LIMITS.streamsPerAttempt };
+  for (let tries = 0; ; tries++) {
+    const r = await streamAppend(db, append);
+    if (r.kind === 'refused') throw await holdRefusalRead(db, ref, r.task);
+    if (r.kind === 'appended') return { applied: true, chunks: r.chunks, ended: end ? 'ended' : null };
+    const last = w.fromSeq + w.chunks.length - 1;
+    // Written before (a batch sent again after its reply was lost): answered as it was.
+    if (w.chunks.length > 0 && last <= r.chunks) return { applied: false, chunks: r.chunks, ended: r.endReason as StreamWriteAnswer['ended'] };
+    if (r.endReason) return { applied: false, chunks: r.chunks, ended: r.endReason as StreamWriteAnswer['ended'] };
+    if (!r.exists && w.fromSeq === 1 && w.chunks.length === 0 && !end) return { applied: false, chunks: 0, ended: null };
+    if (w.fromSeq !== r.chunks + 1) {
+      throw new InvalidInputError(`from_seq ${w.fromSeq}: stream ${w.name} has ${r.chunks} chunks; the next batch starts at ${r.chunks + 1}`, { field: 'from_seq', chunks: r.chunks });
+    }
+    if (!r.exists && r.attemptStreams >= LIMITS.streamsPerAttempt) {
+      throw new InvalidInputError(`stream ${w.name}: an attempt writes at most ${LIMITS.streamsPerAttempt} streams (LIMITS.streamsPerAttempt)`, { field: 'name' });
+    }
+    // This statement saw the stream as it stood when it began: a batch racing its own resend (the twin committed
+    // meanwhile) looks like one that does not fit. Asked again once, in a fresh statement, before ending anything.
+    if (tries === 0) continue;
+    // Past the attempt's bytes: the stream ends here, marked, and the attempt goes on.
+    if (await streamTruncate(db, { ...append, attempt: r.attempt, bytes: streamBatchBytes(w.chunks) })) return { applied: false, chunks: r.chunks, ended: 'truncated' };
+    if (tries >= 3) throw new Error(`stream ${w.name}: the batch from ${w.fromSeq} neither appended nor truncated after ${tries + 1} tries`);
   }
-  // Past the attempt's bytes: the stream ends here, marked, and the attempt goes on.
-  await streamTruncate(db, { taskId: ref.taskId, fence: ref.fence, name: w.name, attempt: r.attempt });
-  return { applied: false, chunks: r.chunks, ended: 'truncated' };
 }

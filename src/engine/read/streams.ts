@@ -2,6 +2,7 @@ import type { Db } from '../../db/handle.js';
 import { streamChunksRead, streamListForTask, streamStateGet, type StreamChunkKind, type StreamState } from '../../db/queries/streams.js';
 import { taskHolderGet } from '../../db/queries/tasks-read.js';
 import { NotFoundError } from '../../errors.js';
+import { STREAM_NAME_DEFAULT } from '../attempt/streams.js';
 import { STREAM_DEFAULTS } from '../../config/index.js';
 
 /**
@@ -17,7 +18,8 @@ export interface StreamEnd { reason: 'ended' | 'truncated' | 'attempt_ended'; ou
 
 /** The stream a reader follows (the named attempt's, else the latest's); NOT_FOUND naming what is missing. */
 export async function streamOpen(db: Db, taskId: string, name: string, attempt?: number, fence?: number): Promise<StreamState> {
-  const s = await streamStateGet(db, taskId, name, fence === undefined ? attempt : undefined, fence, fence !== undefined);
+  // Before its first write only the default stream is followed (or one some attempt of the task has written).
+  const s = await streamStateGet(db, taskId, name, fence === undefined ? attempt : undefined, fence, fence !== undefined, name === STREAM_NAME_DEFAULT);
   if (s) return s;
   if (!(await taskHolderGet(db, taskId))) throw new NotFoundError('task', taskId);
   throw new NotFoundError('stream', `${taskId}/${name}${fence !== undefined ? ` of fence ${fence}` : attempt !== undefined ? ` of attempt ${attempt}` : ''}`);
@@ -71,7 +73,8 @@ export async function streamPageRead(
     for (const r of rows) {
       if (bytes >= maxBytes) break;
       chunks.push(r);
-      bytes += Buffer.byteLength(r.data);
+      // As the chunk counts against its attempt's bytes: empty chunks still fill the page.
+      bytes += Math.max(Buffer.byteLength(r.data), STREAM_DEFAULTS.chunkMinBytes);
       last = r.seq;
     }
     if (rows.length < STREAM_DEFAULTS.readRows || bytes >= maxBytes) break;

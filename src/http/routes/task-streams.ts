@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { STREAM_NAME_DEFAULT, streamWrite } from '../../engine/attempt/streams.js';
+import { STREAM_NAME_DEFAULT, STREAM_SEQ_MAX, streamWrite } from '../../engine/attempt/streams.js';
 import { streamList, streamOpen } from '../../engine/read/streams.js';
 import { InvalidInputError } from '../../errors.js';
 import { LIMITS } from '../../config/index.js';
@@ -50,11 +50,14 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
     const name = streamNameSchema.safeParse(p.name ?? STREAM_NAME_DEFAULT);
     if (!name.success) throw new InvalidInputError(`params.name: ${name.error.issues[0]!.message}`, { field: 'name' });
     const lastEventId = req.headers['last-event-id'];
-    const resumeAt = typeof lastEventId === 'string' && /^\d{1,10}$/.test(lastEventId.trim()) ? Number(lastEventId) : undefined;
+    // A chunk's sequence, as this stream sent it; anything else (or past any sequence) is ignored for `from`.
+    const resumeAt = typeof lastEventId === 'string' && /^\d{1,10}$/.test(lastEventId.trim()) && Number(lastEventId) <= STREAM_SEQ_MAX ? Number(lastEventId) : undefined;
     // Resolved before the stream opens: an unknown task or stream is a 404, not an empty stream.
     const s = await streamOpen(d.db, p.id!, name.data, query.attempt, query.fence);
     reply.hijack();
     const res = reply.raw;
+    // Gone while the stream was looked up: its close has fired already, so nothing would unregister a reader.
+    if (req.raw.destroyed || res.destroyed) return;
     sseOpen(res);
     res.write(`event: stream\ndata: ${JSON.stringify({ taskId: p.id, name: name.data, attempt: s.attempt, fence: s.fence })}\n\n`);
     let closed = false;
@@ -78,8 +81,9 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
     const unfollow = d.streams.follow({ taskId: p.id!, fence: s.fence, name: name.data }, {
       after: resumeAt ?? query.from ?? 0,
       send: (chunks) => {
-        if (closed || behind()) return;
+        // Checked before each chunk, not each read: one read may hold 500 chunks (and escaped text grows up to 6×).
         for (const c of chunks) {
+          if (closed || behind()) return;
           const data = c.kind === 'text' ? { seq: c.seq, text: c.data } : { seq: c.seq, json: JSON.parse(c.data) as unknown };
           res.write(`id: ${c.seq}\nevent: chunk\ndata: ${JSON.stringify(data)}\n\n`);
         }

@@ -14,7 +14,8 @@ export function brokeCte(): SQL {
     broke as materialized (
       select id from dags where budget_usd is not null and status in ('running', 'blocked') and ${spendRemainingSql('dags')} <= 0
       union all
-      select id from dags where daily_budget_usd is not null and status in ('running', 'blocked') and daily_budget_usd - ${spendTodaySql('dags')} <= 0
+      -- A day's room less what its running attempts hold reserved (as the agent's is): claims stop before the cap, not after it.
+      select id from dags where daily_budget_usd is not null and status in ('running', 'blocked') and daily_budget_usd - ${spendTodaySql('dags')} - reserved_usd <= 0
     )`;
 }
 
