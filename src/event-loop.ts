@@ -49,3 +49,40 @@ export async function mapSliced<T, R>(items: readonly T[], fn: (item: T) => R): 
   await forEachSliced(items, (item) => void out.push(fn(item)));
   return out;
 }
+
+/**
+ * `step` run one at a time (a read woken by NOTIFY and a poll): a wake while it runs makes it run once more after
+ * it, for what woke it may have come after the run began, and never twice at once. A step that throws is logged by
+ * `failed` and left to the next wake. `goOn`: whether a wake that came during a run still needs one (nobody left
+ * to read for: no).
+ */
+export class SingleFlight {
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(private readonly step: () => Promise<void>, private readonly goOn: () => boolean, private readonly failed: (err: unknown) => void) {}
+
+  /** Run now, or once more after the run under way; resolves when the runs this wake asked for are done. */
+  wake(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.step();
+        } catch (err) {
+          this.failed(err);
+        }
+      } while (this.again && this.goOn());
+    })().finally(() => { this.running = undefined; });
+    return this.running;
+  }
+
+  /** The run under way, if any (to wait for it before closing). */
+  get current(): Promise<void> | undefined {
+    return this.running;
+  }
+}

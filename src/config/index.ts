@@ -313,6 +313,11 @@ export const STREAM_DEFAULTS = {
    * so a writer of one-byte chunks reaches the limit at 131,072 rows, not 8 million.
    */
   chunkMinBytes: 64,
+  /**
+   * An SSE reader whose socket holds LIMITS.streamBacklogBytes unsent waits for it to drain; one that has not drained
+   * this long after is cut off at the next read (it resumes with Last-Event-ID): about 0.5 MB/s at the least.
+   */
+  readerStallMs: 2000,
   readBytes: 256 * 1024,
 } as const;
 

@@ -5,6 +5,7 @@ import { eventListAfter, eventMaxId } from '../db/queries/events.js';
 import { EVENTS_CHANNEL, READY_CHANNEL } from '../db/statement.js';
 import { taskStatesForDag } from '../db/queries/tasks-read.js';
 import { ReadyListener } from '../db/ready-listener.js';
+import { SingleFlight } from '../event-loop.js';
 
 export interface StreamEvent { type: string; data: Record<string, unknown> }
 
@@ -40,8 +41,7 @@ export class EventHub {
   private dagsSince = new Date();
   /** What was last sent per DAG, so the read's overlap window does not repeat it. */
   private readonly dagSent = new Map<string, string>();
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly reads = new SingleFlight(() => this.read(), () => !this.closed, (err) => this.o.log?.warn({ err }, 'event stream read failed; next wake retries'));
   private closed = false;
   /** Set while the first subscriber's start is under way: later subscribers wait on it instead of starting again. */
   private starting: Promise<void> | undefined;
@@ -82,21 +82,7 @@ export class EventHub {
 
   /** Read now (also what a NOTIFY or the poll does). Single-flight; a wake during a read runs one more. */
   wake(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.read();
-        } catch (err) {
-          this.o.log?.warn({ err }, 'event stream read failed; next wake retries');
-        }
-      } while (this.again && !this.closed);
-    })().finally(() => { this.running = undefined; });
-    return this.running;
+    return this.reads.wake();
   }
 
   async close(): Promise<void> {
@@ -132,7 +118,7 @@ export class EventHub {
     const l = this.listener;
     this.listener = undefined;
     await l?.stop();
-    await this.running;
+    await this.reads.current;
   }
 
   private async read(): Promise<void> {

@@ -3,6 +3,7 @@ import type { Db } from '../db/handle.js';
 import { ReadyListener } from '../db/ready-listener.js';
 import { STREAM_CHANNEL } from '../db/statement.js';
 import { STREAM_DEFAULTS } from '../config/index.js';
+import { SingleFlight } from '../event-loop.js';
 import { streamEndAfter, streamRead, type StreamChunk, type StreamEnd } from '../engine/read/streams.js';
 
 /** A reader of one stream: what it has been sent so far, and where to send the rest. */
@@ -29,8 +30,11 @@ export class StreamFeeds {
   /** `listener`: the node's LISTEN connection when it listens to STREAM_CHANNEL; without one the feeds open their own on first use. */
   constructor(private readonly o: { db: Db; databaseUrl: string; log?: Logger; listener?: ReadyListener; pollMs?: number }) {}
 
-  /** Follow (task, fence, name) from `reader.after`; returns the function that stops following. */
-  async follow(key: { taskId: string; fence: number; name: string }, reader: StreamReader): Promise<() => void> {
+  /**
+   * Follow (task, fence, name) from `reader.after`; returns how to stop following, and how to ask for a read now (a
+   * reader that paused for its socket to drain set its `after` back to what it sent, and reads on from there).
+   */
+  async follow(key: { taskId: string; fence: number; name: string }, reader: StreamReader): Promise<{ stop: () => void; wake: () => void }> {
     await (this.starting ??= this.listen());
     const id = `${key.taskId}:${key.fence}:${key.name}`;
     let feed = this.feeds.get(id);
@@ -42,7 +46,8 @@ export class StreamFeeds {
       this.feeds.set(id, feed = made);
     }
     feed.add(reader);
-    return () => feed.remove(reader);
+    const f = feed;
+    return { stop: () => f.remove(reader), wake: () => void f.wake() };
   }
 
   /** Readers across every feed (for tests and metrics). */
@@ -77,8 +82,7 @@ export class StreamFeeds {
 
 class Feed {
   private readonly readers = new Set<StreamReader>();
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly reads = new SingleFlight(() => this.read(), () => this.readers.size > 0, (err) => this.log?.warn({ err, stream: this.key }, 'stream read failed; the next wake retries'));
   private readonly timer: NodeJS.Timeout;
   private closed = false;
 
@@ -119,21 +123,7 @@ class Feed {
 
   /** Read now. Single-flight; a wake during a read runs one more (what it was woken for may have come after the read). */
   wake(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.read();
-        } catch (err) {
-          this.log?.warn({ err, stream: this.key }, 'stream read failed; the next wake retries');
-        }
-      } while (this.again && this.readers.size > 0);
-    })().finally(() => { this.running = undefined; });
-    return this.running;
+    return this.reads.wake();
   }
 
   private async read(): Promise<void> {

@@ -33,7 +33,7 @@ export async function streamsBench(d: Database, url: string, counter: ReturnType
       const ms: number[] = [];
       let done!: () => void;
       const ended = new Promise<void>((r) => { done = r; });
-      const stop = await feeds.follow({ ...ref, name: 'output' }, {
+      const { stop } = await feeds.follow({ ...ref, name: 'output' }, {
         after: 0,
         send: (chunks) => { for (const c of chunks) ms.push(performance.now() - (JSON.parse(c.data) as { t: number }).t); },
         end: () => done(),

@@ -3,12 +3,13 @@ import { z } from 'zod';
 import { STREAM_NAME_DEFAULT, STREAM_SEQ_MAX, streamWrite } from '../../engine/attempt/streams.js';
 import { streamList, streamOpen } from '../../engine/read/streams.js';
 import { InvalidInputError } from '../../errors.js';
-import { LIMITS } from '../../config/index.js';
+import { LIMITS, STREAM_DEFAULTS } from '../../config/index.js';
 import { streamListAnswerSchema, streamNameSchema, streamWriteAnswerSchema, streamWriteBodyFields } from '../../wire/streams.js';
 import { fence, holding } from '../task-holder.js';
 import { otherContent, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
 import { sseKeepalive, sseOpen } from '../sse.js';
+import type { StreamReader } from '../stream-feeds.js';
 
 /**
  * Streams of a task (engine/attempt/streams.ts): written by its holder while the attempt runs, read live and
@@ -56,8 +57,9 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
     const s = await streamOpen(d.db, p.id!, name.data, query.attempt, query.fence);
     reply.hijack();
     const res = reply.raw;
-    // Gone while the stream was looked up: its close has fired already, so nothing would unregister a reader.
-    if (req.raw.destroyed || res.destroyed) return;
+    // Gone while the stream was looked up: its close has fired already, so nothing would unregister a reader. (The
+    // socket, not the request: a GET's request is destroyed once read, its connection still open.)
+    if (res.destroyed || req.raw.socket.destroyed) return;
     sseOpen(res);
     res.write(`event: stream\ndata: ${JSON.stringify({ taskId: p.id, name: name.data, attempt: s.attempt, fence: s.fence })}\n\n`);
     let closed = false;
@@ -66,26 +68,42 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
       closed = true;
       keepaliveStop();
       unwatch?.();
-      void unfollow.then((f) => f());
+      void following.then((f) => f.stop());
       if (!res.writableEnded) res.end();
     };
-    // A reader that does not read would make this process hold the stream for it: past LIMITS.streamBacklogBytes
-    // unsent it is cut off (it resumes with Last-Event-ID, from the database). The feed and other readers never wait.
+    // What this reader's socket holds unsent is bounded: past LIMITS.streamBacklogBytes it stops (its position set
+    // back to the last chunk sent) until the socket drains, then reads on from the database; a reader that has not
+    // drained within STREAM_DEFAULTS.readerStallMs has fallen behind and is cut off at the next read (it resumes with
+    // Last-Event-ID). The feed and other readers never wait for it.
+    let sent = resumeAt ?? query.from ?? 0;
+    let pausedAt: number | undefined;
     const behind = () => {
-      if (res.writableLength <= LIMITS.streamBacklogBytes) return false;
       d.log.warn({ taskId: p.id, stream: name.data, backlogBytes: res.writableLength }, 'stream reader fell too far behind; cutting it off');
       res.destroy();
       close();
-      return true;
     };
-    const unfollow = d.streams.follow({ taskId: p.id!, fence: s.fence, name: name.data }, {
-      after: resumeAt ?? query.from ?? 0,
+    const reader: StreamReader = {
+      after: sent,
       send: (chunks) => {
-        // Checked before each chunk, not each read: one read may hold 500 chunks (and escaped text grows up to 6×).
+        if (closed) return;
+        if (pausedAt !== undefined) {
+          if (Date.now() - pausedAt > STREAM_DEFAULTS.readerStallMs) behind();
+          return;
+        }
         for (const c of chunks) {
-          if (closed || behind()) return;
+          if (c.seq <= sent) continue;
           const data = c.kind === 'text' ? { seq: c.seq, text: c.data } : { seq: c.seq, json: JSON.parse(c.data) as unknown };
           res.write(`id: ${c.seq}\nevent: chunk\ndata: ${JSON.stringify(data)}\n\n`);
+          sent = c.seq;
+          if (res.writableLength > LIMITS.streamBacklogBytes) {
+            pausedAt = Date.now();
+            reader.after = sent;
+            res.once('drain', () => {
+              pausedAt = undefined;
+              void following.then((f) => f.wake());
+            });
+            return;
+          }
         }
       },
       end: (e) => {
@@ -93,7 +111,8 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
         res.write(`event: end\ndata: ${JSON.stringify({ reason: e.reason, outcome: e.outcome, chunks: e.chunks })}\n\n`);
         close();
       },
-    });
+    };
+    const following = d.streams.follow({ taskId: p.id!, fence: s.fence, name: name.data }, reader);
     const keepaliveStop = sseKeepalive(res);
     // A token revoked while the stream is open ends it (auth/revocations.ts).
     const unwatch = principal ? d.revocations.watch(principal.tokenId, () => {
