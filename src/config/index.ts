@@ -294,6 +294,8 @@ export const USAGE_DEFAULTS = {
    * is still charged, this long after the end: the money was spent. Later ones are refused and not in the ledger.
    */
   lateReportSec: 24 * 3600,
+  /** Models shown by name in the spend by model (metrics labels, GET /api/costs, dagent costs): the rest are summed. */
+  modelsShown: 50,
 } as const;
 
 /**

@@ -185,3 +185,20 @@ describe('hostile or unlucky timing', () => {
       .toEqual([{ day: 2.5, next: true }]);
   });
 });
+
+describe('spend by model', () => {
+  it('names the most reported models and sums the rest under one label no model name can be', async () => {
+    const { usageByModel, USAGE_OTHER_MODELS } = await import('../../src/db/queries/usage.js');
+    await agentCreate(db, 'a1', ['paid']);
+    await dagCreate(db, yaml());
+    const ref = (await claimOne())!;
+    // m00 reported three times, m01 twice, then 50 models once: 52 models, the top 50 by reports named.
+    const models = ['m00', 'm00', 'm00', 'm01', 'm01', ...Array.from({ length: 50 }, (_, i) => `m${String(i + 2).padStart(2, '0')}`)];
+    for (const [i, model] of models.entries()) await usageReport(db, ref, { reportKey: `r${i}`, costUsd: 0.01, tokensIn: 1, model });
+    const rows = await usageByModel(db, 50);
+    expect(rows.length).toBe(51);
+    expect(rows.find((r) => r.model === 'm00')).toMatchObject({ reports: 3 });
+    expect(rows.find((r) => r.model === USAGE_OTHER_MODELS)).toMatchObject({ reports: 2, tokensIn: 2 });
+    expect(rows.reduce((n, r) => n + r.reports, 0)).toBe(models.length);
+  });
+});

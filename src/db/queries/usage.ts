@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
+import { USAGE_DEFAULTS } from '../../config/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
 import { AFTER_AGENT_LOCK, agentLockCte, spendDaySet, spendTodaySql } from './spend.js';
@@ -193,10 +194,21 @@ export interface UsageOfModel {
  * how many reports did not know their cost. The ledger keeps a task's reports as long as the task (retention), so
  * this is the spend of the tasks kept, not of all time; one scan of usage_reports a metrics scrape.
  */
-export function usageByModel(db: Db): Promise<UsageOfModel[]> {
+export function usageByModel(db: Db, top = USAGE_DEFAULTS.modelsShown): Promise<UsageOfModel[]> {
+  // The `top` models by reports, by name; the rest summed as USAGE_OTHER_MODELS (an agent registered for any model
+  // names what it likes: a metrics label each would grow without bound).
   return rowsOf(db, sql`
-    select coalesce(model, '') as model, coalesce(sum(cost_usd), 0)::float8 as "costUsd",
-      sum(tokens_in)::float8 as "tokensIn", sum(tokens_out)::float8 as "tokensOut", count(*)::int as reports,
-      count(*) filter (where cost_usd is null)::int as "unpricedReports"
-    from usage_reports group by 1 order by 1`);
+    with by_model as (
+      select coalesce(model, '') as model, coalesce(sum(cost_usd), 0) as usd, sum(tokens_in) as tin, sum(tokens_out) as tout,
+        count(*) as reports, count(*) filter (where cost_usd is null) as unpriced
+      from usage_reports group by 1
+    ), ranked as (
+      select b.*, row_number() over (order by reports desc, model) <= ${top} as shown from by_model b
+    )
+    select case when shown then model else ${USAGE_OTHER_MODELS} end as model, sum(usd)::float8 as "costUsd",
+      sum(tin)::float8 as "tokensIn", sum(tout)::float8 as "tokensOut", sum(reports)::int as reports, sum(unpriced)::int as "unpricedReports"
+    from ranked group by 1 order by 1`);
 }
+
+/** The label the models past USAGE_DEFAULTS.modelsShown are summed under: no model name can be it (MODEL_PATTERN). */
+export const USAGE_OTHER_MODELS = '(other models)';
