@@ -4,7 +4,7 @@ import { fromStates, HELD_STATES } from '../../model/state-machine.js';
 import { taskDepsLeftSql, taskDepsRunnableSql, type UnblockHandOff } from './task-deps.js';
 import { sqlStateList, textArray } from '../statement.js';
 import { leaseSql } from './tasks-lifecycle.js';
-import { AFTER_AGENT_LOCK, spendRemainingSql } from './spend.js';
+import { AFTER_AGENT_LOCK, spendRemainingSql, spendTodaySql } from './spend.js';
 
 /** A hand-off's values as the statement takes them: values, or placeholders of its compiled statement (db/statement.ts). */
 export interface HandOffParts { agentId: SQL; caps: SQL; max: SQL; claimTtlSec: SQL; start: boolean; charged: SQL }
@@ -18,10 +18,10 @@ export interface HandOffParts { agentId: SQL; caps: SQL; max: SQL; claimTtlSec: 
  * A dependent is handed only where a claim by this agent at that moment would have taken it, and first:
  * - it becomes READY here and is of a claim group the agent's capabilities cover;
  * - it names no model, no concurrency key and no max cost, is not a validation of this agent's output, and its
- *   DAG has no budget (the cases whose rules live in the claim's own steps: those go READY, for the next claim);
+ *   DAG has no budget and no daily cap (the cases whose rules live in the claim's own steps: those go READY, for the next claim);
  * - no READY task of a group the agent covers is as urgent or more (`tasks_ready_group_idx`, one probe per
  *   group), and no dependent becoming READY here that cannot be handed is more urgent: priority order holds;
- * - the agent is active, has budget left, and holds fewer than max_concurrent tasks once these completions
+ * - the agent is active, has budget (and room in its day) left, and holds fewer than max_concurrent tasks once these completions
  *   are counted out. Its held tasks are counted as of the statement's snapshot; if a claim of the same agent
  *   committed after it (claim_writer, as in the claim), nothing is handed. A completion that hands tasks stamps
  *   claim_writer in turn, so the agent's next claim counts them.
@@ -46,7 +46,7 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
         select d.id, ${effectivePrioritySql({ fresh: true, alias: 'd' })} as ep,
           (cardinality(d.models) = 0 and d.conc_key is null and d.max_cost_usd is null and not d.run_alone
             and (d.validates_agent is null or d.validates_agent <> ${o.agentId})
-            and not exists (select 1 from dags g where g.id = d.dag_id and g.budget_usd is not null)) as eligible
+            and not exists (select 1 from dags g where g.id = d.dag_id and (g.budget_usd is not null or g.daily_budget_usd is not null))) as eligible
         from dep_counts c join tasks d on d.id = c.id
         where d.status = any(${textArray(fromStates('unblock'))}) and ${taskDepsRunnableSql('d', taskDepsLeftSql('d'))} and d.wait_key is null
           and d.cap_key in (select cap_key from hand_groups)
@@ -62,7 +62,8 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
     -- Lock order: agents by id before any DAG (spend.ts): the charged ones, and this one
     -- if it may be handed something. The lock reads the row's latest version.
     agent_lock as materialized (
-      select a.id, a.status, a.capabilities, a.max_concurrent, a.budget_usd, a.spent_usd, a.reserved_usd, a.claim_writer from agents a
+      select a.id, a.status, a.capabilities, a.max_concurrent, a.budget_usd, a.spent_usd, a.reserved_usd, a.claim_writer,
+        a.daily_budget_usd, a.day_spent_usd, a.spend_day from agents a
       where a.id in (${o.charged} union all select ${o.agentId} where exists (select 1 from hand_first))
       order by a.id for no key update of a
     ),
@@ -72,7 +73,10 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
           + (select count(*)::int from done d where d.claimed_by = a.id)) as slots
       from agent_lock a
       where a.id = ${o.agentId} and a.status = 'active' and ${caps} <@ a.capabilities
-        and (a.budget_usd is null or ${spendRemainingSql('a')} > 0)
+        -- Less what these completions charge it (their settle is this statement's, after this read).
+        and (a.budget_usd is null or ${spendRemainingSql('a')} - (select coalesce(sum(d.cost_usd), 0) from done d where d.claimed_by = a.id) > 0)
+        and (a.daily_budget_usd is null
+          or a.daily_budget_usd - ${spendTodaySql('a')} - a.reserved_usd - (select coalesce(sum(d.cost_usd), 0) from done d where d.claimed_by = a.id) > 0)
         and not (a.claim_writer is not null and a.claim_writer is distinct from pg_current_xact_id_if_assigned()
           and not pg_visible_in_snapshot(a.claim_writer, pg_current_snapshot()))
     ),

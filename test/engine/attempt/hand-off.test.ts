@@ -143,4 +143,18 @@ tasks:
       await Promise.all([locker, claimer, completer].map((c) => c!.close()));
     }
   });
+
+  it('hands nothing to an agent whose daily cap is spent, nor a dependent of a DAG with a daily cap: they go READY for the claim', async () => {
+    const { agentRegister } = await import('../../../src/engine/ops/agents.js');
+    await agentRegister(db, { id: 'hand-daily', type: 'test', capabilities: [], maxConcurrent: 5, dailyBudgetUsd: 0.5 });
+    const dagId = await dagCreate(db, 'name: pair\ntasks:\n  up: { type: t }\n  down: { type: t, depends_on: [up] }\n');
+    const [up] = await taskClaim(db, 'hand-daily', { limit: 1, dagId, start: true });
+    // Its completion reports 0.6: the agent's day is spent by the time the dependent could be handed.
+    const r = await taskCompleteMany(db, [{ taskId: up!.id, fence: up!.fence, output: 1, costUsd: 0.6 }], { handTo: handTo('hand-daily') });
+    expect([r.handed, (await taskOf(dagId, 'down')).status]).toEqual([[], 'ready']);
+    const a = await agentCreate(db, 'hand-capped-dag');
+    const capped = await dagCreate(db, 'name: capped\ndaily_budget_usd: 5\ntasks:\n  up: { type: t }\n  down: { type: t, depends_on: [up] }\n');
+    const c = await completeHanding(a, capped, 'up', 1);
+    expect([c.handed, (await taskOf(capped, 'down')).status]).toEqual([[], 'ready']);
+  });
 });
