@@ -2,12 +2,16 @@ import {
   AuthFailureError, BUDGET_EXCEEDED_CLASS, defineAgent, InvalidOutputError, llmCost, llmPrices, NonRetryableError, RateLimitError, TaskError,
   type BudgetView, type ClaimedTask, type LlmPrice, type TaskContext,
 } from '../src/index.js';
+import {
+  APICallError, EmptyResponseBodyError, generateText, InvalidResponseDataError, JSONParseError, TypeValidationError, type LanguageModelUsage,
+} from 'ai';
+import { LLM_PROVIDERS, llmProviderAccess, llmProviderOf } from './llm-providers.js';
 
 /**
- * An agent for any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM,
- * Ollama, LiteLLM, …). Configured from the environment when a task runs, so a
+ * An agent for Anthropic, OpenAI, Google and any OpenAI-compatible chat-completions endpoint (vLLM, Ollama,
+ * LiteLLM, …) through the AI SDK, the provider chosen by the model name's prefix (agents/llm-providers.ts, where
+ * each provider's key and base URL variables are named). Configured from the environment when a task runs, so a
  * process can load it before the variables are final:
- *   DAGENT_LLM_BASE_URL (or OPENAI_BASE_URL), DAGENT_LLM_API_KEY (or OPENAI_API_KEY),
  *   DAGENT_LLM_MODEL (when the task names none), DAGENT_LLM_PRICES (JSON price overrides, src/llm-prices.ts),
  *   DAGENT_LLM_MAX_OUTPUT_TOKENS (each call's output cap), DAGENT_LLM_MODELS (the models it claims tasks for,
  *   comma-separated; default any).
@@ -33,23 +37,6 @@ function pricesRead(): Record<string, LlmPrice> {
   } catch (err) {
     throw new NonRetryableError((err as Error).message, { errorClass: 'config', cause: err });
   }
-}
-
-/**
- * The request field that caps a completion's output. OpenAI deprecated `max_tokens` for `max_completion_tokens`,
- * and its reasoning models (o1, o3-mini and later) refuse `max_tokens` with a 400, on OpenAI and on Azure OpenAI
- * alike; most other OpenAI-compatible servers read `max_tokens` (Ollama and LM Studio read only it; vLLM and LiteLLM
- * read both, LiteLLM passing it on to OpenAI's reasoning models as `max_completion_tokens`). So OpenAI's own hosts
- * get the new field and every other endpoint the one they all know.
- */
-export function maxTokensField(baseUrl: string): 'max_completion_tokens' | 'max_tokens' {
-  let host: string;
-  try {
-    host = new URL(baseUrl).hostname;
-  } catch {
-    return 'max_tokens';
-  }
-  return host === 'api.openai.com' || host.endsWith('.openai.azure.com') ? 'max_completion_tokens' : 'max_tokens';
 }
 
 /**
@@ -134,7 +121,7 @@ export function retryAfterSec(header: string | null, now = Date.now()): number |
 
 /** The error class an HTTP failure deserves: it decides between retrying, waiting and dead-lettering. */
 export function llmHttpError(status: number, body: string, retryAfter: string | null = null): TaskError {
-  const message = `chat completion failed: HTTP ${status}${body ? `: ${body.slice(0, 300)}` : ''}`;
+  const message = `model call failed: HTTP ${status}${body ? `: ${body.slice(0, 300)}` : ''}`;
   if (status === 429) return new RateLimitError(message, { retryAfterSec: retryAfterSec(retryAfter) });
   if (status === 401 || status === 403) return new AuthFailureError(message);
   // 408 (request timeout) is the provider's trouble, not the request's: retry it like a 5xx.
@@ -142,35 +129,62 @@ export function llmHttpError(status: number, body: string, retryAfter: string | 
   return new TaskError('provider_error', message);
 }
 
-interface Completion {
-  choices?: { message?: { content?: unknown } }[];
-  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
+/**
+ * The error class of what the AI SDK threw: an HTTP answer by its status (llmHttpError), no answer at all
+ * (`APICallError` without a status: refused, reset, DNS) as provider_unreachable, an answer it could not read as
+ * invalid_output (retried: the next answer may read). Anything else is no provider's doing and is thrown as it is.
+ */
+export function llmSdkError(err: unknown, baseUrl: string): unknown {
+  if (APICallError.isInstance(err)) {
+    if (err.statusCode === undefined) return new TaskError('provider_unreachable', `could not reach ${baseUrl}: ${err.message}`, { cause: err });
+    const headers = err.responseHeaders ?? {};
+    const retryAfter = Object.entries(headers).find(([k]) => k.toLowerCase() === 'retry-after')?.[1] ?? null;
+    return llmHttpError(err.statusCode, err.responseBody ?? err.message, retryAfter);
+  }
+  if (InvalidResponseDataError.isInstance(err) || JSONParseError.isInstance(err) || TypeValidationError.isInstance(err) || EmptyResponseBodyError.isInstance(err)) {
+    return new InvalidOutputError(`unreadable answer from ${baseUrl}: ${err.message.slice(0, 300)}`, { cause: err });
+  }
+  return err;
 }
 
-/** A token count from the provider's answer; anything but a whole number ≥ 0 counts as none. */
+/** A token count from the SDK's usage; anything but a whole number ≥ 0 counts as none. */
 const tokenCount = (v: unknown): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0);
+
+/**
+ * The ledger's usage from the SDK's: `input` counts every input token, cached ones included (the AI SDK's
+ * inputTokens does, for every provider here), `cachedRead` and `cacheWrite` the parts the prompt cache served and
+ * took, each priced apart.
+ */
+export function llmUsageOf(usage: LanguageModelUsage): { input: number; output: number; cachedRead: number; cacheWrite: number } {
+  const input = tokenCount(usage.inputTokens);
+  const cachedRead = Math.min(input, tokenCount(usage.inputTokenDetails?.cacheReadTokens));
+  return {
+    input, output: tokenCount(usage.outputTokens), cachedRead,
+    cacheWrite: Math.min(input - cachedRead, tokenCount(usage.inputTokenDetails?.cacheWriteTokens)),
+  };
+}
 
 // Module-wide so a fleet of tasks on one unpriced model logs it once, not per call.
 const warnedUnpriced = new Set<string>();
 
 /**
- * Why this process cannot call its endpoint, or undefined: an HTTPS endpoint off this machine (a hosted provider)
- * needs an API key; plain HTTP (a self-hosted Ollama, vLLM or gateway on the network) and this machine may go
- * without; DAGENT_LLM_MAX_OUTPUT_TOKENS and DAGENT_LLM_PRICES must read. Checked when an agent starts (preflight),
- * so a judge or an llm agent without its key never registers and never spends a task's attempt finding out.
+ * Why this process cannot call the providers it serves, or undefined. For each model it serves (DAGENT_LLM_MODELS,
+ * or the judge's list), the provider the name chooses must have its key (llmProviderAccess); an agent serving any
+ * model (`*`) needs one provider it can call, the OpenAI-compatible endpoint's problem named when it has none.
+ * DAGENT_LLM_MAX_OUTPUT_TOKENS and DAGENT_LLM_PRICES must read. Checked when an agent starts (preflight), so a judge
+ * or an llm agent without its key never registers and never spends a task's attempt finding out.
  */
-export function llmConfigProblem(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const baseUrl = env.DAGENT_LLM_BASE_URL ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1';
-  let url: URL;
-  try {
-    url = new URL(baseUrl);
-  } catch {
-    return `DAGENT_LLM_BASE_URL is not a URL: ${baseUrl}`;
+export function llmConfigProblem(env: NodeJS.ProcessEnv = process.env, models: string[] = ['*']): string | undefined {
+  const anyModel = models.includes('*');
+  const problems = anyModel
+    // A base URL that does not read is a typo to fix whichever providers are used.
+    ? LLM_PROVIDERS.map((p) => llmProviderAccess(p, env)).filter((a) => a.malformed).map((a) => a.problem)
+    : models.map((m) => llmProviderAccess(llmProviderOf(m).provider, env).problem);
+  if (anyModel && !LLM_PROVIDERS.some((p) => !llmProviderAccess(p, env).problem)) {
+    problems.push(llmProviderAccess(llmProviderOf('').provider, env).problem);
   }
-  const local = ['localhost', '127.0.0.1', '[::1]', '::1'].includes(url.hostname);
-  if (url.protocol === 'https:' && !local && !(env.DAGENT_LLM_API_KEY ?? env.OPENAI_API_KEY)) {
-    return `no API key for ${baseUrl}: set DAGENT_LLM_API_KEY (or OPENAI_API_KEY), or DAGENT_LLM_BASE_URL to a local endpoint`;
-  }
+  const problem = problems.find((p) => p !== undefined);
+  if (problem) return problem;
   try {
     llmMaxOutputTokens(env.DAGENT_LLM_MAX_OUTPUT_TOKENS);
     llmPrices(env.DAGENT_LLM_PRICES);
@@ -195,7 +209,7 @@ export default defineAgent({
   // Read when the module loads: set DAGENT_LLM_MODELS before the agent process starts.
   models: modelsFromEnv(process.env.DAGENT_LLM_MODELS),
   maxConcurrent: 4,
-  preflight: () => llmConfigProblem(),
+  preflight: () => llmConfigProblem(process.env, modelsFromEnv(process.env.DAGENT_LLM_MODELS)),
   async run(task, ctx) {
     const model = task.model ?? process.env.DAGENT_LLM_MODEL;
     if (!model) throw new NonRetryableError('no model: the task names none and DAGENT_LLM_MODEL is not set', { errorClass: 'config' });
@@ -205,20 +219,21 @@ export default defineAgent({
 });
 
 /**
- * One chat completion against the configured endpoint. Asks the budget first (the call's estimate: the prompt's
- * characters / 4 in, DAGENT_LLM_MAX_OUTPUT_TOKENS out) and makes no call that would not fit: the attempt fails
- * with class budget_exceeded instead. Reports the model and the cost to `ctx` (also for an answer that turns out
- * unusable: its tokens were spent; `usd: null` for a model with no price) and maps each kind of failure to an
- * error class.
+ * One model call (the AI SDK's generateText) to the provider the model's name chooses. Asks the budget first (the
+ * call's estimate: the prompt's characters / 4 in, DAGENT_LLM_MAX_OUTPUT_TOKENS out) and makes no call that would
+ * not fit: the attempt fails with class budget_exceeded instead. Reports the model and the cost to `ctx` (also for
+ * an answer that turns out unusable: its tokens were spent; `usd: null` for a model with no price) and maps each
+ * kind of failure to an error class. The SDK does not retry: the task's retry policy and the fleet-wide pause on
+ * a 429 decide when to call again.
  */
 export async function llmChat(
   model: string, messages: ChatMessage[], ctx: Pick<TaskContext, 'signal' | 'log' | 'reportCost' | 'budgetFits' | 'budget'>,
 ): Promise<{ text: string; usage: { input: number; output: number; cachedRead: number } }> {
-  const env = process.env;
   const prices = pricesRead();
   const maxOutputTokens = llmMaxOutputTokens();
-  const baseUrl = (env.DAGENT_LLM_BASE_URL ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
-  const apiKey = env.DAGENT_LLM_API_KEY ?? env.OPENAI_API_KEY;
+  const { provider, name } = llmProviderOf(model);
+  const access = llmProviderAccess(provider);
+  if (access.problem !== undefined) throw new NonRetryableError(access.problem, { errorClass: 'config' });
   // Recorded up front so a failed attempt still shows which model it tried.
   ctx.reportCost({ model });
 
@@ -232,32 +247,18 @@ export async function llmChat(
       + `(${estimate.inputTokens} estimated in, up to ${estimate.outputTokens} out); the attempt has ${budgetLeftText(ctx.budget)}`);
   }
 
-  let res: Response;
-  let body: string;
+  let result: Awaited<ReturnType<typeof generateText>>;
   try {
-    res = await fetch(`${baseUrl}/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
-      body: JSON.stringify({ model, messages, [maxTokensField(baseUrl)]: maxOutputTokens }),
-      signal: ctx.signal,
+    result = await generateText({
+      model: provider.model(name, access), messages, maxOutputTokens, maxRetries: 0, abortSignal: ctx.signal,
+      // The system message is dagent's own, not a task's text.
+      allowSystemInMessages: true,
     });
-    body = await res.text();
   } catch (err) {
     if (ctx.signal.aborted) throw err; // the runtime stopped us (max_duration, lease lost, shutdown) and knows why
-    throw new TaskError('provider_unreachable', `could not reach ${baseUrl}: ${(err as Error).message}`, { cause: err });
+    throw llmSdkError(err, access.baseUrl);
   }
-  if (!res.ok) throw llmHttpError(res.status, body, res.headers.get('retry-after'));
-
-  let completion: Completion;
-  try {
-    completion = JSON.parse(body) as Completion;
-  } catch (err) {
-    throw new InvalidOutputError(`response is not JSON: ${body.slice(0, 300)}`, { cause: err });
-  }
-  // OpenAI counts the prompt tokens its cache served within prompt_tokens, and says how many in
-  // prompt_tokens_details.cached_tokens: the ledger's cachedRead, priced apart. It charges nothing extra for writes.
-  const input = tokenCount(completion.usage?.prompt_tokens);
-  const usage = { input, output: tokenCount(completion.usage?.completion_tokens), cachedRead: Math.min(input, tokenCount(completion.usage?.prompt_tokens_details?.cached_tokens)) };
+  const usage = llmUsageOf(result.usage);
   const usd = llmCost(model, usage, prices);
   if (usd === null && !warnedUnpriced.has(model)) {
     warnedUnpriced.add(model);
@@ -266,8 +267,7 @@ export async function llmChat(
   // Charged before the content check: tokens spent on an unusable answer still cost money.
   ctx.reportCost({ usd, tokens: usage, model });
 
-  const text = completion.choices?.[0]?.message?.content;
   // An empty answer (e.g. a reasoning model that ran out of tokens) is as unusable as a missing one.
-  if (typeof text !== 'string' || text === '') throw new InvalidOutputError(`response has no choices[0].message.content: ${body.slice(0, 300)}`);
-  return { text, usage };
+  if (result.text === '') throw new InvalidOutputError(`${model} answered no text (finish reason ${result.finishReason})`);
+  return { text: result.text, usage: { input: usage.input, output: usage.output, cachedRead: usage.cachedRead } };
 }

@@ -10,7 +10,7 @@ interface JudgeInput { step: JudgeStep; output: unknown; subject: { key: string;
 const MAX_OUTPUT_CHARS = 60_000;
 
 /**
- * Runs `llm-judge` validation steps with the llm agent's OpenAI-compatible client:
+ * Runs `llm-judge` validation steps with the llm agent's model call (any of its providers):
  * the model scores the output against the rubric and must answer
  * {"pass", "score", "reasons"}. An answer that is not that JSON is a crashed
  * validation (error class judge_invalid_answer, retried); the engine applies
@@ -23,7 +23,7 @@ export default defineAgent({
   models: modelsFromEnv(process.env.DAGENT_JUDGE_MODELS),
   maxConcurrent: 4,
   // A judge without its provider's key does not start: the DAGs that need it are then refused at submit.
-  preflight: () => llmConfigProblem(),
+  preflight: () => llmConfigProblem(process.env, modelsFromEnv(process.env.DAGENT_JUDGE_MODELS)),
   async run(task, ctx): Promise<Verdict> {
     // Only the engine's validation tasks: a rubric an agent wrote is no judgement of the DAG author's.
     if (task.origin !== 'validation') throw new NonRetryableError(`task ${task.key} is not a validation task (origin ${task.origin})`, { errorClass: 'untrusted_spec' });

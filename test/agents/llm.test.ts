@@ -12,8 +12,9 @@ import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { TaskError } from '../../src/errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import llm, {
-  LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmConfigProblem, llmHttpError, llmMaxOutputTokens, llmMessages, maxTokensField, retryAfterSec,
+  LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmConfigProblem, llmHttpError, llmMaxOutputTokens, llmMessages, retryAfterSec,
 } from '../../agents/llm.js';
+import { LLM_PROVIDERS, maxTokensField } from '../../agents/llm-providers.js';
 import { llmPrices } from '../../src/llm-prices.js';
 import { AgentFleet } from '../../src/runtime/fleet.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
@@ -41,7 +42,10 @@ const baseUrl = provider.baseUrl;
 const send = llmSend;
 const completion = llmCompletion;
 
-const ENV_KEYS = ['DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'OPENAI_BASE_URL', 'OPENAI_API_KEY'];
+const ENV_KEYS = [
+  'DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'OPENAI_BASE_URL', 'OPENAI_API_KEY',
+  ...LLM_PROVIDERS.flatMap((p) => [...p.keyEnv, ...p.baseUrlEnv]),
+];
 const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
 
 beforeEach(async () => {
@@ -199,7 +203,8 @@ tasks:
     provider.reply = (r) => {
       if (r.model === 'rejected') return send(r.res, 400, { error: { message: 'unknown parameter' } });
       if (r.model === 'flaky') return send(r.res, 503, { error: { message: 'try later' } });
-      send(r.res, 200, { ...completion(null, 7, 0), choices: [] });
+      if (r.model === 'unreadable') return send(r.res, 200, { ...completion(null, 7, 0), choices: [] });
+      send(r.res, 200, completion(null, 7, 0));
     };
     const dagId = await dagCreate(db, `
 name: faults
@@ -208,10 +213,11 @@ tasks:
   flaky: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [flaky] } }
   empty: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [gpt-4o] } }
   nomodel: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi } }
+  unreadable: { type: llm, retry: { initial_delay: 1h }, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [unreadable] } }
 `);
     await start('llm-faults');
-    const want = { rejected: 'dead_lettered', flaky: 'retrying', empty: 'retrying', nomodel: 'dead_lettered' };
-    await eventually('all four failed once', async () => {
+    const want = { rejected: 'dead_lettered', flaky: 'retrying', empty: 'retrying', nomodel: 'dead_lettered', unreadable: 'retrying' };
+    await eventually('all five failed once', async () => {
       const s = await taskStatusByKey(db, dagId);
       return Object.entries(want).every(([k, v]) => s[k] === v);
     });
@@ -221,8 +227,9 @@ tasks:
       ['flaky', 'provider_error', 0],
       ['nomodel', 'config', 0],
       ['rejected', 'bad_request', 0],
+      ['unreadable', 'invalid_output', 0], // an answer the SDK cannot read (no choices) has no usage it can report
     ]);
-    expect(provider.seen.map((s) => s.model).sort()).toEqual(['flaky', 'gpt-4o', 'rejected']);
+    expect(provider.seen.map((s) => s.model).sort()).toEqual(['flaky', 'gpt-4o', 'rejected', 'unreadable']);
   });
 
   it('fails as provider_unreachable when nothing listens at the base URL', async () => {
@@ -278,11 +285,14 @@ tasks:
   it('prices the input tokens OpenAI\'s prompt cache served apart: the ledger keeps them as cached_read_tokens', async () => {
     // 10,000 in, 8,000 of them from the cache, 1,000 out, on gpt-4o: 2,000 × 2.5/1M + 8,000 × 1.25/1M + 1,000 × 10/1M.
     provider.reply = (r) => send(r.res, 200, completion('cached', 10_000, 1_000, 8_000));
+    // `openai/` chooses OpenAI's own provider (its chat-completions model), pointed at the stand-in.
+    Object.assign(process.env, { DAGENT_LLM_OPENAI_BASE_URL: baseUrl, OPENAI_API_KEY: 'sk-openai' });
     const dagId = await dagCreate(db, 'name: cached\ntasks:\n  only: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [openai/gpt-4o] } }\n');
     await start('llm-cached');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
     expect(await rows(sql`select model, cost_usd::float8, tokens_in::int, tokens_out::int, cached_read_tokens::int, cache_write_tokens::int from usage_reports where dag_id = ${dagId}`))
       .toEqual([{ model: 'openai/gpt-4o', cost_usd: 0.025, tokens_in: 10_000, tokens_out: 1_000, cached_read_tokens: 8_000, cache_write_tokens: 0 }]);
+    expect(provider.seen.map((s) => [s.path, s.authorization, s.model])).toEqual([['/v1/chat/completions', 'Bearer sk-openai', 'gpt-4o']]);
     const [t] = await tasksOf(dagId);
     expect(t).toMatchObject({ cost_usd: 0.025, output: { usage: { input: 10_000, output: 1_000, cachedRead: 8_000 } } });
   });
