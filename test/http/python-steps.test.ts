@@ -1,9 +1,8 @@
-import { createServer, request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
+import { replyDroppingProxy } from '../helpers/reply-dropping-proxy.js';
 import { dagCreate, databaseReset, rowsOf, leaseLapsedReaped } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { paidApiStart } from '../helpers/paid-api.js';
@@ -27,31 +26,13 @@ const startPython = pythonAgents({ url: http.url, paidApiUrl: paidApi.url, agent
  */
 const proxied: Array<{ method: string; path: string; status: number; replyLost: boolean }> = [];
 let loseNextStepReply = false;
-const proxy = createServer((req, res) => {
-  const replyLost = loseNextStepReply && req.method === 'PUT' && req.url!.includes('/steps/');
-  if (replyLost) loseNextStepReply = false;
-  const upstream = httpRequest(`${http.url}${req.url}`, { method: req.method, headers: req.headers }, (reply) => {
-    const chunks: Buffer[] = [];
-    reply.on('data', (c: Buffer) => chunks.push(c));
-    reply.on('end', () => {
-      proxied.push({ method: req.method!, path: req.url!, status: reply.statusCode!, replyLost });
-      if (replyLost) {
-        req.socket.destroy();
-        return;
-      }
-      res.writeHead(reply.statusCode!, reply.headers);
-      res.end(Buffer.concat(chunks));
-    });
-  });
-  upstream.on('error', () => res.destroy());
-  req.pipe(upstream);
-});
-await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
-
-afterAll(() => {
-  proxy.closeAllConnections();
-  return new Promise<void>((r) => proxy.close(() => r()));
+const { url: proxyUrl } = await replyDroppingProxy(http.url, {
+  drop: (req) => {
+    const lost = loseNextStepReply && req.method === 'PUT' && req.url!.includes('/steps/');
+    if (lost) loseNextStepReply = false;
+    return lost;
+  },
+  seen: (x) => proxied.push({ method: x.req.method!, path: x.req.url!, status: x.status, replyLost: x.replyLost }),
 });
 
 

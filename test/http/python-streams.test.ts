@@ -1,6 +1,5 @@
-import { createServer, request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { IncomingMessage } from 'node:http';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { sql } from 'drizzle-orm';
 
 // A small per-attempt stream limit, to see a stream truncated without writing 8 MiB: set before any module reads
@@ -9,6 +8,7 @@ vi.hoisted(() => { process.env.DAGENT_LIMIT_STREAM_BYTES_PER_ATTEMPT = '200000';
 
 const { testDatabase } = await import('../helpers/db.js');
 const { testHttp } = await import('../helpers/http.js');
+const { replyDroppingProxy } = await import('../helpers/reply-dropping-proxy.js');
 const { dagCreate, databaseReset, rowsOf, leaseLapsedReaped } = await import('../helpers/factories.js');
 const { eventually } = await import('../helpers/wait.js');
 const { paidApiStart } = await import('../helpers/paid-api.js');
@@ -34,36 +34,18 @@ const reader = (await tokenCreate(db, { role: 'read', name: 'reader' })).token;
  */
 const writes: Array<{ fromSeq: number; chunks: number; status: number; answer: { applied: boolean; chunks: number }; replyLost: boolean }> = [];
 let loseNextWriteReply = false;
-const proxy = createServer((req, res) => {
-  const isWrite = req.method === 'POST' && req.url!.includes('/streams/');
-  const replyLost = loseNextWriteReply && isWrite;
-  if (replyLost) loseNextWriteReply = false;
-  const sent: Buffer[] = [];
-  req.on('data', (c: Buffer) => sent.push(c));
-  const upstream = httpRequest(`${http.url}${req.url}`, { method: req.method, headers: req.headers }, (reply) => {
-    const chunks: Buffer[] = [];
-    reply.on('data', (c: Buffer) => chunks.push(c));
-    reply.on('end', () => {
-      if (isWrite) {
-        const body = JSON.parse(Buffer.concat(sent).toString()) as { from_seq: number; chunks: unknown[] };
-        writes.push({ fromSeq: body.from_seq, chunks: body.chunks.length, status: reply.statusCode!, answer: JSON.parse(Buffer.concat(chunks).toString()), replyLost });
-      }
-      if (replyLost) {
-        req.socket.destroy();
-        return;
-      }
-      res.writeHead(reply.statusCode!, reply.headers);
-      res.end(Buffer.concat(chunks));
-    });
-  });
-  upstream.on('error', () => res.destroy());
-  req.pipe(upstream);
-});
-await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
-afterAll(() => {
-  proxy.closeAllConnections();
-  return new Promise<void>((r) => proxy.close(() => r()));
+const isWrite = (req: IncomingMessage) => req.method === 'POST' && req.url!.includes('/streams/');
+const { url: proxyUrl } = await replyDroppingProxy(http.url, {
+  drop: (req) => {
+    const lost = loseNextWriteReply && isWrite(req);
+    if (lost) loseNextWriteReply = false;
+    return lost;
+  },
+  seen: (x) => {
+    if (!isWrite(x.req)) return;
+    const body = JSON.parse(x.sent.toString()) as { from_seq: number; chunks: unknown[] };
+    writes.push({ fromSeq: body.from_seq, chunks: body.chunks.length, status: x.status, answer: JSON.parse(x.reply.toString()), replyLost: x.replyLost });
+  },
 });
 
 beforeEach(async () => {
