@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { rowsOf } from '../statement.js';
-import { AFTER_AGENT_LOCK, agentLockCte, spendDaySet } from './spend.js';
+import { AFTER_AGENT_LOCK, agentLockCte, spendSettleAgentSet, spendSettleDagSet } from './spend.js';
 import type { UsageInput } from './usage.js';
 
 /**
@@ -56,11 +56,12 @@ export async function usageReportLate(db: Db, u: UsageInput & { agentId: string;
     ),
     ${agentLockCte(sql`select agent_id from charge`)},
     agent_charged as (
-      update agents a set spent_usd = a.spent_usd + ${cost}, ${spendDaySet('a', cost)}
+      -- Settled with nothing to release: the attempt's end released its reservation.
+      update agents a set ${spendSettleAgentSet(cost, sql`0`)}
       from charge c where a.id = c.agent_id and ${AFTER_AGENT_LOCK}
     ),
     dag_charged as (
-      update dags g set spent_usd = g.spent_usd + ${cost}, ${spendDaySet('g', cost)}
+      update dags g set ${spendSettleDagSet(cost, sql`0`)}
       from charge c where g.id = c.dag_id and ${AFTER_AGENT_LOCK}
     )
     select exists (select 1 from ended) as found, exists (select 1 from ledger) as applied,

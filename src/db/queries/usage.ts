@@ -3,7 +3,7 @@ import type { Db } from '../handle.js';
 import { USAGE_DEFAULTS } from '../../config/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
-import { AFTER_AGENT_LOCK, agentLockCte, spendDaySet, spendTodaySql } from './spend.js';
+import { AFTER_AGENT_LOCK, agentLockCte, spendSettleAgentSet, spendSettleDagSet, spendTodaySql } from './spend.js';
 import { taskHeldSql, taskStandingOf, taskStandingSql, type TaskStanding } from './task-hold.js';
 
 /**
@@ -129,12 +129,12 @@ export async function usageReport(db: Db, u: UsageInput): Promise<UsageReportRes
     ),
     ${agentLockCte(sql`select claimed_by from charge`)},
     agent_charged as (
-      update agents a set spent_usd = a.spent_usd + ${cost}, reserved_usd = greatest(0, a.reserved_usd - c.from_reserve), ${spendDaySet('a', cost)}
+      update agents a set ${spendSettleAgentSet(cost, sql`c.from_reserve`)}
       from charge c where a.id = c.claimed_by and ${AFTER_AGENT_LOCK}
       returning a.*
     ),
     dag_charged as (
-      update dags g set spent_usd = g.spent_usd + ${cost}, reserved_usd = greatest(0, g.reserved_usd - c.from_reserve), ${spendDaySet('g', cost)}
+      update dags g set ${spendSettleDagSet(cost, sql`c.from_reserve`)}
       from charge c where g.id = c.dag_id and ${AFTER_AGENT_LOCK}
       returning g.*
     ),

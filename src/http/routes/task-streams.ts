@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { STREAM_NAME_DEFAULT, STREAM_SEQ_MAX, streamWrite } from '../../engine/attempt/streams.js';
-import { streamList, streamOpen } from '../../engine/read/streams.js';
+import { streamList, streamOpen, type StreamChunk } from '../../engine/read/streams.js';
 import { InvalidInputError } from '../../errors.js';
 import { LIMITS, STREAM_DEFAULTS } from '../../config/index.js';
 import { streamListAnswerSchema, streamNameSchema, streamWriteAnswerSchema, streamWriteBodyFields } from '../../wire/streams.js';
@@ -15,6 +15,20 @@ import type { StreamReader } from '../stream-feeds.js';
  * Streams of a task (engine/attempt/streams.ts): written by its holder while the attempt runs, read live and
  * afterwards as server-sent events, each chunk's sequence its `id`, so a reader resumes after Last-Event-ID.
  */
+/**
+ * A chunk as one SSE event, made once per chunk: a feed hands the same chunk objects to every reader of the stream,
+ * so 500 readers share one parse and one serialization (a WeakMap: gone with the read that made them).
+ */
+const frames = new WeakMap<StreamChunk, string>();
+function chunkFrame(c: StreamChunk): string {
+  let f = frames.get(c);
+  if (f === undefined) {
+    const data = c.kind === 'text' ? { seq: c.seq, text: c.data } : { seq: c.seq, json: JSON.parse(c.data) as unknown };
+    frames.set(c, f = `id: ${c.seq}\nevent: chunk\ndata: ${JSON.stringify(data)}\n\n`);
+  }
+  return f;
+}
+
 export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
     method: 'POST', url: '/api/tasks/:id/streams/:name', access: 'agent', tag: 'agent protocol',
@@ -92,8 +106,7 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
         }
         for (const c of chunks) {
           if (c.seq <= sent) continue;
-          const data = c.kind === 'text' ? { seq: c.seq, text: c.data } : { seq: c.seq, json: JSON.parse(c.data) as unknown };
-          res.write(`id: ${c.seq}\nevent: chunk\ndata: ${JSON.stringify(data)}\n\n`);
+          res.write(chunkFrame(c));
           sent = c.seq;
           if (res.writableLength > LIMITS.streamBacklogBytes) {
             pausedAt = Date.now();
