@@ -9,7 +9,7 @@ import { BUDGET_EXCEEDED_CLASS } from './retry-policy.js';
 import { taskFail } from './fail.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { holdRefusalRead, type TaskRef } from './refusal.js';
-import { limitText, type LimitReached, type UsageLimitName } from './usage-limits.js';
+import { limitText, type LimitReached } from './usage-limits.js';
 
 
 /**
@@ -134,21 +134,20 @@ export async function usageBudget(db: Db, ref: TaskRef, opts: { tokenId?: string
 
 /** The limits holding an attempt, as its row, its DAG's, its agent's and its token's say: the first one passed, the first one low, what is left. */
 function budgetOf(r: UsageLimits): { stopped: LimitReached | null; low: LimitReached | null; remainingUsd: number | null; remainingTokens: number | null } {
-  const usd: Array<Extract<LimitReached, { limitUsd: number }>> = [];
-  const add = (limit: Exclude<UsageLimitName, 'task.max_tokens'>, limitUsd: number | null, spentUsd: number) => {
-    if (limitUsd !== null) usd.push({ limit, limitUsd, spentUsd });
-  };
-  add('task.max_cost_usd', r.maxCostUsd, r.attemptCostUsd);
-  add('dag.budget_usd', r.dagBudgetUsd, r.dagSpentUsd);
-  add('dag.daily_budget_usd', r.dagDailyUsd, r.dagTodayUsd);
-  add('agent.budget_usd', r.agentBudgetUsd, r.agentSpentUsd);
-  add('agent.daily_budget_usd', r.agentDailyUsd, r.agentTodayUsd);
-  // The grant is a ceiling on the agent's budget (what its token lets it spend), held against the agent's spend.
-  add('token.grant_budget_usd', r.grantBudgetUsd, r.agentSpentUsd);
   const tokensSpent = r.attemptTokensIn + r.attemptTokensOut;
-  const tokens: LimitReached | null = r.maxTokens === null ? null : { limit: 'task.max_tokens', limitTokens: r.maxTokens, spentTokens: tokensSpent };
-  const limits: LimitReached[] = [usd[0]?.limit === 'task.max_cost_usd' ? usd[0] : undefined, tokens, ...usd.filter((l) => l.limit !== 'task.max_cost_usd')]
-    .filter((l): l is LimitReached => l != null);
+  // In USAGE_LIMITS' order (the first one passed is the one named); a limit that is null holds nothing.
+  const candidates: Array<LimitReached | null> = [
+    r.maxCostUsd === null ? null : { limit: 'task.max_cost_usd', limitUsd: r.maxCostUsd, spentUsd: r.attemptCostUsd },
+    r.maxTokens === null ? null : { limit: 'task.max_tokens', limitTokens: r.maxTokens, spentTokens: tokensSpent },
+    r.dagBudgetUsd === null ? null : { limit: 'dag.budget_usd', limitUsd: r.dagBudgetUsd, spentUsd: r.dagSpentUsd },
+    r.dagDailyUsd === null ? null : { limit: 'dag.daily_budget_usd', limitUsd: r.dagDailyUsd, spentUsd: r.dagTodayUsd },
+    r.agentBudgetUsd === null ? null : { limit: 'agent.budget_usd', limitUsd: r.agentBudgetUsd, spentUsd: r.agentSpentUsd },
+    r.agentDailyUsd === null ? null : { limit: 'agent.daily_budget_usd', limitUsd: r.agentDailyUsd, spentUsd: r.agentTodayUsd },
+    // The grant is a ceiling on the agent's budget (what its token lets it spend), held against the agent's spend.
+    r.grantBudgetUsd === null ? null : { limit: 'token.grant_budget_usd', limitUsd: r.grantBudgetUsd, spentUsd: r.agentSpentUsd },
+  ];
+  const limits = candidates.filter((l): l is LimitReached => l !== null);
+  const usd = limits.filter((l): l is Extract<LimitReached, { limitUsd: number }> => 'limitUsd' in l);
   const share = (l: LimitReached) => ('limitTokens' in l ? [l.spentTokens, l.limitTokens] : [l.spentUsd, l.limitUsd]) as [number, number];
   // Past a limit, not at it: an attempt may spend exactly its max_cost_usd.
   const stopped = limits.find((l) => { const [spent, limit] = share(l); return spent > limit + 1e-9; }) ?? null;
