@@ -10,8 +10,8 @@ export { AgentRunner, type AgentRunnerOptions } from './runtime/agent-runner.js'
 export { AgentFleet, type FleetMember } from './runtime/fleet.js';
 export { RateLimitError, AuthFailureError, InvalidOutputError, NonRetryableError } from './runtime/task-errors.js';
 export { BUDGET_EXCEEDED_CLASS } from './engine/attempt/retry-policy.js';
-// What models cost: the built-in table, DAGENT_LLM_PRICES over it, the cost of a call.
-export { LLM_PRICES, llmPrices, llmPriceOf, llmCost, type LlmPrice, type LlmUsage } from './llm-prices.js';
+// What models cost: the price data (@pydantic/genai-prices), DAGENT_LLM_PRICES over it, the cost of a call.
+export { llmListedPrice, llmPrices, llmPriceOf, llmCost, type LlmListedPrice, type LlmPrice, type LlmUsage } from './llm-prices.js';
 export type { ClaimedTask, PreviousAttempt } from './engine/attempt/claim.js';
 export type { SubtaskSpec } from './dag/subtask-spec.js';
 export type { SpawnedChild } from './engine/dag/spawn.js';
