@@ -8,7 +8,7 @@ import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import llm, { llmConfigProblem } from '../../agents/llm.js';
 import { LLM_PROVIDERS, llmProviderOf } from '../../agents/llm-providers.js';
-import { anthropicError, anthropicMessage, googleContent, googleError, llmSend, llmServerStart } from '../helpers/llm-server.js';
+import { anthropicError, anthropicMessage, googleContent, googleError, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
 
 // The llm agent against stand-ins speaking Anthropic's Messages and Google's generateContent protocols (OpenAI's
 // chat completions: test/agents/llm.test.ts). Each model name's prefix chooses the provider.

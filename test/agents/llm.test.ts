@@ -18,7 +18,7 @@ import { LLM_PROVIDERS, maxTokensField } from '../../agents/llm-providers.js';
 import { llmPrices } from '../../src/llm-prices.js';
 import { AgentFleet } from '../../src/runtime/fleet.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
-import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';
+import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
 
 const database = await testDatabase();
 const { db } = database;

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';
+import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
 import { rowsOf } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
-import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server.js';
+import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
