@@ -26,6 +26,8 @@ const LAYERS = [
   { name: 'node', path: '^src/node\\.ts$' },
   { name: 'cli', path: '^src/cli/' },
   { name: 'public API', path: '^src/index\\.ts$' },
+  // The AI SDK made durable, streamed and budgeted (the package's dagent/ai-sdk): built on the public API, as a user's agent is.
+  { name: 'ai-sdk', path: '^src/ai-sdk/' },
 ];
 
 const upward = LAYERS.slice(0, -1).map((layer, i) => ({
@@ -77,10 +79,10 @@ module.exports = {
     },
     {
       name: 'agents-use-the-public-api',
-      comment: 'the example agents import dagent as a user would: src/index.ts only',
+      comment: 'the example agents import dagent as a user would: src/index.ts (dagent) and src/ai-sdk/index.ts (dagent/ai-sdk) only',
       severity: 'error',
       from: { path: '^agents/' },
-      to: { path: '^src/', pathNot: '^src/index\\.ts$' },
+      to: { path: '^src/', pathNot: '^src/(index|ai-sdk/index)\\.ts$' },
     },
   ],
   options: {

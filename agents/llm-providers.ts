@@ -25,7 +25,7 @@ export interface LlmProvider {
    */
   keyless: (baseUrl: URL) => boolean;
   /** The AI SDK model for a name (without the prefix). */
-  model: (name: string, at: { baseUrl: string; apiKey: string | undefined }) => LanguageModel;
+  model: (name: string, at: { baseUrl: string; apiKey: string | undefined }) => Exclude<LanguageModel, string>;
 }
 
 const LOCAL_HOSTS = ['localhost', '127.0.0.1', '[::1]', '::1'];
@@ -45,7 +45,7 @@ export function maxTokensField(baseUrl: string): 'max_completion_tokens' | 'max_
   return host === 'api.openai.com' || host.endsWith('.openai.azure.com') ? 'max_completion_tokens' : 'max_tokens';
 }
 
-// OpenAI's chat-completions model, not its default Responses model: the same protocol as every compatible endpoint.
+// OpenAI's chat-completions model, for the compatible endpoint when it is OpenAI's own host: the protocol every compatible endpoint speaks.
 const openaiChat = (name: string, at: { baseUrl: string; apiKey: string | undefined }) =>
   createOpenAI({ baseURL: at.baseUrl, apiKey: at.apiKey ?? '' }).chat(name);
 
@@ -56,8 +56,11 @@ export const LLM_PROVIDERS = [
     model: (name, at) => createAnthropic({ baseURL: at.baseUrl, apiKey: at.apiKey ?? '' }).messages(name),
   },
   {
+    // OpenAI's own API, the Responses API (POST <base>/responses): OpenAI's current protocol and the AI SDK's default
+    // for it. A gateway that speaks only chat completions is the OpenAI-compatible endpoint below.
     name: 'OpenAI', prefix: 'openai', keyEnv: ['OPENAI_API_KEY'], baseUrlEnv: ['DAGENT_LLM_OPENAI_BASE_URL'],
-    baseUrlDefault: 'https://api.openai.com/v1', keyless: () => false, model: openaiChat,
+    baseUrlDefault: 'https://api.openai.com/v1', keyless: () => false,
+    model: (name, at) => createOpenAI({ baseURL: at.baseUrl, apiKey: at.apiKey ?? '' }).responses(name),
   },
   {
     name: 'Google', prefix: 'google', keyEnv: ['GOOGLE_GENERATIVE_AI_API_KEY'], baseUrlEnv: ['DAGENT_LLM_GOOGLE_BASE_URL'],

@@ -1,24 +1,25 @@
 import {
-  AuthFailureError, BUDGET_EXCEEDED_CLASS, defineAgent, InvalidOutputError, llmCost, llmPrices, NonRetryableError, RateLimitError, TaskError,
-  type BudgetView, type ClaimedTask, type LlmPrice, type TaskContext,
+  defineAgent, InvalidOutputError, llmPrices, NonRetryableError,
+  type ClaimedTask, type LlmPrice, type TaskContext,
 } from '../src/index.js';
-import {
-  APICallError, EmptyResponseBodyError, generateText, InvalidResponseDataError, JSONParseError, TypeValidationError, type LanguageModelUsage,
-} from 'ai';
+import { ContextLengthError, dagentModel, dagentTools, LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmSdkError } from '../src/ai-sdk/index.js';
+import { jsonSchema, Output, stepCountIs, streamText, type ModelMessage, type StopCondition, type ToolSet } from 'ai';
 import { LLM_PROVIDERS, llmProviderAccess, llmProviderOf } from './llm-providers.js';
+
+export { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmHttpError, retryAfterSec } from '../src/ai-sdk/index.js';
 
 /**
  * An agent for Anthropic, OpenAI, Google and any OpenAI-compatible chat-completions endpoint (vLLM, Ollama,
  * LiteLLM, …) through the AI SDK, the provider chosen by the model name's prefix (agents/llm-providers.ts, where
- * each provider's key and base URL variables are named). Configured from the environment when a task runs, so a
- * process can load it before the variables are final:
+ * each provider's key and base URL variables are named). Each model call goes through dagentModel (dagent/ai-sdk):
+ * a durable step, its text streamed to the task's `output` stream, its usage priced and reported, the budget asked
+ * first. A task that declares a JSON Schema for its output gets an object of that schema; `spec.input.tools` offers
+ * the model dagent's tools. Configured from the environment when a task runs, so a process can load it before the
+ * variables are final:
  *   DAGENT_LLM_MODEL (when the task names none), DAGENT_LLM_PRICES (JSON price overrides, src/llm-prices.ts),
  *   DAGENT_LLM_MAX_OUTPUT_TOKENS (each call's output cap), DAGENT_LLM_MODELS (the models it claims tasks for,
  *   comma-separated; default any).
  */
-
-/** Output tokens a call may produce when DAGENT_LLM_MAX_OUTPUT_TOKENS is unset: the request's cap, and the output part of the estimate asked of the budget before the call. */
-export const LLM_MAX_OUTPUT_TOKENS_DEFAULT = 4096;
 
 /** DAGENT_LLM_MAX_OUTPUT_TOKENS, or the default. */
 export function llmMaxOutputTokens(value: string | undefined = process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS): number {
@@ -30,7 +31,7 @@ export function llmMaxOutputTokens(value: string | undefined = process.env.DAGEN
   return n;
 }
 
-/** The price table (src/llm-prices.ts, DAGENT_LLM_PRICES over the built-in one); a bad override fails the attempt as `config`, not retried. */
+/** The price overrides (DAGENT_LLM_PRICES, over the prices of src/llm-prices.ts); a bad one fails the attempt as `config`, not retried. */
 function pricesRead(): Record<string, LlmPrice> {
   try {
     return llmPrices();
@@ -39,47 +40,25 @@ function pricesRead(): Record<string, LlmPrice> {
   }
 }
 
-/**
- * Characters per token of the estimate before a call: about 4 for English text with OpenAI's tokenizers. Rough
- * on purpose (no tokenizer to load): the call's real usage, not the estimate, is what is charged.
- */
-const CHARS_PER_TOKEN = 4;
-
-/** What one call may spend, asked of the budget before it is made. */
-export interface LlmCallEstimate {
-  /** The prompt's characters / 4, rounded up. */
-  inputTokens: number;
-  /** The output cap sent with the request (DAGENT_LLM_MAX_OUTPUT_TOKENS). */
-  outputTokens: number;
-  /** Both at the model's price, with no input served from a cache; null: the model has no price. */
-  usd: number | null;
-}
-
-export function llmCallEstimate(model: string, messages: ChatMessage[], maxOutputTokens: number, prices: Record<string, LlmPrice>): LlmCallEstimate {
-  const chars = messages.reduce((n, m) => n + m.content.length, 0);
-  const inputTokens = Math.ceil(chars / CHARS_PER_TOKEN);
-  return { inputTokens, outputTokens: maxOutputTokens, usd: llmCost(model, { input: inputTokens, output: maxOutputTokens }, prices) };
-}
-
-const usdText = (usd: number) => `$${Number(usd.toFixed(6))}`;
-
-/** What an attempt has left, for the message of a call it did not make. */
-function budgetLeftText(b: BudgetView): string {
-  const left = [b.remainingUsd === null ? undefined : usdText(b.remainingUsd), b.remainingTokens === null ? undefined : `${b.remainingTokens} tokens`];
-  const known = left.filter((s): s is string => s !== undefined);
-  return known.length ? `${known.join(' and ')} left` : 'no budget left (the attempt was stopped or lost its task)';
-}
-
 export type ChatMessage = { role: 'system' | 'user'; content: string };
 
 /** Most characters of a rejected earlier answer quoted back to the model. */
 const REJECTED_ANSWER_CHARS = 4000;
 
-/** What went wrong before, for the model to correct: each failed attempt's error, verdicts and (shortened) answer. */
+/**
+ * Failures that say something about the answer, for the model to correct: an answer that did not read or was
+ * rejected (validation's verdicts, a judge's), a refusal. The rest (a crash, a timeout, a rate limit, a provider's
+ * error) says nothing to the model, and is left out on purpose: the prompt of a retry after them is the same, so its
+ * model calls replay the ones recorded (dagentModel) instead of paying again.
+ */
+const ANSWER_FAILURES = new Set(['invalid_output', 'judge_invalid_answer', 'refusal']);
+
+/** What went wrong with earlier answers, for the model to correct: each such attempt's error, verdicts and (shortened) answer. */
 export function previousAttemptsText(previous: ClaimedTask['previousAttempts'] | undefined): string | undefined {
-  if (!previous?.length) return undefined;
+  const relevant = (previous ?? []).filter((p) => p.rejectedOutput !== undefined || (p.verdicts?.length ?? 0) > 0 || ANSWER_FAILURES.has(p.errorClass ?? ''));
+  if (!relevant.length) return undefined;
   const lines = ['Earlier attempts at this task failed. Avoid their mistakes:'];
-  for (const p of previous) {
+  for (const p of relevant) {
     lines.push(`- attempt ${p.attempt}: ${p.errorClass ?? 'failed'}: ${p.errorMessage ?? ''}`.trimEnd());
     for (const v of (p.verdicts ?? []) as Array<{ kind?: string; pass?: boolean; reasons?: string[] }>) {
       if (v.pass === false) lines.push(`  - ${v.kind ?? 'validation'} said: ${(v.reasons ?? []).join('; ')}`);
@@ -110,62 +89,6 @@ export function llmMessages(task: Pick<ClaimedTask, 'key' | 'spec' | 'inputs'> &
     { role: 'user', content: parts.join('\n\n') },
   ];
 }
-
-/** Retry-After is either delta-seconds or an HTTP date. */
-export function retryAfterSec(header: string | null, now = Date.now()): number | undefined {
-  if (!header) return undefined;
-  if (/^\d+(\.\d+)?$/.test(header.trim())) return Number(header);
-  const at = Date.parse(header);
-  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1000));
-}
-
-/** The error class an HTTP failure deserves: it decides between retrying, waiting and dead-lettering. */
-export function llmHttpError(status: number, body: string, retryAfter: string | null = null): TaskError {
-  const message = `model call failed: HTTP ${status}${body ? `: ${body.slice(0, 300)}` : ''}`;
-  if (status === 429) return new RateLimitError(message, { retryAfterSec: retryAfterSec(retryAfter) });
-  if (status === 401 || status === 403) return new AuthFailureError(message);
-  // 408 (request timeout) is the provider's trouble, not the request's: retry it like a 5xx.
-  if (status >= 400 && status < 500 && status !== 408) return new NonRetryableError(message, { errorClass: 'bad_request' });
-  return new TaskError('provider_error', message);
-}
-
-/**
- * The error class of what the AI SDK threw: an HTTP answer by its status (llmHttpError), no answer at all
- * (`APICallError` without a status: refused, reset, DNS) as provider_unreachable, an answer it could not read as
- * invalid_output (retried: the next answer may read). Anything else is no provider's doing and is thrown as it is.
- */
-export function llmSdkError(err: unknown, baseUrl: string): unknown {
-  if (APICallError.isInstance(err)) {
-    if (err.statusCode === undefined) return new TaskError('provider_unreachable', `could not reach ${baseUrl}: ${err.message}`, { cause: err });
-    const headers = err.responseHeaders ?? {};
-    const retryAfter = Object.entries(headers).find(([k]) => k.toLowerCase() === 'retry-after')?.[1] ?? null;
-    return llmHttpError(err.statusCode, err.responseBody ?? err.message, retryAfter);
-  }
-  if (InvalidResponseDataError.isInstance(err) || JSONParseError.isInstance(err) || TypeValidationError.isInstance(err) || EmptyResponseBodyError.isInstance(err)) {
-    return new InvalidOutputError(`unreadable answer from ${baseUrl}: ${err.message.slice(0, 300)}`, { cause: err });
-  }
-  return err;
-}
-
-/** A token count from the SDK's usage; anything but a whole number ≥ 0 counts as none. */
-const tokenCount = (v: unknown): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0);
-
-/**
- * The ledger's usage from the SDK's: `input` counts every input token, cached ones included (the AI SDK's
- * inputTokens does, for every provider here), `cachedRead` and `cacheWrite` the parts the prompt cache served and
- * took, each priced apart.
- */
-export function llmUsageOf(usage: LanguageModelUsage): { input: number; output: number; cachedRead: number; cacheWrite: number } {
-  const input = tokenCount(usage.inputTokens);
-  const cachedRead = Math.min(input, tokenCount(usage.inputTokenDetails?.cacheReadTokens));
-  return {
-    input, output: tokenCount(usage.outputTokens), cachedRead,
-    cacheWrite: Math.min(input - cachedRead, tokenCount(usage.inputTokenDetails?.cacheWriteTokens)),
-  };
-}
-
-// Module-wide so a fleet of tasks on one unpriced model logs it once, not per call.
-const warnedUnpriced = new Set<string>();
 
 /**
  * Why this process cannot call the providers it serves, or undefined. For each model it serves (DAGENT_LLM_MODELS,
@@ -203,6 +126,11 @@ export function modelsFromEnv(value: string | undefined): string[] {
   return names.length ? names : ['*'];
 }
 
+/** Most model calls of one task's tool loop (each a step of the loop), when the task's input sets no `max_steps`. */
+export const LLM_MAX_STEPS_DEFAULT = 10;
+/** The highest `max_steps` a task may set. */
+const LLM_MAX_STEPS_LIMIT = 50;
+
 export default defineAgent({
   name: 'llm',
   capabilities: ['llm'],
@@ -211,63 +139,117 @@ export default defineAgent({
   maxConcurrent: 4,
   preflight: () => llmConfigProblem(process.env, modelsFromEnv(process.env.DAGENT_LLM_MODELS)),
   async run(task, ctx) {
-    const model = task.model ?? process.env.DAGENT_LLM_MODEL;
-    if (!model) throw new NonRetryableError('no model: the task names none and DAGENT_LLM_MODEL is not set', { errorClass: 'config' });
-    const { text, usage } = await llmChat(model, llmMessages(task), ctx);
-    return { type: 'text', model, text, usage };
+    const first = task.model ?? process.env.DAGENT_LLM_MODEL;
+    if (!first) throw new NonRetryableError('no model: the task names none and DAGENT_LLM_MODEL is not set', { errorClass: 'config' });
+    // A prompt longer than a model's window is tried on the attempt's next model (a fallback with a larger window).
+    const models = [first, ...task.models.filter((m) => m !== first)];
+    for (const [i, model] of models.entries()) {
+      try {
+        return await llmAnswer(model, task, ctx);
+      } catch (err) {
+        if (!(err instanceof ContextLengthError) || i === models.length - 1) throw err;
+        ctx.log.warn({ model, next: models[i + 1] }, 'the prompt does not fit this model\'s context window: trying the next model');
+      }
+    }
+    throw new Error('unreachable: the last model\'s failure is thrown');
   },
 });
 
 /**
- * One model call (the AI SDK's generateText) to the provider the model's name chooses. Asks the budget first (the
- * call's estimate: the prompt's characters / 4 in, DAGENT_LLM_MAX_OUTPUT_TOKENS out) and makes no call that would
- * not fit: the attempt fails with class budget_exceeded instead. Reports the model and the cost to `ctx` (also for
- * an answer that turns out unusable: its tokens were spent; `usd: null` for a model with no price) and maps each
- * kind of failure to an error class. The SDK does not retry: the task's retry policy and the fleet-wide pause on
- * a 429 decide when to call again.
+ * The JSON Schema to ask the model's answer to match: a task whose output is declared `type: json` with a
+ * json-schema validation step (the first) wants that object as its output. Undefined otherwise: the answer is text
+ * (`{ type: 'text', model, text, usage }`, which a schema of the task may check as it always has).
  */
-export async function llmChat(
-  model: string, messages: ChatMessage[], ctx: Pick<TaskContext, 'signal' | 'log' | 'reportCost' | 'budgetFits' | 'budget'>,
-): Promise<{ text: string; usage: { input: number; output: number; cachedRead: number } }> {
-  const prices = pricesRead();
-  const maxOutputTokens = llmMaxOutputTokens();
+export function outputJsonSchema(outputSpec: ClaimedTask['outputSpec']): Record<string, unknown> | undefined {
+  if (outputSpec?.type !== 'json') return undefined;
+  const steps = (outputSpec?.validation ?? []) as Array<{ kind?: string; schema?: unknown }>;
+  const schema = steps.find((v) => v.kind === 'json-schema' && v.schema && typeof v.schema === 'object')?.schema;
+  return schema as Record<string, unknown> | undefined;
+}
+
+/** The task's `max_steps` (input), or the default; anything else is the task's mistake. */
+function maxSteps(input: Record<string, unknown> | undefined): number {
+  const v = input?.max_steps;
+  if (v === undefined) return LLM_MAX_STEPS_DEFAULT;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > LLM_MAX_STEPS_LIMIT) {
+    throw new NonRetryableError(`spec.input.max_steps must be a whole number from 1 to ${LLM_MAX_STEPS_LIMIT}, got ${JSON.stringify(v)}`, { errorClass: 'bad_request' });
+  }
+  return v;
+}
+
+/**
+ * The task done on one model: a tool loop when the task offers tools (`spec.input.tools`), an object of the output's
+ * JSON Schema when it declares one (the provider's native structured output), else text. Every call streams (its
+ * text to the `output` stream) and goes through dagentModel.
+ */
+async function llmAnswer(model: string, task: ClaimedTask, ctx: TaskContext): Promise<unknown> {
+  // Recorded up front so a failed attempt still shows which model it tried.
+  ctx.reportCost({ model });
+  const schema = outputJsonSchema(task.outputSpec);
+  const input = task.spec.input as Record<string, unknown> | undefined;
+  const offered = input?.tools;
+  let tools: ReturnType<typeof dagentTools> | undefined;
+  try {
+    tools = offered === undefined ? undefined : dagentTools(ctx, { offer: offered });
+  } catch (err) {
+    throw new NonRetryableError((err as Error).message, { errorClass: 'bad_request', cause: err });
+  }
+  const stopWhen: StopCondition<ToolSet>[] = [stepCountIs(maxSteps(input))];
+  if (tools) stopWhen.push(() => tools.waiting());
+  for (;;) {
+    const answer = await llmCall(model, llmMessages(task), ctx, {
+      tools: tools?.tools, stopWhen,
+      ...(schema ? { output: Output.object({ schema: jsonSchema(schema) }) } : {}),
+    });
+    if (tools?.waiting()) {
+      await tools.wait(); // ends the attempt until the subtasks completed, unless they already have
+      continue;
+    }
+    if (answer.steps >= maxSteps(input) && answer.finishReason === 'tool-calls') {
+      throw new InvalidOutputError(`${model} was still calling tools after ${answer.steps} steps (max_steps): no answer`);
+    }
+    if (schema) return answer.output;
+    // An empty answer (e.g. a reasoning model that ran out of tokens) is as unusable as a missing one.
+    if (answer.text === '') throw new InvalidOutputError(`${model} answered no text (finish reason ${answer.finishReason})`);
+    return { type: 'text', model, text: answer.text, usage: answer.usage };
+  }
+}
+
+/**
+ * One exchange with a model through dagentModel (a tool loop when `options.tools` is set), streamed: its text goes to
+ * the task's `output` stream as it arrives. Fails with dagent's error classes (llmSdkError): budget_exceeded before
+ * a call that would not fit, rate_limit, auth_failure, context_length, refusal, invalid_output for an answer that
+ * does not read (or is no object of the schema). The SDK does not retry: the task's retry policy and the fleet-wide
+ * pause on a 429 decide when to call again.
+ */
+export async function llmCall(
+  model: string, messages: ChatMessage[], ctx: Pick<TaskContext, 'signal' | 'log' | 'reportCost' | 'budgetFits' | 'budget' | 'step' | 'stream'>,
+  options: { tools?: ToolSet; stopWhen?: StopCondition<ToolSet>[]; output?: ReturnType<typeof Output.object> } = {},
+): Promise<{ text: string; output: unknown; steps: number; finishReason: string; usage: { input: number; output: number; cachedRead: number } }> {
   const { provider, name } = llmProviderOf(model);
   const access = llmProviderAccess(provider);
   if (access.problem !== undefined) throw new NonRetryableError(access.problem, { errorClass: 'config' });
-  // Recorded up front so a failed attempt still shows which model it tried.
-  ctx.reportCost({ model });
-
-  // Before the call, not after: with the output capped at the estimate's allowance, a call that fits cannot pass
-  // a limit by more than the prompt estimate's error.
-  const estimate = llmCallEstimate(model, messages, maxOutputTokens, prices);
-  const tokens = estimate.inputTokens + estimate.outputTokens;
-  if (!(await ctx.budgetFits(estimate.usd === null ? { tokens } : { usd: estimate.usd, tokens }))) {
-    const cost = estimate.usd === null ? 'an unknown cost (no price)' : usdText(estimate.usd);
-    throw new TaskError(BUDGET_EXCEEDED_CLASS, `no call to ${model}: it may spend ${cost} and ${tokens} tokens `
-      + `(${estimate.inputTokens} estimated in, up to ${estimate.outputTokens} out); the attempt has ${budgetLeftText(ctx.budget)}`);
-  }
-
-  let result: Awaited<ReturnType<typeof generateText>>;
+  const wrapped = dagentModel(provider.model(name, access), ctx, { name: model, maxOutputTokens: llmMaxOutputTokens(), prices: pricesRead() });
+  let failure: unknown;
+  const result = streamText({
+    model: wrapped, messages: messages as ModelMessage[], maxRetries: 0, abortSignal: ctx.signal,
+    // The system message is dagent's own, not a task's text.
+    allowSystemInMessages: true,
+    ...(options.tools ? { tools: options.tools } : {}),
+    ...(options.stopWhen ? { stopWhen: options.stopWhen } : {}),
+    ...(options.output ? { output: options.output } : {}),
+    onError: ({ error }) => { failure ??= error; },
+  });
   try {
-    result = await generateText({
-      model: provider.model(name, access), messages, maxOutputTokens, maxRetries: 0, abortSignal: ctx.signal,
-      // The system message is dagent's own, not a task's text.
-      allowSystemInMessages: true,
-    });
+    const [text, steps, finishReason, usage] = await Promise.all([result.text, result.steps, result.finishReason, result.totalUsage]);
+    if (failure !== undefined) throw failure;
+    const output = options.output ? await result.output : undefined;
+    return {
+      text, output, steps: steps.length, finishReason,
+      usage: { input: usage.inputTokens ?? 0, output: usage.outputTokens ?? 0, cachedRead: usage.inputTokenDetails?.cacheReadTokens ?? 0 },
+    };
   } catch (err) {
     if (ctx.signal.aborted) throw err; // the runtime stopped us (max_duration, lease lost, shutdown) and knows why
-    throw llmSdkError(err, access.baseUrl);
+    throw llmSdkError(failure ?? err, access.baseUrl);
   }
-  const usage = llmUsageOf(result.usage);
-  const usd = llmCost(model, usage, prices);
-  if (usd === null && !warnedUnpriced.has(model)) {
-    warnedUnpriced.add(model);
-    ctx.log.warn({ model }, 'no price for this model: its cost is recorded as unknown, its tokens still count (set DAGENT_LLM_PRICES)');
-  }
-  // Charged before the content check: tokens spent on an unusable answer still cost money.
-  ctx.reportCost({ usd, tokens: usage, model });
-
-  // An empty answer (e.g. a reasoning model that ran out of tokens) is as unusable as a missing one.
-  if (result.text === '') throw new InvalidOutputError(`${model} answered no text (finish reason ${result.finishReason})`);
-  return { text: result.text, usage: { input: usage.input, output: usage.output, cachedRead: usage.cachedRead } };
 }

@@ -1,7 +1,7 @@
 import {
   defineAgent, judgeAnswerSchema, NonRetryableError, TaskError, type ValidationStep, type Verdict,
 } from '../src/index.js';
-import { llmChat, llmConfigProblem, modelsFromEnv, type ChatMessage } from './llm.js';
+import { llmCall, llmConfigProblem, modelsFromEnv, previousAttemptsText, type ChatMessage } from './llm.js';
 
 type JudgeStep = Extract<ValidationStep, { kind: 'llm-judge' }>;
 interface JudgeInput { step: JudgeStep; output: unknown; subject: { key: string; title: string | null; prompt: string | null } }
@@ -31,13 +31,17 @@ export default defineAgent({
     if (step?.kind !== 'llm-judge') throw new TaskError('bad_input', 'spec.input.step must be an llm-judge step', { retryable: false });
     const model = task.model ?? process.env.DAGENT_JUDGE_MODEL ?? process.env.DAGENT_LLM_MODEL;
     if (!model) throw new NonRetryableError('no judge model: the step names none and neither DAGENT_JUDGE_MODEL nor DAGENT_LLM_MODEL is set', { errorClass: 'config' });
-    const { text } = await llmChat(model, judgeMessages(step, output, subject), ctx);
+    const { text } = await llmCall(model, judgeMessages(step, output, subject, previousAttemptsText(task.previousAttempts)), ctx);
     const answer = judgeAnswerParse(text);
     return { pass: answer.score >= step.threshold, score: answer.score, reasons: answer.reasons, model };
   },
 });
 
-export function judgeMessages(step: JudgeStep, output: unknown, subject: JudgeInput['subject']): ChatMessage[] {
+/**
+ * The judge's prompt. `previous`: what went wrong with earlier answers (an answer that was no verdict), so a retry
+ * asks anew rather than replaying the recorded call (dagentModel replays only the same request).
+ */
+export function judgeMessages(step: JudgeStep, output: unknown, subject: JudgeInput['subject'], previous?: string): ChatMessage[] {
   const shown = typeof output === 'string' ? output : JSON.stringify(output, null, 2);
   return [
     {
@@ -51,6 +55,7 @@ export function judgeMessages(step: JudgeStep, output: unknown, subject: JudgeIn
         `Rubric:\n${step.rubric}`,
         `Task: ${subject.title ?? subject.key}${subject.prompt ? `\nIts instructions:\n${subject.prompt}` : ''}`,
         `Output to judge:\n${shown.length > MAX_OUTPUT_CHARS ? `${shown.slice(0, MAX_OUTPUT_CHARS)}\n[… truncated]` : shown}`,
+        ...(previous ? [previous] : []),
       ].join('\n\n'),
     },
   ];

@@ -2,6 +2,7 @@
 //   dist/src, dist/agents  ESM JavaScript and declarations, by tsc, mirroring the sources;
 //   dist/cjs/index.cjs     the public API as one CommonJS file, by esbuild (dependencies stay external,
 //                          but nanoid, which is ESM-only, is inlined for Node before 20.19);
+//   dist/cjs/ai-sdk.cjs    dagent/ai-sdk, the same way, requiring ./index.cjs for the public API (one copy of its classes);
 //   dist/cjs/src/**.d.cts  the same declarations for CommonJS importers;
 //   dist/cli/              the `dagent` command, by esbuild (scripts/build-cli.mjs).
 // The published declarations hold opaque database handles (src/db/handle.public.d.ts), never drizzle's types.
@@ -29,6 +30,21 @@ await build({
   // import.meta.url has no CommonJS equivalent but the file's own URL.
   define: { 'import.meta.url': 'importMetaUrl' },
   banner: { js: "const importMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+});
+
+// dagent/ai-sdk imports dagent's classes from the public API (src/index.ts): in CommonJS that is ./index.cjs, not a
+// second bundled copy, so `instanceof TaskError` holds across the two entry points.
+await build({
+  entryPoints: [path.join(root, 'src/ai-sdk/index.ts')],
+  outfile: path.join(dist, 'cjs/ai-sdk.cjs'),
+  bundle: true, platform: 'node', format: 'cjs', target: 'node20', logLevel: 'warning',
+  external: Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies }),
+  plugins: [{
+    name: 'public-api-external',
+    setup(b) {
+      b.onResolve({ filter: /^\.\.\/index\.js$/ }, () => ({ path: './index.cjs', external: true }));
+    },
+  }],
 });
 
 /** Every declaration file under `dir`, as paths relative to it. */

@@ -12,8 +12,14 @@ import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { TaskError } from '../../src/errors.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import llm, {
-  LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmConfigProblem, llmHttpError, llmMaxOutputTokens, llmMessages, retryAfterSec,
+  LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmConfigProblem, llmHttpError, llmMaxOutputTokens, llmMessages, retryAfterSec,
 } from '../../agents/llm.js';
+import { llmCallEstimate, llmPromptChars } from '../../src/ai-sdk/index.js';
+
+/** A prompt of these messages as the AI SDK hands it to the model (the wrapper estimates from it). */
+const promptOf = (messages: Array<{ role: 'system' | 'user'; content: string }>) => llmPromptChars({
+  prompt: messages.map((m) => (m.role === 'system' ? { role: 'system' as const, content: m.content } : { role: 'user' as const, content: [{ type: 'text' as const, text: m.content }] })),
+});
 import { LLM_PROVIDERS, maxTokensField } from '../../agents/llm-providers.js';
 import { llmPrices } from '../../src/llm-prices.js';
 import { AgentFleet } from '../../src/runtime/fleet.js';
@@ -311,7 +317,7 @@ tasks:
     expect(provider.seen).toEqual([]);
     const [a] = await rows<{ error_class: string; error_message: string; model: string | null }>(sql`
       select a.error_class, a.error_message, a.model from attempts a where a.dag_id = ${dagId}`);
-    const estimate = llmCallEstimate('gpt-4o', llmMessages({ key: 'only', spec: { prompt: 'hi', context: [], models: [], fallbackModels: [], input: {} }, inputs: {} }), 1000, llmPrices(undefined));
+    const estimate = llmCallEstimate('gpt-4o', promptOf(llmMessages({ key: 'only', spec: { prompt: 'hi', context: [], models: [], fallbackModels: [], input: {} }, inputs: {} })), 1000, llmPrices(undefined));
     expect(a).toEqual({
       error_class: 'budget_exceeded', model: 'gpt-4o',
       error_message: `no call to gpt-4o: it may spend $${Number(estimate.usd!.toFixed(6))} and ${estimate.inputTokens + 1000} tokens (${estimate.inputTokens} estimated in, up to 1000 out); the attempt has $0.005 left`,
@@ -363,8 +369,8 @@ tasks:
 describe('llm agent pieces', () => {
   it('estimates a call before making it: the prompt\'s characters / 4 rounded up in, the output cap out, at the model\'s price', () => {
     const messages = [{ role: 'system' as const, content: 'x'.repeat(10) }, { role: 'user' as const, content: 'y'.repeat(3) }];
-    expect(llmCallEstimate('gpt-4o', messages, 1_000, llmPrices(undefined))).toEqual({ inputTokens: 4, outputTokens: 1_000, usd: (4 * 2.5 + 1_000 * 10) / 1e6 });
-    expect(llmCallEstimate('mystery', messages, 1_000, llmPrices(undefined))).toEqual({ inputTokens: 4, outputTokens: 1_000, usd: null });
+    expect(llmCallEstimate('gpt-4o', promptOf(messages), 1_000, llmPrices(undefined))).toEqual({ inputTokens: 4, outputTokens: 1_000, usd: (4 * 2.5 + 1_000 * 10) / 1e6 });
+    expect(llmCallEstimate('mystery', promptOf(messages), 1_000, llmPrices(undefined))).toEqual({ inputTokens: 4, outputTokens: 1_000, usd: null });
     expect(llmMaxOutputTokens(undefined)).toBe(LLM_MAX_OUTPUT_TOKENS_DEFAULT);
     expect(llmMaxOutputTokens('256')).toBe(256);
     expect(readFileSync('docs/agents.md', 'utf8')).toContain(`| \`DAGENT_LLM_MAX_OUTPUT_TOKENS\` | \`${LLM_MAX_OUTPUT_TOKENS_DEFAULT}\` |`);

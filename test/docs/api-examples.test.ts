@@ -38,7 +38,7 @@ function examplesWrite(): string[] {
   const files = blocks.map((code, i) => {
     const file = path.join(DIR, `example-${i + 1}.ts`);
     // Each block is a module of its own; 'dagent' is this checkout's public entry point.
-    writeFileSync(file, `${code.replaceAll("from 'dagent'", "from '../../src/index.js'")}\nexport {};\n`);
+    writeFileSync(file, `${code.replaceAll("from 'dagent'", "from '../../src/index.js'").replaceAll("from 'dagent/ai-sdk'", "from '../../src/ai-sdk/index.js'")}\nexport {};\n`);
     return file;
   });
   writeFileSync(path.join(DIR, 'tsconfig.json'), JSON.stringify({
@@ -50,10 +50,10 @@ function examplesWrite(): string[] {
 describe('docs/api.md', () => {
   it('has an example for every group of the public API, and each one type-checks against src/index.ts', async () => {
     expect(blocks.length).toBeGreaterThanOrEqual(8);
-    const index = readFileSync('src/index.ts', 'utf8');
+    const index = readFileSync('src/index.ts', 'utf8') + readFileSync('src/ai-sdk/index.ts', 'utf8');
     const exported = [...index.matchAll(/export (?:type )?\{([^}]*)\}/g)].flatMap((m) => m[1]!.split(',').map((n) => n.replace(/\btype\b/, '').trim())).filter(Boolean);
     const doc = readFileSync('docs/api.md', 'utf8');
-    // Every name src/index.ts exports by name is listed on the page.
+    // Every name src/index.ts and src/ai-sdk/index.ts (dagent/ai-sdk) export by name is listed on the page.
     for (const name of exported) expect(doc, name).toContain(`\`${name}\``);
     examplesWrite();
     expect(examplesTypeErrors()).toBe('');

@@ -74,9 +74,19 @@ describe('the packed and installed package', () => {
     expect((await run(process.execPath, ['cjs.cjs'], { cwd: app })).stdout).toBe('function function 404\n');
   });
 
+  it('dagent/ai-sdk imports and requires, and its errors are dagent\'s TaskError in both module systems', async () => {
+    const check = (load: string) => `${load}\nconst e = ai.llmHttpError(429, 'slow down', '7');\nconsole.log(typeof ai.dagentModel, e instanceof dagent.TaskError, e.errorClass, e.details.retryAfterSec, new ai.RefusalError('no') instanceof dagent.TaskError);\n`;
+    writeFileSync(path.join(app, 'ai-esm.mjs'), check("import * as dagent from 'dagent';\nimport * as ai from 'dagent/ai-sdk';"));
+    writeFileSync(path.join(app, 'ai-cjs.cjs'), check("const dagent = require('dagent');\nconst ai = require('dagent/ai-sdk');"));
+    expect((await run(process.execPath, ['ai-esm.mjs'], { cwd: app })).stdout).toBe('function true rate_limit 7 true\n');
+    expect((await run(process.execPath, ['ai-cjs.cjs'], { cwd: app })).stdout).toBe('function true rate_limit 7 true\n');
+  });
+
   it('has declarations that compile without skipLibCheck, from ESM and from CommonJS', async () => {
     writeFileSync(path.join(app, 'typed.ts'), `import { databaseOpen, dagSourceLoad, dagSubmit, dagStatus, defineAgent, type TaskContext } from 'dagent';
-export const agent = defineAgent({ name: 'typed', capabilities: ['typed'], async run(task, ctx: TaskContext) { ctx.log.info('hi'); return { key: task.key }; } });
+import { dagentTools, type DagentModelOptions } from 'dagent/ai-sdk';
+export const options: DagentModelOptions = { stream: false };
+export const agent = defineAgent({ name: 'typed', capabilities: ['typed'], async run(task, ctx: TaskContext) { ctx.log.info('hi'); return { key: task.key, tools: Object.keys(dagentTools(ctx).tools) }; } });
 export async function submitOne(): Promise<string> {
   const database = await databaseOpen({ url: process.env.DATABASE_URL });
   const spec = await dagSourceLoad('name: a\\ntasks:\\n  one: { type: typed }\\n', 'a.yaml');
@@ -87,7 +97,9 @@ export async function submitOne(): Promise<string> {
 }
 `);
     writeFileSync(path.join(app, 'required.cts'), `import dagent = require('dagent');
+import ai = require('dagent/ai-sdk');
 export const name: string = dagent.defineAgent({ name: 'required', capabilities: ['required'], async run() { return 1; } }).name;
+export const cap: number = ai.LLM_MAX_OUTPUT_TOKENS_DEFAULT;
 `);
     writeFileSync(path.join(app, 'tsconfig.json'), JSON.stringify({
       compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, types: ['node'] },

@@ -1,0 +1,213 @@
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { pino } from 'pino';
+import { testDatabase } from '../helpers/db.js';
+import { dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { eventually } from '../helpers/wait.js';
+import { answer, fault, llmServerStart, type SeenRequest } from '../helpers/llm-server/index.js';
+import { AgentRunner } from '../../src/runtime/agent-runner.js';
+import { defineAgent, type AgentDefinition } from '../../src/runtime/define-agent.js';
+import llm from '../../agents/llm.js';
+import { LLM_PROVIDERS } from '../../agents/llm-providers.js';
+
+// The llm agent's tool loop, structured output and context-window fallback, against a local Anthropic Messages
+// (and OpenAI chat-completions) stand-in, streamed as the agent always asks.
+const database = await testDatabase();
+const { db } = database;
+const silent = pino({ level: 'silent' });
+const provider = await llmServerStart();
+const runners: AgentRunner[] = [];
+
+async function run(agent: AgentDefinition, id = agent.name): Promise<void> {
+  const r = new AgentRunner(agent, { database, log: silent, id });
+  runners.push(r);
+  await r.start();
+}
+
+const ENV_KEYS = ['DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'DAGENT_LLM_MODEL', ...LLM_PROVIDERS.flatMap((p) => [...p.keyEnv, ...p.baseUrlEnv])];
+const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
+
+beforeEach(async () => {
+  await databaseReset(db);
+  provider.seen = [];
+  provider.script([]);
+  for (const k of ENV_KEYS) delete process.env[k];
+  process.env.ANTHROPIC_API_KEY = 'sk-ant-test';
+  process.env.DAGENT_LLM_ANTHROPIC_BASE_URL = provider.baseUrl;
+  process.env.DAGENT_LLM_BASE_URL = provider.baseUrl;
+  process.env.DAGENT_LLM_API_KEY = 'sk-test';
+  process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'anthropic/claude-test': { input: 3, output: 15 }, 'anthropic/claude-big': { input: 6, output: 30 } });
+});
+afterEach(async () => {
+  await Promise.all(runners.splice(0).map((r) => r.stop({ graceMs: 0 })));
+});
+afterAll(async () => {
+  for (const k of ENV_KEYS) {
+    if (envBefore[k] === undefined) delete process.env[k];
+    else process.env[k] = envBefore[k];
+  }
+  await provider.close();
+});
+
+const tasksOf = (dagId: string) => rowsOf<{ key: string; status: string; output: unknown }>(db, sql`select key, status, output from tasks where dag_id = ${dagId} order by key`);
+const attemptsOf = (dagId: string) => rowsOf<{ key: string; attempt: number; outcome: string; error_class: string | null; error_message: string | null; model: string | null; cost_usd: number }>(db, sql`
+  select t.key, a.attempt, a.outcome, a.error_class, a.error_message, a.model, a.cost_usd::float8 from attempts a join tasks t on t.id = a.task_id where a.dag_id = ${dagId} order by t.key, a.attempt`);
+/** The tool results a request carries back to the model (Anthropic: user messages' tool_result blocks). */
+const toolResults = (r: SeenRequest) => JSON.stringify((r.body.messages as Array<{ content: unknown }>).map((m) => m.content))
+  .match(/"type":"tool_result"/g)?.length ?? 0;
+
+describe('the llm agent\'s tool loop', () => {
+  it('spawns a subtask and waits: the attempt ends, the child runs, the task resumes replaying its first call and answers with the child\'s output', async () => {
+    provider.script([
+      answer.toolCall('search', { key: 'pg', input: { query: 'postgres queues' } }, { usage: { input: 200, output: 30 } }),
+      answer.text('PostgreSQL queues: graphile-worker and pg-boss (from the search).', { usage: { input: 300, output: 40 } }),
+    ]);
+    const searched: unknown[] = [];
+    await run(defineAgent({
+      name: 'search', capabilities: ['search'],
+      async run(task) {
+        searched.push(task.spec.input);
+        return { found: ['graphile-worker', 'pg-boss'] };
+      },
+    }));
+    await run(llm, 'llm-1');
+    const dagId = await dagCreate(db, `
+name: research
+spawn:
+  max_tasks: 4
+  templates:
+    search: { type: search, spec: { constraints: { capabilities: [search] } }, accepts: [query] }
+tasks:
+  research:
+    type: llm
+    spec:
+      constraints: { capabilities: [llm] }
+      models: [anthropic/claude-test]
+      prompt: Which job queues run on PostgreSQL?
+      input:
+        tools:
+          - read_input
+          - { name: search, description: 'Search one question', spawn: { template: search, wait: true } }
+`);
+    await eventually('research completed', async () => (await taskStatusByKey(db, dagId)).research === 'completed', 20_000);
+    const tasks = await tasksOf(dagId);
+    expect(tasks.map((t) => [t.key, t.status])).toEqual([['research', 'completed'], ['research/pg', 'completed']]);
+    expect(tasks[0]!.output).toMatchObject({ type: 'text', model: 'anthropic/claude-test', text: 'PostgreSQL queues: graphile-worker and pg-boss (from the search).' });
+    expect(searched).toEqual([{ query: 'postgres queues' }]);
+    // Two requests in all: the first call was replayed when the task resumed, not sent again; the second carries the child's output.
+    expect(provider.seen).toHaveLength(2);
+    expect(provider.seen[0]!.body.tools).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'search' }), expect.objectContaining({ name: 'read_input' })]));
+    expect(toolResults(provider.seen[1]!)).toBe(1);
+    expect(JSON.stringify(provider.seen[1]!.body.messages)).toContain('graphile-worker');
+    const attempts = (await attemptsOf(dagId)).filter((a) => a.key === 'research');
+    expect(attempts.map((a) => a.outcome)).toEqual(['waiting', 'completed']);
+    // Charged once per call: 200 in + 30 out, then 300 + 40, at $3 and $15 per million.
+    expect(attempts.reduce((n, a) => n + a.cost_usd, 0)).toBeCloseTo((500 * 3 + 70 * 15) / 1e6, 9);
+  });
+
+  it('a runaway tool loop is stopped by the task\'s max_cost_usd before the call that would pass it', async () => {
+    // Every answer calls the log tool again; each call costs $0.00165 (100 in, 90 out) and is estimated at its prompt plus 100 out.
+    process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS = '100';
+    provider.reply = () => answer.toolCall('log', { message: 'still thinking' }, { usage: { input: 100, output: 90 } });
+    await run(llm, 'llm-runaway');
+    const dagId = await dagCreate(db, `
+name: runaway
+tasks:
+  loop:
+    type: llm
+    max_attempts: 1
+    spec:
+      constraints: { capabilities: [llm], max_cost_usd: 0.006 }
+      models: [anthropic/claude-test]
+      prompt: Think forever.
+      input: { tools: [log], max_steps: 50 }
+`);
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).loop === 'dead_lettered', 20_000);
+    const [a] = await attemptsOf(dagId);
+    expect(a!.error_class).toBe('budget_exceeded');
+    // Three calls fit ($0.00495); a fourth would not, and was never sent.
+    expect(provider.seen).toHaveLength(3);
+    expect(a!.cost_usd).toBeCloseTo(3 * (100 * 3 + 90 * 15) / 1e6, 9);
+    expect(a!.cost_usd).toBeLessThanOrEqual(0.006);
+  });
+
+  it('refuses a task whose tools do not read, naming the entry, without a request', async () => {
+    await run(llm, 'llm-bad-tools');
+    const dagId = await dagCreate(db, `
+name: bad-tools
+tasks:
+  t: { type: llm, spec: { constraints: { capabilities: [llm] }, models: [anthropic/claude-test], prompt: hi, input: { tools: [read_input, { name: search, description: x, spawn: { template: 7 } }] } } }
+`);
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).t === 'dead_lettered');
+    const [a] = await attemptsOf(dagId);
+    expect([a!.error_class, a!.error_message]).toEqual(['bad_request', expect.stringMatching(/^spec\.input\.tools\[1\]/)]);
+    expect(provider.seen).toEqual([]);
+  });
+});
+
+describe('structured output', () => {
+  const SCHEMA_DAG = (attempts: number) => `
+name: structured
+defaults: { retry: { strategy: immediate } }
+tasks:
+  pick:
+    type: llm
+    max_attempts: ${attempts}
+    spec: { constraints: { capabilities: [llm] }, models: [anthropic/claude-test], prompt: Name two queues. }
+    output:
+      type: json
+      validation: { kind: json-schema, schema: { type: object, required: [queues], properties: { queues: { type: array, items: { type: string }, minItems: 2 } }, additionalProperties: false } }
+`;
+
+  it('asks for an object of the output\'s JSON Schema and the object is the output', async () => {
+    provider.script([answer.text('{"queues":["graphile-worker","pg-boss"]}')]);
+    await run(llm, 'llm-structured');
+    const dagId = await dagCreate(db, SCHEMA_DAG(1));
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).pick === 'completed');
+    expect((await tasksOf(dagId))[0]!.output).toEqual({ queues: ['graphile-worker', 'pg-boss'] });
+    // The schema went to the provider (Anthropic's native structured output).
+    expect(JSON.stringify(provider.seen[0]!.body)).toContain('"queues"');
+  });
+
+  it('an answer that is not JSON of the schema fails invalid_output; the retry names the mistake and makes a new call', async () => {
+    provider.script([answer.text('Sure! graphile-worker and pg-boss.'), answer.text('{"queues":["graphile-worker","pg-boss"]}')]);
+    await run(llm, 'llm-structured-retry');
+    const dagId = await dagCreate(db, SCHEMA_DAG(2));
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).pick === 'completed', 20_000);
+    expect((await attemptsOf(dagId)).map((a) => [a.outcome, a.error_class])).toEqual([['failed', 'invalid_output'], ['completed', null]]);
+    expect(provider.seen).toHaveLength(2);
+    expect(JSON.stringify(provider.seen[1]!.body.messages)).toContain('Earlier attempts at this task failed');
+  });
+});
+
+describe('the context window', () => {
+  it('a prompt too long for the first model is tried at once on the task\'s fallback with a larger window', async () => {
+    provider.script([fault.contextTooLong(), answer.text('fits here', { usage: { input: 5000, output: 10 } })]);
+    await run(llm, 'llm-window');
+    const dagId = await dagCreate(db, `
+name: window
+tasks:
+  long: { type: llm, max_attempts: 1, spec: { constraints: { capabilities: [llm] }, models: [anthropic/claude-test], fallback_models: [anthropic/claude-big], prompt: a long prompt } }
+`);
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).long === 'completed');
+    expect(provider.seen.map((s) => s.model)).toEqual(['claude-test', 'claude-big']);
+    const [a] = await attemptsOf(dagId);
+    expect([a!.outcome, a!.model]).toEqual(['completed', 'anthropic/claude-big']);
+    expect((await tasksOf(dagId))[0]!.output).toMatchObject({ model: 'anthropic/claude-big', text: 'fits here' });
+  });
+
+  it('with no model left, the attempt fails context_length with the provider\'s words', async () => {
+    provider.script([fault.contextTooLong()]);
+    await run(llm, 'llm-window-none');
+    const dagId = await dagCreate(db, `
+name: window-none
+tasks:
+  long: { type: llm, max_attempts: 1, spec: { constraints: { capabilities: [llm] }, models: [anthropic/claude-test], prompt: a long prompt } }
+`);
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).long === 'dead_lettered');
+    const [a] = await attemptsOf(dagId);
+    expect(a!.error_class).toBe('context_length');
+    expect(a!.error_message).toMatch(/^model call failed: HTTP 400: .*prompt is too long/);
+    expect(a!.error_message).not.toContain('sk-ant-test');
+  });
+});
