@@ -250,6 +250,9 @@ export async function llmCall(
     };
   } catch (err) {
     if (ctx.signal.aborted) throw err; // the runtime stopped us (max_duration, lease lost, shutdown) and knows why
-    throw llmSdkError(failure ?? err, access.baseUrl);
+    const mapped = llmSdkError(failure ?? err, access.baseUrl);
+    // A provider may quote the key it refused: the attempt's log never shows it.
+    if (access.apiKey && mapped instanceof Error) mapped.message = mapped.message.replaceAll(access.apiKey, '[key]');
+    throw mapped;
   }
 }

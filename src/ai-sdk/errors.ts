@@ -31,6 +31,12 @@ export class RefusalError extends TaskError {
  */
 const CONTEXT_LENGTH_WORDING = /context_length_exceeded|maximum context length|context window|prompt is too long|exceeds the maximum number of tokens|input is too long/i;
 
+/**
+ * What API keys look like (OpenAI's and Anthropic's `sk-…`, Google's `AIza…`): a provider that quotes the key it
+ * refused has it replaced in the message, which the attempt's log keeps.
+ */
+const KEY_SHAPES = /\b(?:sk-[A-Za-z0-9_-]{6,}|AIza[0-9A-Za-z_-]{20,})/g;
+
 /** Most characters of a provider's error body kept in the message (the attempt's log shows it). */
 const PROVIDER_TEXT_CHARS = 300;
 
@@ -53,7 +59,8 @@ function retryDelayInBody(body: string): number | undefined {
  * text is kept (shortened), never a request header: a key never reaches the attempt's log.
  */
 export function llmHttpError(status: number, body: string, retryAfter: string | null = null): TaskError {
-  const message = `model call failed: HTTP ${status}${body ? `: ${body.slice(0, PROVIDER_TEXT_CHARS)}` : ''}`;
+  const text = body.slice(0, PROVIDER_TEXT_CHARS).replace(KEY_SHAPES, '[key]');
+  const message = `model call failed: HTTP ${status}${text ? `: ${text}` : ''}`;
   if (status === 429) return new RateLimitError(message, { retryAfterSec: retryAfterSec(retryAfter) ?? retryDelayInBody(body) });
   // Google answers a bad key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
   if (status === 401 || status === 403 || (status === 400 && /API_KEY_INVALID/.test(body))) return new AuthFailureError(message);

@@ -180,6 +180,27 @@ tasks:
   });
 });
 
+describe('provider errors', () => {
+  it('a refused key is auth_failure, dead-lettered at once, and the message never shows the key even when the provider quotes it', async () => {
+    provider.script([fault.unauthorized({ message: 'invalid x-api-key: sk-ant-test' })]);
+    await run(llm, 'llm-bad-key');
+    const dagId = await dagCreate(db, `
+name: bad-key
+tasks:
+  t: { type: llm, max_attempts: 3, spec: { constraints: { capabilities: [llm] }, models: [anthropic/claude-test], prompt: hi } }
+`);
+    await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).t === 'dead_lettered');
+    const attempts = await attemptsOf(dagId);
+    expect(attempts.map((a) => a.error_class)).toEqual(['auth_failure']);
+    expect(attempts[0]!.error_message).toContain('invalid x-api-key: [key]');
+    // Nor does the attempt's log, where the failed step's error is written (it is there, without the key).
+    const logged = await rowsOf<{ message: string; fields: string }>(db, sql`
+      select l.message, coalesce(l.fields::text, '') as fields from attempt_logs l join tasks t on t.id = l.task_id where t.dag_id = ${dagId}`);
+    expect(logged.some((l) => l.fields.includes('invalid x-api-key'))).toBe(true);
+    expect(logged.filter((l) => `${l.message} ${l.fields}`.includes('sk-ant-test'))).toEqual([]);
+  });
+});
+
 describe('the context window', () => {
   it('a prompt too long for the first model is tried at once on the task\'s fallback with a larger window', async () => {
     provider.script([fault.contextTooLong(), answer.text('fits here', { usage: { input: 5000, output: 10 } })]);
