@@ -9,6 +9,8 @@ import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { defineAgent, type AgentDefinition } from '../../src/runtime/define-agent.js';
 import llm from '../../agents/llm.js';
 import { LLM_PROVIDERS } from '../../agents/llm-providers.js';
+import { dagFileLoad } from '../../src/dag/load.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
 
 // The llm agent's tool loop, structured output and context-window fallback, against a local Anthropic Messages
 // (and OpenAI chat-completions) stand-in, streamed as the agent always asks.
@@ -230,5 +232,57 @@ tasks:
     expect(a!.error_class).toBe('context_length');
     expect(a!.error_message).toMatch(/^model call failed: HTTP 400: .*prompt is too long/);
     expect(a!.error_message).not.toContain('sk-ant-test');
+  });
+});
+
+describe('dags/examples/research-two-providers.yaml', () => {
+  it('answers on Anthropic and OpenAI (Responses API) and compares on Google with a JSON verdict of the output\'s schema', async () => {
+    Object.assign(process.env, {
+      OPENAI_API_KEY: 'sk-openai-test', DAGENT_LLM_OPENAI_BASE_URL: provider.baseUrl,
+      GOOGLE_GENERATIVE_AI_API_KEY: 'google-test', DAGENT_LLM_GOOGLE_BASE_URL: provider.googleBaseUrl,
+      DAGENT_LLM_PRICES: JSON.stringify({ 'anthropic/claude-sonnet-4-5': { input: 3, output: 15 }, 'openai/gpt-4.1': { input: 2, output: 8 }, 'google/gemini-2.5-flash': { input: 0.3, output: 2.5 } }),
+    });
+    provider.reply = (req) => (req.protocol === 'google'
+      ? answer.text('{"better":"claude","disagreements":["whether pg-boss uses SKIP LOCKED"],"summary":"Both name graphile-worker and pg-boss."}')
+      : answer.text(req.protocol === 'anthropic' ? 'graphile-worker and pg-boss, both with SKIP LOCKED.' : 'pg-boss and graphile-worker.'));
+    await run(llm, 'llm-example');
+    const [submitted] = await dagSubmit(db, [await dagFileLoad('dags/examples/research-two-providers.yaml')]);
+    await eventually('compare completed', async () => (await taskStatusByKey(db, submitted!.dagId)).compare === 'completed', 20_000);
+    const tasks = Object.fromEntries((await tasksOf(submitted!.dagId)).map((t) => [t.key, t.output]));
+    expect(tasks.claude).toMatchObject({ model: 'anthropic/claude-sonnet-4-5', text: 'graphile-worker and pg-boss, both with SKIP LOCKED.' });
+    expect(tasks.gpt).toMatchObject({ model: 'openai/gpt-4.1', text: 'pg-boss and graphile-worker.' });
+    expect(tasks.compare).toEqual({ better: 'claude', disagreements: ['whether pg-boss uses SKIP LOCKED'], summary: 'Both name graphile-worker and pg-boss.' });
+    expect(provider.seen.map((r) => r.protocol).sort()).toEqual(['anthropic', 'google', 'openai-responses']);
+    // The comparison was asked with both answers and for the verdict's schema.
+    const google = provider.seen.find((r) => r.protocol === 'google')!;
+    expect(JSON.stringify(google.body)).toContain('graphile-worker and pg-boss, both with SKIP LOCKED.');
+    expect(JSON.stringify(google.body)).toContain('disagreements');
+  });
+});
+
+describe('agents/research.ts (the AI SDK agent in docs/agents.md)', () => {
+  it('splits its question into a subtask it waits for, resumes replaying its first call, and answers', async () => {
+    provider.script([
+      answer.toolCall('spawn_subtasks', { subtasks: [{ key: 'history', prompt: 'When did SKIP LOCKED arrive?' }], wait: true }, { usage: { input: 100, output: 20 } }),
+      answer.text('In PostgreSQL 9.5 (2016).', { usage: { input: 50, output: 10 } }),
+      answer.text('Queues claim with SKIP LOCKED, which PostgreSQL 9.5 added.', { usage: { input: 180, output: 30 } }),
+    ]);
+    process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'anthropic/claude-sonnet-4-5': { input: 3, output: 15 } });
+    // The module reads its base URL when it loads: after the environment is set.
+    const research = (await import('../../agents/research.js')).default;
+    await run(research, 'research-1');
+    const dagId = await dagCreate(db, `
+name: research-agent
+tasks:
+  q: { type: research, spec: { constraints: { capabilities: [research] }, prompt: How do PostgreSQL queues claim work? } }
+`);
+    await eventually('q completed', async () => (await taskStatusByKey(db, dagId)).q === 'completed', 20_000);
+    const tasks = Object.fromEntries((await tasksOf(dagId)).map((t) => [t.key, t.output]));
+    expect(tasks.q).toEqual({ text: 'Queues claim with SKIP LOCKED, which PostgreSQL 9.5 added.', model: 'anthropic/claude-sonnet-4-5' });
+    expect(tasks['q/history']).toEqual({ text: 'In PostgreSQL 9.5 (2016).', model: 'anthropic/claude-sonnet-4-5' });
+    // Three requests: the parent's first call was replayed on resuming; its second carries the subtask's answer.
+    expect(provider.seen).toHaveLength(3);
+    expect(JSON.stringify(provider.seen[2]!.body.messages)).toContain('In PostgreSQL 9.5 (2016).');
+    expect((await attemptsOf(dagId)).filter((a) => a.key === 'q').map((a) => a.outcome)).toEqual(['waiting', 'completed']);
   });
 });

@@ -20,7 +20,11 @@ const dir = 'dags/examples';
 const examples = readdirSync(dir).filter((f) => f.endsWith('.yaml'));
 const params: Record<string, Record<string, string>> = { 'code-change.yaml': { ticket: 'ENG-42' } };
 /** What an example's agents return where a later task relies on its shape (a for_each maps over the plan's files). */
-const outputs: Record<string, Record<string, unknown>> = { 'file-reviews.yaml': { plan: { files: ['src/api/users.ts', 'src/web/app.tsx', 'README.md'] } } };
+const outputs: Record<string, Record<string, unknown>> = {
+  'file-reviews.yaml': { plan: { files: ['src/api/users.ts', 'src/web/app.tsx', 'README.md'] } },
+  // The comparison's output schema: a verdict.
+  'research-two-providers.yaml': { compare: { better: 'tie', disagreements: [], summary: 'alike' } },
+};
 
 describe('example DAGs', () => {
   it('ships at least three', () => expect(examples.length).toBeGreaterThanOrEqual(3));
