@@ -5,7 +5,9 @@ import type {
 } from '@ai-sdk/provider';
 import { wrapLanguageModel, type LanguageModelMiddleware } from 'ai';
 // From the public API, as a user's code would: the CommonJS build of dagent/ai-sdk then shares dagent's classes.
-import { BUDGET_EXCEEDED_CLASS, llmCost, llmPrices, NonRetryableError, TaskError, type LlmPrice, type TaskContext } from '../index.js';
+import {
+  BUDGET_EXCEEDED_CLASS, InvalidInputError, llmCost, llmPrices, NonRetryableError, TaskError, type LlmPrice, type TaskContext,
+} from '../index.js';
 import { llmSdkError, RefusalError } from './errors.js';
 import { streamPartsCompact, streamPartsReplay, streamTextOf, type RecordedStream } from './stream-record.js';
 import { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmPromptChars, llmUsageOf, type LlmCallUsage } from './usage.js';
@@ -92,7 +94,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
    * fleet) and a failed attempt name it.
    */
   const budgetCheck = async (name: string, params: LanguageModelV4CallOptions) => {
-    void ctx.reportCost({ model: name });
+    ctx.reportCost({ model: name }).catch(() => {});
     const estimate = llmCallEstimate(name, llmPromptChars(params), params.maxOutputTokens ?? outputCap, prices());
     const tokens = estimate.inputTokens + estimate.outputTokens;
     if (await ctx.budgetFits(estimate.usd === null ? { tokens } : { usd: estimate.usd, tokens })) return estimate;
@@ -110,6 +112,9 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
     }
     await ctx.reportCost({ usd, tokens: usage, model: name });
   };
+
+  const unrecordedWarn = (name: string, call: number, err: Error) =>
+    ctx.log.warn({ model: name, call, err: err.message }, 'model call answered but not recorded: a retry will make it again');
 
   const failure = (err: unknown) => (ctx.signal.aborted ? err : llmSdkError(err));
 
@@ -129,20 +134,29 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
       const name = options.name ?? dagentModelName(model);
       const call = nextCall(ctx);
       let live = false;
-      const recorded = await durably(call, name, params, async (): Promise<RecordedGenerate> => {
-        live = true;
-        await budgetCheck(name, params);
-        let result: LanguageModelV4GenerateResult;
-        try {
-          result = await doGenerate();
-        } catch (err) {
-          throw failure(err);
-        }
-        // Charged before any check of the answer: tokens spent on an unusable answer still cost money.
-        await charge(name, llmUsageOf(result.usage));
-        refusalCheck(name, result.finishReason, contentText(result.content));
-        return generateRecord(result);
-      });
+      let answered: RecordedGenerate | undefined;
+      let recorded: RecordedGenerate;
+      try {
+        recorded = await durably(call, name, params, async (): Promise<RecordedGenerate> => {
+          live = true;
+          await budgetCheck(name, params);
+          let result: LanguageModelV4GenerateResult;
+          try {
+            result = await doGenerate();
+          } catch (err) {
+            throw failure(err);
+          }
+          // Charged before any check of the answer: tokens spent on an unusable answer still cost money.
+          await charge(name, llmUsageOf(result.usage));
+          refusalCheck(name, result.finishReason, contentText(result.content));
+          return (answered = generateRecord(result));
+        });
+      } catch (err) {
+        // Answered and paid for, but too large to record (LIMITS.stepResultBytes): used unrecorded, not lost.
+        if (!answered || !(err instanceof InvalidInputError)) throw err;
+        unrecordedWarn(name, call, err);
+        recorded = answered;
+      }
       const text = contentText(recorded.content);
       if (!live) ctx.log.info({ model: name, call }, 'model call replayed: its answer was recorded by an earlier attempt');
       if (text) writer()?.write(text);
@@ -156,6 +170,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
       let started: ((r: Omit<LanguageModelV4StreamResult, 'stream'>) => void) | undefined;
       const whenStarted = new Promise<Omit<LanguageModelV4StreamResult, 'stream'>>((resolve) => { started = resolve; });
       let live = false;
+      let finished = false;
 
       const recording = durably(call, name, params, async (): Promise<RecordedStream> => {
         live = true;
@@ -198,6 +213,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
         await charge(name, llmUsageOf(finish.usage));
         refusalCheck(name, finish.finishReason, streamTextOf(parts));
         out.push(finish);
+        finished = true;
         return { parts: streamPartsCompact([...parts, finish]) };
       });
 
@@ -213,7 +229,13 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
         if (text) writer()?.write(text);
         return { stream: streamPartsReplay(first.recorded.parts) };
       }
-      recording.then(() => out.close(), (err: unknown) => out.fail(err));
+      recording.then(() => out.close(), (err: unknown) => {
+        // Answered and paid for, but too large to record (LIMITS.stepResultBytes): the caller has it all, unrecorded.
+        if (finished && err instanceof InvalidInputError) {
+          unrecordedWarn(name, call, err);
+          out.close();
+        } else out.fail(err);
+      });
       const meta = 'live' in first ? first.live : await whenStarted;
       return { ...meta, stream: out.stream };
     },

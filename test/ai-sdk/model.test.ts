@@ -13,6 +13,7 @@ import { AgentRunner } from '../../src/runtime/agent-runner.js';
 import { defineAgent, type AgentDefinition } from '../../src/runtime/define-agent.js';
 import { llmCost, llmPrices } from '../../src/llm-prices.js';
 import { dagentModel } from '../../src/ai-sdk/index.js';
+import { LIMITS } from '../../src/config/limits.js';
 
 // dagentModel against local servers speaking each provider's protocol: every call a durable step (a retry replays
 // it and pays nothing), its text in the task's stream, its usage (cached tokens apart) charged, provider failures
@@ -129,6 +130,26 @@ describe('dagentModel on each provider\'s protocol', () => {
     expect(await spend(dagId)).toMatchObject({ tokens_in: 250, tokens_out: 320 });
     // The second attempt's stream has both answers: the replayed one is written again.
     expect((await streamed(t.id)).map((s) => s.text)).toEqual(['outline: three parts', 'outline: three partsthe essay']);
+  });
+
+  it('an answer too large to record as a step (over LIMITS.stepResultBytes) is used unrecorded, not lost, and the attempt says so', async () => {
+    const big = 'x'.repeat(LIMITS.stepResultBytes + 1000);
+    provider.script([answer.text(big, { chunkChars: 64 * 1024 })]);
+    const { model, name } = modelOn('openai-chat');
+    await run(defineAgent({
+      name: 'big', capabilities: ['big'],
+      async run(_task, ctx) {
+        const r = await generateText({ model: dagentModel(model, ctx, { name, stream: false }), prompt: 'a lot', maxRetries: 0 });
+        return { length: r.text.length };
+      },
+    }));
+    const dagId = await dagCreate(db, DAG('big'));
+    await eventually('completed', async () => (await taskOf(dagId)).status === 'completed');
+    const t = await taskOf(dagId);
+    expect(t.output).toEqual({ length: big.length });
+    expect(await rowsOf(db, sql`select name from task_steps where task_id = ${t.id}`)).toEqual([]);
+    const warned = await rowsOf<{ message: string }>(db, sql`select message from attempt_logs where task_id = ${t.id} and level = 'warn'`);
+    expect(warned.map((w) => w.message)).toContain('model call answered but not recorded: a retry will make it again');
   });
 
   it('asks the budget before each call: a call that would pass max_cost_usd is not made', async () => {
