@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { dagFileLoad } from '../dag/load.js';
 import { graphCollapse, graphRender, type GraphFormat } from '../dag/render.js';
 import { InvalidInputError } from '../errors.js';
+import type { RerunChangeRecord } from '../engine/dag/rerun-changed.js';
 import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/read/inspect.js';
 import { unclaimableList } from '../engine/ops/priority.js';
 import { resolver, withDatabase, type CommandContext } from './context.js';
@@ -11,6 +12,16 @@ import { Output, ago, usd } from './output.js';
 import { paramCollect } from './submit.js';
 
 /** The agent column: the holder of a leased task, or who finished it; not a past holder of a task waiting again. */
+/** What a rerun with a change was made from and changed: `rerun of dag_… (model gpt-4o-mini; set draft.prompt): 3 task(s) ran again, 2 reused`. */
+export function rerunLine(of: string, c: RerunChangeRecord | null): string {
+  if (!c) return `rerun of ${of}`;
+  const what = [
+    ...(c.model ? [`model ${c.model}`] : []),
+    ...c.set.map((x) => `set ${x.task ? `${x.task}.` : ''}${x.field}`),
+  ].join('; ');
+  return `rerun of ${of} (${what}): ${c.rerunTasks} task(s) ran again, ${c.reusedTasks} reused${c.note ? ` — ${c.note}` : ''}`;
+}
+
 function agentShown(status: string, claimedBy: string | null): string | null {
   return ['ready', 'pending', 'retrying', 'created'].includes(status) ? null : claimedBy;
 }
@@ -39,10 +50,13 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
         const cancelled = count('cancelled');
         out.line(`status ${dag.status}   tasks ${count('completed')}/${dag.tasksTotal} completed${cancelled ? `, ${cancelled} cancelled` : ''}   spent ${usd(dag.spentUsd)}${dag.budgetUsd != null ? ` of ${usd(dag.budgetUsd)}` : ''}   created ${ago(dag.createdAt)} by ${dag.createdBy}`);
         if (dag.blockedReason) out.line(`blocked: ${dag.blockedReason}`);
+        if (dag.rerunOf) out.line(rerunLine(dag.rerunOf, dag.rerunChange as RerunChangeRecord | null));
         out.line();
+        // A task a rerun carried over ran on no agent: it holds the output of the task it was reused from.
         out.table(['key', 'status', 'attempts', 'agent', 'priority', 'type', 'id'],
-          s.tasks.map((t) => [t.key, t.status, `${t.attempts}/${t.maxAttempts}`, agentShown(t.status, t.claimedBy), t.priority, t.type, t.id]));
+          s.tasks.map((t) => [t.key, t.status, `${t.attempts}/${t.maxAttempts}`, t.reusedFrom ? '(reused)' : agentShown(t.status, t.claimedBy), t.priority, t.type, t.id]));
         for (const d of s.deadLetters) out.line(`dead letter ${d.id}: ${d.taskKey}: ${d.reason}`);
+        if (s.reruns.length) out.line(`reruns: ${s.reruns.map((r) => `${r.id} (${r.status})`).join(', ')}`);
       });
     });
 
