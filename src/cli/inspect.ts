@@ -5,6 +5,7 @@ import { dagFileLoad } from '../dag/load.js';
 import { graphCollapse, graphRender, type GraphFormat } from '../dag/render.js';
 import { InvalidInputError } from '../errors.js';
 import type { RerunChangeRecord } from '../engine/dag/rerun-changed.js';
+import { rerunLine } from './rerun-text.js';
 import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/read/inspect.js';
 import { unclaimableList } from '../engine/ops/priority.js';
 import { resolver, withDatabase, type CommandContext } from './context.js';
@@ -12,16 +13,6 @@ import { Output, ago, usd } from './output.js';
 import { paramCollect } from './submit.js';
 
 /** The agent column: the holder of a leased task, or who finished it; not a past holder of a task waiting again. */
-/** What a rerun with a change was made from and changed: `rerun of dag_… (model gpt-4o-mini; set draft.prompt): 3 task(s) ran again, 2 reused`. */
-export function rerunLine(of: string, c: RerunChangeRecord | null): string {
-  if (!c) return `rerun of ${of}`;
-  const what = [
-    ...(c.model ? [`model ${c.model}`] : []),
-    ...c.set.map((x) => `set ${x.task ? `${x.task}.` : ''}${x.field}`),
-  ].join('; ');
-  return `rerun of ${of} (${what}): ${c.rerunTasks} task(s) ran again, ${c.reusedTasks} reused${c.note ? ` — ${c.note}` : ''}`;
-}
-
 function agentShown(status: string, claimedBy: string | null): string | null {
   return ['ready', 'pending', 'retrying', 'created'].includes(status) ? null : claimedBy;
 }

@@ -179,3 +179,16 @@ export const dagBudgetAnswerSchema = z.object({
   blockedReason: z.string().nullable(),
 });
 export type DagBudgetAnswer = z.infer<typeof dagBudgetAnswerSchema>;
+
+/** What a rerun with a change answers (engine/dag/rerun-changed.ts RerunChangedResult): the new DAG, and what it runs and carried over. */
+export const dagRerunChangedAnswerSchema = z.object({
+  dagId: z.string().describe('the new DAG'),
+  rerunOf: z.string(),
+  name: z.string(),
+  tasks: z.number(),
+  change: rerunChangeSchema,
+  rerun: z.array(z.string()).describe('the tasks that run: those the change altered, those downstream of one, and those the original had not completed'),
+  reused: z.array(z.string()).describe('the tasks carried over completed with the original\'s output, at no cost'),
+  warnings: z.array(z.string()).optional().describe('what force let through: llm-judge steps no active judge can serve now'),
+});
+export type DagRerunChangedAnswer = z.infer<typeof dagRerunChangedAnswerSchema>;
