@@ -22,6 +22,9 @@ import { didYouMean } from './suggest.js';
  * a task keyed like one is not addressed alone.
  */
 
+/** Most `--set`s one rerun takes: each is applied to every task, and a person writes a few. */
+export const SETTINGS_MAX = 100;
+
 /** The capability an agent that calls language models registers (agents/llm.ts): a task that requires it is an LLM task. */
 export const LLM_CAPABILITY = 'llm';
 

@@ -4,7 +4,7 @@ import type { Db } from '../../db/handle.js';
 import { dagGet, dagLockGraph } from '../../db/queries/dags.js';
 import { edgeListForDag } from '../../db/queries/edges.js';
 import { taskListForDag } from '../../db/queries/tasks-read.js';
-import { SET_FIELDS_TEXT, specSettingParse, specsChange, type SpecSetting } from '../../dag/spec-change.js';
+import { SET_FIELDS_TEXT, SETTINGS_MAX, specSettingParse, specsChange, type SpecSetting } from '../../dag/spec-change.js';
 import type { TaskSpec } from '../../dag/spec.js';
 import { ConflictError, DagStateError, InvalidInputError, NotFoundError } from '../../errors.js';
 import { judgeGapsFind, judgeGapText } from './judge-check.js';
@@ -73,7 +73,9 @@ export interface RerunChangedResult {
 
 export async function dagRerunChanged(db: Db, dagId: string, change: RerunChange, opts: RerunChangedOptions = {}): Promise<RerunChangedResult> {
   // The change is checked before anything is read: a bad field or model is refused for any DAG.
-  const settings = Object.entries(change.set ?? {}).map(([path, value]) => specSettingParse(path, value, change.setFromText));
+  const given = Object.entries(change.set ?? {});
+  if (given.length > SETTINGS_MAX) throw new InvalidInputError(`set: ${given.length} fields; at most ${SETTINGS_MAX} in one rerun`, { field: 'set' });
+  const settings = given.map(([path, value]) => specSettingParse(path, value, change.setFromText));
   if (change.model === undefined && settings.length === 0) {
     throw new InvalidInputError(`a rerun needs a change: a model (--model M) or a spec field (--set ${SET_FIELDS_TEXT}=VALUE); to run failed tasks again in the same DAG, use --from-failed`, { field: 'model' });
   }

@@ -210,6 +210,7 @@ tasks:
       [{ set: { 'draft.context': ['fetch'] } }, done, /context wires a task to its upstream tasks/],
       [{ set: { models: 'model a' }, setFromText: true }, done, /^set models: \[0\] must be a model name/],
       [{ set: { 'drat.prompt': 'x' } }, done, /^set drat\.prompt: the DAG has no task drat \(did you mean "draft"\?\)/],
+      [{ set: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`input.f${i}`, i])) }, done, /^set: 101 fields; at most 100 in one rerun/],
       // Its one task names no model and needs no llm: not an LLM task, so --model changes nothing.
       [{ model: 'model-b' }, tools, /^nothing would change: no task's spec differs/],
       // The same model and no fallbacks: the same specs.
