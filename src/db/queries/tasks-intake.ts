@@ -31,7 +31,8 @@ const INSTANT_PROPS = [['deadline', 'deadline'], ['runAt', 'run_at']] as const;
  * Insert tasks (and record any claim group not seen before, so claims can find them), each in the state it starts
  * in: READY with no unfinished upstream and no start time ahead, else PENDING; a task that waits for a signal is
  * CREATED, for taskActivateCreated to make WAITING (its trigger, migration 0023, fires on that update), which
- * every caller runs next; a task with `reusedFrom` (a rerun's carried task) is COMPLETED, with the output given. The statement NOTIFYs once per claim group that gained READY tasks, as activation does.
+ * every caller runs next; a task with `reusedFrom` (a rerun's carried task) is COMPLETED, with the output given.
+ * The statement NOTIFYs once per claim group that gained READY tasks, as activation does.
  *
  * One INSERT … SELECT FROM jsonb_to_recordset($1) per chunk: the rows travel as one JSON document. Through the
  * query builder each value was a parameter of its own, and building them cost more than the database's work; and
