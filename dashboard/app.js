@@ -14,6 +14,7 @@ import { pageDlq } from './page-dlq.js';
 import { pageAgents } from './page-agents.js';
 import { pageApprovals } from './page-approvals.js';
 import { pageSpend } from './page-spend.js';
+import { pageCompare } from './page-compare.js';
 
 /** @typedef {import('./live.js').PageContext} PageContext */
 
@@ -59,7 +60,7 @@ function route() {
   current = ctx;
   window.scrollTo(0, 0);
   void dlqCountRefresh();
-  const [page, id] = parts;
+  const [page, id, other] = parts;
   /** @type {Record<string, [string, () => void]>} */
   const pages = {
     '': ['dags', () => pageDags(ctx)],
@@ -69,9 +70,10 @@ function route() {
     agents: ['agents', () => pageAgents(ctx)],
     spend: ['spend', () => pageSpend(ctx)],
     approvals: ['approvals', () => pageApprovals(ctx)],
+    compare: ['dags', () => pageCompare(ctx, /** @type {string} */ (id), /** @type {string} */ (other))],
   };
   const found = Object.hasOwn(pages, page ?? '') ? pages[page ?? ''] : undefined;
-  if (found && (page !== 'tasks' || id)) {
+  if (found && (page !== 'tasks' || id) && (page !== 'compare' || other)) {
     navShow(true, found[0]);
     found[1]();
     return;

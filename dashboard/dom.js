@@ -80,6 +80,8 @@ export const link = (href, ...children) => h('a', { href }, ...children);
 export const hrefDag = (id) => `#/dags/${encodeURIComponent(id)}`;
 /** @param {string} id */
 export const hrefTask = (id) => `#/tasks/${encodeURIComponent(id)}`;
+/** Two runs side by side (page-compare.js). @param {string} a @param {string} b */
+export const hrefCompare = (a, b) => `#/compare/${encodeURIComponent(a)}/${encodeURIComponent(b)}`;
 /** @param {string} [id] */
 export const hrefDlq = (id) => (id ? `#/dlq/${encodeURIComponent(id)}` : '#/dlq');
 

@@ -1,11 +1,39 @@
 // @ts-check
-// The DAG page's header: name, status, progress and spend, with its actions (cancel the DAG, re-run its failed tasks).
+// The DAG page's header: name, status, progress and spend, with its actions (cancel the DAG, re-run its failed tasks),
+// and where it comes from: the DAG it is a rerun with a change of, and its own reruns, each linked to the compare page.
 import { api, errorText } from '../api.js';
-import { h, fill, usd, when, progressBar, flash, confirmButton } from '../dom.js';
+import { h, fill, link, usd, when, progressBar, flash, confirmButton, hrefDag, hrefCompare, badge } from '../dom.js';
 
 /** @typedef {import('../../src/wire/dags.js').DagGraphAnswer} DagGraphAnswer */
 /** @typedef {import('../../src/wire/dags.js').DagCancelAnswer} DagCancelAnswer */
 /** @typedef {import('../../src/wire/tasks.js').RerunAnswer} RerunAnswer */
+/** @typedef {import('../../src/wire/dags.js').RerunChangeView} RerunChangeView */
+
+/**
+ * What a rerun changed, in words: `model gpt-4o-mini; set draft.prompt: 2 task(s) re-run, 1 reused`.
+ * @param {string} of the DAG it re-ran
+ * @param {unknown} change its dag.rerunChange
+ */
+export function rerunSummary(of, change) {
+  const c = /** @type {RerunChangeView | null} */ (change);
+  if (!c) return `Rerun of ${of}`;
+  const what = [...(c.model ? [`model ${c.model}`] : []), ...c.set.map((x) => `set ${x.task ? `${x.task}.` : ''}${x.field}`)].join('; ');
+  return `Rerun of ${of} (${what}): ${c.rerunTasks} task(s) re-run, ${c.reusedTasks} reused${c.note ? ` — ${c.note}` : ''}`;
+}
+
+/**
+ * Where the DAG comes from and what came of it: the DAG it re-ran, and its reruns, each with a link to compare.
+ * @param {DagGraphAnswer} g
+ */
+function lineage(g) {
+  const { dag } = g;
+  const from = dag.rerunOf ? h('div', { id: 'dag-rerun-of', class: 'small' }, rerunSummary(dag.rerunOf, dag.rerunChange), ' · ',
+    link(hrefDag(dag.rerunOf), 'the original'), ' · ', link(hrefCompare(dag.rerunOf, dag.id), 'compare with it')) : null;
+  const reruns = g.reruns.length ? h('div', { id: 'dag-reruns', class: 'small' }, 'Reruns: ', g.reruns.flatMap((r, i) => [
+    i ? ', ' : '', link(hrefDag(r.id), h('span', { class: 'mono' }, r.id)), ' ', badge(r.status), ' (', link(hrefCompare(dag.id, r.id), 'compare'), ')',
+  ])) : null;
+  return [from, reruns];
+}
 
 /**
  * The header, and `show` to fill it from the DAG's graph.
@@ -43,7 +71,8 @@ export function dagHeader(dagId, msg, reload) {
   });
   const title = h('h1', null, 'DAG');
   const subtitle = h('div', { class: 'muted small' });
-  fill(head, h('div', { class: 'head-row' }, title, statusEl, h('span', { class: 'spacer' }), rerunBtn, cancelBtn), subtitle, progressSlot, facts);
+  const lineageSlot = h('div', { class: 'lineage' });
+  fill(head, h('div', { class: 'head-row' }, title, statusEl, h('span', { class: 'spacer' }), rerunBtn, cancelBtn), subtitle, lineageSlot, progressSlot, facts);
 
   /** @param {string} status */
   const showStatus = (status) => {
@@ -63,6 +92,7 @@ export function dagHeader(dagId, msg, reload) {
     const counts = {};
     for (const n of g.nodes) counts[n.status] = (counts[n.status] ?? 0) + 1;
     rerunBtn.hidden = !(counts.dead_lettered || counts.cancelled);
+    fill(lineageSlot, lineage(g));
     fill(progressSlot, progressBar(counts, dag.tasksTotal));
     fill(facts,
       h('span', null, 'Spent ', usd(dag.spentUsd), dag.budgetUsd != null ? ` of ${usd(dag.budgetUsd)}` : ''),

@@ -42,7 +42,7 @@ export function dagTasksTable(box, redraw) {
           h('td', null, n.type), cell,
           h('td', { class: 'num' }, `${n.attempts}/${n.maxAttempts}`),
           h('td', { class: 'num', title: `base ${n.priority}` }, Number(n.effectivePriority).toFixed(1)),
-          h('td', null, n.claimedBy ?? ''),
+          h('td', null, n.reusedFrom ? h('span', { class: 'chip', title: `carried over from ${n.reusedFrom}` }, 'reused') : n.claimedBy ?? ''),
           h('td', { class: 'num' }, usd(n.costUsd)),
           h('td', { class: 'small clip' }, n.lastError ?? ''));
       })), more);

@@ -62,7 +62,7 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
   {
     commands: {
       priority: 'set the base priority (0–100, lower is more urgent) of a task, or of every unfinished task of a DAG',
-      dag: 'change a DAG',
+      dag: 'change a DAG, re-run a finished one with a change as a new DAG, or compare two runs',
       costs: 'spend per day, per agent (budget, reserved, left), per DAG and per model',
     },
     load: async () => (await import('./priority.js')).priorityCommands,

@@ -4,6 +4,8 @@ import { existsSync } from 'node:fs';
 import { dagFileLoad } from '../dag/load.js';
 import { graphCollapse, graphRender, type GraphFormat } from '../dag/render.js';
 import { InvalidInputError } from '../errors.js';
+import type { RerunChangeRecord } from '../engine/dag/rerun-changed.js';
+import { rerunLine } from './rerun-text.js';
 import { dagStatus, statsGet, taskListFiltered, taskShow } from '../engine/read/inspect.js';
 import { unclaimableList } from '../engine/ops/priority.js';
 import { resolver, withDatabase, type CommandContext } from './context.js';
@@ -39,10 +41,13 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
         const cancelled = count('cancelled');
         out.line(`status ${dag.status}   tasks ${count('completed')}/${dag.tasksTotal} completed${cancelled ? `, ${cancelled} cancelled` : ''}   spent ${usd(dag.spentUsd)}${dag.budgetUsd != null ? ` of ${usd(dag.budgetUsd)}` : ''}   created ${ago(dag.createdAt)} by ${dag.createdBy}`);
         if (dag.blockedReason) out.line(`blocked: ${dag.blockedReason}`);
+        if (dag.rerunOf) out.line(rerunLine(dag.rerunOf, dag.rerunChange as RerunChangeRecord | null));
         out.line();
+        // A task a rerun carried over ran on no agent: it holds the output of the task it was reused from.
         out.table(['key', 'status', 'attempts', 'agent', 'priority', 'type', 'id'],
-          s.tasks.map((t) => [t.key, t.status, `${t.attempts}/${t.maxAttempts}`, agentShown(t.status, t.claimedBy), t.priority, t.type, t.id]));
+          s.tasks.map((t) => [t.key, t.status, `${t.attempts}/${t.maxAttempts}`, t.reusedFrom ? '(reused)' : agentShown(t.status, t.claimedBy), t.priority, t.type, t.id]));
         for (const d of s.deadLetters) out.line(`dead letter ${d.id}: ${d.taskKey}: ${d.reason}`);
+        if (s.reruns.length) out.line(`reruns: ${s.reruns.map((r) => `${r.id} (${r.status})`).join(', ')}`);
       });
     });
 

@@ -6,8 +6,9 @@ import { resolver, withDatabase, type CommandContext } from './context.js';
 import { Output, usd } from './output.js';
 import { positiveInt } from './inspect.js';
 import { COSTS_DEFAULTS } from '../config/index.js';
+import { dagRunCommands } from './dag-runs.js';
 
-/** `dagent priority` (a human's override), `dagent dag budget` and `dagent costs` (spend and reservations). */
+/** `dagent priority` (a human's override), `dagent dag budget`, `dag rerun` and `dag compare` (dag-runs.ts), and `dagent costs` (spend and reservations). */
 export function priorityCommands(program: Command, ctx: CommandContext): void {
   program
     .command('priority')
@@ -23,20 +24,8 @@ export function priorityCommands(program: Command, ctx: CommandContext): void {
       out.result({ id, priority, ...r }, () => out.line(`${id}: priority ${priority} on ${r.tasks} unfinished task(s)`));
     });
 
-  const dag = program.command('dag').description('change a DAG');
-  dag
-    .command('rerun')
-    .description('run a DAG\'s dead-lettered and cancelled tasks again (a cancelled or blocked DAG runs on)')
-    .argument('<dag-id>')
-    .requiredOption('--from-failed', 'the dead-lettered and cancelled tasks (the only re-run of a whole DAG there is)')
-    .option('--note <text>', 'why, recorded with the events')
-    .option('--json', 'machine-readable output')
-    .action(async (dagId: string, opts: { note?: string; json?: boolean }) => {
-      const { dagRerunFailed } = await import('../engine/dag/rerun.js');
-      const r = await withDatabase(ctx, (d) => dagRerunFailed(d.db, dagId, { note: opts.note, by: resolver(ctx) }));
-      const out = new Output(ctx.io, !!opts.json);
-      out.result(r, () => out.line(`${dagId}: ${r.reopened.length} task(s) to run again: ${r.reopened.map((t) => `${t.key} (was ${t.previous})`).join(', ')}`));
-    });
+  const dag = program.command('dag').description('change a DAG, re-run a finished one with a change as a new DAG, or compare two runs');
+  dagRunCommands(dag, ctx);
   dag
     .command('budget')
     .description('set a running or blocked DAG\'s budget in USD; a DAG blocked on its budget resumes once it can pay for its next task')

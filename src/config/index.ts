@@ -336,6 +336,17 @@ export const COSTS_DEFAULTS = {
   stops: 20,
 } as const;
 
+/**
+ * Two runs side by side (`dagent dag compare`, GET /api/dags/:id/compare/:other, the dashboard's compare page): the API
+ * cuts each output's text to `outputChars` unless asked otherwise (at most `outputCharsMax`); the CLI's table shows
+ * `cellChars` of it, on one line (`--json` prints it whole).
+ */
+export const COMPARE_DEFAULTS = {
+  outputChars: 2000,
+  outputCharsMax: 1_000_000,
+  cellChars: 40,
+} as const;
+
 export const RATE_LIMIT_DEFAULTS = {
   baseDelaySec: 5,
   maxDelaySec: 600,

@@ -75,6 +75,8 @@ export interface TaskRow {
   tokensOut: number;
   lastError: string | null;
   readyAt: Date | null;
+  /** A task a rerun carried over completed: the task whose output it holds (schema/tasks.ts). */
+  reusedFrom: string | null;
 }
 
 /** A row of `agents`. */
@@ -145,6 +147,9 @@ export interface DagRow {
   prunedAt: Date | null;
   /** Every tag its tasks carried at submit. */
   tags: string[];
+  /** A rerun with a change: the DAG it re-ran, and what it changed (schema/dags.ts). */
+  rerunOf: string | null;
+  rerunChange: unknown;
 }
 
 /** A row of `attempts`: one attempt of a task. */

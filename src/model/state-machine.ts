@@ -13,7 +13,7 @@ export const TASK_STATES = [
   'running', // started, kept alive by heartbeats
   'validating', // output submitted, validation in progress
   'waiting', // no agent runs it: it waits for a signal (wait_for) until one comes or its timeout lapses
-  'completed',
+  'completed', // also inserted so: a task a rerun with a change carried over, with its original output (tasks.reused_from)
   'failed', // transient: the retry policy moves it on in the same transaction
   'retrying', // waiting for run_at, then promoted to ready
   'dead_lettered', // waiting for a human

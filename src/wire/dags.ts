@@ -3,10 +3,27 @@ import { DAG_STATES } from '../model/state-machine.js';
 import { deadLetterOfDagSchema } from './dlq.js';
 import { instant } from './instant.js';
 import { stepReplayViewSchema, stepViewSchema } from './steps.js';
+import { jsonColumn } from './tasks.js';
 
 /** What the DAG routes answer (src/http/routes/dags.ts), as sent (engine/read/inspect.ts, timeline.ts, engine/dag/*). */
 
 const dagStatus = z.string().describe(`the DAG's state: ${DAG_STATES.join(', ')}`);
+
+/** What a rerun with a change changed and ran (engine/dag/rerun-changed.ts RerunChangeRecord), as stored on the new DAG. */
+export const rerunChangeSchema = z.object({
+  model: z.string().nullable().describe('the model every LLM task ran on (--model); null: none given'),
+  set: z.array(z.object({
+    task: z.string().nullable().describe('the task it set a field of; null: every LLM task'),
+    field: z.string().describe('prompt, models, fallback_models, input, input.NAME or constraints.NAME'),
+    value: z.unknown(),
+  })).describe('each spec field set (--set), as applied'),
+  changed: z.array(z.string()).describe('the tasks whose spec the change altered'),
+  rerunTasks: z.number().describe('how many tasks ran again: those changed, those downstream of one, and those the original had not completed'),
+  reusedTasks: z.number().describe('how many were carried over completed with the original\'s output, at no cost'),
+  by: z.string(),
+  note: z.string().nullable(),
+}).meta({ id: 'RerunChange' });
+export type RerunChangeView = z.infer<typeof rerunChangeSchema>;
 
 /** A row of `dags`, every column (db/rows.ts DagRow). */
 export const dagViewSchema = z.object({
@@ -36,6 +53,8 @@ export const dagViewSchema = z.object({
   completedAt: instant.nullable(),
   prunedAt: instant.nullable().describe('when retention began deleting it; null otherwise'),
   tags: z.array(z.string()).describe('every tag its tasks carried at submit'),
+  rerunOf: z.string().nullable().describe('a rerun with a change (dag rerun --model/--set): the finished DAG it re-ran; null otherwise'),
+  rerunChange: jsonColumn(rerunChangeSchema.nullable()).describe('what that rerun changed, and how many tasks it ran again and carried over'),
 }).meta({ id: 'DagView' });
 export type DagView = z.infer<typeof dagViewSchema>;
 
@@ -64,10 +83,14 @@ export const dagNodeSchema = z.object({
   claimedBy: z.string().nullable(),
   lastError: z.string().nullable(),
   costUsd: z.number(),
+  reusedFrom: z.string().nullable().describe('carried over by a rerun with a change: the task whose output it holds'),
 });
 export type DagNode = z.infer<typeof dagNodeSchema>;
 
 export const dagEdgeSchema = z.object({ upstream: z.string(), downstream: z.string() }).describe('task keys');
+
+/** A rerun with a change of a DAG, as its status and page list it. */
+export const dagRerunRefSchema = z.object({ id: z.string(), status: dagStatus, createdAt: instant, createdBy: z.string() });
 
 export const dagGraphAnswerSchema = z.object({
   dag: dagViewSchema,
@@ -75,6 +98,7 @@ export const dagGraphAnswerSchema = z.object({
   edges: z.array(dagEdgeSchema),
   criticalPath: z.array(z.string()).describe('task keys, from the root with the largest upward rank'),
   deadLetters: z.array(deadLetterOfDagSchema).describe('its open dead letters'),
+  reruns: z.array(dagRerunRefSchema).describe('the reruns with a change made of it (dag rerun --model/--set), oldest first (at most 100)'),
 });
 export type DagGraphAnswer = z.infer<typeof dagGraphAnswerSchema>;
 
@@ -155,3 +179,16 @@ export const dagBudgetAnswerSchema = z.object({
   blockedReason: z.string().nullable(),
 });
 export type DagBudgetAnswer = z.infer<typeof dagBudgetAnswerSchema>;
+
+/** What a rerun with a change answers (engine/dag/rerun-changed.ts RerunChangedResult): the new DAG, and what it runs and carried over. */
+export const dagRerunChangedAnswerSchema = z.object({
+  dagId: z.string().describe('the new DAG'),
+  rerunOf: z.string(),
+  name: z.string(),
+  tasks: z.number(),
+  change: rerunChangeSchema,
+  rerun: z.array(z.string()).describe('the tasks that run: those the change altered, those downstream of one, and those the original had not completed'),
+  reused: z.array(z.string()).describe('the tasks carried over completed with the original\'s output, at no cost'),
+  warnings: z.array(z.string()).optional().describe('what force let through: llm-judge steps no active judge can serve now'),
+});
+export type DagRerunChangedAnswer = z.infer<typeof dagRerunChangedAnswerSchema>;

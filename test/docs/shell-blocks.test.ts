@@ -28,7 +28,7 @@ const NOT_RUN: Array<{ command: string; why: string }> = [
 
 interface Made {
   flaky: Awaited<ReturnType<typeof fixture.flakyDag>>; report: string; train: string; graph: string; judge: string;
-  audit: Awaited<ReturnType<typeof fixture.auditDag>>; files: Record<'nightly' | 'badCron' | 'digest' | 'schema', string>; embedded: string;
+  audit: Awaited<ReturnType<typeof fixture.auditDag>>; auditRerun: Awaited<ReturnType<typeof fixture.auditRerun>>; files: Record<'nightly' | 'badCron' | 'digest' | 'schema', string>; embedded: string;
 }
 
 /** The docs' illustrative ids and files, and the real ones standing in for them (made by doc-fixtures.ts as each example implies). */
@@ -41,6 +41,8 @@ const PLACEHOLDERS: Array<{ text: string; doc?: string; is: (m: Made) => string 
   { text: 'dag_p250627jy5a9xg', is: (m) => m.train }, // release-train, submitted with code-change (ENG-42); budget $1
   { text: 'dag_faarkaop21lrpc', is: (m) => m.graph }, // release-train, just submitted
   { text: 'dag_ker6f8xb5bragj', is: (m) => m.audit.dagId }, // a repository audit whose survey runs (DURING drives it on)
+  { text: 'dag_q4audit7xk2m1n', is: (m) => m.auditRerun.first }, // dependency-audit, completed by audit-1
+  { text: 'dag_w9rerun3bz5h8p', is: (m) => m.auditRerun.rerun }, // its rerun on gpt-4o-mini, completed
   { text: 'nightly.yaml', doc: 'docs/cli.md', is: (m) => m.files.nightly }, // a DAG with an idempotency key, submitted before
   { text: 'nightly.yaml', doc: 'docs/schedules.md', is: (m) => m.files.badCron }, // hour 25 in its cron, line 6 column 9
   { text: 'weekly-digest.yaml', is: (m) => m.files.digest }, // the annotated example above the command
@@ -128,12 +130,13 @@ beforeAll(async () => {
   };
   const { db } = docs;
   await fixture.nightlySubmitted(db, files.nightly);
-  const [flaky, report, train, graph, judge, audit] = await Promise.all([
+  const [flaky, report, train, graph, judge, audit, auditRerun] = await Promise.all([
     fixture.flakyDag(db), fixture.completedReport(db), fixture.releaseTrain(db, 1), fixture.releaseTrain(db), fixture.judgeRejected(db), fixture.auditDag(db),
+    fixture.auditRerun(db),
     fixture.unclaimable(db), fixture.spend(db), fixture.oldDags(db), fixture.lateChangelog(db),
     fixture.firedSchedule(db, fixture.yamlBefore('docs/schedules.md', '```sh\nnpx dagent submit')),
   ]);
-  made = { flaky, report, train, graph, judge, audit, files, embedded: embeddedDir };
+  made = { flaky, report, train, graph, judge, audit, auditRerun, files, embedded: embeddedDir };
   embedded = await started;
 });
 

@@ -155,6 +155,12 @@ export async function dagTasksAdded(db: Db, dagId: string, n: number): Promise<v
     .where(eq(dags.id, dagId));
 }
 
+/** The reruns with a change of a DAG (dags_rerun_of_idx), oldest first: what its status and its page link to. */
+export function dagRerunsOf(db: Db, dagId: string) {
+  return db.select({ id: dags.id, status: dags.status, createdAt: dags.createdAt, createdBy: dags.createdBy }).from(dags)
+    .where(eq(dags.rerunOf, dagId)).orderBy(asc(dags.createdAt), asc(dags.id)).limit(100);
+}
+
 /** Runs still going (running or blocked) that `createdBy` started: a schedule's overlap check. */
 export async function dagRunningIdsByCreator(db: Db, createdBy: string): Promise<string[]> {
   const rows = await db.select({ id: dags.id }).from(dags)

@@ -31,7 +31,8 @@ const INSTANT_PROPS = [['deadline', 'deadline'], ['runAt', 'run_at']] as const;
  * Insert tasks (and record any claim group not seen before, so claims can find them), each in the state it starts
  * in: READY with no unfinished upstream and no start time ahead, else PENDING; a task that waits for a signal is
  * CREATED, for taskActivateCreated to make WAITING (its trigger, migration 0023, fires on that update), which
- * every caller runs next. The statement NOTIFYs once per claim group that gained READY tasks, as activation does.
+ * every caller runs next; a task with `reusedFrom` (a rerun's carried task) is COMPLETED, with the output given.
+ * The statement NOTIFYs once per claim group that gained READY tasks, as activation does.
  *
  * One INSERT … SELECT FROM jsonb_to_recordset($1) per chunk: the rows travel as one JSON document. Through the
  * query builder each value was a parameter of its own, and building them cost more than the database's work; and
@@ -76,6 +77,8 @@ async function taskInsertSql(rows: TaskInsert[]): Promise<SQL> {
   const names = plain.map((c) => c.name).join(', ');
   const inputs = [...plain.map((c) => `${c.name} ${c.type}`), ...INSTANT_PROPS.flatMap(([, name]) => [`${name}_at timestamptz`, `${name}_in_sec float8`])].join(', ');
   const startsReady = sql`(x.wait_key is null and ${taskDepsRunnableSql('x')})`;
+  // A task a rerun carries over (engine/dag/rerun-changed.ts) starts completed, with the output it is given.
+  const carried = given.has('reusedFrom') ? sql`x.reused_from is not null` : sql`false`;
   return sql`
     with x as (
       select *, coalesce(j.deadline_at, now() + make_interval(secs => j.deadline_in_sec)) as deadline,
@@ -83,10 +86,11 @@ async function taskInsertSql(rows: TaskInsert[]): Promise<SQL> {
       from jsonb_to_recordset(${json}::jsonb) as j(${sql.raw(inputs)})
     ),
     inserted as (
-      insert into tasks (${sql.raw(names)}, deadline, run_at, status, ready_at, effective_priority)
+      insert into tasks (${sql.raw(names)}, deadline, run_at, status, ready_at, completed_at, effective_priority)
       select ${sql.raw(plain.map((c) => `x.${c.name}`).join(', '))}, x.deadline, x.run_at,
-        case when x.wait_key is not null then 'created' when ${startsReady} then 'ready' else 'pending' end,
-        case when ${startsReady} then now() end,
+        case when ${carried} then 'completed' when x.wait_key is not null then 'created' when ${startsReady} then 'ready' else 'pending' end,
+        case when not ${carried} and ${startsReady} then now() end,
+        case when ${carried} then now() end,
         ${effectivePrioritySql({ fresh: true, alias: 'x' })}
       from x
       returning status, cap_key

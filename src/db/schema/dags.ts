@@ -43,6 +43,13 @@ export const dags = pgTable(
     prunedAt: timestamp('pruned_at', { withTimezone: true }),
     /** Every tag its tasks carry at submit (`defaults.tags` and each task's): what the DAG list filters by. */
     tags: text('tags').array().notNull().default(sql`'{}'::text[]`),
+    /**
+     * For a DAG made by `dag rerun --model/--set` (engine/dag/rerun-changed.ts): the finished DAG it re-runs with a change. No
+     * foreign key: retention may delete that DAG first, and the rerun keeps saying what it was made from.
+     */
+    rerunOf: text('rerun_of'),
+    /** What the rerun changed, and which tasks it ran again and carried over (RerunChangeRecord); null for any other DAG. */
+    rerunChange: jsonb('rerun_change'),
   },
   (t) => [
     check('dags_status_ck', sql.raw(`status in (${DAG_STATES.map((s) => `'${s}'`).join(', ')})`)),
@@ -56,6 +63,8 @@ export const dags = pgTable(
     index('dags_finished_idx').on(t.completedAt).where(sql`${t.status} in ('completed', 'cancelled') and ${t.prunedAt} is null`),
     index('dags_pruning_idx').on(t.id).where(sql`${t.prunedAt} is not null`),
     index('dags_budget_open_idx').on(t.id).where(sql`${t.budgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
+    // The reruns of a DAG (its page links them).
+    index('dags_rerun_of_idx').on(t.rerunOf).where(sql`${t.rerunOf} is not null`),
     index('dags_daily_budget_open_idx').on(t.id).where(sql`${t.dailyBudgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
   ],
 );

@@ -120,6 +120,11 @@ export const tasks = pgTable(
     readyAt: timestamp('ready_at', { withTimezone: true }),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
     completedAt: timestamp('completed_at', { withTimezone: true }),
+    /**
+     * In a DAG made by `dag rerun --model/--set`: the task of the DAG it re-runs whose output this one carried over. Such a task is
+     * inserted completed (taskInsertMany), with that output and no attempt: it cost nothing. Null for a task that ran.
+     */
+    reusedFrom: text('reused_from'),
   },
   (t) => [
     check('tasks_status_ck', sql.raw(`status in (${TASK_STATES.map((s) => `'${s}'`).join(', ')})`)),

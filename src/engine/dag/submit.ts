@@ -50,17 +50,28 @@ export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = 
   }
 }
 
-async function backpressureCheck(tx: Db, limit: number, retryAfterSec: number): Promise<void> {
+/** Refuse (BackpressureError) while READY + PENDING tasks number `limit` or more; serialized with other submissions. */
+export async function backpressureCheck(tx: Db, limit: number, retryAfterSec: number = BACKPRESSURE_RETRY_AFTER_SEC): Promise<void> {
   await taskSubmitLock(tx);
   const queued = await taskQueuedCount(tx);
   if (queued >= limit) throw new BackpressureError(queued, limit, retryAfterSec);
 }
 
+/** A task a rerun carries over (engine/dag/rerun-changed.ts): inserted completed with this output, from the task that made it. */
+export interface CarriedTask { fromTaskId: string; output: unknown }
+
+export interface DagCreateOptions {
+  createdBy: string;
+  scheduledAt?: Date;
+  /** A rerun with a change: the DAG it re-runs, what it changed (stored on the new DAG), and the tasks it carries over by key. */
+  rerun?: { of: string; change: unknown; carried: ReadonlyMap<string, CarriedTask> };
+}
+
 /**
- * Insert one DAG inside the caller's transaction (submit, a schedule's fire).
+ * Insert one DAG inside the caller's transaction (submit, a schedule's fire, a rerun with a change).
  * A DAG whose idempotency key exists already is returned, not inserted again.
  */
-export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: string; scheduledAt?: Date }): Promise<SubmitResult> {
+export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions): Promise<SubmitResult> {
   const createdBy = o.createdBy;
   if (spec.idempotencyKey) {
     const existing = await dagFindByIdempotencyKey(tx, spec.idempotencyKey);
@@ -81,6 +92,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
     }
     for (const d of t.dependsOn) if (!keys.has(d)) throw new InvalidInputError(`DAG ${spec.name}: task ${t.key} depends on unknown task ${d}`);
   }
+  const carried = o.rerun?.carried ?? new Map<string, CarriedTask>();
   const dagId = newDagId();
   await dagInsert(tx, {
     id: dagId,
@@ -93,12 +105,14 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
     dailyBudgetUsd: spec.dailyBudgetUsd,
     budgetLowAt: spec.budgetLowAt,
     tasksTotal: spec.tasks.length,
-    tasksOpen: spec.tasks.length,
+    tasksOpen: spec.tasks.length - carried.size,
     idempotencyKey: spec.idempotencyKey,
     createdBy,
     scheduledAt: o.scheduledAt,
     spawnPolicy: spec.spawn ?? null,
     tags: [...new Set(spec.tasks.flatMap((t) => t.tags))].sort(),
+    rerunOf: o.rerun?.of ?? null,
+    rerunChange: o.rerun?.change ?? null,
   });
   await dagLockGraph(tx, dagId);
   const idByKey = new Map(spec.tasks.map((t) => [t.key, newTaskId()]));
@@ -107,10 +121,20 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: { createdBy: strin
   // hold the process's other requests meanwhile (a claim beside a 10,000-task submit waited up to 0.2 s).
   const graph = await graphCheckAcyclic([...keys], edgeKeys, `DAG ${spec.name}: `);
   const plan = await dagPlan(tx, spec.tasks, graph);
-  await taskInsertMany(tx, await mapSliced(spec.tasks, (t) => taskRow(t, dagId, idByKey.get(t.key)!, undefined, plan.get(t.key))));
+  await taskInsertMany(tx, await mapSliced(spec.tasks, (t) => {
+    const row = taskRow(t, dagId, idByKey.get(t.key)!, undefined, plan.get(t.key));
+    if (carried.size === 0) return row;
+    // A carried task is done; the others wait only for their upstream tasks that run (all of a carried task's are carried).
+    const from = carried.get(t.key);
+    return from ? { ...row, depsRemaining: 0, reusedFrom: from.fromTaskId, output: from.output ?? null }
+      : { ...row, depsRemaining: t.dependsOn.filter((d) => !carried.has(d)).length };
+  }));
   await edgeInsertMany(tx, edgeKeys.map(([u, v]) => ({ dagId, upstreamId: idByKey.get(u)!, downstreamId: idByKey.get(v)! })));
   await taskActivateCreated(tx, dagId);
-  await eventInsertMany(tx, [{ type: 'dag.submitted', dagId, data: { name: spec.name, tasks: spec.tasks.length, createdBy, sourceFile: spec.sourceFile } }]);
+  await eventInsertMany(tx, [{
+    type: 'dag.submitted', dagId,
+    data: { name: spec.name, tasks: spec.tasks.length, createdBy, sourceFile: spec.sourceFile, ...(o.rerun ? { rerunOf: o.rerun.of, reused: carried.size } : {}) },
+  }]);
   return { dagId, name: spec.name, tasks: spec.tasks.length, created: true };
 }
 

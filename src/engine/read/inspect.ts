@@ -1,7 +1,7 @@
 import type { Db } from '../../db/handle.js';
 import { agentList } from '../../db/queries/agents.js';
 import { attemptCountsForDag as attemptCountsOfDag, attemptListForTask } from '../../db/queries/attempts.js';
-import { dagGet, dagPage } from '../../db/queries/dags.js';
+import { dagGet, dagPage, dagRerunsOf } from '../../db/queries/dags.js';
 import { cursorEncode, cursorParse } from '../../db/queries/keyset.js';
 import { deadLetterList } from '../../db/queries/dead-letters.js';
 import { edgeListForDag } from '../../db/queries/edges.js';
@@ -23,18 +23,22 @@ export async function dagRequire(db: Db, dagId: string) {
   return dag;
 }
 
-/** A DAG with its tasks, edges and open dead letters: what `dagent status` shows. */
+/**
+ * A DAG with its tasks, edges and open dead letters, and the reruns with a change made of it (dag rerun --model/--set;
+ * the one it is a rerun of is `dag.rerunOf`): what `dagent status` shows.
+ */
 export async function dagStatus(db: Db, dagId: string) {
   const dag = await dagGet(db, dagId);
   if (!dag) throw new NotFoundError('DAG', dagId);
-  const [tasks, edges, deadLetters] = await Promise.all([
-    taskListForDag(db, dagId), edgeListForDag(db, dagId), deadLetterList(db, { dagId, open: true }),
+  const [tasks, edges, deadLetters, reruns] = await Promise.all([
+    taskListForDag(db, dagId), edgeListForDag(db, dagId), deadLetterList(db, { dagId, open: true }), dagRerunsOf(db, dagId),
   ]);
   return {
     dag,
     tasks,
     edges: edges.map((e) => ({ upstream: e.upstreamKey, downstream: e.downstreamKey })),
     deadLetters: deadLetters.rows.map((d) => ({ ...d.entry, taskKey: d.taskKey })),
+    reruns,
   };
 }
 
@@ -94,7 +98,7 @@ export function attemptCountsForDag(db: Db, dagId: string): Promise<{ completed:
  * longest remaining path of estimates, kept by the priority refresher).
  */
 export async function dagGraph(db: Db, dagId: string) {
-  const { dag, tasks, edges, deadLetters } = await dagStatus(db, dagId);
+  const { dag, tasks, edges, deadLetters, reruns } = await dagStatus(db, dagId);
   const byKey = new Map(tasks.map((t) => [t.key, t]));
   const keyById = new Map(tasks.map((t) => [t.id, t.key]));
   const succ = new Map<string, string[]>();
@@ -129,10 +133,12 @@ export async function dagGraph(db: Db, dagId: string) {
       parentKey: t.parentId ? keyById.get(t.parentId) ?? null : null,
       priority: t.priority, effectivePriority: t.effectivePriority, cpRankSec: t.cpRankSec, estimateSec: t.estimateSec,
       attempts: t.attempts, maxAttempts: t.maxAttempts, claimedBy: t.claimedBy, lastError: t.lastError, costUsd: t.costUsd,
+      reusedFrom: t.reusedFrom,
     })),
     edges,
     criticalPath,
     deadLetters,
+    reruns,
   };
 }
 

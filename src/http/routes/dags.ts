@@ -6,6 +6,11 @@ import { DAG_STATES } from '../../model/state-machine.js';
 import { dagCancel } from '../../engine/dag/cancel.js';
 import { dagBudgetSet } from '../../engine/dag/dag-status.js';
 import { dagRerunFailed } from '../../engine/dag/rerun.js';
+import { dagRerunChanged } from '../../engine/dag/rerun-changed.js';
+import { dagCompare } from '../../engine/read/compare.js';
+import { COMPARE_DEFAULTS } from '../../config/index.js';
+import { modelNameSchema } from '../../llm-models.js';
+import { dagCompareAnswerSchema } from '../../wire/compare.js';
 import { dagGraph, dagList } from '../../engine/read/inspect.js';
 import { dagTimeline } from '../../engine/read/timeline.js';
 import { dagSubmitOrSchedule } from '../../engine/ops/submit-or-schedule.js';
@@ -13,7 +18,8 @@ import { priorityOverride } from '../../engine/ops/priority.js';
 import { InvalidInputError } from '../../errors.js';
 import { listLimit, listQuery, paramValue, priorityFields, resolutionNote } from '../../wire/operator.js';
 import {
-  dagBudgetAnswerSchema, dagCancelAnswerSchema, dagGraphAnswerSchema, dagListAnswerSchema, dagSubmitAnswerSchema, dagTimelineAnswerSchema,
+  dagBudgetAnswerSchema, dagCancelAnswerSchema, dagGraphAnswerSchema, dagListAnswerSchema, dagRerunChangedAnswerSchema, dagSubmitAnswerSchema,
+  dagTimelineAnswerSchema,
 } from '../../wire/dags.js';
 import { priorityAnswerSchema, rerunAnswerSchema } from '../../wire/tasks.js';
 import { actor, route } from '../route.js';
@@ -30,7 +36,10 @@ const dagSubmitBody = z.union([
   }).refine((b) => (b.yaml === undefined) !== (b.dag === undefined), { error: 'give exactly one of yaml or dag' }),
 ]);
 
-/** DAGs: submit, list, one as a graph, its timeline; what an admin does to one (cancel, priority, budget, re-run its failed tasks). */
+/**
+ * DAGs: submit, list, one as a graph, its timeline; what an admin does to one (cancel, priority, budget, re-run its failed
+ * tasks); a rerun with a change as a new DAG, which a DAG author may make (it submits a DAG), and two runs compared.
+ */
 export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
   const tag = 'dags';
   route(app, {
@@ -106,4 +115,34 @@ export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
     summary: 'Run a DAG\'s dead-lettered and cancelled tasks again; a cancelled or blocked DAG runs on',
     response: rerunAnswerSchema,
   }, async ({ params, body, principal }) => dagRerunFailed(d.db, params.id!, { by: actor(principal), note: body.note }));
+
+  route(app, {
+    method: 'POST', url: '/api/dags/:id/reruns', access: 'submit', tag,
+    body: z.strictObject({
+      model: modelNameSchema.optional().describe('run every LLM task (one that names a model or requires capability llm) on this model only'),
+      set: z.record(z.string().max(300), z.unknown()).optional()
+        .describe('spec fields to set, by path: FIELD for every LLM task, TASK.FIELD for one task; FIELD is prompt, models, fallback_models, input, input.NAME or constraints.NAME, each value checked as the DAG file\'s field'),
+      note,
+      force: z.boolean().optional().describe('true: accept a rerun whose llm-judge steps no active judge can serve now (the answer then carries warnings)'),
+    }),
+    summary: 'Re-run a finished DAG with a change (a model, spec fields) as a new DAG, in one transaction: tasks whose spec is unchanged and none of whose upstream tasks run again are carried over with their output, at no cost; 409 for a DAG not finished, 400 for a change that changes nothing',
+    response: dagRerunChangedAnswerSchema,
+    successStatuses: { 201: 'the new DAG was created' },
+  }, async ({ params, body, principal, reply }) => {
+    const r = await dagRerunChanged(d.db, params.id!, { model: body.model, set: body.set }, {
+      by: actor(principal), note: body.note, force: body.force, maxQueued: d.maxQueued, log: d.log,
+    });
+    reply.status(201);
+    return r;
+  });
+
+  route(app, {
+    method: 'GET', url: '/api/dags/:id/compare/:other', access: 'read', tag,
+    query: z.object({
+      output_chars: z.coerce.number().int().min(0).max(COMPARE_DEFAULTS.outputCharsMax).optional()
+        .describe(`cut each output's text to this many characters (default ${COMPARE_DEFAULTS.outputChars}); a task's whole output is GET /api/tasks/:id`),
+    }),
+    summary: 'Two runs of a DAG side by side (a DAG and its rerun with a change): per task key, each one\'s output, validation verdicts, cost, tokens, time and attempts, and their totals',
+    response: dagCompareAnswerSchema,
+  }, ({ params, query }) => dagCompare(d.db, params.id!, params.other!, { outputChars: query.output_chars ?? COMPARE_DEFAULTS.outputChars }));
 }

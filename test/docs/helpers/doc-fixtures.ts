@@ -16,6 +16,8 @@ import { stepRecord, stepReplay } from '../../../src/engine/attempt/steps.js';
 import { priorityRefresherCreate } from '../../../src/maintenance/priority-refresher.js';
 import { attemptLogAppend } from '../../../src/engine/read/attempt-logs.js';
 import { rowsOf } from '../../helpers/factories.js';
+import { dagRunAll } from '../../helpers/rerun-pair.js';
+import { dagRerunChanged } from '../../../src/engine/dag/rerun-changed.js';
 
 /**
  * The objects the docs' examples name, made in a scratch database as each example implies: a DAG whose task failed
@@ -214,6 +216,36 @@ tasks:
     await drainDag(db, 'repo-audit-1', dagId);
   };
   return { dagId, drive };
+}
+
+/** What each task of the dependency audit answers and costs, in the first run and in its rerun on gpt-4o-mini. */
+const AUDIT_RUNS: Array<Record<string, { output: unknown; spend?: { costUsd: number | null; tokensIn: number; tokensOut: number } }>> = [{
+  inventory: { output: { packages: 212 } },
+  outdated: { output: { outdated: 3 } },
+  licenses: { output: '2 packages under GPL-3.0: left-pad, fast-glob-gpl', spend: { costUsd: 0.009, tokensIn: 1400, tokensOut: 120 } },
+  advisories: { output: '1 advisory: minimist < 1.2.6 (prototype pollution, GHSA-xvch-5gv4-984h)', spend: { costUsd: 0.012, tokensIn: 1600, tokensOut: 240 } },
+  report: { output: '# Dependency audit\n\n212 packages, 3 outdated, 2 copyleft licenses, 1 advisory.' },
+}, {
+  licenses: { output: '2 packages under GPL-3.0: left-pad, fast-glob-gpl', spend: { costUsd: 0.001, tokensIn: 1400, tokensOut: 90 } },
+  advisories: { output: '2 advisories: minimist < 1.2.6, semver < 7.5.2 (ReDoS)', spend: { costUsd: null, tokensIn: 1300, tokensOut: 160 } },
+  report: { output: '# Dependency audit\n\n212 packages, 3 outdated, 2 copyleft licenses, 2 advisories.' },
+}];
+
+/**
+ * docs/cli.md's `dag rerun` and `dag compare`: dependency-audit.yaml run by audit-1, then re-run on gpt-4o-mini (the
+ * licenses and advisories checks and the report run again; the inventory and outdated are reused), which audit-1
+ * runs too; its advisories check reports a cost it has no price for.
+ */
+export async function auditRerun(db: Db) {
+  await agent(db, 'audit-1', ['shell', 'llm', 'markdown']);
+  const [r] = await dagSubmit(db, [await dagFileLoad('dags/examples/dependency-audit.yaml')], { createdBy: 'cli' });
+  // Its report's not_before (1s) would hold it back: due now, it is READY once the checks are done.
+  await db.execute(sql`update tasks set run_at = now() where dag_id = ${r!.dagId} and key = 'report'`);
+  const plan = (run: number) => ({ output: (k: string) => AUDIT_RUNS[run]![k]!.output, spend: (k: string) => AUDIT_RUNS[run]![k]!.spend });
+  await dagRunAll(db, 'audit-1', r!.dagId, plan(0));
+  const rerun = await dagRerunChanged(db, r!.dagId, { model: 'gpt-4o-mini' }, { by: 'cli:ana', note: 'is mini good enough?' });
+  await dagRunAll(db, 'audit-1', rerun.dagId, plan(1));
+  return { first: r!.dagId, rerun: rerun.dagId };
 }
 
 /** The `yaml` block just before `marker` in a doc: the file an example command reads, as the doc shows it. */
