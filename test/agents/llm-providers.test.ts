@@ -6,12 +6,13 @@ import { testDatabase } from '../helpers/db.js';
 import { dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
-import llm, { llmConfigProblem } from '../../agents/llm.js';
+import llm, { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmConfigProblem } from '../../agents/llm.js';
 import { LLM_PROVIDERS, llmProviderOf } from '../../agents/llm-providers.js';
-import { anthropicError, anthropicMessage, googleContent, googleError, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
+import { answer, fault, llmServerStart } from '../helpers/llm-server/index.js';
 
-// The llm agent against stand-ins speaking Anthropic's Messages and Google's generateContent protocols (OpenAI's
-// chat completions: test/agents/llm.test.ts). Each model name's prefix chooses the provider.
+// The llm agent against stand-ins speaking Anthropic's Messages and Google's generateContent protocols, streamed as
+// the agent always asks (OpenAI's chat completions and Responses: test/agents/llm.test.ts). Each model name's prefix
+// chooses the provider.
 const database = await testDatabase();
 const { db } = database;
 const provider = await llmServerStart();
@@ -22,8 +23,7 @@ const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
 
 beforeEach(async () => {
   await databaseReset(db);
-  provider.seen = [];
-  provider.reply = () => {};
+  provider.reset();
   for (const k of ENV_KEYS) delete process.env[k];
   Object.assign(process.env, {
     DAGENT_LLM_ANTHROPIC_BASE_URL: `${provider.origin}/v1`, ANTHROPIC_API_KEY: 'sk-ant-test',
@@ -59,13 +59,15 @@ const oneTask = (name: string, model: string, extra = '') =>
 
 describe('llm agent on Anthropic and Google', () => {
   it('anthropic/…: POST /v1/messages with x-api-key; the text stored, cache reads and writes priced apart', async () => {
-    provider.reply = (r) => llmSend(r.res, 200, anthropicMessage('Herons wade.', { input: 1_000, output: 200, cacheRead: 8_000, cacheWrite: 1_000 }));
+    // 10,000 tokens in, of which 8,000 read from the prompt cache and 1,000 written to it (Anthropic's input_tokens: 1,000).
+    provider.script([answer.text('Herons wade.', { usage: { input: 10_000, output: 200, cacheRead: 8_000, cacheWrite: 1_000 } })]);
     const dagId = await dagCreate(db, oneTask('claude', 'anthropic/claude-test'));
     await start('llm-anthropic');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
 
     const [req] = provider.seen;
-    expect([req!.path, req!.headers['x-api-key'], req!.model]).toEqual(['/v1/messages', 'sk-ant-test', 'claude-test']);
+    expect([req!.path, req!.headers['x-api-key'], req!.model, req!.stream]).toEqual(['/v1/messages', 'sk-ant-test', 'claude-test', true]);
+    expect(req!.body.max_tokens).toBe(LLM_MAX_OUTPUT_TOKENS_DEFAULT);
     expect(req!.body.system).toEqual(expect.arrayContaining([expect.objectContaining({ text: expect.stringMatching(/DAG/) })]));
     // 10,000 in: 1,000 uncached × 1 + 8,000 read × 0.1 + 1,000 written × 1.25, and 200 out × 10, per 1M.
     const usd = (1_000 * 1 + 8_000 * 0.1 + 1_000 * 1.25 + 200 * 10) / 1e6;
@@ -76,14 +78,15 @@ describe('llm agent on Anthropic and Google', () => {
     expect(t!.output).toEqual({ type: 'text', model: 'anthropic/claude-test', text: 'Herons wade.', usage: { input: 10_000, output: 200, cachedRead: 8_000 } });
   });
 
-  it('google/…: POST /v1beta/models/{model}:generateContent with x-goog-api-key; cached content priced apart', async () => {
-    provider.reply = (r) => llmSend(r.res, 200, googleContent('Herons fish.', { prompt: 5_000, candidates: 300, cached: 4_000 }));
+  it('google/…: POST /v1beta/models/{model}:streamGenerateContent with x-goog-api-key; cached content priced apart', async () => {
+    provider.script([answer.text('Herons fish.', { usage: { input: 5_000, output: 300, cacheRead: 4_000 } })]);
     const dagId = await dagCreate(db, oneTask('gemini', 'google/gemini-test'));
     await start('llm-google');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
 
     const [req] = provider.seen;
-    expect([req!.path, req!.headers['x-goog-api-key']]).toEqual(['/v1beta/models/gemini-test:generateContent', 'g-test']);
+    expect([req!.path, req!.headers['x-goog-api-key']]).toEqual(['/v1beta/models/gemini-test:streamGenerateContent?alt=sse', 'g-test']);
+    expect((req!.body.generationConfig as { maxOutputTokens?: number }).maxOutputTokens).toBe(LLM_MAX_OUTPUT_TOKENS_DEFAULT);
     expect(JSON.stringify(req!.body.contents)).toContain('hi');
     // The price is found without the prefix (llmPriceOf): 1,000 uncached × 1 + 4,000 cached × 0.1 + 300 out × 10, per 1M.
     const [report] = await rows<Record<string, unknown>>(sql`
@@ -94,7 +97,7 @@ describe('llm agent on Anthropic and Google', () => {
   });
 
   it('429 from Anthropic with retry-after: the attempt is given back (rate_limited) and the model paused', async () => {
-    provider.reply = (r) => llmSend(r.res, 429, anthropicError('rate_limit_error', 'slow down'), { 'retry-after': '9' });
+    provider.script([fault.rateLimited(9, { message: 'slow down' })]);
     const dagId = await dagCreate(db, oneTask('limited', 'anthropic/claude-test', 'retry: { strategy: fixed, initial_delay: 1s, jitter: 0 }, '));
     await start('llm-anthropic-429');
     await eventually('retrying', async () => (await taskStatusByKey(db, dagId)).only === 'retrying');
@@ -109,12 +112,15 @@ describe('llm agent on Anthropic and Google', () => {
     expect(provider.seen).toHaveLength(1); // the SDK's own retries are off: dagent's policy decides
   });
 
-  it('401 from Google: auth_failure, dead-lettered after one attempt', async () => {
-    provider.reply = (r) => llmSend(r.res, 401, googleError(401, 'UNAUTHENTICATED', 'API key not valid'));
+  it('a key Google refuses (400 API_KEY_INVALID, as Google answers it): auth_failure, dead-lettered after one attempt', async () => {
+    provider.script([fault.unauthorized()]);
     const dagId = await dagCreate(db, oneTask('denied', 'google/gemini-test', 'max_attempts: 5, '));
     await start('llm-google-401');
     await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).only === 'dead_lettered');
-    expect(await rows(sql`select error_class from attempts where dag_id = ${dagId}`)).toEqual([{ error_class: 'auth_failure' }]);
+    const [a] = await rows<{ error_class: string; error_message: string }>(sql`select error_class, error_message from attempts where dag_id = ${dagId}`);
+    expect(a!.error_class).toBe('auth_failure');
+    expect(a!.error_message).toMatch(/^model call failed: HTTP 400: .*API_KEY_INVALID/s);
+    expect(a!.error_message).not.toContain('g-test');
     expect(provider.seen).toHaveLength(1);
   });
 

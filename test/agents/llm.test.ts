@@ -24,7 +24,7 @@ import { LLM_PROVIDERS, maxTokensField } from '../../agents/llm-providers.js';
 import { llmPrices } from '../../src/llm-prices.js';
 import { AgentFleet } from '../../src/runtime/fleet.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
-import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
+import { answer, fault, llmServerStart, raw } from '../helpers/llm-server/index.js';
 
 const database = await testDatabase();
 const { db } = database;
@@ -42,11 +42,10 @@ async function rows<T>(q: ReturnType<typeof sql>): Promise<T[]> {
   return (await db.execute(q)).rows as T[];
 }
 
-// A stand-in provider: records every request, answers with whatever the test sets in `provider.reply`.
+// A stand-in provider: records every request, answers each with the reply `provider.reply` gives for it, rendered in
+// the request's protocol and streamed, as the agent always asks.
 const provider = await llmServerStart();
 const baseUrl = provider.baseUrl;
-const send = llmSend;
-const completion = llmCompletion;
 
 const ENV_KEYS = [
   'DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'OPENAI_BASE_URL', 'OPENAI_API_KEY',
@@ -56,8 +55,7 @@ const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
 
 beforeEach(async () => {
   await databaseReset(db);
-  provider.seen = [];
-  provider.reply = () => {};
+  provider.reset();
   for (const k of ENV_KEYS) delete process.env[k];
   process.env.DAGENT_LLM_BASE_URL = baseUrl;
   process.env.DAGENT_LLM_API_KEY = 'sk-test';
@@ -87,7 +85,9 @@ function tasksOf(dagId: string) {
 describe('llm agent against a chat-completions server', () => {
   it('calls the model with prompt and upstream inputs, stores the text and charges tokens × price', async () => {
     process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'house-model': { input: 1, output: 2 } });
-    provider.reply = (r) => send(r.res, 200, r.model === 'gpt-4o' ? completion('Herons are tall.', 12_000, 3_000) : completion('Tall birds.', 1_000, 500));
+    provider.reply = (r) => (r.model === 'gpt-4o'
+      ? answer.text('Herons are tall.', { usage: { input: 12_000, output: 3_000 } })
+      : answer.text('Tall birds.', { usage: { input: 1_000, output: 500 } }));
     const dagId = await dagCreate(db, `
 name: chat
 tasks:
@@ -117,14 +117,16 @@ tasks:
       { key: 'summary', attempt: 1, outcome: 'completed', error_class: null, model: 'house-model', tokens_in: 1_000, tokens_out: 500, cost_usd: 0.002 },
     ]);
 
-    expect(provider.seen.map((s) => [s.path, s.authorization, s.model])).toEqual([
-      ['/v1/chat/completions', 'Bearer sk-test', 'gpt-4o'],
-      ['/v1/chat/completions', 'Bearer sk-test', 'house-model'],
+    expect(provider.seen.map((s) => [s.path, s.authorization, s.model, s.stream])).toEqual([
+      ['/v1/chat/completions', 'Bearer sk-test', 'gpt-4o', true],
+      ['/v1/chat/completions', 'Bearer sk-test', 'house-model', true],
     ]);
     const [first, second] = provider.seen;
     // A local endpoint gets the output cap as max_tokens, the field every compatible server reads.
     expect(first!.body.max_tokens).toBe(LLM_MAX_OUTPUT_TOKENS_DEFAULT);
     expect(first!.body.max_completion_tokens).toBeUndefined();
+    // A streamed chat completion reports its usage only when asked to: without it no tokens would be charged.
+    expect(first!.body.stream_options).toEqual({ include_usage: true });
     expect(first!.messages.map((m) => m.role)).toEqual(['system', 'user']);
     expect(first!.messages[0]!.content).toMatch(/DAG/);
     expect(first!.messages[1]!.content).toBe('List three facts about herons.\n\nKeep each under ten words.');
@@ -136,7 +138,7 @@ tasks:
   it('falls back to OPENAI_BASE_URL, OPENAI_API_KEY and DAGENT_LLM_MODEL when the task names no model', async () => {
     for (const k of ENV_KEYS) delete process.env[k];
     Object.assign(process.env, { OPENAI_BASE_URL: `${baseUrl}/`, OPENAI_API_KEY: 'sk-openai', DAGENT_LLM_MODEL: 'gpt-4o-mini' });
-    provider.reply = (r) => send(r.res, 200, completion('ok', 1_000_000, 0));
+    provider.reply = () => answer.text('ok', { usage: { input: 1_000_000, output: 0 } });
     const dagId = await dagCreate(db, 'name: env\ntasks:\n  only: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi } }\n');
     await start('llm-env');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
@@ -145,7 +147,7 @@ tasks:
   });
 
   it('429: gives the attempt back (rate_limited), READY again no sooner than Retry-After, and the model paused for the fleet', async () => {
-    provider.reply = (r) => send(r.res, 429, { error: { message: 'slow down' } }, { 'retry-after': '7' });
+    provider.reply = () => fault.rateLimited(7);
     const dagId = await dagCreate(db, `
 name: limited
 tasks:
@@ -168,7 +170,7 @@ tasks:
   });
 
   it('401: fails as auth_failure and dead-letters after one attempt', async () => {
-    provider.reply = (r) => send(r.res, 401, { error: { message: 'invalid api key' } });
+    provider.reply = () => fault.unauthorized();
     const dagId = await dagCreate(db, `
 name: denied
 tasks:
@@ -183,7 +185,7 @@ tasks:
   });
 
   it('switches to the fallback model on the third attempt after provider errors', async () => {
-    provider.reply = (r) => (r.model === 'model-a' ? send(r.res, 500, { error: { message: 'overloaded' } }) : send(r.res, 200, completion('from b', 10, 5)));
+    provider.reply = (r) => (r.model === 'model-a' ? fault.serverError() : answer.text('from b', { usage: { input: 10, output: 5 } }));
     const dagId = await dagCreate(db, `
 name: fallback
 tasks:
@@ -195,6 +197,7 @@ tasks:
 `);
     await start('llm-fallback');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
+    // A call that failed with a provider error recorded no answer: the next attempt, the same prompt, calls again.
     expect(provider.seen.map((s) => s.model)).toEqual(['model-a', 'model-a', 'model-b']);
     expect((await attempts(dagId)).map((a) => [a.attempt, a.outcome, a.error_class, a.model])).toEqual([
       [1, 'failed', 'provider_error', 'model-a'],
@@ -206,11 +209,16 @@ tasks:
   });
 
   it('classifies bad requests, provider errors, missing content and missing configuration', async () => {
+    // A stream that begins an answer, then sends an event that is no JSON: the SDK cannot read it, and no usage comes.
+    const unreadableStream = raw.handle((_req, res) => {
+      const chunk = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'unreadable', choices: [{ index: 0, delta: { role: 'assistant', content: 'Half an answer' }, finish_reason: null }] };
+      res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`data: ${JSON.stringify(chunk)}\n\ndata: {"choices": [{"delta"\n\ndata: [DONE]\n\n`);
+    });
     provider.reply = (r) => {
-      if (r.model === 'rejected') return send(r.res, 400, { error: { message: 'unknown parameter' } });
-      if (r.model === 'flaky') return send(r.res, 503, { error: { message: 'try later' } });
-      if (r.model === 'unreadable') return send(r.res, 200, { ...completion(null, 7, 0), choices: [] });
-      send(r.res, 200, completion(null, 7, 0));
+      if (r.model === 'rejected') return raw.json(400, { error: { message: 'unknown parameter', type: 'invalid_request_error', param: null, code: null } });
+      if (r.model === 'flaky') return fault.overloaded();
+      if (r.model === 'unreadable') return unreadableStream;
+      return answer.parts([], { usage: { input: 7, output: 0 } }); // an answer with no text
     };
     const dagId = await dagCreate(db, `
 name: faults
@@ -228,13 +236,23 @@ tasks:
       return Object.entries(want).every(([k, v]) => s[k] === v);
     });
     expect(await taskStatusByKey(db, dagId)).toEqual(want);
-    expect((await attempts(dagId)).map((a) => [a.key, a.error_class, a.tokens_in])).toEqual([
-      ['empty', 'invalid_output', 7], // tokens spent on an unusable answer are still charged
-      ['flaky', 'provider_error', 0],
-      ['nomodel', 'config', 0],
-      ['rejected', 'bad_request', 0],
-      ['unreadable', 'invalid_output', 0], // an answer the SDK cannot read (no choices) has no usage it can report
+    // The provider bills a stream that broke off before its usage came: it is charged at an estimate, the prompt's
+    // characters / 4 in and the text received / 4 out ('Half an answer': 14 characters, 4 tokens).
+    const unreadableIn = Math.ceil(promptOf(llmMessages({ key: 'unreadable', spec: { prompt: 'hi', context: [], models: [], fallbackModels: [], input: {} }, inputs: {} })) / 4);
+    expect((await attempts(dagId)).map((a) => [a.key, a.error_class, a.tokens_in, a.tokens_out])).toEqual([
+      ['empty', 'invalid_output', 7, 0], // tokens spent on an unusable answer are still charged
+      ['flaky', 'provider_error', 0, 0],
+      ['nomodel', 'config', 0, 0],
+      ['rejected', 'bad_request', 0, 0],
+      ['unreadable', 'invalid_output', unreadableIn, 4],
     ]);
+    expect(unreadableIn).toBeGreaterThan(20); // the system message alone is over 80 characters
+    const messages = Object.fromEntries((await rows<{ key: string; error_message: string }>(sql`
+      select t.key, a.error_message from attempts a join tasks t on t.id = a.task_id where a.dag_id = ${dagId}`)).map((a) => [a.key, a.error_message]));
+    expect(messages.empty).toBe('gpt-4o answered no text (finish reason stop)');
+    expect(messages.rejected).toContain('HTTP 400: {"error":{"message":"unknown parameter"');
+    expect(messages.flaky).toContain('HTTP 503');
+    expect(messages.unreadable).toMatch(/^unreadable answer: JSON parsing failed/);
     expect(provider.seen.map((s) => s.model).sort()).toEqual(['flaky', 'gpt-4o', 'rejected', 'unreadable']);
   });
 
@@ -271,7 +289,7 @@ tasks:
   it('records an unpriced model at an unknown cost (NULL in the ledger, never 0), its tokens counted, and warns about it once', async () => {
     const lines: string[] = [];
     const log = pino({ level: 'warn' }, new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } }));
-    provider.reply = (r) => send(r.res, 200, completion('ok', 100, 100));
+    provider.reply = () => answer.text('ok', { usage: { input: 100, output: 100 } });
     const dagId = await dagCreate(db, `
 name: unpriced
 tasks:
@@ -288,17 +306,18 @@ tasks:
     expect(warnings[0]!.msg).toBe('no price for this model: its cost is recorded as unknown, its tokens still count (set DAGENT_LLM_PRICES)');
   });
 
-  it('prices the input tokens OpenAI\'s prompt cache served apart: the ledger keeps them as cached_read_tokens', async () => {
+  it('openai/…: POST /v1/responses; the input tokens OpenAI\'s prompt cache served are priced apart and kept as cached_read_tokens', async () => {
     // 10,000 in, 8,000 of them from the cache, 1,000 out, on gpt-4o: 2,000 × 2.5/1M + 8,000 × 1.25/1M + 1,000 × 10/1M.
-    provider.reply = (r) => send(r.res, 200, completion('cached', 10_000, 1_000, 8_000));
-    // `openai/` chooses OpenAI's own provider (its chat-completions model), pointed at the stand-in.
+    provider.reply = () => answer.text('cached', { usage: { input: 10_000, output: 1_000, cacheRead: 8_000 } });
+    // `openai/` chooses OpenAI's own provider (its Responses API), pointed at the stand-in.
     Object.assign(process.env, { DAGENT_LLM_OPENAI_BASE_URL: baseUrl, OPENAI_API_KEY: 'sk-openai' });
     const dagId = await dagCreate(db, 'name: cached\ntasks:\n  only: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi, models: [openai/gpt-4o] } }\n');
     await start('llm-cached');
     await eventually('completed', async () => (await taskStatusByKey(db, dagId)).only === 'completed');
     expect(await rows(sql`select model, cost_usd::float8, tokens_in::int, tokens_out::int, cached_read_tokens::int, cache_write_tokens::int from usage_reports where dag_id = ${dagId}`))
       .toEqual([{ model: 'openai/gpt-4o', cost_usd: 0.025, tokens_in: 10_000, tokens_out: 1_000, cached_read_tokens: 8_000, cache_write_tokens: 0 }]);
-    expect(provider.seen.map((s) => [s.path, s.authorization, s.model])).toEqual([['/v1/chat/completions', 'Bearer sk-openai', 'gpt-4o']]);
+    expect(provider.seen.map((s) => [s.path, s.authorization, s.model, s.stream])).toEqual([['/v1/responses', 'Bearer sk-openai', 'gpt-4o', true]]);
+    expect(provider.seen[0]!.body.max_output_tokens).toBe(LLM_MAX_OUTPUT_TOKENS_DEFAULT);
     const [t] = await tasksOf(dagId);
     expect(t).toMatchObject({ cost_usd: 0.025, output: { usage: { input: 10_000, output: 1_000, cachedRead: 8_000 } } });
   });
@@ -306,7 +325,7 @@ tasks:
   it('makes no request when one call\'s estimate does not fit the task\'s max_cost_usd: the attempt fails budget_exceeded and dead-letters', async () => {
     // gpt-4o: up to 1,000 tokens out at $10/M is $0.01, over a max cost of $0.005 before any input is counted.
     process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS = '1000';
-    provider.reply = (r) => send(r.res, 200, completion('should not be asked', 10, 10));
+    provider.reply = () => answer.text('should not be asked', { usage: { input: 10, output: 10 } });
     const dagId = await dagCreate(db, `
 name: too-dear
 tasks:
@@ -326,7 +345,7 @@ tasks:
   });
 
   it('holds an unpriced model to the task\'s max_tokens: an estimate over it makes no request', async () => {
-    provider.reply = (r) => send(r.res, 200, completion('should not be asked', 10, 10));
+    provider.reply = () => answer.text('should not be asked', { usage: { input: 10, output: 10 } });
     const dagId = await dagCreate(db, `
 name: too-long
 tasks:
@@ -344,7 +363,7 @@ tasks:
     // Each call: input free, up to 10 tokens out at $1,000/M: estimated and charged $0.01. Two fit in $0.025, a third does not.
     process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'house-model': { input: 0, output: 1_000 } });
     process.env.DAGENT_LLM_MAX_OUTPUT_TOKENS = '10';
-    provider.reply = (r) => send(r.res, 200, completion('step', 50, 10));
+    provider.reply = () => answer.text('step', { usage: { input: 50, output: 10 } });
     const dagId = await dagCreate(db, `
 name: three-steps
 budget_usd: 0.025

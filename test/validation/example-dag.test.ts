@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
+import { answer, llmServerStart } from '../helpers/llm-server/index.js';
 import { rowsOf } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
@@ -29,11 +29,11 @@ describe('dags/validation/release-notes.yaml (every kind of validation step)', (
   it('runs to completion with the llm agent and both validation agents, each step recording its verdict', async () => {
     provider.reply = (r) => {
       const text = r.messages.map((m) => m.content).join('\n');
-      const answer = text.includes('strict reviewer') ? '{"pass": true, "score": 0.85, "reasons": ["accurate"]}'
+      const reply = text.includes('strict reviewer') ? '{"pass": true, "score": 0.85, "reasons": ["accurate"]}'
         : text.includes('List the user-visible changes') ? 'Faster claims\nFewer retries'
         : text.includes('Write Markdown release notes') ? '# Release 2.0.0\n\n- Faster claims\n- Fewer retries\n'
         : 'dagent 2.0.0 is out';
-      llmSend(r.res, 200, llmCompletion(answer, 200, 50));
+      return answer.text(reply, { usage: { input: 200, output: 50 } });
     };
     const [submitted] = await dagSubmit(db, [await dagFileLoad('dags/validation/release-notes.yaml', { params: { version: '2.0.0' } })]);
     await Promise.all([run(llm, { id: 'llm-ex' }), run(validateTest, { id: 'test-ex' }), run(validateJudge, { id: 'judge-ex' })]);

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
-import { llmCompletion, llmSend, llmServerStart } from '../helpers/llm-server/index.js';
+import { answer, llmServerStart } from '../helpers/llm-server/index.js';
 import { agentRunners } from '../helpers/runners.js';
 import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
@@ -32,14 +32,13 @@ afterAll(async () => {
 
 beforeEach(async () => {
   await databaseReset(db);
-  provider.seen = [];
-  provider.reply = () => {};
+  provider.reset();
 });
 
-/** The judge's answers, in order; the last one repeats. */
+/** The judge's answers, in order, streamed; the last one repeats. Each is billed 1,000 tokens in and 100 out. */
 function judgeAnswers(...answers: string[]): void {
   let i = 0;
-  provider.reply = (r) => llmSend(r.res, 200, llmCompletion(answers[Math.min(i++, answers.length - 1)]!, 1_000, 100));
+  provider.reply = () => answer.text(answers[Math.min(i++, answers.length - 1)]!, { usage: { input: 1_000, output: 100 } });
 }
 
 const writer = defineAgent({ name: 'writer', capabilities: ['write'], run: async (task) => ({ summary: `draft of ${task.key}` }) });
@@ -109,6 +108,11 @@ describe('llm-judge validation steps, against a local OpenAI-compatible server',
     expect(judged[0]!.error_message).toContain('judge answer is not JSON: Looks fine to me!');
     const [task] = await rowsOf<{ attempts: number }>(db, sql`select attempts from tasks where dag_id = ${dagId} and key = 'draft'`);
     expect(task!.attempts).toBe(1);
+    // The judge's retry asks anew, naming what was wrong with its answer, rather than replaying the recorded call.
+    expect(provider.seen).toHaveLength(2);
+    const prompts = provider.seen.map((s) => s.messages.map((m) => m.content).join('\n'));
+    expect(prompts[0]).not.toContain('Earlier attempts');
+    expect(prompts[1]).toContain('judge_invalid_answer: judge answer is not JSON: Looks fine to me!');
   });
 
   it('a judge that keeps rejecting stops before the call the DAG\'s budget cannot pay: two judge calls fit, the third is not made', async () => {
