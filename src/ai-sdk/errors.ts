@@ -79,7 +79,7 @@ export function llmHttpError(status: number, body: string, retryAfter: string | 
 export function llmSdkError(err: unknown, where?: string): unknown {
   if (err instanceof TaskError) return err;
   if (APICallError.isInstance(err)) {
-    const at = where ?? err.url;
+    const at = err.url ?? where;
     if (err.statusCode === undefined) return new TaskError('provider_unreachable', `could not reach ${at}: ${err.message}`, { cause: err });
     // A 2xx whose body broke off (the connection cut mid-answer): the provider's trouble, not the request's.
     if (err.statusCode >= 200 && err.statusCode < 300) return new TaskError('provider_unreachable', `the answer from ${at} was cut off: ${err.message}`, { cause: err });
@@ -92,9 +92,28 @@ export function llmSdkError(err: unknown, where?: string): unknown {
     || NoOutputGeneratedError.isInstance(err)) {
     return new InvalidOutputError(`unreadable answer${where ? ` from ${where}` : ''}: ${err.message.slice(0, PROVIDER_TEXT_CHARS)}`, { cause: err });
   }
+  if (!(err instanceof Error) && typeof err === 'object' && err !== null) return llmStreamError(err, where);
   // A connection dropped mid-answer surfaces as the fetch's own TypeError ("terminated") or an abort without ours.
   if (err instanceof Error && (err.name === 'TypeError' || err.name === 'AbortError') && /terminated|socket|ECONNRESET|other side closed|aborted/i.test(err.message)) {
     return new TaskError('provider_unreachable', `the answer${where ? ` from ${where}` : ''} was cut off: ${err.message}`, { cause: err });
   }
   return err;
+}
+
+/**
+ * The error a provider sends inside a stream it had begun (the AI SDK hands it over as the provider's JSON, not an
+ * Error): Anthropic's `{type: 'error', error: {type: 'overloaded_error', message}}`, OpenAI's `{error: {type, code,
+ * message}}` or `{type, code, message}`, Google's `{error: {code, status, message}}`. Its type, code or status
+ * chooses the class as an HTTP status would: a rate limit, a prompt too long, else the provider's trouble.
+ */
+export function llmStreamError(body: object, where?: string): TaskError {
+  const inner = (body as { error?: unknown }).error;
+  const e = (typeof inner === 'object' && inner !== null ? inner : body) as Record<string, unknown>;
+  const words = ['type', 'code', 'status'].map((k) => e[k]).filter((v) => typeof v === 'string' || typeof v === 'number').join(' ');
+  const text = JSON.stringify(body).slice(0, PROVIDER_TEXT_CHARS).replace(KEY_SHAPES, '[key]');
+  const message = `model call failed mid-answer${where ? ` (${where})` : ''}: ${text}`;
+  if (/rate_limit|RESOURCE_EXHAUSTED|\b429\b/i.test(words)) return new RateLimitError(message);
+  if (CONTEXT_LENGTH_WORDING.test(`${words} ${String(e.message ?? '')}`)) return new ContextLengthError(message);
+  if (/authentication|permission|UNAUTHENTICATED|PERMISSION_DENIED|\b40[13]\b/i.test(words)) return new AuthFailureError(message);
+  return new TaskError('provider_error', message);
 }

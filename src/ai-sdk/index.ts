@@ -3,6 +3,8 @@
 export { dagentMiddleware, dagentModel, dagentModelName, type DagentModelContext, type DagentModelOptions } from './model.js';
 export { DAGENT_TOOL_NAMES, dagentTools, type DagentTools, type DagentToolsOptions, type DagentToolDeclaration } from './tools.js';
 export {
-  CONTEXT_LENGTH_CLASS, ContextLengthError, llmHttpError, llmSdkError, REFUSAL_CLASS, RefusalError, retryAfterSec,
+  CONTEXT_LENGTH_CLASS, ContextLengthError, llmHttpError, llmSdkError, llmStreamError, REFUSAL_CLASS, RefusalError, retryAfterSec,
 } from './errors.js';
-export { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmPromptChars, llmUsageOf, type LlmCallEstimate, type LlmCallUsage } from './usage.js';
+export {
+  LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmPromptChars, llmUsageOf, llmUsageOrEstimate, type LlmCallEstimate, type LlmCallUsage,
+} from './usage.js';

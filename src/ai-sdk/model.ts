@@ -10,7 +10,7 @@ import {
 } from '../index.js';
 import { llmSdkError, RefusalError } from './errors.js';
 import { streamPartsCompact, streamPartsReplay, streamTextOf, type RecordedStream } from './stream-record.js';
-import { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmPromptChars, llmUsageOf, type LlmCallUsage } from './usage.js';
+import { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmPromptChars, llmUsageOrEstimate, type LlmCallUsage } from './usage.js';
 
 /** What of a task's context the wrapper uses: an agent's `ctx` has all of it. */
 export type DagentModelContext = Pick<TaskContext, 'signal' | 'log' | 'reportCost' | 'budgetFits' | 'budget' | 'step' | 'stream'>;
@@ -104,19 +104,21 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
   };
 
   /** Report a call's usage, priced, and wait until it is durable (a report past a limit stops the attempt). */
-  const charge = async (name: string, usage: LlmCallUsage) => {
-    const usd = llmCost(name, usage, prices());
+  const charge = async (name: string, usage: LlmCallUsage & { estimated?: boolean }) => {
+    if (usage.estimated) ctx.log.info({ model: name, tokens: usage }, 'no usage came with this answer: its estimate is charged');
+    const { estimated: _estimated, ...tokens } = usage;
+    const usd = llmCost(name, tokens, prices());
     if (usd === null && !warnedUnpriced.has(name)) {
       warnedUnpriced.add(name);
       ctx.log.warn({ model: name }, 'no price for this model: its cost is recorded as unknown, its tokens still count (set DAGENT_LLM_PRICES)');
     }
-    await ctx.reportCost({ usd, tokens: usage, model: name });
+    await ctx.reportCost({ usd, tokens, model: name });
   };
 
   const unrecordedWarn = (name: string, call: number, err: Error) =>
     ctx.log.warn({ model: name, call, err: err.message }, 'model call answered but not recorded: a retry will make it again');
 
-  const failure = (err: unknown) => (ctx.signal.aborted ? err : llmSdkError(err));
+  const failure = (err: unknown, name: string) => (ctx.signal.aborted ? err : llmSdkError(err, name));
 
   const refusalCheck = (name: string, finish: { unified: string; raw: string | undefined }, text: string) => {
     if (finish.unified !== 'content-filter') return;
@@ -139,15 +141,15 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
       try {
         recorded = await durably(call, name, params, async (): Promise<RecordedGenerate> => {
           live = true;
-          await budgetCheck(name, params);
+          const estimate = await budgetCheck(name, params);
           let result: LanguageModelV4GenerateResult;
           try {
             result = await doGenerate();
           } catch (err) {
-            throw failure(err);
+            throw failure(err, name);
           }
           // Charged before any check of the answer: tokens spent on an unusable answer still cost money.
-          await charge(name, llmUsageOf(result.usage));
+          await charge(name, llmUsageOrEstimate(result.usage, estimate.inputTokens, contentText(result.content).length));
           refusalCheck(name, result.finishReason, contentText(result.content));
           return (answered = generateRecord(result));
         });
@@ -179,7 +181,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
         try {
           result = await doStream();
         } catch (err) {
-          throw failure(err);
+          throw failure(err, name);
         }
         started!({ request: result.request, response: result.response });
         const sink = writer();
@@ -207,10 +209,10 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
           if (!finish) throw new TaskError('provider_unreachable', `the answer from ${name} ended before its finish`);
         } catch (err) {
           // The provider bills what it sent: charge the estimate of it (the prompt, and the text that came), as no usage came.
-          if (!finish) await charge(name, { input: estimate.inputTokens, output: Math.ceil(outputChars / 4), cachedRead: 0, cacheWrite: 0 }).catch(() => {});
-          throw failure(err);
+          if (!finish) await charge(name, llmUsageOrEstimate(undefined, estimate.inputTokens, outputChars)).catch(() => {});
+          throw failure(err, name);
         }
-        await charge(name, llmUsageOf(finish.usage));
+        await charge(name, llmUsageOrEstimate(finish.usage, estimate.inputTokens, outputChars));
         refusalCheck(name, finish.finishReason, streamTextOf(parts));
         out.push(finish);
         finished = true;

@@ -65,3 +65,14 @@ export function llmCallEstimate(model: string, promptChars: number, maxOutputTok
   const inputTokens = Math.ceil(promptChars / CHARS_PER_TOKEN);
   return { inputTokens, outputTokens: maxOutputTokens, usd: llmCost(model, { input: inputTokens, output: maxOutputTokens }, prices) };
 }
+
+/**
+ * A call's usage, or when none came (a stream cut before its end, or an OpenAI-compatible server that ignores
+ * `stream_options.include_usage`) the estimate of what was sent: the prompt's estimated tokens in, the answer's
+ * characters / 4 out. The provider bills what it took, so an estimate is charged rather than nothing.
+ */
+export function llmUsageOrEstimate(usage: LanguageModelV4Usage | undefined, estimatedInput: number, outputChars: number): LlmCallUsage & { estimated: boolean } {
+  const none = usage?.inputTokens?.total === undefined && usage?.inputTokens?.noCache === undefined && usage?.outputTokens?.total === undefined;
+  if (!none) return { ...llmUsageOf(usage), estimated: false };
+  return { input: estimatedInput, output: Math.ceil(outputChars / CHARS_PER_TOKEN), cachedRead: 0, cacheWrite: 0, estimated: true };
+}

@@ -221,6 +221,24 @@ describe('dagentModel on each provider\'s protocol', () => {
     expect(paused).toEqual([{ model: name }]);
   });
 
+  for (const protocol of ['openai-chat', 'anthropic', 'google'] as const) {
+    it(`${protocol}: an error the provider sends inside a begun stream is classed by its type (overloaded: provider_error; rate limit: rate_limit)`, async () => {
+      provider.script([fault.failMidStream(answer.text('Half of it and then'), 2, 'overloaded'), fault.failMidStream(answer.text('again'), 2, 'rate_limit')]);
+      const { model, name } = modelOn(protocol);
+      await run(defineAgent({
+        name: 'midstream', capabilities: ['midstream'],
+        async run(_task, ctx) {
+          return await streamText({ model: dagentModel(model, ctx, { name }), prompt: 'go', maxRetries: 0, onError: () => {} }).text;
+        },
+      }));
+      const dagId = await dagCreate(db, DAG('midstream'));
+      await eventually('two attempts', async () => (await rowsOf(db, sql`select 1 from attempts where dag_id = ${dagId}`)).length === 2, 20_000);
+      const attempts = await rowsOf<{ error_class: string; error_message: string }>(db, sql`select error_class, error_message from attempts where dag_id = ${dagId} order by ended_at`);
+      expect(attempts.map((a) => a.error_class)).toEqual(['provider_error', 'rate_limit']);
+      expect(attempts[0]!.error_message).toMatch(new RegExp(`^model call failed mid-answer \\(${name.replace('/', '\\/')}\\): \\{`));
+    });
+  }
+
   it('maps a refusal to refusal, its tokens charged, and the provider\'s words in the message', async () => {
     provider.script([answer.refusal('I cannot help with that.', { usage: { input: 12, output: 6 } })]);
     const { model, name } = modelOn('anthropic');

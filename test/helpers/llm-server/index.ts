@@ -9,8 +9,6 @@ import { raw, type Reply } from './reply.js';
 import { sendBody, sendFrames, sendJson, type Wire, type WireContext } from './wire.js';
 
 export { answer, fault, raw, type Answer, type Failure, type FailureKind, type Finish, type Part, type Reply, type Usage } from './reply.js';
-export { anthropicError, anthropicMessage, googleContent, googleError, llmCompletion } from './hand-written.js';
-export { sendJson as llmSend } from './wire.js';
 
 /** The provider protocols the server speaks, told apart by the request's path. */
 export type Protocol = 'openai-chat' | 'openai-responses' | 'anthropic' | 'google';
@@ -36,7 +34,7 @@ export interface SeenRequest {
 
 /**
  * A scripted reply, or a function of the request returning one; a function may instead answer through `req.res`
- * itself (llmSend, or never), and what it returns then is not a reply and is ignored.
+ * itself (or never), and what it returns then is not a reply and is ignored.
  */
 export type Scripted = Reply | ((req: SeenRequest) => unknown);
 
