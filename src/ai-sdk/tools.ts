@@ -1,4 +1,4 @@
-import { jsonSchema, tool, type ToolSet } from 'ai';
+import { jsonSchema, tool, type JSONSchema7, type ToolSet } from 'ai';
 import { z } from 'zod';
 // From the public API, as a user's code would: the CommonJS build of dagent/ai-sdk then shares dagent's classes.
 import { InvalidInputError, type SpawnedChild, type SubtaskSpec, type TaskContext } from '../index.js';
@@ -65,7 +65,7 @@ const subtaskInputSchema = {
   },
   required: ['key'],
   additionalProperties: false,
-} as const;
+} satisfies JSONSchema7;
 
 type SubtaskInput = { key: string; template?: string; title?: string; prompt?: string; input?: Record<string, unknown>; depends_on?: string[] };
 

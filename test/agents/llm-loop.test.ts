@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import { testDatabase } from '../helpers/db.js';
+import { envKept } from '../helpers/env.js';
 import { dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { answer, fault, llmServerStart, type SeenRequest } from '../helpers/llm-server/index.js';
@@ -27,13 +28,13 @@ async function run(agent: AgentDefinition, id = agent.name): Promise<void> {
 }
 
 const ENV_KEYS = ['DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'DAGENT_LLM_MODEL', ...LLM_PROVIDERS.flatMap((p) => [...p.keyEnv, ...p.baseUrlEnv])];
-const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
+const env = envKept(ENV_KEYS);
 
 beforeEach(async () => {
   await databaseReset(db);
   provider.seen = [];
   provider.script([]);
-  for (const k of ENV_KEYS) delete process.env[k];
+  env.clear();
   process.env.ANTHROPIC_API_KEY = 'sk-ant-test';
   process.env.DAGENT_LLM_ANTHROPIC_BASE_URL = provider.baseUrl;
   process.env.DAGENT_LLM_BASE_URL = provider.baseUrl;
@@ -44,10 +45,6 @@ afterEach(async () => {
   await Promise.all(runners.splice(0).map((r) => r.stop({ graceMs: 0 })));
 });
 afterAll(async () => {
-  for (const k of ENV_KEYS) {
-    if (envBefore[k] === undefined) delete process.env[k];
-    else process.env[k] = envBefore[k];
-  }
   await provider.close();
 });
 

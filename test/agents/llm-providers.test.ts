@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import { testDatabase } from '../helpers/db.js';
+import { envKept } from '../helpers/env.js';
 import { dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
@@ -19,12 +20,12 @@ const provider = await llmServerStart();
 const runners: AgentRunner[] = [];
 
 const ENV_KEYS = ['DAGENT_LLM_PRICES', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', ...LLM_PROVIDERS.flatMap((p) => [...p.keyEnv, ...p.baseUrlEnv])];
-const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
+const env = envKept(ENV_KEYS);
 
 beforeEach(async () => {
   await databaseReset(db);
   provider.reset();
-  for (const k of ENV_KEYS) delete process.env[k];
+  env.clear();
   Object.assign(process.env, {
     DAGENT_LLM_ANTHROPIC_BASE_URL: `${provider.origin}/v1`, ANTHROPIC_API_KEY: 'sk-ant-test',
     DAGENT_LLM_GOOGLE_BASE_URL: `${provider.origin}/v1beta`, GOOGLE_GENERATIVE_AI_API_KEY: 'g-test',
@@ -39,10 +40,6 @@ afterEach(async () => {
   await Promise.all(runners.splice(0).map((r) => r.stop({ graceMs: 0 })));
 });
 afterAll(async () => {
-  for (const k of ENV_KEYS) {
-    if (envBefore[k] === undefined) delete process.env[k];
-    else process.env[k] = envBefore[k];
-  }
   await provider.close();
 });
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { APICallError, generateText, jsonSchema, Output, stepCountIs, streamText, tool, type LanguageModel, type TextStreamPart, type ToolSet } from 'ai';
+import { APICallError, generateText, jsonSchema, Output, stepCountIs, streamText, tool, type JSONSchema7, type LanguageModel, type TextStreamPart, type ToolSet } from 'ai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createGoogleGenerativeAI } from '@ai-sdk/google';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -83,7 +83,7 @@ const PHRASES: Record<Protocol, string> = {
 const spawnInput = jsonSchema<{ name: string; count: number }>({
   type: 'object', properties: { name: { type: 'string' }, count: { type: 'number' } }, required: ['name', 'count'], additionalProperties: false,
 });
-const reportSchema = { type: 'object', properties: { title: { type: 'string' }, score: { type: 'number' } }, required: ['title', 'score'], additionalProperties: false } as const;
+const reportSchema = { type: 'object', properties: { title: { type: 'string' }, score: { type: 'number' } }, required: ['title', 'score'], additionalProperties: false } satisfies JSONSchema7;
 
 /** Every part of a streamText run, and what its reading threw (a cut connection ends the stream with a throw). */
 async function drain<T extends ToolSet>(stream: AsyncIterable<TextStreamPart<T>>) {

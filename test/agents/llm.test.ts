@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { pino, type Logger } from 'pino';
 import { testDatabase } from '../helpers/db.js';
+import { envKept } from '../helpers/env.js';
 import { dagCreate, databaseReset, taskStatusByKey } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
 import { AgentRunner } from '../../src/runtime/agent-runner.js';
@@ -51,12 +52,12 @@ const ENV_KEYS = [
   'DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY', 'DAGENT_LLM_MODEL', 'DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'OPENAI_BASE_URL', 'OPENAI_API_KEY',
   ...LLM_PROVIDERS.flatMap((p) => [...p.keyEnv, ...p.baseUrlEnv]),
 ];
-const envBefore = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
+const env = envKept(ENV_KEYS);
 
 beforeEach(async () => {
   await databaseReset(db);
   provider.reset();
-  for (const k of ENV_KEYS) delete process.env[k];
+  env.clear();
   process.env.DAGENT_LLM_BASE_URL = baseUrl;
   process.env.DAGENT_LLM_API_KEY = 'sk-test';
 });
@@ -64,10 +65,6 @@ afterEach(async () => {
   await Promise.all(runners.splice(0).map((r) => r.stop({ graceMs: 0 })));
 });
 afterAll(async () => {
-  for (const k of ENV_KEYS) {
-    if (envBefore[k] === undefined) delete process.env[k];
-    else process.env[k] = envBefore[k];
-  }
   await provider.close();
 });
 
@@ -136,7 +133,7 @@ tasks:
   });
 
   it('falls back to OPENAI_BASE_URL, OPENAI_API_KEY and DAGENT_LLM_MODEL when the task names no model', async () => {
-    for (const k of ENV_KEYS) delete process.env[k];
+    env.clear();
     Object.assign(process.env, { OPENAI_BASE_URL: `${baseUrl}/`, OPENAI_API_KEY: 'sk-openai', DAGENT_LLM_MODEL: 'gpt-4o-mini' });
     provider.reply = () => answer.text('ok', { usage: { input: 1_000_000, output: 0 } });
     const dagId = await dagCreate(db, 'name: env\ntasks:\n  only: { type: llm, spec: { constraints: { capabilities: [llm] }, prompt: hi } }\n');
@@ -252,7 +249,7 @@ tasks:
     expect(messages.empty).toBe('gpt-4o answered no text (finish reason stop)');
     expect(messages.rejected).toContain('HTTP 400: {"error":{"message":"unknown parameter"');
     expect(messages.flaky).toContain('HTTP 503');
-    expect(messages.unreadable).toMatch(/^unreadable answer: JSON parsing failed/);
+    expect(messages.unreadable).toMatch(/^unreadable answer from unreadable: JSON parsing failed/);
     expect(provider.seen.map((s) => s.model).sort()).toEqual(['flaky', 'gpt-4o', 'rejected', 'unreadable']);
   });
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
+import { envKept } from '../helpers/env.js';
 import { agentProcesses } from '../helpers/agent-process.js';
 import { dagCreate, databaseReset, leaseLapsedReaped, rowsOf } from '../helpers/factories.js';
 import { eventually } from '../helpers/wait.js';
@@ -16,21 +17,18 @@ const reaper = reaperCreate({ db });
 const provider = await llmServerStart();
 
 // The agent processes inherit this environment.
-const envBefore = { ...process.env };
-Object.assign(process.env, {
+const ENV = {
   ANTHROPIC_API_KEY: 'sk-ant-test', DAGENT_LLM_ANTHROPIC_BASE_URL: provider.baseUrl, DAGENT_LLM_MODELS: 'anthropic/claude-test',
   DAGENT_LLM_PRICES: JSON.stringify({ 'anthropic/claude-test': { input: 3, output: 15 } }),
-});
+};
+envKept(Object.keys(ENV));
+Object.assign(process.env, ENV);
 
 beforeEach(async () => {
   await databaseReset(db);
   provider.seen = [];
 });
 afterAll(async () => {
-  for (const k of ['ANTHROPIC_API_KEY', 'DAGENT_LLM_ANTHROPIC_BASE_URL', 'DAGENT_LLM_MODELS', 'DAGENT_LLM_PRICES']) {
-    if (envBefore[k] === undefined) delete process.env[k];
-    else process.env[k] = envBefore[k];
-  }
   await provider.close();
 });
 

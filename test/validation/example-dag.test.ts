@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
+import { envKept } from '../helpers/env.js';
 import { answer, llmServerStart } from '../helpers/llm-server/index.js';
 import { rowsOf } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
@@ -16,13 +17,11 @@ const database = await testDatabase();
 const { db } = database;
 const { run } = agentRunners(database, { pollIntervalMs: 100 });
 const provider = await llmServerStart();
-const KEYS = ['DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY'] as const;
-const before = KEYS.map((k) => process.env[k]);
+envKept(['DAGENT_LLM_BASE_URL', 'DAGENT_LLM_API_KEY']);
 process.env.DAGENT_LLM_BASE_URL = provider.baseUrl;
 process.env.DAGENT_LLM_API_KEY = 'sk-example';
 afterAll(async () => {
   await provider.close();
-  KEYS.forEach((k, i) => (before[i] === undefined ? delete process.env[k] : (process.env[k] = before[i])));
 });
 
 describe('dags/validation/release-notes.yaml (every kind of validation step)', () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
+import { envKept } from '../helpers/env.js';
 import { cliWith } from '../helpers/cli.js';
 import { agentCreate, dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { answer, llmServerStart } from '../helpers/llm-server/index.js';
@@ -21,13 +22,12 @@ const provider = await llmServerStart();
 const promoter = promoterCreate({ db, intervalMs: 100 });
 
 const ENV = { DAGENT_LLM_BASE_URL: provider.baseUrl, DAGENT_LLM_API_KEY: 'sk-judge', DAGENT_LLM_PRICES: JSON.stringify({ 'judge-1': { input: 1, output: 2 } }) };
-const envBefore = Object.fromEntries(Object.keys(ENV).map((k) => [k, process.env[k]]));
+envKept(Object.keys(ENV));
 Object.assign(process.env, ENV);
 promoter.start();
 afterAll(async () => {
   await promoter.stop();
   await provider.close();
-  for (const [k, v] of Object.entries(envBefore)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
 });
 
 beforeEach(async () => {

@@ -59,12 +59,14 @@ describe('retries that learn', () => {
       [1, 'invalid_output', null, true], [2, 'provider_error', 'gpt-4o', false],
     ]);
 
-    // The llm agent puts it in front of the model.
+    // The llm agent puts what was wrong with the answer in front of the model; the provider's failure says nothing
+    // to the model and is left out, so the prompt after it is the same and its recorded model calls replay.
     const [, user] = llmMessages(third);
     expect(user!.content).toContain('Earlier attempts at this task failed');
     expect(user!.content).toContain('attempt 1: invalid_output: json-schema step 1 rejected the output');
     expect(user!.content).toContain('that answer was: {"title":"Far too long a title"}');
-    expect(user!.content).toContain('attempt 2: provider_error: provider answered 502');
+    expect(user!.content).not.toContain('provider answered 502');
+    expect(llmMessages(third)).toEqual(llmMessages({ ...third, previousAttempts: third.previousAttempts.slice(0, 1) }));
   });
 
   it('hands back at most the latest three failed attempts', async () => {
