@@ -298,7 +298,7 @@ tasks:
     repoMake(path.join(scratch, 'repo'));
     const root = path.join(scratch, 'workspaces');
     const spec = await dagSourceLoad('name: ws\ntasks:\n  done: { type: t, priority: 10, workspace: { repo: repo } }\n  busy: { type: t, priority: 20, workspace: { repo: repo } }\n', 'ws.yaml', { baseDir: scratch, roots: [] });
-    const [{ dagId }] = (await dagSubmit(db, [spec])) as [{ dagId: string }];
+    const dagId = (await dagSubmit(db, [spec]))[0]!.dagId;
     const claimed = await taskClaim(db, await agentCreate(db, 'coder'), { limit: 2, start: true });
     expect(claimed.map((t) => t.key)).toEqual(['done', 'busy']);
     const [done, busy] = await Promise.all(claimed.map((t) => workspaceOpen({ root, spec: t.spec.workspace!, dagId, taskId: t.id, taskKey: t.key, fence: t.fence })));
