@@ -5,7 +5,7 @@ import type { ClaimedTask } from '../engine/attempt/claim.js';
 import type { WorkspaceSpec } from '../dag/spec.js';
 import { TaskError } from '../errors.js';
 import { workspacesReclaim } from '../workspaces/reclaim.js';
-import { workspaceFinish, workspaceLocate, workspaceOpen, type Workspace } from '../workspaces/workspace.js';
+import { workspaceDiskCheck, workspaceFinish, workspaceLocate, workspaceOpen, type Workspace } from '../workspaces/workspace.js';
 
 export type { Workspace, WorkspaceSummary } from '../workspaces/workspace.js';
 
@@ -37,8 +37,29 @@ export class AttemptWorkspace {
     private readonly log: () => Logger,
   ) {}
 
+  /** Set once a check while the handler ran found the worktree past its cap: what the attempt fails with. */
+  tooLarge: TaskError | undefined;
+  private measuring = false;
+
   get current(): Workspace | null {
     return this.seen;
+  }
+
+  /**
+   * At each heartbeat while the handler runs: the worktree's size against LIMITS.workspaceBytes, one walk at a time
+   * (a walk that outlasts a beat is not doubled). Past the cap, `stop` ends the attempt (it fails with tooLarge).
+   */
+  diskWatch(stop: () => void): void {
+    if (!this.own || this.measuring || this.tooLarge) return;
+    this.measuring = true;
+    workspaceDiskCheck(this.own)
+      .then((r) => {
+        if (!('tooLarge' in r)) return;
+        this.tooLarge = r.tooLarge;
+        stop();
+      })
+      .catch((err: unknown) => this.log().warn({ err }, 'workspace size not measured'))
+      .finally(() => { this.measuring = false; });
   }
 
   async open(): Promise<void> {

@@ -23,7 +23,7 @@ export interface TaskContext {
   inputs: Record<string, unknown>;
   /** Outputs of subtasks this task spawned that have completed, by their key. */
   children: Record<string, unknown>;
-  /** Aborted when the task passes max_duration_sec, loses its lease, or the agent shuts down. */
+  /** Aborted when the task passes max_duration_sec, loses its lease, passes its worktree's size cap, or the agent shuts down. */
   signal: AbortSignal;
   log: Logger;
   /** Record progress; the runtime also heartbeats on its own every heartbeat_sec. */

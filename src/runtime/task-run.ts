@@ -24,7 +24,7 @@ import type { AttemptSpend } from '../db/rows.js';
 import { AttemptWorkspace, type WorkspaceSettings } from './attempt-workspace.js';
 
 /** Why a running handler was told to stop. */
-export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown' | 'budget_exceeded';
+export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown' | 'budget_exceeded' | 'workspace_too_large';
 
 export class TaskAborted extends Error {
   constructor(readonly reason: AbortReason) {
@@ -189,8 +189,8 @@ export class TaskRun {
         await untilReachable('release', () => taskRelease(db, { ...this.ref, ...spent, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
         return this.log.info('released on shutdown');
       }
-      const failure = outcome.kind === 'aborted'
-        ? { errorClass: 'timeout', message: `ran past max_duration_sec (${this.task.maxDurationSec}s)` }
+      const failure = outcome.kind === 'aborted' && outcome.reason === 'workspace_too_large' ? errorClassify(this.workspace.tooLarge)
+        : outcome.kind === 'aborted' ? { errorClass: 'timeout', message: `ran past max_duration_sec (${this.task.maxDurationSec}s)` }
         : errorClassify(outcome.err);
       const details = 'details' in failure && failure.details ? jsonStorable(failure.details) : undefined;
       const record = { ...this.ref, ...failure, details: details && 'value' in details ? (details.value as Record<string, unknown>) : undefined, ...spent };
@@ -206,6 +206,7 @@ export class TaskRun {
     if (this.waiting) return;
     try {
       await taskHeartbeat(this.deps.db, { ...this.ref, ...progress, leaseSec: this.leaseSec });
+      this.workspace.diskWatch(() => this.stop('workspace_too_large'));
     } catch (err) {
       if (err instanceof DagentError) this.stop('lease_lost');
       else this.log.warn({ err: errorMessage(err) }, 'heartbeat failed; will retry at the next beat');

@@ -106,12 +106,8 @@ export async function workspaceOpen(r: WorkspaceOpenRequest): Promise<Workspace>
  * (not retried) when the worktree holds more than LIMITS.workspaceBytes.
  */
 export async function workspaceFinish(ws: Workspace, message: string): Promise<WorkspaceSummary> {
-  const disk = await diskUsage(ws.path, LIMITS.workspaceBytes);
-  if (disk.over) {
-    throw new TaskError('workspace_too_large', `the worktree holds more than ${LIMITS.workspaceBytes} bytes of files (${limitEnvName('workspaceBytes')})`, {
-      retryable: false, details: { diskBytesAtLeast: disk.bytes, limit: LIMITS.workspaceBytes },
-    });
-  }
+  const disk = await workspaceDiskCheck(ws);
+  if ('tooLarge' in disk) throw disk.tooLarge;
   await git(ws.path, ['add', '--all']);
   if (!(await gitTest(ws.path, ['diff', '--cached', '--quiet']))) {
     await git(ws.path, [...COMMIT_CONFIG, 'commit', '--quiet', '--no-verify', '--allow-empty-message', '-m', message]);
@@ -139,6 +135,20 @@ export async function workspaceFinish(ws: Workspace, message: string): Promise<W
     branch: ws.branch, base: ws.base, baseCommit: ws.baseCommit, head,
     diffStat: { files, insertions, deletions, changed, changedOmitted: files - changed.length },
     diskBytes: disk.bytes,
+  };
+}
+
+/**
+ * The bytes of files in the worktree, or the error its attempt fails with past LIMITS.workspaceBytes
+ * (workspace_too_large, not retried): checked at each heartbeat while the handler runs, and when it returns.
+ */
+export async function workspaceDiskCheck(ws: Workspace): Promise<{ bytes: number } | { tooLarge: TaskError }> {
+  const disk = await diskUsage(ws.path, LIMITS.workspaceBytes);
+  if (!disk.over) return { bytes: disk.bytes };
+  return {
+    tooLarge: new TaskError('workspace_too_large', `the worktree holds more than ${LIMITS.workspaceBytes} bytes of files (${limitEnvName('workspaceBytes')})`, {
+      retryable: false, details: { diskBytesAtLeast: disk.bytes, limit: LIMITS.workspaceBytes },
+    }),
   };
 }
 

@@ -94,6 +94,15 @@ tasks:
     // Nothing of it was committed; its worktree went.
     expect(gitIn(repo, 'ls-tree', '-r', '--name-only', `dagent/${big}/dump`)).not.toContain('blob.bin');
 
+    // Past the cap while it runs: a heartbeat's measure stops it (the command would sleep for ten minutes).
+    const grow = await submit(`
+name: grow
+tasks:
+  grow: { type: edit, workspace: { repo: capped }, spec: { constraints: { capabilities: [shell], heartbeat_sec: 1 }, input: { command: "head -c 300000 /dev/zero > blob.bin && sleep 600" } } }
+`);
+    await eventually('grow dead-lettered', async () => (await taskStatusByKey(db, grow)).grow === 'dead_lettered');
+    expect(await attemptsOf(grow)).toMatchObject([{ outcome: 'failed', error_class: 'workspace_too_large', error_message: dumped!.error_message }]);
+
     const pair = await submit(`
 name: pair
 tasks:
