@@ -1,4 +1,4 @@
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
@@ -34,6 +34,14 @@ describe('a workspace\'s repository is the DAG author\'s, checked like every pat
     const spec = await load(`name: fix\ndefaults:\n  workspace: { repo: repo, base: main }\ntasks:\n  a: { type: edit }\n  b: { type: edit, workspace: { repo: ./repo/, keep: on_failure } }\n  w: { type: wait, wait_for: { signal: go } }\n`);
     const byKey = Object.fromEntries(spec.tasks.map((t) => [t.key, t.body.workspace]));
     expect(byKey).toEqual({ a: { repo, base: 'main', keep: 'never' }, b: { repo, keep: 'on_failure' }, w: undefined });
+  });
+
+  it('in a group\'s template, is relative to the template\'s file and checked as its schema files are', async () => {
+    mkdirSync(path.join(project, 'templates'), { recursive: true });
+    writeFileSync(path.join(project, 'templates', 'fix.yaml'), 'tasks:\n  fix: { type: edit, workspace: { repo: ../repo } }\n');
+    // As a schema_file there: inside the template's folder or a root (here the project, as DAGENT_FILE_ROOTS would allow).
+    const spec = await dagSourceLoad('name: grouped\ntasks:\n  api: { use: templates/fix.yaml }\n', 'dags/fix.yaml', { baseDir: project, roots: [project] });
+    expect(spec.tasks.map((t) => [t.key, t.body.workspace?.repo])).toEqual([['api/fix', repo]]);
   });
 
   it('is refused, naming the file, the line and the field, outside the DAG\'s directory and roots (symlinks followed), when not a repository, or as a URL', async () => {
