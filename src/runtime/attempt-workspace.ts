@@ -4,6 +4,7 @@ import { taskWorkspaceAttempts } from '../db/queries/tasks-workspaces.js';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
 import type { WorkspaceSpec } from '../dag/spec.js';
 import { TaskError } from '../errors.js';
+import { engineEvents } from '../observability/engine-events.js';
 import { workspacesReclaim } from '../workspaces/reclaim.js';
 import { workspaceDiskCheck, workspaceFinish, workspaceLocate, workspaceOpen, type Workspace } from '../workspaces/workspace.js';
 
@@ -56,6 +57,7 @@ export class AttemptWorkspace {
       .then((r) => {
         if (!('tooLarge' in r)) return;
         this.tooLarge = r.tooLarge;
+        engineEvents.emit('workspace', { result: 'refused', errorClass: r.tooLarge.errorClass });
         stop();
       })
       .catch((err: unknown) => this.log().warn({ err }, 'workspace size not measured'))
@@ -79,7 +81,11 @@ export class AttemptWorkspace {
     }
     // A clean start: what earlier attempts of this task left here (a killed agent's, a lost lease's) goes first.
     await this.reclaim(spec);
-    this.own = await workspaceOpen({ root: this.settings.root, spec, dagId: t.dagId, taskId: t.id, taskKey: t.key, fence: t.fence });
+    this.own = await workspaceOpen({ root: this.settings.root, spec, dagId: t.dagId, taskId: t.id, taskKey: t.key, fence: t.fence }).catch((err: unknown) => {
+      if (err instanceof TaskError) engineEvents.emit('workspace', { result: 'refused', errorClass: err.errorClass });
+      throw err;
+    });
+    engineEvents.emit('workspace', { result: 'made' });
     this.seen = this.own;
     this.log().info({ path: this.own.path, branch: this.own.branch, baseCommit: this.own.baseCommit }, 'workspace ready');
   }
@@ -90,7 +96,11 @@ export class AttemptWorkspace {
    */
   async finish(output: unknown): Promise<unknown> {
     if (!this.own) return output;
-    const summary = await workspaceFinish(this.own, `dagent: ${this.task.key} (${this.task.dagId}), attempt ${this.task.attempt}`);
+    const summary = await workspaceFinish(this.own, `dagent: ${this.task.key} (${this.task.dagId}), attempt ${this.task.attempt}`).catch((err: unknown) => {
+      if (err instanceof TaskError) engineEvents.emit('workspace', { result: 'refused', errorClass: err.errorClass });
+      throw err;
+    });
+    engineEvents.emit('workspace', { result: 'committed', diskBytes: summary.diskBytes });
     this.log().info({ head: summary.head, files: summary.diffStat.files, diskBytes: summary.diskBytes }, 'workspace committed');
     if (output !== null && typeof output === 'object' && !Array.isArray(output)) return { ...output, workspace: summary };
     return { result: output ?? null, workspace: summary };

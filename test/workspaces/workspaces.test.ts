@@ -12,6 +12,7 @@ import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { workspaceReclaimerCreate } from '../../src/maintenance/workspace-reclaimer.js';
 import { workspaceEntries } from '../../src/workspaces/layout.js';
 import { workspaceOpen } from '../../src/workspaces/workspace.js';
+import { MetricsCollector } from '../../src/observability/metrics.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, leaseExpire, rowsOf, taskStatusByKey } from '../helpers/factories.js';
 import { agentRunners } from '../helpers/runners.js';
@@ -62,8 +63,15 @@ i=0
 while [ "$(ls "$BARRIER" | wc -l)" -lt 4 ]; do i=$((i+1)); [ $i -lt 400 ] || exit 3; sleep 0.05; done`);
     const tasks = [1, 2, 3, 4].map((i) => `  t${i}: { type: edit, spec: { constraints: { capabilities: [shell] }, input: { command: "${editor}", env: { BARRIER: "${barrier}" }, name: t${i} } } }`);
     const dagId = await submit(`name: parallel\ndefaults:\n  workspace: { repo: shared }\ntasks:\n${tasks.join('\n')}\n`);
+    const metrics = new MetricsCollector(db);
     const agent = await run(shell, { concurrency: 4 });
     await completed(dagId, agent);
+    // This process's agents made four worktrees and committed four, each measured.
+    const scraped = await metrics.metrics();
+    metrics.close();
+    expect(scraped).toContain('dagent_workspaces_total{result="made",error_class=""} 4');
+    expect(scraped).toContain('dagent_workspaces_total{result="committed",error_class=""} 4');
+    expect(scraped).toContain('dagent_workspace_disk_bytes_count 4');
 
     const out = await outputs(dagId);
     for (const i of [1, 2, 3, 4]) {
