@@ -63,6 +63,7 @@ function testCwd(step: TestStep, subject: TestInput['subject'], ws: Workspace | 
   if (!ws) {
     throw new TaskError('workspace_unavailable', `the worktree of ${subject.key} (attempt ${subject.attempt}) is not on this machine: run validate:test agents where that task's agents run (DAGENT_WORKSPACE_ROOT)`);
   }
-  const rel = step.cwd ? path.relative(ws.repo, step.cwd) : '';
+  // A repository named by URL has no folder of this machine to map the step's cwd from.
+  const rel = step.cwd && path.isAbsolute(ws.repo) ? path.relative(ws.repo, step.cwd) : '';
   return rel.startsWith('..') || path.isAbsolute(rel) ? ws.path : path.join(ws.path, rel);
 }

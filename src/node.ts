@@ -43,10 +43,11 @@ export interface NodeOptions {
   loopLeaseSec?: number;
   /**
    * Where the agents make tasks' git worktrees (DAGENT_WORKSPACE_ROOT), which the workspace-reclaimer loop sweeps,
-   * and how long one kept after a failure stays (DAGENT_RETENTION_WORKSPACES, seconds; null: until removed by hand).
-   * Default CONFIG_DEFAULTS.workspaceRoot and WORKSPACE_DEFAULTS.keptPeriod.
+   * how long one kept after a failure stays (DAGENT_RETENTION_WORKSPACES, seconds; null: until removed by hand), and
+   * the repository URLs the agents may clone (DAGENT_WORKSPACE_REPO_URLS). Default CONFIG_DEFAULTS.workspaceRoot,
+   * WORKSPACE_DEFAULTS.keptPeriod and none.
    */
-  workspaces?: { root?: string; keptSec?: number | null };
+  workspaces?: { root?: string; keptSec?: number | null; repoUrls?: readonly string[] };
   /** Serve the HTTP API, the dashboard and the metrics on `port` and `host`. Absent: no HTTP. */
   http?: {
     port: number;

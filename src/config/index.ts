@@ -144,6 +144,11 @@ export const configSchema = z.object({
   }).default(durationSeconds(RETENTION_DEFAULTS.streamsPeriod)),
   /** Where the agent runtime makes tasks' git worktrees (DAGENT_WORKSPACE_ROOT). Default: dagent-workspaces in the OS temporary directory. */
   workspaceRoot: z.string().min(1).default(CONFIG_DEFAULTS.workspaceRoot),
+  /**
+   * URLs (or prefixes of URLs: https://git.example.com/team/) of repositories this machine's agents may clone for a
+   * workspace (DAGENT_WORKSPACE_REPO_URLS, comma-separated). Default none: only paths.
+   */
+  workspaceRepoUrls: z.array(z.string().min(1)).default([]),
   /** Seconds a worktree kept after a failure (keep: on_failure) stays once its attempt ended (DAGENT_RETENTION_WORKSPACES); null: until a person removes it. */
   retentionWorkspacesSec: z.string().transform((raw, ctx) => {
     const r = retentionParse(raw, RETENTION_DEFAULTS.minSec);
@@ -184,6 +189,7 @@ const ENV_VARIABLES = [
   { key: 'loopLeaseSec', env: 'DAGENT_LOOP_LEASE_SEC' },
   { key: 'workspaceRoot', env: 'DAGENT_WORKSPACE_ROOT' },
   { key: 'retentionWorkspacesSec', env: 'DAGENT_RETENTION_WORKSPACES' },
+  { key: 'workspaceRepoUrls', env: 'DAGENT_WORKSPACE_REPO_URLS', read: commaList },
 ] as const satisfies ReadonlyArray<{ key: keyof Config; env: string; read?: (v: string) => unknown }>;
 
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {

@@ -110,7 +110,7 @@ export const GIT_REF_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._/@^~+-]{0,199}$/;
  */
 export const workspaceSchema = z.strictObject({
   repo: z.string().min(1).max(1000)
-    .describe('the git repository: a path, relative to the DAG file, inside its directory or the directories DAGENT_FILE_ROOTS allows'),
+    .describe('the git repository: a path, relative to the DAG file, inside its directory or the directories DAGENT_FILE_ROOTS allows; or a URL, cloned by an agent whose DAGENT_WORKSPACE_REPO_URLS allows it'),
   base: z.string().regex(GIT_REF_PATTERN, { error: 'must be a git ref or commit (main, v1.2, HEAD~1): letters, digits and . _ / @ ^ ~ + -, not starting with -' }).optional()
     .describe('the branch, tag or commit the worktree starts from; default the repository\'s HEAD (its checked-out branch)'),
   keep: z.enum(['never', 'on_failure']).optional()

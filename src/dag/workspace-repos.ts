@@ -4,14 +4,20 @@ import { projectPathResolve, type ProjectRoots } from '../validation/project-fil
 import type { DagFile, WorkspaceFile } from './file-schema.js';
 
 /** A repository written as a URL (`https://…`, `ssh://…`, `git@host:path`) rather than a path. */
-const URL_LIKE = /^([a-z][a-z0-9+.-]*:\/\/|[^/\s]+@[^/\s:]+:)/i;
+export const REPO_URL_LIKE = /^([a-z][a-z0-9+.-]*:\/\/|[^/\s]+@[^/\s:]+:)/i;
+/**
+ * The URLs a workspace may be cloned from: https, http, ssh, git and file URLs, and scp-like `user@host:path`,
+ * without spaces or controls. Which of them an agent machine clones is its operator's choice (DAGENT_WORKSPACE_REPO_URLS).
+ */
+const REPO_URL = /^((https?|ssh|git|file):\/\/[^\s\x00-\x1f\x7f]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s\x00-\x1f\x7f]+)$/;
 
 export interface RepoProblem { path: Array<string | number>; message: string }
 
 /**
  * Each `workspace.repo` of a checked file (its defaults, tasks and spawn templates) as the repository's real path,
  * checked as every path in a DAG is (validation/project-files.ts): inside the DAG's directory (a group's task: its
- * template's) or DAGENT_FILE_ROOTS, symlinks followed, and a git repository. Returns the file with the paths
+ * template's) or DAGENT_FILE_ROOTS, symlinks followed, and a git repository; or a URL, kept as written, which an
+ * agent's machine clones only when its operator's DAGENT_WORKSPACE_REPO_URLS allows it. Returns the file with the paths
  * replaced, or the problems, each at its field. The DAG's author chooses the repository; an agent never does.
  */
 export async function workspaceReposResolve(
@@ -53,8 +59,10 @@ export async function workspaceReposResolve(
 }
 
 async function repoResolve(written: string, where: ProjectRoots): Promise<{ real: string } | { error: string }> {
-  if (URL_LIKE.test(written)) {
-    return { error: `${written}: a repository is a path in this version (clone it on the agents' machine and name the clone)` };
+  if (REPO_URL_LIKE.test(written)) {
+    // Cloned by the agents' machines, each checking it against its operator's allow-list (DAGENT_WORKSPACE_REPO_URLS).
+    if (REPO_URL.test(written)) return { real: written };
+    return { error: `${written}: not a repository URL dagent clones (https, http, ssh, git or file, or user@host:path)` };
   }
   const r = await projectPathResolve(written, where);
   if ('error' in r) return r;

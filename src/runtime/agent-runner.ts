@@ -59,8 +59,9 @@ export interface AgentRunnerOptions {
    */
   handOff?: boolean;
   /**
-   * Where tasks' git worktrees are made (DAGENT_WORKSPACE_ROOT) and how long one kept after a failure stays
-   * (DAGENT_RETENTION_WORKSPACES). Default CONFIG_DEFAULTS.workspaceRoot and WORKSPACE_DEFAULTS.keptPeriod.
+   * Where tasks' git worktrees are made (DAGENT_WORKSPACE_ROOT), how long one kept after a failure stays
+   * (DAGENT_RETENTION_WORKSPACES), and the repository URLs this agent may clone (DAGENT_WORKSPACE_REPO_URLS).
+   * Default CONFIG_DEFAULTS.workspaceRoot, WORKSPACE_DEFAULTS.keptPeriod and none.
    */
   workspaces?: Partial<WorkspaceSettings>;
   log?: Logger;
@@ -354,6 +355,7 @@ export class AgentRunner {
     const workspaces = {
       root: this.o.workspaces?.root ?? CONFIG_DEFAULTS.workspaceRoot,
       keptSec: this.o.workspaces?.keptSec === undefined ? durationSeconds(WORKSPACE_DEFAULTS.keptPeriod) : this.o.workspaces.keptSec,
+      repoUrls: this.o.workspaces?.repoUrls ?? [],
     };
     const run = new TaskRun({ db: this.o.database.db, agentId: this.id, def: this.def, batcher: this.batcher, log: this.log, workspaces }, task);
     // Keyed by claim, not task: the reaper may hand a task back to this agent while its old run still winds down.

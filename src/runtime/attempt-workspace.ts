@@ -16,6 +16,8 @@ export interface WorkspaceSettings {
   root: string;
   /** DAGENT_RETENTION_WORKSPACES in seconds; null: kept ones stay until removed by hand. */
   keptSec: number | null;
+  /** DAGENT_WORKSPACE_REPO_URLS: the repository URLs (or their prefixes) this agent may clone. Default none. */
+  repoUrls?: readonly string[];
 }
 
 /** What a validation task says of the task whose output it judges (engine/attempt/validation-task.ts). */
@@ -81,7 +83,7 @@ export class AttemptWorkspace {
     }
     // A clean start: what earlier attempts of this task left here (a killed agent's, a lost lease's) goes first.
     await this.reclaim(spec);
-    this.own = await workspaceOpen({ root: this.settings.root, spec, dagId: t.dagId, taskId: t.id, taskKey: t.key, fence: t.fence }).catch((err: unknown) => {
+    this.own = await workspaceOpen({ root: this.settings.root, repoUrls: this.settings.repoUrls ?? [], spec, dagId: t.dagId, taskId: t.id, taskKey: t.key, fence: t.fence }).catch((err: unknown) => {
       if (err instanceof TaskError) engineEvents.emit('workspace', { result: 'refused', errorClass: err.errorClass });
       throw err;
     });

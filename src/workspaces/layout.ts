@@ -2,12 +2,14 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { WorkspaceKeep } from '../dag/spec.js';
+import { REPO_URL_LIKE } from '../dag/workspace-repos.js';
 
 /**
  * Where worktrees live under the workspace root (DAGENT_WORKSPACE_ROOT), named so that a reclaim finds them by
  * task and fence without asking anyone:
  *
- *     <root>/<repo key>/repo.json                    the repository's path
+ *     <root>/<repo key>/repo.json                    the repository's path or URL
+ *     <root>/<repo key>/mirror.git/                  a repository named by URL: its bare clone, fetched at each attempt
  *     <root>/<repo key>/lock                         held while a worktree is added or removed (repo-lock.ts)
  *     <root>/<repo key>/<dag id>/<task id>-<fence>/  the worktree of that attempt
  *     <root>/<repo key>/<dag id>/<task id>-<fence>.json  what it was made for (WorkspaceMeta), written before it
@@ -22,6 +24,11 @@ const ENTRY_PATTERN = /^([A-Za-z0-9_]{1,64})-(\d{1,10})(\.json)?$/;
 /** The folder of one repository's worktrees: a hash of its path, so any path makes a safe, short name. */
 export function repoKeyOf(repo: string): string {
   return createHash('sha256').update(repo).digest('hex').slice(0, 16);
+}
+
+/** Where git runs for a repository: its path, or for one named by URL, its clone in the repository's folder. */
+export function repoGitDir(repo: string, repoDir: string): string {
+  return REPO_URL_LIKE.test(repo) ? path.join(repoDir, 'mirror.git') : repo;
 }
 
 export interface WorkspaceRef { root: string; repo: string; dagId: string; taskId: string; fence: number }
@@ -66,7 +73,7 @@ export interface WorkspaceEntry extends WorkspacePaths {
   dagId: string;
   taskId: string;
   fence: number;
-  /** The repository (repo.json), null when unreadable. */
+  /** Where git runs for its repository (repoGitDir of repo.json's), null when unreadable. */
   repo: string | null;
   meta: WorkspaceMeta | null;
 }
@@ -78,7 +85,8 @@ export async function workspaceEntries(root: string, only?: { repo: string; dagI
   const out: WorkspaceEntry[] = [];
   for (const repoKey of repoKeys) {
     const repoDir = path.join(base, repoKey);
-    const repo: string | null = only?.repo ?? await jsonRead<{ repo?: unknown }>(path.join(repoDir, 'repo.json')).then((j) => (typeof j?.repo === 'string' ? j.repo : null));
+    const named: string | null = only?.repo ?? await jsonRead<{ repo?: unknown }>(path.join(repoDir, 'repo.json')).then((j) => (typeof j?.repo === 'string' ? j.repo : null));
+    const repo = named === null ? null : repoGitDir(named, repoDir);
     const dagIds = only ? [only.dagId] : (await dirs(repoDir)).filter((d) => ID_PATTERN.test(d));
     for (const dagId of dagIds) {
       const dagDir = path.join(repoDir, dagId);

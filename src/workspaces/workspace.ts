@@ -6,7 +6,7 @@ import { TaskError } from '../errors.js';
 import { diskUsage } from './disk.js';
 import { git, GitError, gitTest } from './git.js';
 import { repoLockHold } from './repo-lock.js';
-import { workspaceBranch, workspaceCount, workspacePaths, type WorkspaceMeta, type WorkspacePaths } from './layout.js';
+import { repoGitDir, workspaceBranch, workspaceCount, workspacePaths, type WorkspaceMeta, type WorkspacePaths } from './layout.js';
 
 /** What a handler gets as ctx.workspace: its attempt's worktree. */
 export interface Workspace {
@@ -14,7 +14,7 @@ export interface Workspace {
   path: string;
   /** `dagent/<dag id>/<task key>`, reset to the base at each attempt's start. */
   branch: string;
-  /** The repository it was made from (its real path, as the DAG's author named it). */
+  /** The repository it was made from, as the DAG's author named it: its real path, or its URL. */
   repo: string;
   /** The ref as the DAG wrote it (HEAD when it named none), and the commit that was when the worktree was made. */
   base: string;
@@ -45,6 +45,8 @@ const COMMIT_CONFIG = ['-c', 'user.name=dagent', '-c', 'user.email=dagent@localh
 
 export interface WorkspaceOpenRequest {
   root: string;
+  /** The repository URLs (or prefixes) this agent may clone (DAGENT_WORKSPACE_REPO_URLS); a path needs none. Default none. */
+  repoUrls?: readonly string[];
   spec: WorkspaceSpec;
   dagId: string;
   taskId: string;
@@ -71,13 +73,15 @@ export async function workspaceOpen(r: WorkspaceOpenRequest): Promise<Workspace>
       throw new TaskError('workspace_limit', `${repo} has ${count} worktrees already; at most ${LIMITS.workspacesPerRepo} (${limitEnvName('workspacesPerRepo')})`, { details: { worktrees: count, limit: LIMITS.workspacesPerRepo } });
     }
     const unusable = (why: string) => new TaskError('workspace_unavailable', `workspace of ${repo}: ${why}`, { retryable: false });
-    if (!(await stat(repo).then((s) => s.isDirectory(), () => false))) throw unusable('no such directory on this machine');
+    const gitDir = repoGitDir(repo, p.repoDir);
+    if (gitDir !== repo) await mirrorSync(repo, gitDir, r.repoUrls ?? []);
+    else if (!(await stat(repo).then((s) => s.isDirectory(), () => false))) throw unusable('no such directory on this machine');
     let baseCommit: string;
     try {
-      baseCommit = (await git(repo, ['rev-parse', '--verify', '--quiet', `${base}^{commit}`])).trim();
+      baseCommit = (await git(gitDir, ['rev-parse', '--verify', '--quiet', `${base}^{commit}`])).trim();
     } catch (e) {
       if (!(e instanceof GitError)) throw e;
-      const isRepo = await gitTest(repo, ['rev-parse', '--git-dir']).catch(() => false);
+      const isRepo = await gitTest(gitDir, ['rev-parse', '--git-dir']).catch(() => false);
       throw unusable(isRepo ? `base ${base} is not a commit of the repository` : 'not a git repository');
     }
     await mkdir(p.dagDir, { recursive: true });
@@ -87,16 +91,42 @@ export async function workspaceOpen(r: WorkspaceOpenRequest): Promise<Workspace>
     // The meta file first: a process killed between the two leaves something the reclaim recognizes.
     await writeFile(p.metaFile, JSON.stringify(meta));
     try {
-      await git(repo, ['worktree', 'add', '--quiet', '-B', branch, p.dir, baseCommit]);
+      await git(gitDir, ['worktree', 'add', '--quiet', '-B', branch, p.dir, baseCommit]);
     } catch (e) {
       await rm(p.dir, { recursive: true, force: true });
       await unlink(p.metaFile).catch(() => {});
-      await git(repo, ['worktree', 'prune']).catch(() => {});
+      await git(gitDir, ['worktree', 'prune']).catch(() => {});
       if (e instanceof GitError) throw unusable(e.message);
       throw e;
     }
     return { path: p.dir, branch, repo, base, baseCommit };
   });
+}
+
+/**
+ * A repository named by URL, on this machine: cloned bare into its folder the first time, fetched at each attempt
+ * after (its branches and tags as the remote has them; nothing pruned, so dagent's own branches stay). Only a URL
+ * this agent's operator allows (DAGENT_WORKSPACE_REPO_URLS: the URL itself, or a prefix ending at a `/` or `:`).
+ * git's `ext::` transport, which runs a command, is never used.
+ */
+async function mirrorSync(url: string, gitDir: string, allowed: readonly string[]): Promise<void> {
+  const ok = allowed.some((a) => url === a || url.startsWith(/[/:]$/.test(a) ? a : `${a}/`));
+  if (!ok) {
+    throw new TaskError('workspace_unavailable', `workspace of ${url}: not a repository URL this agent may clone (DAGENT_WORKSPACE_REPO_URLS allows ${allowed.length ? allowed.join(', ') : 'none'})`, { retryable: false });
+  }
+  const noExt = ['-c', 'protocol.ext.allow=never'];
+  try {
+    if (await stat(path.join(gitDir, 'HEAD')).then(() => true, () => false)) {
+      await git(gitDir, [...noExt, 'fetch', '--quiet', '--', url, '+refs/heads/*:refs/heads/*', '+refs/tags/*:refs/tags/*']);
+    } else {
+      await rm(gitDir, { recursive: true, force: true });
+      await git(path.dirname(gitDir), [...noExt, 'clone', '--bare', '--quiet', '--', url, gitDir]);
+    }
+  } catch (e) {
+    // The network, or the remote, may be back at the next attempt.
+    if (e instanceof GitError) throw new TaskError('workspace_unavailable', `workspace of ${url}: ${e.message}`);
+    throw e;
+  }
 }
 
 /**

@@ -36,6 +36,12 @@ describe('a workspace\'s repository is the DAG author\'s, checked like every pat
     expect(byKey).toEqual({ a: { repo, base: 'main', keep: 'never' }, b: { repo, keep: 'on_failure' }, w: undefined });
   });
 
+  it('as a URL, is kept as written: each agent\'s machine clones it only if its operator allows it', async () => {
+    const spec = await load(task('{ repo: "https://git.example.com/team/app.git" }'));
+    expect(spec.tasks[0]!.body.workspace).toEqual({ repo: 'https://git.example.com/team/app.git', keep: 'never' });
+    expect((await load(task('{ repo: "git@git.example.com:team/app.git" }'))).tasks[0]!.body.workspace!.repo).toBe('git@git.example.com:team/app.git');
+  });
+
   it('in a group\'s template, is relative to the template\'s file and checked as its schema files are', async () => {
     mkdirSync(path.join(project, 'templates'), { recursive: true });
     writeFileSync(path.join(project, 'templates', 'fix.yaml'), 'tasks:\n  fix: { type: edit, workspace: { repo: ../repo } }\n');
@@ -44,13 +50,13 @@ describe('a workspace\'s repository is the DAG author\'s, checked like every pat
     expect(spec.tasks.map((t) => [t.key, t.body.workspace?.repo])).toEqual([['api/fix', repo]]);
   });
 
-  it('is refused, naming the file, the line and the field, outside the DAG\'s directory and roots (symlinks followed), when not a repository, or as a URL', async () => {
+  it('is refused, naming the file, the line and the field, outside the DAG\'s directory and roots (symlinks followed), when not a repository, or as a URL of another kind', async () => {
     await expect(load(task(`{ repo: ${outside} }`))).rejects.toThrow(`dags/fix.yaml:5:24 tasks.fix.workspace.repo: ${outside} is outside the DAG's directory`);
     await expect(load(task('{ repo: link }'))).rejects.toThrow('tasks.fix.workspace.repo: link is outside the DAG\'s directory');
     await expect(load(task('{ repo: ../outside }'))).rejects.toThrow('tasks.fix.workspace.repo: ../outside is outside the DAG\'s directory');
     await expect(load(task('{ repo: plain }'))).rejects.toThrow('tasks.fix.workspace.repo: plain is not a git repository');
     await expect(load(task('{ repo: missing }'))).rejects.toThrow('tasks.fix.workspace.repo: missing not found');
-    await expect(load(task('{ repo: "https://example.com/x.git" }'))).rejects.toThrow('tasks.fix.workspace.repo: https://example.com/x.git: a repository is a path in this version');
+    await expect(load(task('{ repo: "ftp://example.com/x.git" }'))).rejects.toThrow('tasks.fix.workspace.repo: ftp://example.com/x.git: not a repository URL dagent clones');
     await expect(load(task('{ repo: repo, base: "--upload-pack=x" }'))).rejects.toThrow('tasks.fix.workspace.base: must be a git ref or commit');
     await expect(load(task('{ repo: repo, kep: on_failure }'))).rejects.toThrow(/tasks\.fix\.workspace.*kep/);
     await expect(load('name: w\ntasks:\n  w: { type: wait, wait_for: { signal: go }, workspace: { repo: repo } }\n')).rejects.toThrow('a task with wait_for runs no agent: remove workspace');

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
@@ -10,7 +10,7 @@ import { dagGet } from '../../src/db/queries/dags.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { workspaceReclaimerCreate } from '../../src/maintenance/workspace-reclaimer.js';
-import { workspaceEntries } from '../../src/workspaces/layout.js';
+import { repoKeyOf, workspaceEntries } from '../../src/workspaces/layout.js';
 import { workspaceOpen } from '../../src/workspaces/workspace.js';
 import { MetricsCollector } from '../../src/observability/metrics.js';
 import { testDatabase } from '../helpers/db.js';
@@ -157,6 +157,35 @@ tasks:
     expect(await reclaimer(() => Date.now() + KEPT_SEC * 1000 + 60_000).runOnce()).toBe(1);
     expect(await workspaceEntries(root)).toEqual([]);
     expect(worktreesOf(repo)).toBe(1);
+  });
+
+  it('a repository named by URL is cloned once and fetched at each attempt, and only when the agent\'s operator allows the URL', async () => {
+    const origin = repoMake(path.join(scratch, 'origin'));
+    const url = `file://${origin}`;
+    const dag = (name: string) => `name: ${name}\ntasks:\n  edit: { type: edit, max_attempts: 1, workspace: { repo: "${url}" }, spec: { constraints: { capabilities: [shell] }, input: { command: "echo edited > edited.txt" } } }\n`;
+    const refused = await submit(dag('refused'));
+    const strict = await run(shell);
+    await eventually('refused', async () => (await taskStatusByKey(db, refused)).edit === 'dead_lettered');
+    const [why] = await rowsOf<{ error_class: string; error_message: string }>(db, sql`select error_class, error_message from attempts where dag_id = ${refused}`);
+    expect(why).toEqual({ error_class: 'workspace_unavailable', error_message: `workspace of ${url}: not a repository URL this agent may clone (DAGENT_WORKSPACE_REPO_URLS allows none)` });
+    await strict.stop({ graceMs: 0 });
+
+    const allowing = await run(shell, { workspaces: { root, keptSec: KEPT_SEC, repoUrls: [`file://${scratch}/`] } });
+    const first = await submit(dag('first'));
+    await completed(first, allowing);
+    const mirror = path.join(root, repoKeyOf(url), 'mirror.git');
+    expect((await outputs(first)).edit!.workspace.head).toBe(gitIn(mirror, 'rev-parse', `dagent/${first}/edit`));
+    expect(gitIn(mirror, 'show', `dagent/${first}/edit:edited.txt`)).toBe('edited');
+    // The remote is only read: dagent's branches are in its clone.
+    expect(gitIn(origin, 'branch', '--list', 'dagent/*')).toBe('');
+    // A commit pushed to the remote meanwhile is the next attempt's base.
+    writeFileSync(path.join(origin, 'b.txt'), 'later\n');
+    gitIn(origin, 'add', 'b.txt');
+    gitIn(origin, 'commit', '--quiet', '-m', 'later');
+    const second = await submit(dag('second'));
+    await completed(second, allowing);
+    expect((await outputs(second)).edit!.workspace.baseCommit).toBe(gitIn(origin, 'rev-parse', 'HEAD'));
+    expect((await workspaceEntries(root)).filter((e) => [first, second].includes(e.dagId))).toEqual([]);
   });
 
   it('a worktree whose attempt lost its lease is reclaimed by the loop, and one whose attempt runs is not', async () => {
