@@ -104,7 +104,7 @@ export const configSchema = z.object({
   httpPort: z.coerce.number().int().min(0).max(65535).default(CONFIG_DEFAULTS.httpPort),
   httpHost: z.string().min(1).default(CONFIG_DEFAULTS.httpHost),
   /**
-   * Directories, besides a DAG file's own, that paths in a DAG (schema_file, a test step's cwd) may
+   * Directories, besides a DAG file's own, that paths in a DAG (schema_file, a test step's cwd, a workspace's repo) may
    * reach (DAGENT_FILE_ROOTS, comma-separated). Default: the working directory, the project.
    */
   fileRoots: z.array(z.string().min(1)).default([...CONFIG_DEFAULTS.fileRoots]),

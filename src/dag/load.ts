@@ -23,7 +23,7 @@ export interface LoadOptions {
   params?: Record<string, string>;
   /** Accept --param names this file does not declare (several files submitted together). */
   ignoreUndeclaredParams?: boolean;
-  /** Where relative paths in the file (schema_file, a test step's cwd) start, and must stay under. Default: the file's directory, else the working directory. */
+  /** Where relative paths in the file (schema_file, a test step's cwd, a workspace's repo) start, and must stay under. Default: the file's directory, else the working directory. */
   baseDir?: string;
   /** More directories those paths may reach (DAGENT_FILE_ROOTS). Default CONFIG_DEFAULTS.fileRoots: the working directory. */
   roots?: readonly string[];
