@@ -9,6 +9,8 @@ const LAYERS = [
   { name: 'dag', path: '^src/dag/' },
   { name: 'db', path: '^src/db/' },
   { name: 'observability', path: '^src/observability/' },
+  // Tasks' git worktrees on this machine (git, folders, locks): the runtime and the maintenance loops use them.
+  { name: 'workspaces', path: '^src/workspaces/' },
   { name: 'auth', path: '^src/auth/' },
   // Waiting for work: the node's one mechanism, on its LISTEN connection (the runtime, HTTP long polls, MCP).
   { name: 'claim-wait', path: '^src/claim-wait/' },

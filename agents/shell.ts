@@ -3,7 +3,7 @@ import { defineAgent, TaskError } from '../src/index.js';
 import { commandRun, type CommandInput } from './lib/command.js';
 
 interface ShellInput extends CommandInput {
-  /** Working directory, relative to the agent's. Default the agent's. */
+  /** Working directory, relative to the agent's (with a workspace: to the worktree, and inside it). Default the agent's (the worktree). */
   cwd?: string;
   /** Return a non-zero exit as output instead of failing with command_failed. Default false. */
   allowFailure?: boolean;
@@ -19,6 +19,7 @@ const OWN_FIELDS = new Set(['command', 'args', 'cwd', 'env', 'timeoutSec', 'allo
  * agent filled into a template (its `accepts` fields) reaches the command as
  * environment variables DAGENT_INPUT_<NAME>, never as part of the command line.
  * Give the `shell` capability only to agents that serve trusted DAGs.
+ * A task with a `workspace` runs its command in its git worktree (docs/coding-agents.md).
  */
 export default defineAgent({
   name: 'shell',
@@ -41,7 +42,12 @@ export default defineAgent({
       names.set(name, k);
     }
     const env = { ...input.env, ...Object.fromEntries(data.map(([k, v]) => [`DAGENT_INPUT_${k.toUpperCase()}`, typeof v === 'string' ? v : JSON.stringify(v)])) };
-    const cwd = path.resolve(input.cwd ?? '.');
+    // A task with a workspace runs in its worktree, and never outside it (a template may let an agent fill in cwd).
+    const ws = ctx.workspace;
+    const cwd = path.resolve(ws?.path ?? '.', input.cwd ?? '.');
+    if (ws && cwd !== ws.path && !cwd.startsWith(ws.path + path.sep)) {
+      throw new TaskError('bad_input', `spec.input.cwd ${input.cwd} is outside the task's worktree`, { retryable: false });
+    }
     const started = Date.now();
     const r = await commandRun({ ...input, env }, cwd, ctx.signal);
     const result = { exitCode: r.exitCode, signal: r.signal, stdout: r.stdout, stderr: r.stderr, cwd, durationMs: Date.now() - started };

@@ -1,11 +1,11 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { defineAgent, TaskError, type ValidationStep, type Verdict } from '../src/index.js';
+import { defineAgent, TaskError, type ValidationStep, type Verdict, type Workspace } from '../src/index.js';
 import { commandRun, tail } from './lib/command.js';
 
 type TestStep = Extract<ValidationStep, { kind: 'test' }>;
-interface TestInput { step: TestStep; output: unknown; subject: { id: string; key: string; attempt: number } }
+interface TestInput { step: TestStep; output: unknown; subject: { id: string; key: string; attempt: number; workspace?: { repo: string } } }
 
 /**
  * Runs `test` validation steps: the output under validation is written to a file
@@ -14,6 +14,8 @@ interface TestInput { step: TestStep; output: unknown; subject: { id: string; ke
  * be started at all is a crashed validation (retried), not a verdict on the output.
  * It runs only validation tasks (origin `validation`): their step comes from a DAG file or a template it declares,
  * never from an agent. Still, it runs what DAG authors write: give `validate:test` only to agents that serve trusted DAGs.
+ * The output of a task with a `workspace` is tested in that attempt's worktree: run this agent on the machine
+ * (the DAGENT_WORKSPACE_ROOT) where the task's agents make them.
  */
 export default defineAgent({
   name: 'validate-test',
@@ -32,7 +34,7 @@ export default defineAgent({
         ...step.env, DAGENT_OUTPUT_FILE: file, DAGENT_TASK_ID: subject.id, DAGENT_TASK_KEY: subject.key, DAGENT_TASK_ATTEMPT: String(subject.attempt),
       };
       const started = Date.now();
-      const r = await commandRun({ command: step.command, env, timeoutSec: step.timeoutSec }, step.cwd ?? process.cwd(), ctx.signal);
+      const r = await commandRun({ command: step.command, env, timeoutSec: step.timeoutSec }, testCwd(step, subject, ctx.workspace), ctx.signal);
       const stdout = tail(r.stdout);
       const stderr = tail(r.stderr);
       const reasons = r.timedOut ? [`timed out after ${step.timeoutSec}s: ${step.command}`]
@@ -51,3 +53,17 @@ export default defineAgent({
     }
   },
 });
+
+/**
+ * Where the command runs: the step's cwd; for a task with a workspace, the same folder in the judged attempt's
+ * worktree (its root when the cwd is outside the repository), which must be on this machine.
+ */
+function testCwd(step: TestStep, subject: TestInput['subject'], ws: Workspace | null): string {
+  if (!subject.workspace) return step.cwd ?? process.cwd();
+  if (!ws) {
+    throw new TaskError('workspace_unavailable', `the worktree of ${subject.key} (attempt ${subject.attempt}) is not on this machine: run validate:test agents where that task's agents run (DAGENT_WORKSPACE_ROOT)`);
+  }
+  // A repository named by URL has no folder of this machine to map the step's cwd from.
+  const rel = step.cwd && path.isAbsolute(ws.repo) ? path.relative(ws.repo, step.cwd) : '';
+  return rel.startsWith('..') || path.isAbsolute(rel) ? ws.path : path.join(ws.path, rel);
+}

@@ -41,6 +41,13 @@ export interface NodeOptions {
    * killed, its loops move to another after this long. Default LOOP_LEASE_DEFAULTS.ttlSec.
    */
   loopLeaseSec?: number;
+  /**
+   * Where the agents make tasks' git worktrees (DAGENT_WORKSPACE_ROOT), which the workspace-reclaimer loop sweeps,
+   * how long one kept after a failure stays (DAGENT_RETENTION_WORKSPACES, seconds; null: until removed by hand), and
+   * the repository URLs the agents may clone (DAGENT_WORKSPACE_REPO_URLS). Default CONFIG_DEFAULTS.workspaceRoot,
+   * WORKSPACE_DEFAULTS.keptPeriod and none.
+   */
+  workspaces?: { root?: string; keptSec?: number | null; repoUrls?: readonly string[] };
   /** Serve the HTTP API, the dashboard and the metrics on `port` and `host`. Absent: no HTTP. */
   http?: {
     port: number;
@@ -83,7 +90,7 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
   // start, so loading it overlaps the loops' and the agents' start.
   const httpModule = o.http ? import('./http/server.js') : undefined;
   httpModule?.catch(() => {}); // a failure is thrown where it is awaited
-  const loops = o.maintenance === false ? [] : maintenanceServices(o.database.db, o.log, { maxQueued: o.maxQueued, retentionSec: o.retentionSec, retentionStreamsSec: o.retentionStreamsSec, leaseSec: o.loopLeaseSec });
+  const loops = o.maintenance === false ? [] : maintenanceServices(o.database.db, o.log, { maxQueued: o.maxQueued, retentionSec: o.retentionSec, retentionStreamsSec: o.retentionStreamsSec, leaseSec: o.loopLeaseSec, workspaces: o.workspaces });
   const members = o.agents ?? [];
   // One LISTEN connection for the whole process: the agents' wake-ups, the event stream, the waiting claims and token revocations share it.
   const listener = members.length > 0 || o.http
@@ -93,7 +100,7 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
   const waiters = listener
     ? new ClaimWaiters({ databaseUrl: o.database.sessionUrl, log: o.log, listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax })
     : undefined;
-  const fleet = members.length > 0 ? new AgentFleet(o.database, members, { log: o.log, listener, waiters, instance: o.instance, pollIntervalMs: o.pollIntervalMs }) : undefined;
+  const fleet = members.length > 0 ? new AgentFleet(o.database, members, { log: o.log, listener, waiters, instance: o.instance, pollIntervalMs: o.pollIntervalMs, workspaces: o.workspaces }) : undefined;
   let http: HttpServer | undefined;
   let stopped: Promise<void> | undefined;
   const stop = (graceMs?: number): Promise<void> => stopped ??= (async () => {

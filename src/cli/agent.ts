@@ -37,6 +37,7 @@ export function agentCommands(program: Command, ctx: CommandContext): void {
         const node = await nodeStart({
           database: d, log: ctx.log, agents: [{ def, id: opts.id, concurrency: opts.concurrency }], instance, pollIntervalMs: opts.pollMs,
           maintenance: opts.maintenance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec, retentionStreamsSec: cfg.retentionStreamsSec, loopLeaseSec: cfg.loopLeaseSec,
+          workspaces: { root: cfg.workspaceRoot, keptSec: cfg.retentionWorkspacesSec, repoUrls: cfg.workspaceRepoUrls },
         });
         const r = node.agents[0]!;
         const loops = node.loops.length ? ` and the maintenance loops (${node.loops.map((s) => s.name).join(', ')})` : '';

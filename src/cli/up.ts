@@ -33,6 +33,7 @@ export function upCommand(program: Command, ctx: CommandContext): void {
       await withDatabase(ctx, async (d) => {
         const node = await nodeStart({
           database: d, log: ctx.log, agents: members, instance: cfg.agentInstance, maxQueued: cfg.maxQueued, retentionSec: cfg.retentionSec, retentionStreamsSec: cfg.retentionStreamsSec, loopLeaseSec: cfg.loopLeaseSec,
+          workspaces: { root: cfg.workspaceRoot, keptSec: cfg.retentionWorkspacesSec, repoUrls: cfg.workspaceRepoUrls },
           http: opts.http ? { port: cfg.httpPort, host: cfg.httpHost, fileRoots: cfg.fileRoots, metricsPublic: opts.metricsPublic, checkResponses: cfg.checkResponses } : undefined,
           onUnready: (message) => ctx.io.stderr(`dagent up: ${message}; the other agents and the loops run on\n`),
         }).catch((e: NodeJS.ErrnoException) => {

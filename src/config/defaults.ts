@@ -1,4 +1,7 @@
 // Without zod, so the CLI can read them before it loads anything else (its start-up time).
+import os from 'node:os';
+import path from 'node:path';
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -38,4 +41,9 @@ export const CONFIG_DEFAULTS = {
   httpHost: '127.0.0.1',
   /** Where paths in a DAG may reach besides the DAG file's directory (DAGENT_FILE_ROOTS): the working directory. */
   fileRoots: ['.'],
+  /**
+   * Where the agent runtime makes the git worktrees of tasks that declare a `workspace` (DAGENT_WORKSPACE_ROOT):
+   * outside every project, so a worktree never shows inside the repository it was made from.
+   */
+  workspaceRoot: path.join(os.tmpdir(), 'dagent-workspaces'),
 } as const satisfies { logLevel: LogLevel; commandLogLevel: LogLevel } & Record<string, unknown>;

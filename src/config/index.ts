@@ -42,6 +42,19 @@ export function retentionParse(raw: string, minSec = 0): number | null | string 
   return sec;
 }
 
+/**
+ * Workspaces (src/workspaces/): a task's git worktree is removed when its attempt ends, but one kept after a failure
+ * (`keep: on_failure`) stays for `keptPeriod` after the attempt ended (DAGENT_RETENTION_WORKSPACES). The reclaim loop
+ * looks for worktrees whose attempt ended every `intervalMs`. Worktree operations on one repository take its lock
+ * file; a lock older than `lockStaleMs`, or whose process is gone, is taken over; a wait for it gives up after `lockWaitMs`.
+ */
+export const WORKSPACE_DEFAULTS = {
+  keptPeriod: '3d',
+  intervalMs: 60_000,
+  lockWaitMs: 60_000,
+  lockStaleMs: 10 * 60_000,
+} as const;
+
 /** What an agent id, and an instance label, may be made of (the HTTP API's path segment, a log field). */
 export const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
@@ -91,7 +104,7 @@ export const configSchema = z.object({
   httpPort: z.coerce.number().int().min(0).max(65535).default(CONFIG_DEFAULTS.httpPort),
   httpHost: z.string().min(1).default(CONFIG_DEFAULTS.httpHost),
   /**
-   * Directories, besides a DAG file's own, that paths in a DAG (schema_file, a test step's cwd) may
+   * Directories, besides a DAG file's own, that paths in a DAG (schema_file, a test step's cwd, a workspace's repo) may
    * reach (DAGENT_FILE_ROOTS, comma-separated). Default: the working directory, the project.
    */
   fileRoots: z.array(z.string().min(1)).default([...CONFIG_DEFAULTS.fileRoots]),
@@ -129,6 +142,19 @@ export const configSchema = z.object({
     if (typeof r === 'string') { ctx.addIssue({ code: 'custom', message: r }); return z.NEVER; }
     return r;
   }).default(durationSeconds(RETENTION_DEFAULTS.streamsPeriod)),
+  /** Where the agent runtime makes tasks' git worktrees (DAGENT_WORKSPACE_ROOT). Default: dagent-workspaces in the OS temporary directory. */
+  workspaceRoot: z.string().min(1).default(CONFIG_DEFAULTS.workspaceRoot),
+  /**
+   * URLs (or prefixes of URLs: https://git.example.com/team/) of repositories this machine's agents may clone for a
+   * workspace (DAGENT_WORKSPACE_REPO_URLS, comma-separated). Default none: only paths.
+   */
+  workspaceRepoUrls: z.array(z.string().min(1)).default([]),
+  /** Seconds a worktree kept after a failure (keep: on_failure) stays once its attempt ended (DAGENT_RETENTION_WORKSPACES); null: until a person removes it. */
+  retentionWorkspacesSec: z.string().transform((raw, ctx) => {
+    const r = retentionParse(raw, RETENTION_DEFAULTS.minSec);
+    if (typeof r === 'string') { ctx.addIssue({ code: 'custom', message: r }); return z.NEVER; }
+    return r;
+  }).default(durationSeconds(WORKSPACE_DEFAULTS.keptPeriod)),
   /** Seconds a maintenance loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC): how soon a killed process's loops move. */
   loopLeaseSec: z.coerce.number().int().min(LOOP_LEASE_DEFAULTS.ttlMinSec).max(LOOP_LEASE_DEFAULTS.ttlMaxSec).default(LOOP_LEASE_DEFAULTS.ttlSec),
 });
@@ -161,6 +187,9 @@ const ENV_VARIABLES = [
   { key: 'agentInstance', env: 'DAGENT_AGENT_INSTANCE' },
   { key: 'checkResponses', env: 'DAGENT_CHECK_RESPONSES' },
   { key: 'loopLeaseSec', env: 'DAGENT_LOOP_LEASE_SEC' },
+  { key: 'workspaceRoot', env: 'DAGENT_WORKSPACE_ROOT' },
+  { key: 'retentionWorkspacesSec', env: 'DAGENT_RETENTION_WORKSPACES' },
+  { key: 'workspaceRepoUrls', env: 'DAGENT_WORKSPACE_REPO_URLS', read: commaList },
 ] as const satisfies ReadonlyArray<{ key: keyof Config; env: string; read?: (v: string) => unknown }>;
 
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): Config {

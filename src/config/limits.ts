@@ -78,6 +78,16 @@ export const LIMIT_DEFAULTS = {
    * 10 distinct schemas each kept the server busy 17-27 s per submission.
    */
   schemasPerDag: 1_000,
+  /**
+   * Most worktrees one repository may have under a workspace root at once (tasks with a `workspace` running, under
+   * validation, or kept after a failure): past it an attempt fails with class workspace_limit.
+   */
+  workspacesPerRepo: 32,
+  /**
+   * Most bytes of files one workspace's worktree may hold (its files, not the objects its commits add to the
+   * repository): 2 GiB. Measured at each heartbeat and at the end; past it the attempt fails with class workspace_too_large.
+   */
+  workspaceBytes: 2 * 1024 * 1024 * 1024,
 } as const;
 
 export type LimitName = keyof typeof LIMIT_DEFAULTS;

@@ -98,6 +98,25 @@ export const retrySchema = z.strictObject({
 });
 
 
+/**
+ * A git ref a worktree starts from (main, v1.2, origin/main, HEAD~1, a commit): letters, digits and . _ / @ ^ ~ + -,
+ * never starting with - (it reaches git as an argument, never as an option).
+ */
+export const GIT_REF_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._/@^~+-]{0,199}$/;
+
+/**
+ * A git worktree of its own for each attempt (docs/coding-agents.md): made before the handler runs on a branch
+ * dagent/<dag id>/<task key>, handed to it as ctx.workspace, removed when the attempt ends.
+ */
+export const workspaceSchema = z.strictObject({
+  repo: z.string().min(1).max(1000)
+    .describe('the git repository: a path, relative to the DAG file, inside its directory or the directories DAGENT_FILE_ROOTS allows; or a URL, cloned by an agent whose DAGENT_WORKSPACE_REPO_URLS allows it'),
+  base: z.string().regex(GIT_REF_PATTERN, { error: 'must be a git ref or commit (main, v1.2, HEAD~1): letters, digits and . _ / @ ^ ~ + -, not starting with -' }).optional()
+    .describe('the branch, tag or commit the worktree starts from; default the repository\'s HEAD (its checked-out branch)'),
+  keep: z.enum(['never', 'on_failure']).optional()
+    .describe('on_failure: keep the worktree of a failed attempt for debugging (until DAGENT_RETENTION_WORKSPACES); default never'),
+});
+
 export const outputSchema = z.strictObject({
   type: z.enum(['json', 'text', 'markdown', 'code', 'any']).optional(),
   validation: z.union([validationStepFileSchema, z.array(validationStepFileSchema).max(10)]).optional(),
@@ -147,6 +166,7 @@ export const taskSchema = z.strictObject({
   depends_on: z.array(taskRef).optional().describe('upstream tasks (or groups: all their last tasks): this one is READY once they have all completed (at most 10,000 by default: DAGENT_LIMIT_UPSTREAM_PER_TASK)'),
   idempotency_key: z.string().min(1).max(200).optional(),
   output: outputSchema.optional(),
+  workspace: workspaceSchema.optional().describe('run each attempt in a git worktree of its own, on branch dagent/<dag id>/<task key>'),
   wait_for: waitForSchema.optional().describe('no agent runs this task: it completes when a signal is sent to the key, with the signal\'s payload as its output'),
   approval: approvalTaskFileSchema.optional(),
   for_each: forEachSchema.optional(),
@@ -164,7 +184,7 @@ export const taskSchema = z.strictObject({
   const waits = t.wait_for ? 'wait_for' : t.approval ? 'approval' : undefined;
   if (!waits) return;
   const why = waits === 'wait_for' ? 'the signal\'s payload is its output' : 'the approver\'s decision is its output; to approve an agent\'s output, put an approval step in that task\'s output.validation';
-  for (const field of ['spec', 'output', 'concurrency'] as const) {
+  for (const field of ['spec', 'output', 'concurrency', 'workspace'] as const) {
     if (t[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a task with ${waits} runs no agent: remove ${field} (${why})` });
   }
 });
@@ -184,6 +204,7 @@ export const spawnTemplateSchema = z.strictObject({
   spec: taskBodySchema.optional(),
   ...taskCommon,
   output: outputSchema.optional(),
+  workspace: workspaceSchema.optional().describe('a worktree for each attempt of a subtask spawned from this template (the agent cannot choose or change it)'),
   accepts: z.array(inputFieldName).max(32).optional()
     .describe('input fields an agent may fill in when it spawns from this template (data only); spec.input fields are fixed. Default none'),
 });
@@ -200,6 +221,7 @@ export const defaultsSchema = z.strictObject({
   constraints: constraintsSchema.optional(),
   models: z.array(modelNameSchema).max(16).optional(),
   fallback_models: z.array(modelNameSchema).max(16).optional(),
+  workspace: workspaceSchema.optional().describe('a worktree for each attempt of every task that runs an agent, unless the task names its own'),
 });
 
 const paramScalar = z.union([z.string().max(MAX_TEXT), z.number(), z.boolean()]);
@@ -284,6 +306,7 @@ export type RetryFile = z.infer<typeof retrySchema>;
 export type ScheduleFile = z.infer<typeof scheduleSchema>;
 export type SpawnFile = z.infer<typeof spawnSchema>;
 export type SpawnTemplateFile = z.infer<typeof spawnTemplateSchema>;
+export type WorkspaceFile = z.infer<typeof workspaceSchema>;
 
 /** Which object schema applies at a path: used to suggest the key a typo meant. */
 export function objectKeysAt(path: readonly (string | number)[]): string[] | undefined {
@@ -303,6 +326,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'spawn': return Object.keys(spawnSchema.shape);
     case 'wait_for': return Object.keys(waitForSchema.shape);
     case 'approval': return Object.keys(approvalTaskFileSchema.shape);
+    case 'workspace': return Object.keys(workspaceSchema.shape);
     case 'validation': return undefined;
   }
   if (parent === 'validation' || typeof last === 'number') return [...STEP_FILE_FIELDS];

@@ -10,6 +10,7 @@ import { dagFileNormalize } from './normalize.js';
 import { zodProblems } from './problems.js';
 import { groupedAt, taskGroupsExpand } from './templates.js';
 import { yamlSourceParse } from './yaml-source.js';
+import { workspaceReposResolve } from './workspace-repos.js';
 import type { DagSpec } from './spec.js';
 import { validationResolve, type DagResolution, type ValidationStep } from '../validation/steps/index.js';
 import { eventLoopTurn, forEachSlicedAsync } from '../event-loop.js';
@@ -22,7 +23,7 @@ export interface LoadOptions {
   params?: Record<string, string>;
   /** Accept --param names this file does not declare (several files submitted together). */
   ignoreUndeclaredParams?: boolean;
-  /** Where relative paths in the file (schema_file, a test step's cwd) start, and must stay under. Default: the file's directory, else the working directory. */
+  /** Where relative paths in the file (schema_file, a test step's cwd, a workspace's repo) start, and must stay under. Default: the file's directory, else the working directory. */
   baseDir?: string;
   /** More directories those paths may reach (DAGENT_FILE_ROOTS). Default CONFIG_DEFAULTS.fileRoots: the working directory. */
   roots?: readonly string[];
@@ -87,6 +88,9 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   await eventLoopTurn();
   const semantic = await dagFileCheck(parsed.data, groups.exits);
   if (semantic.length) throw new DagValidationError(semantic.map((p) => at(p.path, p.message, p.atKey)));
+  // Each workspace's repository is checked, and stored as its real path, as a schema_file is.
+  const repos = await workspaceReposResolve(parsed.data, where, (key) => groups.grouped.get(key)?.baseDir);
+  if ('problems' in repos) throw new DagValidationError(repos.problems.map((p) => at(p.path, p.message)));
   await eventLoopTurn();
   const stepProblems: SpecProblem[] = [];
   // One per DAG: what its steps share (each distinct schema compiled once), and the limits that count across them.
@@ -110,5 +114,5 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   const validation = await resolveAll('tasks', Object.entries(parsed.data.tasks));
   const templateValidation = await resolveAll('templates', Object.entries(parsed.data.spawn?.templates ?? {}));
   if (stepProblems.length) throw new DagValidationError(stepProblems);
-  return dagFileNormalize(parsed.data, values, file, validation, templateValidation);
+  return dagFileNormalize(repos.file, values, file, validation, templateValidation);
 }

@@ -1,9 +1,9 @@
-import type { DagFile, RetryFile, ScheduleFile, SpawnFile, TaskFile } from './file-schema.js';
+import type { DagFile, RetryFile, ScheduleFile, SpawnFile, TaskFile, WorkspaceFile } from './file-schema.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import { countValue } from '../counts.js';
 import { approvalResolve } from '../validation/steps/approval.js';
 import {
-  SCHEDULE_DEFAULTS, TASK_DEFAULTS, type ConcurrencySpec, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
+  SCHEDULE_DEFAULTS, TASK_DEFAULTS, WORKSPACE_KEEP_DEFAULT, type ConcurrencySpec, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
 } from './spec.js';
 import type { ParamValue } from './params.js';
 import type { ValidationStep } from '../validation/steps/index.js';
@@ -18,7 +18,7 @@ export function dagFileNormalize(
     // A task that waits for a signal or a person runs no agent: the defaults that say what an agent needs do not apply to it.
     const approval = t.approval ? approvalResolve(t.approval) : undefined;
     const wait = t.wait_for ?? approval;
-    const body = bodyAndConstraints(t.spec, wait ? {} : d, t.spec?.context ?? []);
+    const body = bodyAndConstraints(t.spec, wait ? {} : d, t.spec?.context ?? [], t.workspace);
     // An approval task shows the person its prompt and its upstream tasks' outputs (its context: what is being approved).
     if (approval) body.body = { ...body.body, prompt: approval.prompt, context: t.depends_on ?? [], input: { step: approval } };
     return {
@@ -67,7 +67,7 @@ function spawnNormalize(s: SpawnFile, d: NonNullable<DagFile['defaults']>, valid
     templates[name] = {
       type: t.type,
       title: t.title,
-      ...bodyAndConstraints(t.spec, d, []),
+      ...bodyAndConstraints(t.spec, d, [], t.workspace),
       priority: t.priority ?? d.priority,
       boostPerMinute: t.boost_per_minute ?? d.boost_per_minute,
       ...(estimate !== undefined ? { estimateSec: durationSeconds(estimate) } : {}),
@@ -83,8 +83,9 @@ function spawnNormalize(s: SpawnFile, d: NonNullable<DagFile['defaults']>, valid
 }
 
 /** The agent-facing body and the constraints of a task or template, the DAG's defaults under its own. */
-function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defaults']>, context: string[]) {
+function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defaults']>, context: string[], workspace?: WorkspaceFile) {
   const constraints = { ...d.constraints, ...spec?.constraints };
+  const ws = workspace ?? d.workspace;
   return {
     body: {
       prompt: spec?.prompt,
@@ -92,6 +93,7 @@ function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defa
       models: spec?.models ?? d.models ?? [],
       fallbackModels: spec?.fallback_models ?? d.fallback_models ?? [],
       input: spec?.input ?? {},
+      ...(ws ? { workspace: { repo: ws.repo, ...(ws.base !== undefined ? { base: ws.base } : {}), keep: ws.keep ?? WORKSPACE_KEEP_DEFAULT } } : {}),
     },
     requiredCapabilities: [...new Set(constraints.capabilities ?? [])].sort(),
     maxCostUsd: constraints.max_cost_usd,

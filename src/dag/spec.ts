@@ -128,7 +128,24 @@ export interface TaskBody {
   input: Record<string, unknown>;
   /** A for_each task's list (no agent receives that task; its children's bodies leave this out). */
   forEach?: ForEachSpec;
+  /** A git worktree for each attempt, made by the agent runtime before the handler runs (docs/coding-agents.md). */
+  workspace?: WorkspaceSpec;
 }
+
+/**
+ * A task's workspace as stored: `repo` is the repository's real path, checked at submission to be inside the DAG's
+ * directory or DAGENT_FILE_ROOTS; the DAG's author wrote it, never an agent.
+ */
+export interface WorkspaceSpec {
+  repo: string;
+  /** The ref the worktree starts from; undefined: the repository's HEAD. */
+  base?: string;
+  keep: WorkspaceKeep;
+}
+
+/** What happens to a failed attempt's worktree: removed (`never`, the default) or kept for debugging (`on_failure`). */
+export type WorkspaceKeep = 'never' | 'on_failure';
+export const WORKSPACE_KEEP_DEFAULT: WorkspaceKeep = 'never';
 
 export interface RetryPolicy {
   strategy: 'exponential' | 'fixed' | 'immediate';

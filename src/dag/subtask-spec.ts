@@ -124,6 +124,8 @@ function fromTemplate(s: Subtask, where: string, o: SpawnContext): TaskSpec {
       fallbackModels: t.body.fallbackModels.length ? t.body.fallbackModels : s.spec?.fallback_models ?? [],
       // The template's fixed fields win; `accepts` never names one (refused when the DAG was submitted).
       input: { ...input, ...t.body.input },
+      // The template's author chose the repository: the spawning agent cannot (subtaskSpecSchema has no such field).
+      ...(t.body.workspace ? { workspace: t.body.workspace } : {}),
     },
     requiredCapabilities: t.requiredCapabilities,
     maxCostUsd: t.maxCostUsd,

@@ -12,6 +12,7 @@ import { SCHEDULER_LOOP, schedulerCreate } from './scheduler.js';
 import type { LoopIdentity, MaintenanceService } from './service.js';
 import { WAITS_LOOP, waitsCreate } from './waits-and-maps.js';
 import { WEBHOOK_DISPATCHER_LOOP, webhookDispatcherCreate } from './webhook-dispatcher.js';
+import { WORKSPACE_RECLAIMER_LOOP, workspaceReclaimerCreate } from './workspace-reclaimer.js';
 
 export type { MaintenanceService };
 
@@ -32,6 +33,7 @@ const LOOPS: ReadonlyArray<LoopIdentity & { create: (o: LoopContext) => Maintena
   { ...WAITS_LOOP, create: waitsCreate },
   { ...RATE_USAGE_LOOP, create: rateUsageCreate },
   { ...RETENTION_LOOP, create: retentionLoopCreate },
+  { ...WORKSPACE_RECLAIMER_LOOP, create: (o) => workspaceReclaimerCreate({ ...o, root: o.workspaces?.root, keptSec: o.workspaces?.keptSec }) },
 ];
 
 /** The loops' names, in start order. */
@@ -52,9 +54,11 @@ export interface LoopContext {
   retentionStreamsSec?: number | null;
   /** Seconds a loop's lease lasts without a renewal (DAGENT_LOOP_LEASE_SEC). Default LOOP_LEASE_DEFAULTS.ttlSec. */
   leaseSec?: number;
+  /** This machine's workspace root (DAGENT_WORKSPACE_ROOT) and how long kept worktrees stay (DAGENT_RETENTION_WORKSPACES). */
+  workspaces?: { root?: string; keptSec?: number | null };
 }
 
 /** The maintenance loops a long-running dagent process runs. */
-export function maintenanceServices(db: Db, log?: Logger, opts: { maxQueued?: number; retentionSec?: number | null; retentionStreamsSec?: number | null; leaseSec?: number } = {}): MaintenanceService[] {
-  return LOOPS.map((l) => l.create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec, retentionStreamsSec: opts.retentionStreamsSec, leaseSec: opts.leaseSec }));
+export function maintenanceServices(db: Db, log?: Logger, opts: Omit<LoopContext, 'db' | 'log'> = {}): MaintenanceService[] {
+  return LOOPS.map((l) => l.create({ db, log, maxQueued: opts.maxQueued, retentionSec: opts.retentionSec, retentionStreamsSec: opts.retentionStreamsSec, leaseSec: opts.leaseSec, workspaces: opts.workspaces }));
 }

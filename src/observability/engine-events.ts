@@ -24,6 +24,11 @@ export interface EngineEventMap {
   dagsFinished: [{ dagIds: string[] }];
   /** An event stream was cut off because its reader fell too far behind. */
   streamDropped: [{ tokenId: string | null }];
+  /**
+   * An attempt's git worktree (runtime/attempt-workspace.ts): made, its work committed (with its size), or refused
+   * (a workspace_* class: a cap, an unusable repository).
+   */
+  workspace: [{ result: 'made' | 'committed' | 'refused'; diskBytes?: number; errorClass?: string }];
 }
 
 class EngineEvents extends EventEmitter<EngineEventMap> {}

@@ -133,6 +133,15 @@ export class MetricsCollector {
       name: 'dagent_listener_down', help: 'This process\'s LISTEN connections that are not listening now (reconnecting): its agents find work by polling only until they are back', registers: r,
       collect() { this.set(listenersDown()); },
     });
+    const workspaces = new client.Counter({ name: 'dagent_workspaces_total', help: 'Worktrees of this process\'s agents\' attempts: made, committed at the end, or refused (a cap, an unusable repository)', labelNames: ['result', 'error_class'], registers: r });
+    const workspaceBytes = new client.Histogram({
+      name: 'dagent_workspace_disk_bytes', help: 'Bytes of files in each worktree when its attempt\'s work was committed (DAGENT_LIMIT_WORKSPACE_BYTES caps it)', registers: r,
+      buckets: [1e5, 1e6, 1e7, 1e8, 1e9, 1e10],
+    });
+    this.on('workspace', (e) => {
+      workspaces.inc({ result: e.result, error_class: e.errorClass ?? '' });
+      if (e.diskBytes !== undefined) workspaceBytes.observe(e.diskBytes);
+    });
     const dropped = new client.Counter({ name: 'dagent_event_streams_dropped_total', help: 'Event streams this process cut off because their reader fell more than DAGENT_LIMIT_STREAM_BACKLOG_BYTES behind', registers: r });
     this.on('streamDropped', () => dropped.inc());
   }

@@ -5,7 +5,9 @@ import type { Logger } from 'pino';
 import { errorMessage, isConnectionLost } from '../db/pg-errors.js';
 import type { Db } from '../db/handle.js';
 import { agentBeat, agentDeregister, agentDrain, agentHolder, agentRegister, type AgentRegistration } from '../engine/ops/agents.js';
-import { LEASE_DEFAULTS, agentInstanceDefault } from '../config/index.js';
+import { CONFIG_DEFAULTS, LEASE_DEFAULTS, WORKSPACE_DEFAULTS, agentInstanceDefault } from '../config/index.js';
+import { durationSeconds } from '../durations.js';
+import type { WorkspaceSettings } from './attempt-workspace.js';
 import { taskClaim, type ClaimedTask } from '../engine/attempt/claim.js';
 import { taskRelease } from '../engine/attempt/release.js';
 import { taskHeldByAgent } from '../db/queries/tasks-read.js';
@@ -56,6 +58,12 @@ export interface AgentRunnerOptions {
    * task (the benchmark's --no-hand-off).
    */
   handOff?: boolean;
+  /**
+   * Where tasks' git worktrees are made (DAGENT_WORKSPACE_ROOT), how long one kept after a failure stays
+   * (DAGENT_RETENTION_WORKSPACES), and the repository URLs this agent may clone (DAGENT_WORKSPACE_REPO_URLS).
+   * Default CONFIG_DEFAULTS.workspaceRoot, WORKSPACE_DEFAULTS.keptPeriod and none.
+   */
+  workspaces?: Partial<WorkspaceSettings>;
   log?: Logger;
 }
 
@@ -344,7 +352,12 @@ export class AgentRunner {
   }
 
   private launch(task: ClaimedTask): void {
-    const run = new TaskRun({ db: this.o.database.db, agentId: this.id, def: this.def, batcher: this.batcher, log: this.log }, task);
+    const workspaces = {
+      root: this.o.workspaces?.root ?? CONFIG_DEFAULTS.workspaceRoot,
+      keptSec: this.o.workspaces?.keptSec === undefined ? durationSeconds(WORKSPACE_DEFAULTS.keptPeriod) : this.o.workspaces.keptSec,
+      repoUrls: this.o.workspaces?.repoUrls ?? [],
+    };
+    const run = new TaskRun({ db: this.o.database.db, agentId: this.id, def: this.def, batcher: this.batcher, log: this.log, workspaces }, task);
     // Keyed by claim, not task: the reaper may hand a task back to this agent while its old run still winds down.
     const key = `${task.id}:${task.fence}`;
     this.runs.set(key, run);

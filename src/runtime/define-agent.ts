@@ -9,6 +9,7 @@ import { InvalidInputError } from '../errors.js';
 import type { StepOptions } from './attempt-steps.js';
 import type { BudgetView, CallEstimate } from './attempt-usage.js';
 import type { StreamWriter } from './attempt-streams.js';
+import type { Workspace } from './attempt-workspace.js';
 
 /** What a handler gets besides its task: inputs, liveness, subtasks and cost reporting. */
 export interface TaskContext {
@@ -22,7 +23,7 @@ export interface TaskContext {
   inputs: Record<string, unknown>;
   /** Outputs of subtasks this task spawned that have completed, by their key. */
   children: Record<string, unknown>;
-  /** Aborted when the task passes max_duration_sec, loses its lease, or the agent shuts down. */
+  /** Aborted when the task passes max_duration_sec, loses its lease, passes its worktree's size cap, or the agent shuts down. */
   signal: AbortSignal;
   log: Logger;
   /** Record progress; the runtime also heartbeats on its own every heartbeat_sec. */
@@ -75,6 +76,14 @@ export interface TaskContext {
    * writer. docs/agents.md, "Streams".
    */
   stream(name?: string): StreamWriter;
+  /**
+   * The attempt's git worktree when the task declares a `workspace` (null otherwise): its path, its branch
+   * (dagent/<dag id>/<task key>) and the commit it started from. Work there; what is left uncommitted when the
+   * handler returns is committed, and the output records the branch, its head and the diff's stat. A validation
+   * task (a test step) gets the worktree of the attempt whose output it judges, when it is on this machine.
+   * docs/coding-agents.md.
+   */
+  readonly workspace: Workspace | null;
 }
 
 export interface AgentDefinition {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/handle.js';
-import { AgentRunner } from './agent-runner.js';
+import { AgentRunner, type AgentRunnerOptions } from './agent-runner.js';
 import type { AgentDefinition } from './define-agent.js';
 import { ReadyListener } from '../db/ready-listener.js';
 import { ClaimWaiters } from '../claim-wait/waiters.js';
@@ -28,7 +28,7 @@ export class AgentFleet {
    */
   constructor(
     database: { db: Db; url: string; sessionUrl?: string }, members: FleetMember[],
-    opts: { pollIntervalMs?: number; log: Logger; listener?: ReadyListener; waiters?: ClaimWaiters; instance?: string; handOff?: boolean },
+    opts: { pollIntervalMs?: number; log: Logger; listener?: ReadyListener; waiters?: ClaimWaiters; instance?: string; handOff?: boolean; workspaces?: AgentRunnerOptions['workspaces'] },
   ) {
     this.ownsListener = !opts.listener;
     this.listener = opts.listener ?? new ReadyListener({ url: database.sessionUrl ?? database.url, log: opts.log });
@@ -40,7 +40,7 @@ export class AgentFleet {
     // The same module twice in one process gets distinct ids as it starts (`shell-host`, `shell-host-2`): start is in order.
     this.runners = members.map((m) => new AgentRunner(m.def, {
       database, id: m.id, instance: opts.instance, concurrency: m.concurrency, pollIntervalMs: opts.pollIntervalMs, listener: this.listener,
-      waiters: this.waiters, log: opts.log, handOff: opts.handOff,
+      waiters: this.waiters, log: opts.log, handOff: opts.handOff, workspaces: opts.workspaces,
     }));
   }
 

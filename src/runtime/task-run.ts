@@ -21,9 +21,10 @@ import { AttemptStreams } from './attempt-streams.js';
 import { AttemptUsage } from './attempt-usage.js';
 import { errorClassify, InvalidOutputError } from './task-errors.js';
 import type { AttemptSpend } from '../db/rows.js';
+import { AttemptWorkspace, type WorkspaceSettings } from './attempt-workspace.js';
 
 /** Why a running handler was told to stop. */
-export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown' | 'budget_exceeded';
+export type AbortReason = 'timeout' | 'lease_lost' | 'shutdown' | 'budget_exceeded' | 'workspace_too_large';
 
 export class TaskAborted extends Error {
   constructor(readonly reason: AbortReason) {
@@ -46,6 +47,8 @@ export interface TaskRunDeps {
   def: AgentDefinition;
   batcher: CompletionBatcher;
   log: Logger;
+  /** Where tasks' worktrees are made, and how long a kept one stays (docs/coding-agents.md). */
+  workspaces: WorkspaceSettings;
 }
 
 type Outcome = { kind: 'output'; output: unknown } | { kind: 'error'; err: unknown } | { kind: 'aborted'; reason: AbortReason };
@@ -70,6 +73,8 @@ export class TaskRun {
   private readonly streams: AttemptStreams;
   /** The handler's durable steps (ctx.step). */
   private readonly steps: AttemptSteps;
+  /** The task's git worktree, when it declares a workspace (ctx.workspace). */
+  private readonly workspace: AttemptWorkspace;
   private waiting = false;
   private beatTimer: NodeJS.Timeout | undefined;
 
@@ -80,6 +85,7 @@ export class TaskRun {
     this.steps = new AttemptSteps(deps.db, this.ref, () => this.attemptLog.logger, this.log, () => this.stop('lease_lost'), (v) => jsonStorable(v, () => null));
     this.streams = new AttemptStreams(deps.db, this.ref, this.log);
     this.usage = new AttemptUsage(deps.db, this.ref, deps.agentId, this.log, () => this.stop('budget_exceeded'), () => this.stop('lease_lost'));
+    this.workspace = new AttemptWorkspace(deps.db, task, deps.workspaces, () => this.attemptLog.logger);
     this.done = this.execute().catch((err) => this.log.error({ err }, 'task run failed unexpectedly; the reaper will recover the task'));
   }
 
@@ -119,6 +125,8 @@ export class TaskRun {
     try {
       outcome = await Promise.race([
         Promise.resolve()
+          // The worktree first, under the heartbeat and max-duration timers (a checkout of a large repository takes a while).
+          .then(() => this.workspace.open())
           // In the attempt's trace context: spans the handler starts nest under the attempt's span.
           .then(() => context.with(traceparentContext(this.task.traceparent), () => this.deps.def.run(this.task, this.context())))
           .then((output): Outcome => ({ kind: 'output', output }), (err): Outcome => ({ kind: 'error', err })),
@@ -140,7 +148,9 @@ export class TaskRun {
       if (this.abort.signal.aborted && outcome.kind !== 'aborted') outcome = { kind: 'aborted', reason: (this.abort.signal.reason as TaskAborted).reason };
       await this.settle(outcome);
     }
-    // The attempt's row exists once it ended (by any end: even a lost lease's, the reaper's).
+    // The attempt's row exists once it ended (by any end: even a lost lease's, the reaper's): what it says decides
+    // whether its worktree goes, stays for the validation of its output, or is kept after a failure.
+    await this.workspace.close();
   }
 
   private async settle(result: Outcome): Promise<void> {
@@ -151,6 +161,8 @@ export class TaskRun {
     // What its streams hold is durable before the attempt ends (a stream not ended by its writer ends with it).
     if (!ended) await this.streams.flush();
     let outcome = result;
+    // The worktree's work is committed and summed up in the output (output.workspace); a worktree past its cap fails the attempt.
+    if (outcome.kind === 'output') outcome = await this.workspace.finish(outcome.output).then((output): Outcome => ({ kind: 'output', output }), (err): Outcome => ({ kind: 'error', err }));
     const { db, batcher } = this.deps;
     // What the handler reported is charged by now (a report that reached a limit has ended the attempt): the end
     // reports nothing more but the model.
@@ -177,8 +189,8 @@ export class TaskRun {
         await untilReachable('release', () => taskRelease(db, { ...this.ref, ...spent, reason: `agent ${this.deps.agentId} shutting down` }), this.log);
         return this.log.info('released on shutdown');
       }
-      const failure = outcome.kind === 'aborted'
-        ? { errorClass: 'timeout', message: `ran past max_duration_sec (${this.task.maxDurationSec}s)` }
+      const failure = outcome.kind === 'aborted' && outcome.reason === 'workspace_too_large' ? errorClassify(this.workspace.tooLarge)
+        : outcome.kind === 'aborted' ? { errorClass: 'timeout', message: `ran past max_duration_sec (${this.task.maxDurationSec}s)` }
         : errorClassify(outcome.err);
       const details = 'details' in failure && failure.details ? jsonStorable(failure.details) : undefined;
       const record = { ...this.ref, ...failure, details: details && 'value' in details ? (details.value as Record<string, unknown>) : undefined, ...spent };
@@ -194,6 +206,7 @@ export class TaskRun {
     if (this.waiting) return;
     try {
       await taskHeartbeat(this.deps.db, { ...this.ref, ...progress, leaseSec: this.leaseSec });
+      this.workspace.diskWatch(() => this.stop('workspace_too_large'));
     } catch (err) {
       if (err instanceof DagentError) this.stop('lease_lost');
       else this.log.warn({ err: errorMessage(err) }, 'heartbeat failed; will retry at the next beat');
@@ -209,6 +222,7 @@ export class TaskRun {
     };
     const attemptLog = this.attemptLog;
     const usage = this.usage;
+    const workspace = this.workspace;
     return {
       agentId: this.deps.agentId,
       traceparent: this.task.traceparent,
@@ -264,6 +278,9 @@ export class TaskRun {
         return this.steps.run(name, fn, options);
       },
       stream: (name) => this.streams.open(name),
+      get workspace() {
+        return workspace.current;
+      },
     };
   }
 }

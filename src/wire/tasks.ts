@@ -24,6 +24,11 @@ export const taskBodySchema = z.object({
   input: z.record(z.string(), z.unknown()),
   forEach: z.union([z.object({ over: z.string() }), z.object({ items: z.array(z.unknown()) })]).optional()
     .describe('a for_each task\'s list (no agent receives that task)'),
+  workspace: z.object({
+    repo: z.string().describe('the repository: its real path, as checked when the DAG was submitted, or its URL'),
+    base: z.string().optional().describe('the ref each attempt starts from; absent: the repository\'s HEAD'),
+    keep: z.enum(['never', 'on_failure']),
+  }).optional().describe('a git worktree per attempt, made by dagent\'s agent runtime (docs/coding-agents.md); to an HTTP or MCP agent, data'),
 }).meta({ id: 'TaskBody' });
 export type TaskBodyView = z.infer<typeof taskBodySchema>;
 

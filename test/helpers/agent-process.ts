@@ -16,10 +16,13 @@ export function agentProcesses(databaseUrl: string, directUrl?: string | null) {
   afterEach(() => {
     for (const p of started.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
   });
-  /** Without `maintenance`, the process runs no maintenance loops, so a test drives the reaper and promoter itself. */
-  return async (file: string, id: string, extra: string[] = [], o: { maintenance?: boolean } = {}): Promise<AgentProcess> => {
+  /**
+   * Without `maintenance`, the process runs no maintenance loops, so a test drives the reaper and promoter itself.
+   * `env`: more environment for the process (a limit, a workspace root).
+   */
+  return async (file: string, id: string, extra: string[] = [], o: { maintenance?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<AgentProcess> => {
     const args = [...CLI_COMPILED, 'agent', 'run', file, '--id', id, '--poll-ms', '200', ...(o.maintenance ? [] : ['--no-maintenance']), ...extra];
-    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: databaseUrl, DAGENT_LOG_LEVEL: 'warn' };
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: databaseUrl, DAGENT_LOG_LEVEL: 'warn', ...o.env };
     if (directUrl === null) delete env.DATABASE_DIRECT_URL;
     else if (directUrl) env.DATABASE_DIRECT_URL = directUrl;
     const child = leash(spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] }));

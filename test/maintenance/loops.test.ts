@@ -23,6 +23,14 @@ import { BUDGET_WATCH_LOOP, budgetWatchCreate } from '../../src/maintenance/budg
 import { WAITS_LOOP, waitsCreate } from '../../src/maintenance/waits-and-maps.js';
 import { RATE_USAGE_LOOP, rateUsageCreate } from '../../src/maintenance/rate-usage.js';
 import { RETENTION_LOOP, retentionLoopCreate } from '../../src/maintenance/retention.js';
+import { WORKSPACE_RECLAIMER_LOOP, workspaceReclaimerCreate } from '../../src/maintenance/workspace-reclaimer.js';
+import { taskComplete } from '../../src/engine/attempt/complete.js';
+import { dagSourceLoad } from '../../src/dag/load.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
+import { workspaceOpen } from '../../src/workspaces/workspace.js';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { repoMake, scratchDir } from '../helpers/git-repos.js';
 
 /**
  * One home for the maintenance loops: for each loop the registry lists, the situation its one job is for, one
@@ -33,6 +41,8 @@ import { RETENTION_LOOP, retentionLoopCreate } from '../../src/maintenance/reten
 
 const { db } = await testDatabase();
 beforeEach(() => databaseReset(db));
+/** Repositories and a workspace root for the workspace reclaimer's test. */
+const scratch = scratchDir();
 
 const rows = <T>(q: ReturnType<typeof sql>) => rowsOf<T>(db, q);
 const idOf = async (dagId: string, key: string) => (await rows<{ id: string }>(sql`select id from tasks where dag_id = ${dagId} and key = ${key}`))[0]!.id;
@@ -282,6 +292,23 @@ tasks:
     expect(await rows(sql`select data->>'dags' as dags, data->>'by' as by from events where type = 'retention.pruned'`)).toEqual([{ dags: '1', by: 'retention' }]);
 
     expect(await retention.runOnce()).toBe(0);
+  });
+
+  loopTest(WORKSPACE_RECLAIMER_LOOP, 'the worktree of an attempt that completed is removed; a running attempt\'s is left alone', async () => {
+    repoMake(path.join(scratch, 'repo'));
+    const root = path.join(scratch, 'workspaces');
+    const spec = await dagSourceLoad('name: ws\ntasks:\n  done: { type: t, priority: 10, workspace: { repo: repo } }\n  busy: { type: t, priority: 20, workspace: { repo: repo } }\n', 'ws.yaml', { baseDir: scratch, roots: [] });
+    const dagId = (await dagSubmit(db, [spec]))[0]!.dagId;
+    const claimed = await taskClaim(db, await agentCreate(db, 'coder'), { limit: 2, start: true });
+    expect(claimed.map((t) => t.key)).toEqual(['done', 'busy']);
+    const [done, busy] = await Promise.all(claimed.map((t) => workspaceOpen({ root, spec: t.spec.workspace!, dagId, taskId: t.id, taskKey: t.key, fence: t.fence })));
+    await taskComplete(db, { taskId: claimed[0]!.id, fence: claimed[0]!.fence, output: {} });
+
+    const reclaimer = workspaceReclaimerCreate({ db, root, keptSec: null });
+    expect(await reclaimer.runOnce()).toBe(1);
+    expect(existsSync(done!.path)).toBe(false);
+    expect(existsSync(busy!.path)).toBe(true);
+    expect(await reclaimer.runOnce()).toBe(0);
   });
 
   it('every loop the registry lists has its test here, once', () => {

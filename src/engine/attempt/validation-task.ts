@@ -32,7 +32,14 @@ export async function validationTaskCreate(
     context: [],
     models: plan.modelsOfSubject ? [...(subject.models ?? []), ...(subject.fallbackModels ?? [])] : plan.models,
     fallbackModels: [],
-    input: { step, output, subject: { id: t.id, key: t.key, type: t.type, title: t.title, prompt: subject.prompt ?? null, attempt: t.attempt } },
+    input: {
+      step, output,
+      // The fence and the workspace name the judged attempt's worktree, which a test step runs in (runtime/attempt-workspace.ts).
+      subject: {
+        id: t.id, key: t.key, type: t.type, title: t.title, prompt: subject.prompt ?? null, attempt: t.attempt, fence: t.fence,
+        ...(subject.workspace ? { workspace: subject.workspace } : {}),
+      },
+    },
   };
   const spec: TaskSpec = {
     key: `${t.key}/validate-${index + 1}@${t.fence}`,
