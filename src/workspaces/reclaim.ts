@@ -1,19 +1,10 @@
+import type { WorkspaceAttemptState } from '../db/queries/tasks-workspaces.js';
 import { HELD_STATES } from '../model/state-machine.js';
 import { workspaceEntries, type WorkspaceEntry } from './layout.js';
 import { workspaceDetach, workspaceRemove } from './workspace.js';
 
-/** Where the attempt a worktree was made for stands, as the database says (db/queries/tasks-workspaces.ts). */
-export interface AttemptState {
-  taskId: string;
-  fence: number;
-  /** Null: no such task (its DAG was pruned or deleted). */
-  taskStatus: string | null;
-  taskFence: number | null;
-  /** The attempt's row: null while it runs, or when it ended without one. */
-  outcome: string | null;
-  errorClass: string | null;
-  endedAt: Date | null;
-}
+/** Where the attempt a worktree was made for stands, as the database says. */
+export type AttemptState = WorkspaceAttemptState;
 
 /**
  * `live`: its attempt still holds the task (claimed, running, or its output under validation, whose test steps
