@@ -53,8 +53,8 @@ export function sendBody(res: ServerResponse, body: unknown, fault: StreamFault)
   if (fault.cutAfter === undefined && fault.stallAfter === undefined) return sendJson(res, 200, body);
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
   if (fault.stallAfter !== undefined) return void res.flushHeaders();
-  res.write(text.slice(0, Math.floor(text.length / 2)));
-  res.socket?.end();
+  // Ended once the half is written to the socket: ended at once, Node 24 could drop what was still queued.
+  res.write(text.slice(0, Math.floor(text.length / 2)), () => res.socket?.end());
 }
 
 /**
@@ -70,8 +70,9 @@ export function sendFrames(res: ServerResponse, frames: Frame[], fault: StreamFa
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   if (fault.cutAfter !== undefined) {
     res.flushHeaders();
-    if (text) res.write(text);
-    res.socket?.end();
+    // Ended once what came before the cut is written to the socket: ended at once, Node 24 could drop what was
+    // still queued, and the client would see no delta before the cut.
+    res.write(text, () => res.socket?.end());
   } else if (fault.stallAfter !== undefined) {
     res.flushHeaders();
     if (text) res.write(text);
