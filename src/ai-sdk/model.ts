@@ -125,6 +125,16 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
     throw new RefusalError(`${name} refused (finish reason ${finish.raw ?? finish.unified})${text ? `: ${text.slice(0, 300)}` : ''}`);
   };
 
+  /** A call begun: the budget asked, then the provider called; its failure as dagent's class. */
+  const callBegin = async <R>(name: string, params: LanguageModelV4CallOptions, call: () => PromiseLike<R>) => {
+    const estimate = await budgetCheck(name, params);
+    try {
+      return { estimate, result: await call() };
+    } catch (err) {
+      throw failure(err, name);
+    }
+  };
+
   const durably = <T>(call: number, name: string, params: LanguageModelV4CallOptions, fn: () => Promise<T>): Promise<T> =>
     (durable ? ctx.step(stepName(call, name, params), fn) : fn());
 
@@ -141,13 +151,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
       try {
         recorded = await durably(call, name, params, async (): Promise<RecordedGenerate> => {
           live = true;
-          const estimate = await budgetCheck(name, params);
-          let result: LanguageModelV4GenerateResult;
-          try {
-            result = await doGenerate();
-          } catch (err) {
-            throw failure(err, name);
-          }
+          const { estimate, result } = await callBegin(name, params, doGenerate);
           // Charged before any check of the answer: tokens spent on an unusable answer still cost money.
           await charge(name, llmUsageOrEstimate(result.usage, estimate.inputTokens, contentText(result.content).length));
           refusalCheck(name, result.finishReason, contentText(result.content));
@@ -176,13 +180,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
 
       const recording = durably(call, name, params, async (): Promise<RecordedStream> => {
         live = true;
-        const estimate = await budgetCheck(name, params);
-        let result: LanguageModelV4StreamResult;
-        try {
-          result = await doStream();
-        } catch (err) {
-          throw failure(err, name);
-        }
+        const { estimate, result } = await callBegin(name, params, doStream);
         started!({ request: result.request, response: result.response });
         const sink = writer();
         const parts: LanguageModelV4StreamPart[] = [];
