@@ -196,13 +196,19 @@ async function llmAnswer(model: string, task: ClaimedTask, ctx: TaskContext): Pr
   }
   const stopWhen: StopCondition<ToolSet>[] = [stepCountIs(maxSteps(input))];
   if (tools) stopWhen.push(() => tools.waiting());
+  let messages: Array<ChatMessage | ModelMessage> = llmMessages(task);
   for (;;) {
-    const answer = await llmCall(model, llmMessages(task), ctx, {
+    const answer = await llmCall(model, messages, ctx, {
       tools: tools?.tools, stopWhen,
       ...(schema ? { output: Output.object({ schema: jsonSchema(schema) }) } : {}),
     });
     if (tools?.waiting()) {
-      await tools.wait(); // ends the attempt until the subtasks completed, unless they already have
+      // Ends the attempt until the subtasks completed (the next attempt replays the calls above), unless they already
+      // have: then this attempt goes on from what the model said so far, with their outputs; no call is sent twice.
+      const children = await tools.wait();
+      messages = [...messages, ...answer.responseMessages, {
+        role: 'user', content: `The subtasks you waited for have completed. Their outputs, as JSON:\n${JSON.stringify(children, null, 2)}`,
+      }];
       continue;
     }
     if (answer.steps >= maxSteps(input) && answer.finishReason === 'tool-calls') {
@@ -223,9 +229,9 @@ async function llmAnswer(model: string, task: ClaimedTask, ctx: TaskContext): Pr
  * pause on a 429 decide when to call again.
  */
 export async function llmCall(
-  model: string, messages: ChatMessage[], ctx: Pick<TaskContext, 'signal' | 'log' | 'reportCost' | 'budgetFits' | 'budget' | 'step' | 'stream'>,
+  model: string, messages: Array<ChatMessage | ModelMessage>, ctx: Pick<TaskContext, 'signal' | 'log' | 'reportCost' | 'budgetFits' | 'budget' | 'step' | 'stream'>,
   options: { tools?: ToolSet; stopWhen?: StopCondition<ToolSet>[]; output?: ReturnType<typeof Output.object> } = {},
-): Promise<{ text: string; output: unknown; steps: number; finishReason: string; usage: { input: number; output: number; cachedRead: number } }> {
+): Promise<{ text: string; output: unknown; steps: number; finishReason: string; usage: { input: number; output: number; cachedRead: number }; responseMessages: ModelMessage[] }> {
   const { provider, name } = llmProviderOf(model);
   const access = llmProviderAccess(provider);
   if (access.problem !== undefined) throw new NonRetryableError(access.problem, { errorClass: 'config' });
@@ -245,7 +251,7 @@ export async function llmCall(
     if (failure !== undefined) throw failure;
     const output = options.output ? await result.output : undefined;
     return {
-      text, output, steps: steps.length, finishReason,
+      text, output, steps: steps.length, finishReason, responseMessages: (await result.response).messages,
       usage: { input: usage.inputTokens ?? 0, output: usage.outputTokens ?? 0, cachedRead: usage.inputTokenDetails?.cacheReadTokens ?? 0 },
     };
   } catch (err) {

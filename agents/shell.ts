@@ -49,7 +49,7 @@ export default defineAgent({
       throw new TaskError('bad_input', `spec.input.cwd ${input.cwd} is outside the task's worktree`, { retryable: false });
     }
     const started = Date.now();
-    const r = await commandRun({ ...input, env }, cwd, ctx.signal);
+    const r = await commandRun({ command: input.command, args: input.args, env, timeoutSec: input.timeoutSec }, cwd, ctx.signal);
     const result = { exitCode: r.exitCode, signal: r.signal, stdout: r.stdout, stderr: r.stderr, cwd, durationMs: Date.now() - started };
     if (r.timedOut) throw new TaskError('timeout', `command timed out after ${input.timeoutSec}s: ${input.command}`, { details: result });
     if (r.exitCode !== 0 && !input.allowFailure) {

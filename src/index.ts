@@ -4,6 +4,8 @@
 // Agents: define one, run it in this process.
 export { defineAgent, type AgentDefinition, type TaskContext } from './runtime/define-agent.js';
 export type { Workspace, WorkspaceSummary } from './runtime/attempt-workspace.js';
+export { mergeQueueRun, type MergeQueueOptions, type MergeQueueOutput, type MergeTestRunner } from './runtime/merge-queue.js';
+export type { MergeConflict, MergeOutcome, MergeTestResult } from './workspaces/merge.js';
 export type { BudgetView, CallEstimate } from './runtime/attempt-usage.js';
 export type { StreamWriter } from './runtime/attempt-streams.js';
 export type { LimitReached, UsageLimitName } from './engine/attempt/usage-limits.js';

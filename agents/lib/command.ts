@@ -11,6 +11,8 @@ export interface CommandInput {
   env?: Record<string, string>;
   /** Kill the command (its whole process group) after this many seconds. */
   timeoutSec?: number;
+  /** Written to the command's standard input, which is then closed. Default: nothing (closed at once). */
+  stdin?: string;
 }
 
 export interface CommandResult { exitCode: number | null; signal: string | null; stdout: string; stderr: string; timedOut: boolean }
@@ -26,6 +28,9 @@ export function commandRun(input: CommandInput, cwd: string, signal: AbortSignal
     const err = collector();
     child.stdout.on('data', out.add);
     child.stderr.on('data', err.add);
+    // A command that exits without reading all of it closes the pipe: not an error of the agent's.
+    child.stdin.on('error', () => {});
+    child.stdin.end(input.stdin ?? '');
     let timedOut = false;
     const killGroup = () => {
       try {

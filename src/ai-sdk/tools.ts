@@ -46,9 +46,10 @@ export interface DagentTools {
   waiting(): boolean;
   /**
    * End this attempt until the subtasks the model waits for have completed (ctx.spawn with wait: it throws to unwind).
-   * Returns only when they all completed meanwhile: run the tool loop again.
+   * Returns only when they all completed meanwhile, with their outputs: go on with the conversation so far and them
+   * (running the loop again from the start would send its first requests again).
    */
-  wait(): Promise<void>;
+  wait(): Promise<Array<{ key: string; status: string; output?: unknown }>>;
 }
 
 const RESULT_CHARS_DEFAULT = 50_000;
@@ -157,8 +158,8 @@ export function dagentTools(ctx: DagentToolsContext, options: DagentToolsOptions
       if (!pending) throw new Error('dagentTools.wait(): the model asked to wait for nothing');
       const specs = pending;
       pending = undefined;
-      // Unwinds unless every subtask completed meanwhile; then it returns and the caller runs the loop again.
-      await ctx.spawn(specs, { wait: true });
+      // Unwinds unless every subtask completed meanwhile; then their outputs, for the caller to go on with.
+      return childrenShown(await ctx.spawn(specs, { wait: true }));
     },
   };
 }

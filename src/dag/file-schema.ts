@@ -117,6 +117,33 @@ export const workspaceSchema = z.strictObject({
     .describe('on_failure: keep the worktree of a failed attempt for debugging (until DAGENT_RETENTION_WORKSPACES); default never'),
 });
 
+/**
+ * A branch name a merge queue lands work on (main, release/1.2): letters, digits and . _ / -, never starting with
+ * - or ending with / or .lock (git's own rules, the part a DAG needs).
+ */
+export const GIT_BRANCH_PATTERN = /^(?!.*\.\.)(?!.*\/\/)(?!.*\.lock$)[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}(?<![/.])$/;
+
+/**
+ * A merge queue (docs/coding-agents.md, "The merge queue"): an agent with the `merge` capability lands the branches of
+ * the listed tasks' worktrees on `into`, one at a time, each after a `git merge-tree` preflight and, when `test` is
+ * set, the command passing in the merged tree; a conflict spawns a subtask from the `resolver` template.
+ */
+export const mergeSchema = z.strictObject({
+  into: z.string().regex(GIT_BRANCH_PATTERN, { error: 'must be a branch name (main, release/1.2): letters, digits and . _ / -, not starting with -' })
+    .describe('the branch the queue lands the tasks\' branches on; it moves only to a merge that passed the preflight and the test'),
+  repo: z.string().min(1).max(1000).optional()
+    .describe('the repository, a path as in workspace.repo; default the repository of the DAG\'s defaults.workspace'),
+  tasks: z.array(taskRef).min(1).max(1000).optional()
+    .describe('the tasks whose branches land, in this order (a for_each task: its children\'s, in item order); default the depends_on tasks that have a workspace'),
+  test: z.strictObject({
+    command: z.string().min(1).max(4000),
+    timeout: durationSchema.optional().describe('kill the command after this long (default 5m): the branch does not land'),
+    env: z.record(z.string(), z.string()).optional(),
+  }).optional().describe('a command run at the root of a worktree of each merge before the branch lands: exit 0 lands it, anything else leaves the target where it was'),
+  resolver: keySchema.optional()
+    .describe('a spawn template (with a workspace on the same repository, accepting the input field `conflict`): a branch that conflicts spawns a subtask from it, whose branch then lands'),
+});
+
 export const outputSchema = z.strictObject({
   type: z.enum(['json', 'text', 'markdown', 'code', 'any']).optional(),
   validation: z.union([validationStepFileSchema, z.array(validationStepFileSchema).max(10)]).optional(),
@@ -170,6 +197,7 @@ export const taskSchema = z.strictObject({
   wait_for: waitForSchema.optional().describe('no agent runs this task: it completes when a signal is sent to the key, with the signal\'s payload as its output'),
   approval: approvalTaskFileSchema.optional(),
   for_each: forEachSchema.optional(),
+  merge: mergeSchema.optional().describe('a merge queue: an agent with the merge capability lands the listed tasks\' branches on a target branch (docs/coding-agents.md)'),
 }).superRefine((t, ctx) => {
   if (t.for_each !== undefined) {
     const waits = t.wait_for ? 'wait_for' : t.approval ? 'approval' : undefined;
@@ -181,6 +209,11 @@ export const taskSchema = z.strictObject({
   }
   // A waiting task runs nothing: fields that tell an agent what to do, or check what it returns, would silently do nothing.
   if (t.wait_for && t.approval) ctx.addIssue({ code: 'custom', path: ['approval'], message: 'a task waits either for a signal (wait_for) or for a person (approval), not both' });
+  if (t.merge) {
+    // A merge task works in the repository itself, not in a worktree; what lands is the listed tasks' work.
+    const other = t.wait_for ? 'wait_for' : t.approval ? 'approval' : t.for_each !== undefined ? 'for_each' : t.workspace ? 'workspace' : undefined;
+    if (other) ctx.addIssue({ code: 'custom', path: ['merge'], message: `a merge task cannot also have ${other}: remove one` });
+  }
   const waits = t.wait_for ? 'wait_for' : t.approval ? 'approval' : undefined;
   if (!waits) return;
   const why = waits === 'wait_for' ? 'the signal\'s payload is its output' : 'the approver\'s decision is its output; to approve an agent\'s output, put an approval step in that task\'s output.validation';
@@ -307,6 +340,7 @@ export type ScheduleFile = z.infer<typeof scheduleSchema>;
 export type SpawnFile = z.infer<typeof spawnSchema>;
 export type SpawnTemplateFile = z.infer<typeof spawnTemplateSchema>;
 export type WorkspaceFile = z.infer<typeof workspaceSchema>;
+export type MergeFile = z.infer<typeof mergeSchema>;
 
 /** Which object schema applies at a path: used to suggest the key a typo meant. */
 export function objectKeysAt(path: readonly (string | number)[]): string[] | undefined {
@@ -316,6 +350,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
   if (path.length === 2 && path[0] === 'tasks') return Object.keys(taskSchema.shape);
   if (path.length === 3 && path[0] === 'spawn' && path[1] === 'templates') return Object.keys(spawnTemplateSchema.shape);
   if (path.length === 2 && path[0] === 'params') return ['default', 'description', 'required'];
+  if (last === 'test' && parent === 'merge') return ['command', 'timeout', 'env'];
   switch (last) {
     case 'defaults': return Object.keys(defaultsSchema.shape);
     case 'spec': return Object.keys(taskBodySchema.shape);
@@ -327,6 +362,7 @@ export function objectKeysAt(path: readonly (string | number)[]): string[] | und
     case 'wait_for': return Object.keys(waitForSchema.shape);
     case 'approval': return Object.keys(approvalTaskFileSchema.shape);
     case 'workspace': return Object.keys(workspaceSchema.shape);
+    case 'merge': return Object.keys(mergeSchema.shape);
     case 'validation': return undefined;
   }
   if (parent === 'validation' || typeof last === 'number') return [...STEP_FILE_FIELDS];

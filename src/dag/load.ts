@@ -11,6 +11,7 @@ import { zodProblems } from './problems.js';
 import { groupedAt, taskGroupsExpand } from './templates.js';
 import { yamlSourceParse } from './yaml-source.js';
 import { workspaceReposResolve } from './workspace-repos.js';
+import { mergeQueuesCheck } from './merge-check.js';
 import type { DagSpec } from './spec.js';
 import { validationResolve, type DagResolution, type ValidationStep } from '../validation/steps/index.js';
 import { eventLoopTurn, forEachSlicedAsync } from '../event-loop.js';
@@ -91,6 +92,8 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   // Each workspace's repository is checked, and stored as its real path, as a schema_file is.
   const repos = await workspaceReposResolve(parsed.data, where, (key) => groups.grouped.get(key)?.baseDir);
   if ('problems' in repos) throw new DagValidationError(repos.problems.map((p) => at(p.path, p.message)));
+  const mergeProblems = mergeQueuesCheck(repos.file);
+  if (mergeProblems.length) throw new DagValidationError(mergeProblems.map((p) => at(p.path, p.message)));
   await eventLoopTurn();
   const stepProblems: SpecProblem[] = [];
   // One per DAG: what its steps share (each distinct schema compiled once), and the limits that count across them.

@@ -1,9 +1,10 @@
-import type { DagFile, RetryFile, ScheduleFile, SpawnFile, TaskFile, WorkspaceFile } from './file-schema.js';
+import type { DagFile, MergeFile, RetryFile, ScheduleFile, SpawnFile, TaskFile, WorkspaceFile } from './file-schema.js';
+import { TEST_STEP_DEFAULTS } from '../validation/steps/test.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import { countValue } from '../counts.js';
 import { approvalResolve } from '../validation/steps/approval.js';
 import {
-  SCHEDULE_DEFAULTS, TASK_DEFAULTS, WORKSPACE_KEEP_DEFAULT, type ConcurrencySpec, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
+  MERGE_CAPABILITY, SCHEDULE_DEFAULTS, TASK_DEFAULTS, WORKSPACE_KEEP_DEFAULT, type ConcurrencySpec, type MergeSpec, type TaskBody, type DagSpec, type RetryPolicy, type ScheduleSpec, type SpawnPolicy, type SpawnTemplate, type TaskSpec,
 } from './spec.js';
 import type { ParamValue } from './params.js';
 import type { ValidationStep } from '../validation/steps/index.js';
@@ -18,9 +19,16 @@ export function dagFileNormalize(
     // A task that waits for a signal or a person runs no agent: the defaults that say what an agent needs do not apply to it.
     const approval = t.approval ? approvalResolve(t.approval) : undefined;
     const wait = t.wait_for ?? approval;
-    const body = bodyAndConstraints(t.spec, wait ? {} : d, t.spec?.context ?? [], t.workspace);
+    // A merge task works in the repository, not in a worktree: the DAG's default workspace is not its.
+    const body = bodyAndConstraints(t.spec, wait ? {} : d, t.spec?.context ?? [], t.merge ? undefined : t.workspace, !t.merge);
     // An approval task shows the person its prompt and its upstream tasks' outputs (its context: what is being approved).
     if (approval) body.body = { ...body.body, prompt: approval.prompt, context: t.depends_on ?? [], input: { step: approval } };
+    if (t.merge) {
+      const merge = mergeNormalize(t.merge, t, file);
+      // Its tasks' outputs are its context (a for_each task's lists its children), and only agents that land branches claim it.
+      body.body = { ...body.body, context: [...new Set([...body.body.context, ...merge.tasks.map((m) => m.key)])], merge };
+      body.requiredCapabilities = [...new Set([...body.requiredCapabilities, MERGE_CAPABILITY])].sort();
+    }
     return {
       key,
       type: t.type,
@@ -83,9 +91,11 @@ function spawnNormalize(s: SpawnFile, d: NonNullable<DagFile['defaults']>, valid
 }
 
 /** The agent-facing body and the constraints of a task or template, the DAG's defaults under its own. */
-function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defaults']>, context: string[], workspace?: WorkspaceFile) {
+function bodyAndConstraints(
+  spec: TaskFile['spec'], d: NonNullable<DagFile['defaults']>, context: string[], workspace?: WorkspaceFile, defaultWorkspace = true,
+): { body: TaskBody; requiredCapabilities: string[]; maxCostUsd?: number; maxTokens?: number; maxDurationSec?: number; heartbeatSec?: number; estimatedTokens?: number } {
   const constraints = { ...d.constraints, ...spec?.constraints };
-  const ws = workspace ?? d.workspace;
+  const ws = workspace ?? (defaultWorkspace ? d.workspace : undefined);
   return {
     body: {
       prompt: spec?.prompt,
@@ -101,6 +111,21 @@ function bodyAndConstraints(spec: TaskFile['spec'], d: NonNullable<DagFile['defa
     maxDurationSec: constraints.max_duration_sec,
     heartbeatSec: constraints.heartbeat_sec,
     estimatedTokens: constraints.estimated_tokens === undefined ? undefined : countValue(constraints.estimated_tokens),
+  };
+}
+
+/**
+ * A merge queue as stored (file checked by merge-check.ts): its repository (default the DAG's default workspace's,
+ * already a real path), and the tasks whose branches land (default: the depends_on tasks that have a workspace).
+ */
+function mergeNormalize(m: MergeFile, t: TaskFile, file: DagFile): MergeSpec {
+  const tasks = m.tasks ?? (t.depends_on ?? []).filter((k) => (file.tasks[k]?.workspace ?? file.defaults?.workspace) !== undefined);
+  return {
+    repo: (m.repo ?? file.defaults?.workspace?.repo)!,
+    into: m.into,
+    tasks: tasks.map((k) => ({ key: k, forEach: file.tasks[k]?.for_each !== undefined })),
+    ...(m.test ? { test: { command: m.test.command, timeoutSec: m.test.timeout === undefined ? TEST_STEP_DEFAULTS.timeoutSec : durationSeconds(m.test.timeout), env: m.test.env ?? {} } } : {}),
+    ...(m.resolver ? { resolver: m.resolver } : {}),
   };
 }
 

@@ -130,7 +130,28 @@ export interface TaskBody {
   forEach?: ForEachSpec;
   /** A git worktree for each attempt, made by the agent runtime before the handler runs (docs/coding-agents.md). */
   workspace?: WorkspaceSpec;
+  /** A merge queue: the listed tasks' branches landed on `into` by an agent with the merge capability (docs/coding-agents.md). */
+  merge?: MergeSpec;
 }
+
+/**
+ * A merge queue as stored: the DAG's author wrote every field (an agent never can); `repo` is the repository's real
+ * path and `tasks` the keys whose branches land, in order.
+ */
+export interface MergeSpec {
+  repo: string;
+  into: string;
+  /** In landing order; a for_each task's branches are its children's (`<key>/0`, …), in item order. */
+  tasks: Array<{ key: string; forEach: boolean }>;
+  test?: { command: string; timeoutSec: number; env: Record<string, string> };
+  /** A spawn template of the DAG: a branch that conflicts spawns a subtask from it with input `conflict`. */
+  resolver?: string;
+}
+
+/** The capability a merge task requires: the agents that land branches (agents/merge.ts) declare it. */
+export const MERGE_CAPABILITY = 'merge';
+/** The input field a resolver subtask receives the conflict in (its template must accept it). */
+export const MERGE_CONFLICT_FIELD = 'conflict';
 
 /**
  * A task's workspace as stored: `repo` is the repository's real path, checked at submission to be inside the DAG's

@@ -25,14 +25,14 @@ export async function workspaceReposResolve(
 ): Promise<{ file: DagFile } | { problems: RepoProblem[] }> {
   const problems: RepoProblem[] = [];
   const resolved = new Map<string, string>();
-  const resolve = async (ws: WorkspaceFile | undefined, at: Array<string | number>, baseDir: string): Promise<WorkspaceFile | undefined> => {
+  const resolve = async (ws: WorkspaceFile | undefined, at: Array<string | number>, baseDir: string, field: string[] = ['workspace', 'repo']): Promise<WorkspaceFile | undefined> => {
     if (!ws) return ws;
     const memo = `${baseDir}\0${ws.repo}`;
     let real = resolved.get(memo);
     if (real === undefined) {
       const r = await repoResolve(ws.repo, { ...where, baseDir });
       if ('error' in r) {
-        problems.push({ path: [...at, 'workspace', 'repo'], message: r.error });
+        problems.push({ path: [...at, ...field], message: r.error });
         return ws;
       }
       real = r.real;
@@ -47,6 +47,11 @@ export async function workspaceReposResolve(
   for (const [key, t] of Object.entries(file.tasks)) {
     // A task without its own takes the DAG's default, resolved above against the DAG's directory.
     if (t.workspace) out.tasks[key] = { ...t, workspace: await resolve(t.workspace, ['tasks', key], baseDirOf(key) ?? where.baseDir) };
+    // A merge queue's repository, checked the same way (merge-check.ts refuses a URL: it lands branches in a folder).
+    if (t.merge?.repo !== undefined) {
+      const repo = (await resolve({ repo: t.merge.repo }, ['tasks', key], baseDirOf(key) ?? where.baseDir, ['merge', 'repo']))!.repo;
+      out.tasks[key] = { ...out.tasks[key]!, merge: { ...t.merge, repo } };
+    }
   }
   if (file.spawn?.templates) {
     const templates = { ...file.spawn.templates };

@@ -29,6 +29,13 @@ export const taskBodySchema = z.object({
     base: z.string().optional().describe('the ref each attempt starts from; absent: the repository\'s HEAD'),
     keep: z.enum(['never', 'on_failure']),
   }).optional().describe('a git worktree per attempt, made by dagent\'s agent runtime (docs/coding-agents.md); to an HTTP or MCP agent, data'),
+  merge: z.object({
+    repo: z.string().describe('the repository: its real path, as checked when the DAG was submitted'),
+    into: z.string().describe('the branch the queue lands on'),
+    tasks: z.array(z.object({ key: z.string(), forEach: z.boolean() })).describe('whose branches land, in order (a for_each task: its children\'s)'),
+    test: z.object({ command: z.string(), timeoutSec: z.number(), env: z.record(z.string(), z.string()) }).optional(),
+    resolver: z.string().optional().describe('the spawn template a conflict spawns a subtask from'),
+  }).optional().describe('a merge queue, run by an agent with the merge capability (mergeQueueRun, docs/coding-agents.md)'),
 }).meta({ id: 'TaskBody' });
 export type TaskBodyView = z.infer<typeof taskBodySchema>;
 

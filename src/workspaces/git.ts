@@ -9,7 +9,8 @@ const LOCKED_FIRST_PAUSE_MS = 50;
 const LOCKED = /\.lock'?: File exists|Unable to create '[^']*\.lock'|cannot lock ref|could not lock config file|is locked/i;
 
 export class GitError extends Error {
-  constructor(readonly args: readonly string[], readonly code: number | string | null, readonly stderr: string) {
+  /** `stdout`: what it printed before failing (merge-tree's conflicted files come with exit 1). */
+  constructor(readonly args: readonly string[], readonly code: number | string | null, readonly stderr: string, readonly stdout = '') {
     super(`git ${args.join(' ')}: ${stderr.trim().split('\n').slice(-3).join(' ') || `exit ${code}`}`);
     this.name = 'GitError';
   }
@@ -56,7 +57,7 @@ function gitOnce(cwd: string, args: readonly string[]): Promise<string> {
     execFile('git', [...args], { cwd, env: gitEnv(), maxBuffer: GIT_MAX_BUFFER, encoding: 'utf8' }, (err, stdout, stderr) => {
       if (!err) return resolve(stdout);
       const code = (err as NodeJS.ErrnoException & { code?: number | string }).code ?? null;
-      reject(new GitError(args, code, stderr || err.message));
+      reject(new GitError(args, code, stderr || err.message, stdout));
     });
   });
 }

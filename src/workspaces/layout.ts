@@ -17,8 +17,11 @@ import { REPO_URL_LIKE } from '../dag/workspace-repos.js';
 
 /** A DAG's or a task's id as it may appear in a path: what ids.ts makes (`dag_…`, `tsk_…`), nothing that climbs. */
 const ID_PATTERN = /^[A-Za-z0-9_]{1,64}$/;
-/** A task key as dag/file-schema.ts allows (a group's or a subtask's with `/`): what a branch is named after. */
-const KEY_PATTERN = /^[a-z][a-z0-9_-]{0,63}(\/[a-z][a-z0-9_-]{0,63})*$/;
+/**
+ * A task key as dag/file-schema.ts allows (a group's or a subtask's with `/`), or a for_each child's (`edit/0`): what
+ * a branch is named after.
+ */
+const KEY_PATTERN = /^[a-z][a-z0-9_-]{0,63}(\/([a-z][a-z0-9_-]{0,63}|\d{1,10}))*$/;
 const ENTRY_PATTERN = /^([A-Za-z0-9_]{1,64})-(\d{1,10})(\.json)?$/;
 
 /** The folder of one repository's worktrees: a hash of its path, so any path makes a safe, short name. */

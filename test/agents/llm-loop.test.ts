@@ -66,6 +66,8 @@ describe('the llm agent\'s tool loop', () => {
       name: 'search', capabilities: ['search'],
       async run(task) {
         searched.push(task.spec.input);
+        // Done once the research task waits for it (the next test has it done before the wait).
+        await eventually('the research attempt waiting', async () => (await attemptsOf(task.dagId)).some((a) => a.key === 'research' && a.outcome === 'waiting'));
         return { found: ['graphile-worker', 'pg-boss'] };
       },
     }));

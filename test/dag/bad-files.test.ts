@@ -7,6 +7,7 @@ import { main } from '../../src/cli/main.js';
 import { dagFileLoad } from '../../src/dag/load.js';
 import { DagValidationError } from '../../src/errors.js';
 import { testDatabase } from '../helpers/db.js';
+import { repoMake, scratchDir } from '../helpers/git-repos.js';
 import { databaseSnapshot } from '../helpers/factories.js';
 import { CLI_COMPILED } from '../helpers/cli.js';
 
@@ -26,7 +27,12 @@ const { db } = database;
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BAD_DIR = path.join(ROOT, 'test/fixtures/bad');
 const EXAMPLES_DIR = path.join(ROOT, 'dags/examples');
+/** The coding fleet example's repository, inside the file roots the CLI is given. */
+const fleetRepo = repoMake(path.join(scratchDir(), 'repo'));
 const env = { ...process.env, DATABASE_URL: database.url };
+const FLEET_PARAMS = ['--param', `repo=${fleetRepo}`, '--param', 'goal=Validate input'];
+/** Where the coding fleet example's repository may be (the one file root its validations are given). */
+const FLEET_ENV = { DAGENT_FILE_ROOTS: `.,${path.dirname(fleetRepo)}` };
 
 interface Expectation { line: number; column: number; path: string; message: string }
 
@@ -46,10 +52,10 @@ function printed(file: string): string {
 
 interface Run { code: number; stdout: string; stderr: string }
 
-async function cli(argv: string[]): Promise<Run> {
+async function cli(argv: string[], more: NodeJS.ProcessEnv = {}): Promise<Run> {
   let stdout = '';
   let stderr = '';
-  const code = await main(argv, { stdout: (s) => { stdout += s; }, stderr: (s) => { stderr += s; }, env });
+  const code = await main(argv, { stdout: (s) => { stdout += s; }, stderr: (s) => { stderr += s; }, env: { ...env, ...more } });
   return { code, stdout, stderr };
 }
 
@@ -162,8 +168,8 @@ describe('validate', () => {
   });
 
   it.each(examples)('exits 0 for dags/examples/%s', async (name) => {
-    const params = name === 'code-change.yaml' ? ['--param', 'ticket=X'] : [];
-    const run = await cli(['validate', path.relative(process.cwd(), path.join(EXAMPLES_DIR, name)), ...params]);
+    const params = name === 'code-change.yaml' ? ['--param', 'ticket=X'] : name === 'coding-fleet.yaml' ? FLEET_PARAMS : [];
+    const run = await cli(['validate', path.relative(process.cwd(), path.join(EXAMPLES_DIR, name)), ...params], FLEET_ENV);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(run.stdout).toContain(': ok (');
@@ -171,7 +177,7 @@ describe('validate', () => {
 
   it('exits 0 for all examples at once', async () => {
     const files = examples.map((f) => path.relative(process.cwd(), path.join(EXAMPLES_DIR, f)));
-    const run = await cli(['validate', ...files, '--param', 'ticket=X']);
+    const run = await cli(['validate', ...files, '--param', 'ticket=X', ...FLEET_PARAMS], FLEET_ENV);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(run.stdout.trim().split('\n')).toHaveLength(examples.length);

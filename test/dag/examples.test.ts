@@ -12,16 +12,21 @@ import { mapTasksSettle } from '../../src/engine/dag/map.js';
 import { testDatabase } from '../helpers/db.js';
 import { agentCreate, databaseReset, drain } from '../helpers/factories.js';
 import { timePasses } from '../helpers/clock.js';
+import { repoMake, scratchDir } from '../helpers/git-repos.js';
 
 const { db } = await testDatabase();
 beforeEach(() => databaseReset(db));
 
 const dir = 'dags/examples';
 const examples = readdirSync(dir).filter((f) => f.endsWith('.yaml'));
-const params: Record<string, Record<string, string>> = { 'code-change.yaml': { ticket: 'ENG-42' } };
+/** The coding fleet's repository: a git repository of this test's, inside the file roots it is loaded with. */
+const fleetRepo = repoMake(path.join(scratchDir(), 'repo'));
+const params: Record<string, Record<string, string>> = { 'code-change.yaml': { ticket: 'ENG-42' }, 'coding-fleet.yaml': { repo: fleetRepo, goal: 'Validate input' } };
+const roots: Record<string, string[]> = { 'coding-fleet.yaml': [path.dirname(fleetRepo)] };
 /** What an example's agents return where a later task relies on its shape (a for_each maps over the plan's files). */
 const outputs: Record<string, Record<string, unknown>> = {
   'file-reviews.yaml': { plan: { files: ['src/api/users.ts', 'src/web/app.tsx', 'README.md'] } },
+  'coding-fleet.yaml': { plan: { edits: [{ file: 'src/api.ts', instruction: 'validate' }, { file: 'README.md', instruction: 'document' }] } },
   // The comparison's output schema: a verdict.
   'research-two-providers.yaml': { compare: { better: 'tie', disagreements: [], summary: 'alike' } },
 };
@@ -30,7 +35,7 @@ describe('example DAGs', () => {
   it('ships at least three', () => expect(examples.length).toBeGreaterThanOrEqual(3));
 
   it.each(examples)('%s runs to completion, every task after all of its upstream tasks', async (file) => {
-    const spec = await dagFileLoad(path.join(dir, file), { params: params[file] ?? {} });
+    const spec = await dagFileLoad(path.join(dir, file), { params: params[file] ?? {}, roots: roots[file] });
     const [submitted] = await dagSubmit(db, [spec]);
     const dagId = submitted!.dagId;
     const capabilities = [...new Set(spec.tasks.flatMap((t) => t.requiredCapabilities))];
@@ -75,7 +80,9 @@ describe('example DAGs', () => {
     const mapKeys = new Set(spec.tasks.filter((t) => t.forEach).map((t) => t.key));
     const children = order.filter((k) => mapKeys.has(k.split('/')[0]!) && /\/\d+$/.test(k));
     for (const t of spec.tasks.filter((x) => x.forEach)) {
-      const n = 'items' in t.forEach! ? t.forEach.items.length : (outputs[file]?.[t.forEach!.over.split('.')[0]!] as { files: unknown[] }).files.length;
+      const [from, ...at] = 'over' in t.forEach! ? t.forEach.over.split('.') : [];
+      const list = 'items' in t.forEach! ? t.forEach.items : at.reduce((v, f) => (v as Record<string, unknown>)[f], outputs[file]?.[from!]) as unknown[];
+      const n = list.length;
       expect(children.filter((k) => k.startsWith(`${t.key}/`)).length, t.key).toBe(n);
     }
     expect(order.filter((k) => !children.includes(k)).sort()).toEqual(spec.tasks.map((t) => t.key).sort());

@@ -23,6 +23,7 @@ const NOT_RUN: Array<{ command: string; why: string }> = [
   { command: 'export DATABASE_URL=postgres://dagent:secret@db.internal', why: 'a server of the example deployment; the `dagent migrate` after it runs against the scratch database' },
   { command: 'DATABASE_URL=postgres://dagent:…@pgbouncer', why: 'a PgBouncer of the example deployment (test/db/transaction-pooler.test.ts, npm run scenario:pgbouncer)' },
   { command: 'DATABASE_DIRECT_URL=postgres://dagent:…@db.internal', why: 'a server of the example deployment' },
+  { command: 'bwrap ', why: 'bubblewrap is not installed on the machines that run the suite: an isolation the operator adds around an agent (docs/coding-agents.md)' },
   { command: 'docker ', why: 'no container engine on the machines that run the suite (docs/operations.md says how the image was checked)' },
 ];
 

@@ -1,0 +1,52 @@
+import type { DagFile } from './file-schema.js';
+import { MERGE_CONFLICT_FIELD } from './spec.js';
+import { REPO_URL_LIKE } from './workspace-repos.js';
+
+export interface MergeProblem { path: Array<string | number>; message: string }
+
+/**
+ * A file's merge queues, once its repositories are real paths (workspace-repos.ts): each lands branches of one
+ * repository on this machine (a path, never a URL), of tasks it depends on that work in that repository, and its
+ * resolver is a template that works there too and takes the conflict as data. Each problem at its field.
+ */
+export function mergeQueuesCheck(file: DagFile): MergeProblem[] {
+  const problems: MergeProblem[] = [];
+  const repoOf = (ws: { repo: string } | undefined) => ws?.repo ?? file.defaults?.workspace?.repo;
+  for (const [key, t] of Object.entries(file.tasks)) {
+    const m = t.merge;
+    if (!m) continue;
+    const at = ['tasks', key, 'merge'];
+    const repo = m.repo ?? file.defaults?.workspace?.repo;
+    if (repo === undefined) {
+      problems.push({ path: at, message: 'names no repo, and the DAG has no defaults.workspace to take it from: add merge.repo' });
+      continue;
+    }
+    if (REPO_URL_LIKE.test(repo)) {
+      problems.push({ path: m.repo !== undefined ? [...at, 'repo'] : at, message: `${repo} is a URL: a merge queue lands branches in a repository on its agent's machine; name its path` });
+      continue;
+    }
+    const deps = new Set(t.depends_on ?? []);
+    const tasks = m.tasks ?? [...deps].filter((k) => repoOf(file.tasks[k]?.workspace) !== undefined);
+    if (m.tasks === undefined && tasks.length === 0) {
+      problems.push({ path: at, message: `none of the tasks "${key}" depends on has a workspace: list the tasks whose branches land in merge.tasks` });
+    }
+    (m.tasks ?? []).forEach((k, i) => {
+      const path = [...at, 'tasks', i];
+      const target = file.tasks[k];
+      if (!target) problems.push({ path, message: `"${k}" is not a task of this DAG` });
+      else if (!deps.has(k)) problems.push({ path, message: `"${k}" is not in depends_on of "${key}": its branch is not done when the queue runs (add it to depends_on)` });
+      else if (tasks.indexOf(k) !== i) problems.push({ path, message: `"${k}" is listed twice` });
+      else if (repoOf(target.workspace) !== repo) {
+        problems.push({ path, message: repoOf(target.workspace) === undefined ? `"${k}" has no workspace: it leaves no branch to land` : `"${k}" works in ${repoOf(target.workspace)}, not in ${repo}` });
+      }
+    });
+    if (m.resolver !== undefined) {
+      const path = [...at, 'resolver'];
+      const template = file.spawn?.templates?.[m.resolver];
+      if (!template) problems.push({ path, message: `"${m.resolver}" is not a template of this DAG's spawn block` });
+      else if (repoOf(template.workspace) !== repo) problems.push({ path, message: `the template "${m.resolver}" must have a workspace on ${repo}: its subtask resolves the conflict in a worktree and its branch lands` });
+      else if (!(template.accepts ?? []).includes(MERGE_CONFLICT_FIELD)) problems.push({ path, message: `the template "${m.resolver}" must accept the input field ${MERGE_CONFLICT_FIELD} (accepts: [${MERGE_CONFLICT_FIELD}]): the queue hands the conflict over in it` });
+    }
+  }
+  return problems;
+}
