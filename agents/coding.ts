@@ -57,7 +57,9 @@ export default defineAgent({
         throw new TaskError('command_failed', `the coding command exited ${r.exitCode ?? r.signal}${r.stderr.trim() ? `: ${tail(r.stderr, 5)}` : ''}`, { details: { exitCode: r.exitCode, stderr: tail(r.stderr) } });
       }
       if (conflict) await conflictsLeftCheck(ws.path, conflict.files);
-      return { exitCode: 0, summary: tail(r.stdout, 40), ...(await commitAndDiff(task, ctx, ws.path, ws.baseCommit)) };
+      const committed = await commitAndDiff(task, ctx, ws.path, ws.baseCommit);
+      if (conflict) await conflictMergedCheck(ws.path, conflict);
+      return { exitCode: 0, summary: tail(r.stdout, 40), ...committed };
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -77,14 +79,25 @@ async function conflictStart(task: ClaimedTask, dir: string): Promise<Conflict |
     throw new TaskError('bad_input', 'spec.input.conflict must be a merge queue\'s conflict (branchCommit a commit id, files a list)', { retryable: false });
   }
   await gitIn(dir, [...COMMIT_CONFIG, 'merge', '--no-ff', '--no-commit', '--quiet', c.branchCommit]).catch(() => undefined);
-  return { branch: String(c.branch ?? c.branchCommit), branchCommit: c.branchCommit, files: c.files.map(String) };
+  // The conflicted files are git's, not the input's list (the target may have moved since the queue's preflight).
+  const files = (await gitIn(dir, ['diff', '--name-only', '-z', '--diff-filter=U'])).split('\0').filter(Boolean);
+  return { branch: String(c.branch ?? c.branchCommit), branchCommit: c.branchCommit, files };
+}
+
+/** After the command: the branch's commit is part of the work (a command that aborted the merge resolved nothing). */
+async function conflictMergedCheck(dir: string, c: Conflict): Promise<void> {
+  const merged = await gitIn(dir, ['merge-base', '--is-ancestor', c.branchCommit, 'HEAD']).then(() => true, () => false);
+  if (!merged) throw new TaskError('conflict_unresolved', `${c.branch} (${c.branchCommit.slice(0, 12)}) is not merged in the worktree: the command aborted the merge`);
 }
 
 /** A file that still has git's conflict markers after the command: the attempt fails (retried from a clean worktree). */
 async function conflictsLeftCheck(dir: string, files: string[]): Promise<void> {
   const left: string[] = [];
   for (const f of files) {
-    const text = await readFile(path.resolve(dir, f), 'utf8').catch(() => '');
+    // git's paths, relative to the worktree; never one that leaves it.
+    const file = path.resolve(dir, f);
+    if (!file.startsWith(dir + path.sep)) continue;
+    const text = await readFile(file, 'utf8').catch(() => '');
     if (/^(<{7}|>{7}) /m.test(text)) left.push(f);
   }
   if (left.length) throw new TaskError('conflict_unresolved', `conflict markers left in ${left.join(', ')}`);

@@ -137,3 +137,15 @@ export function jsonPathFormat(root: string, path: JsonPath): string {
   for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${p}` : p;
   return out;
 }
+
+/** The first `n` UTF-16 units of `s`, one fewer when the cut would split a surrogate pair (storable JSON text). */
+export function textHead(s: string, n: number): string {
+  const head = s.slice(0, n);
+  return head.length < s.length && /[\uD800-\uDBFF]$/.test(head) ? head.slice(0, -1) : head;
+}
+
+/** The last `n` UTF-16 units of `s`, one fewer when the cut would split a surrogate pair. */
+export function textTail(s: string, n: number): string {
+  const tail = s.length > n ? s.slice(-n) : s;
+  return tail.length < s.length && /^[\uDC00-\uDFFF]/.test(tail) ? tail.slice(1) : tail;
+}

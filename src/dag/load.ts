@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { CONFIG_DEFAULTS, LIMITS, limitEnvName } from '../config/index.js';
+import { CONFIG_DEFAULTS, configFromEnv, LIMITS, limitEnvName } from '../config/index.js';
 import { DagValidationError, type SpecProblem } from '../errors.js';
 import { utf8Decode } from '../json-guard.js';
 import { dagExpandedSchema, dagFileSchema, type DagFile } from './file-schema.js';
@@ -28,6 +28,11 @@ export interface LoadOptions {
   baseDir?: string;
   /** More directories those paths may reach (DAGENT_FILE_ROOTS). Default CONFIG_DEFAULTS.fileRoots: the working directory. */
   roots?: readonly string[];
+  /**
+   * The repository URLs (or prefixes) a workspace may name (DAGENT_WORKSPACE_REPO_URLS): the operator's allow-list.
+   * Default: this process's DAGENT_WORKSPACE_REPO_URLS, else none (a path only).
+   */
+  repoUrls?: readonly string[];
 }
 
 /** Read, check and normalize one DAG file. Throws DagValidationError listing every problem with file:line:col. */
@@ -90,7 +95,7 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   const semantic = await dagFileCheck(parsed.data, groups.exits);
   if (semantic.length) throw new DagValidationError(semantic.map((p) => at(p.path, p.message, p.atKey)));
   // Each workspace's repository is checked, and stored as its real path, as a schema_file is.
-  const repos = await workspaceReposResolve(parsed.data, where, (key) => groups.grouped.get(key)?.baseDir);
+  const repos = await workspaceReposResolve(parsed.data, { ...where, repoUrls: opts.repoUrls ?? repoUrlsOfEnv() }, (key) => groups.grouped.get(key)?.baseDir);
   if ('problems' in repos) throw new DagValidationError(repos.problems.map((p) => at(p.path, p.message)));
   const mergeProblems = mergeQueuesCheck(repos.file);
   if (mergeProblems.length) throw new DagValidationError(mergeProblems.map((p) => at(p.path, p.message)));
@@ -118,4 +123,13 @@ export async function dagSourceLoad(source: string, file: string, opts: LoadOpti
   const templateValidation = await resolveAll('templates', Object.entries(parsed.data.spawn?.templates ?? {}));
   if (stepProblems.length) throw new DagValidationError(stepProblems);
   return dagFileNormalize(repos.file, values, file, validation, templateValidation);
+}
+
+/** This process's DAGENT_WORKSPACE_REPO_URLS (none when its environment does not read). */
+function repoUrlsOfEnv(): readonly string[] {
+  try {
+    return configFromEnv().workspaceRepoUrls;
+  } catch {
+    return [];
+  }
 }

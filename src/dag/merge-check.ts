@@ -45,6 +45,7 @@ export function mergeQueuesCheck(file: DagFile): MergeProblem[] {
       const template = file.spawn?.templates?.[m.resolver];
       if (!template) problems.push({ path, message: `"${m.resolver}" is not a template of this DAG's spawn block` });
       else if (repoOf(template.workspace) !== repo) problems.push({ path, message: `the template "${m.resolver}" must have a workspace on ${repo}: its subtask resolves the conflict in a worktree and its branch lands` });
+      else if (template.workspace?.base !== m.into) problems.push({ path, message: `the template "${m.resolver}" must have workspace.base ${m.into}: its subtask resolves the conflict on the target as it is, and its branch lands there` });
       else if (!(template.accepts ?? []).includes(MERGE_CONFLICT_FIELD)) problems.push({ path, message: `the template "${m.resolver}" must accept the input field ${MERGE_CONFLICT_FIELD} (accepts: [${MERGE_CONFLICT_FIELD}]): the queue hands the conflict over in it` });
     }
   }

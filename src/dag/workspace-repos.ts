@@ -14,6 +14,16 @@ const REPO_URL = /^((https?|ssh|git|file):\/\/[^\s\x00-\x1f\x7f]+|[A-Za-z0-9._-]
 export interface RepoProblem { path: Array<string | number>; message: string }
 
 /**
+ * Whether an operator's allow-list (DAGENT_WORKSPACE_REPO_URLS) lets a repository URL be used: the URL itself, or a
+ * prefix of it ending at a `/` or `:` (one written without is taken to end at a `/`). Checked where the DAG is
+ * loaded (the submitting process, the server) and again by each agent's machine before it clones.
+ */
+export function repoUrlAllowed(url: string, allowed: readonly string[]): boolean {
+  return allowed.some((a) => url === a || url.startsWith(/[/:]$/.test(a) ? a : `${a}/`));
+}
+
+
+/**
  * Each `workspace.repo` of a checked file (its defaults, tasks and spawn templates) as the repository's real path,
  * checked as every path in a DAG is (validation/project-files.ts): inside the DAG's directory (a group's task: its
  * template's) or DAGENT_FILE_ROOTS, symlinks followed, and a git repository; or a URL, kept as written, which an
@@ -21,7 +31,7 @@ export interface RepoProblem { path: Array<string | number>; message: string }
  * replaced, or the problems, each at its field. The DAG's author chooses the repository; an agent never does.
  */
 export async function workspaceReposResolve(
-  file: DagFile, where: ProjectRoots, baseDirOf: (taskKey: string) => string | undefined,
+  file: DagFile, where: ProjectRoots & { repoUrls: readonly string[] }, baseDirOf: (taskKey: string) => string | undefined,
 ): Promise<{ file: DagFile } | { problems: RepoProblem[] }> {
   const problems: RepoProblem[] = [];
   const resolved = new Map<string, string>();
@@ -48,7 +58,9 @@ export async function workspaceReposResolve(
     // A task without its own takes the DAG's default, resolved above against the DAG's directory.
     if (t.workspace) out.tasks[key] = { ...t, workspace: await resolve(t.workspace, ['tasks', key], baseDirOf(key) ?? where.baseDir) };
     // A merge queue's repository, checked the same way (merge-check.ts refuses a URL: it lands branches in a folder).
-    if (t.merge?.repo !== undefined) {
+    if (t.merge?.repo !== undefined && REPO_URL_LIKE.test(t.merge.repo)) {
+      problems.push({ path: ['tasks', key, 'merge', 'repo'], message: `${t.merge.repo} is a URL: a merge queue lands branches in a repository on its agent's machine; name its path` });
+    } else if (t.merge?.repo !== undefined) {
       const repo = (await resolve({ repo: t.merge.repo }, ['tasks', key], baseDirOf(key) ?? where.baseDir, ['merge', 'repo']))!.repo;
       out.tasks[key] = { ...out.tasks[key]!, merge: { ...t.merge, repo } };
     }
@@ -63,11 +75,14 @@ export async function workspaceReposResolve(
   return problems.length ? { problems } : { file: out };
 }
 
-async function repoResolve(written: string, where: ProjectRoots): Promise<{ real: string } | { error: string }> {
+async function repoResolve(written: string, where: ProjectRoots & { repoUrls: readonly string[] }): Promise<{ real: string } | { error: string }> {
   if (REPO_URL_LIKE.test(written)) {
-    // Cloned by the agents' machines, each checking it against its operator's allow-list (DAGENT_WORKSPACE_REPO_URLS).
-    if (REPO_URL.test(written)) return { real: written };
-    return { error: `${written}: not a repository URL dagent clones (https, http, ssh, git or file, or user@host:path)` };
+    if (!REPO_URL.test(written)) return { error: `${written}: not a repository URL dagent clones (https, http, ssh, git or file, or user@host:path)` };
+    // The operator's allow-list here, and again on each agent's machine before it clones.
+    if (!repoUrlAllowed(written, where.repoUrls)) {
+      return { error: `${written}: not a repository URL this dagent accepts (DAGENT_WORKSPACE_REPO_URLS allows ${where.repoUrls.length ? where.repoUrls.join(', ') : 'none'})` };
+    }
+    return { real: written };
   }
   const r = await projectPathResolve(written, where);
   if ('error' in r) return r;

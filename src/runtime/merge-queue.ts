@@ -4,7 +4,8 @@ import { configFromEnv } from '../config/index.js';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
 import { MERGE_CONFLICT_FIELD, type MergeSpec } from '../dag/spec.js';
 import { TaskError } from '../errors.js';
-import { git } from '../workspaces/git.js';
+import { textTail } from '../json-guard.js';
+import { git, gitTest } from '../workspaces/git.js';
 import { repoKeyOf, workspaceBranch } from '../workspaces/layout.js';
 import { mergeLand, mergeTestDirRemove, type MergeConflict, type MergeOutcome, type MergeTestResult } from '../workspaces/merge.js';
 import type { TaskContext } from './define-agent.js';
@@ -72,15 +73,19 @@ export async function mergeQueueRun(task: ClaimedTask, ctx: TaskContext, options
   const resolvers = new Map<string, string>();
   if (m.resolver) {
     const conflicts = outcomes.filter((o): o is Extract<MergeOutcome, { result: 'conflict' }> => o.result === 'conflict');
-    const specs = conflicts.map((c) => ({ key: resolverKeyOf(c.key), template: m.resolver!, spec: { input: { [MERGE_CONFLICT_FIELD]: c.conflict satisfies MergeConflict } } }));
+    const keys = resolverKeysOf(conflicts.map((c) => c.key));
+    const specs = conflicts.map((c, i) => ({ key: keys[i]!, template: m.resolver!, spec: { input: { [MERGE_CONFLICT_FIELD]: c.conflict satisfies MergeConflict } } }));
     if (specs.length) {
       // Ends this attempt until they completed; the next one replays the landings above and gets here again.
       const children = await ctx.spawn(specs, { wait: true });
       for (const [i, c] of conflicts.entries()) {
         // The DAG knows a subtask as <parent key>/<key>: its branch is named after that.
         const resolverKey = `${task.key}/${children[i]!.key}`;
-        resolvers.set(c.key, resolverKey);
-        outcomes.push(await land(resolverKey));
+        const outcome = await land(resolverKey);
+        outcomes.push(outcome);
+        // Resolved only if the conflicting branch's work is in the target now (a resolver that never merged it is not).
+        const onTarget = await gitTest(m.repo, ['merge-base', '--is-ancestor', c.head, `refs/heads/${m.into}`]).catch(() => false);
+        if (onTarget && (outcome.result === 'landed' || outcome.result === 'already_merged')) resolvers.set(c.key, resolverKey);
       }
     }
   }
@@ -108,16 +113,25 @@ async function branchKeys(m: MergeSpec, ctx: TaskContext): Promise<string[]> {
   });
 }
 
-/** A resolver subtask's key (stored under the merge task: `<merge key>/resolve-<task key, / as ->`). */
-function resolverKeyOf(key: string): string {
-  return `resolve-${key.replaceAll('/', '-')}`.slice(0, 64);
+/**
+ * The resolver subtasks' keys (stored under the merge task): `resolve-<task key, / as ->`, or `resolve-<n>` where that
+ * would pass 64 characters or repeat one (`edit/0` and `edit-0`); the same for the same conflicts, as a retry needs.
+ */
+function resolverKeysOf(keys: string[]): string[] {
+  const seen = new Set<string>();
+  return keys.map((key, i) => {
+    const named = `resolve-${key.replaceAll('/', '-')}`;
+    const k = named.length <= 64 && !seen.has(named) ? named : `resolve-${i}`;
+    seen.add(k);
+    return k;
+  });
 }
 
 function testOf(test: NonNullable<MergeSpec['test']>, run: MergeTestRunner, signal: AbortSignal) {
   return async (dir: string): Promise<MergeTestResult> => {
     const r = await run({ command: test.command, env: test.env, timeoutSec: test.timeoutSec }, dir, signal);
     const output = `${r.stdout}${r.stderr}`;
-    return { pass: !r.timedOut && r.exitCode === 0, exitCode: r.exitCode, timedOut: r.timedOut, outputTail: output.slice(-TEST_OUTPUT_TAIL) };
+    return { pass: !r.timedOut && r.exitCode === 0, exitCode: r.exitCode, timedOut: r.timedOut, outputTail: textTail(output, TEST_OUTPUT_TAIL) };
   };
 }
 

@@ -1,6 +1,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { TaskError } from '../errors.js';
+import { textHead } from '../json-guard.js';
 import { git, GitError, gitTest } from './git.js';
 import { repoLockHold } from './repo-lock.js';
 
@@ -15,8 +16,15 @@ import { repoLockHold } from './repo-lock.js';
  *      `merge --ff-only` in the worktree that has the target checked out): moved meanwhile, steps 1-4 again.
  */
 
-/** Settings of the merge commits dagent makes: its identity, no signing, no hooks (as workspace.ts's own commit). */
-const COMMIT_CONFIG = ['-c', 'user.name=dagent', '-c', 'user.email=dagent@localhost', '-c', 'commit.gpgsign=false', '-c', 'core.hooksPath=/dev/null'];
+/**
+ * Settings of every git command that writes or checks out: no hooks and no fsmonitor program (a repository's
+ * `.git/hooks` or config that an agent's worktree could reach never runs in the merge agent), and for the merge
+ * commits dagent's identity and no signing (as workspace.ts's own commit).
+ */
+const NO_PROGRAMS = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false'];
+const COMMIT_CONFIG = [...NO_PROGRAMS, '-c', 'user.name=dagent', '-c', 'user.email=dagent@localhost', '-c', 'commit.gpgsign=false'];
+/** Most conflicted files a conflict lists and diffs (the rest are counted): a step result stays small. */
+const CONFLICT_FILES_MAX = 200;
 /** Each side's diff a conflict hands to its resolver, at most (the rest is cut, and said so). */
 export const MERGE_DIFF_MAX_CHARS = 64 * 1024;
 /** Times a landing starts over because the target moved under it (another queue landed meanwhile). */
@@ -108,11 +116,16 @@ async function mergeTreeWrite(repo: string, ours: string, theirs: string): Promi
   }
 }
 
-async function conflictOf(r: MergeLandRequest, intoCommit: string, branchCommit: string, files: string[]): Promise<MergeConflict> {
+async function conflictOf(r: MergeLandRequest, intoCommit: string, branchCommit: string, allFiles: string[]): Promise<MergeConflict> {
   const mergeBase = (await git(r.repo, ['merge-base', intoCommit, branchCommit])).trim();
+  const files = allFiles.slice(0, CONFLICT_FILES_MAX);
   const side = async (commit: string) => {
-    const diff = await git(r.repo, ['diff', '--no-color', '--no-ext-diff', mergeBase, commit, '--', ...files]);
-    return diff.length > MERGE_DIFF_MAX_CHARS ? { text: diff.slice(0, MERGE_DIFF_MAX_CHARS), cut: true } : { text: diff, cut: false };
+    // File names are names, never pathspec magic (`:!x`); a diff past git's output cap is said to be too large.
+    const diff = await git(r.repo, ['--literal-pathspecs', 'diff', '--no-color', '--no-ext-diff', mergeBase, commit, '--', ...files])
+      .catch((e: unknown) => { if (e instanceof GitError) return null; throw e; });
+    if (diff === null) return { text: '(the diff is too large to show)', cut: true };
+    // Cut where a character ends: half a surrogate pair is not storable JSON text.
+    return diff.length > MERGE_DIFF_MAX_CHARS ? { text: textHead(diff, MERGE_DIFF_MAX_CHARS), cut: true } : { text: diff, cut: allFiles.length > files.length };
   };
   const [into, branch] = await Promise.all([side(intoCommit), side(branchCommit)]);
   return {
@@ -125,7 +138,7 @@ async function conflictOf(r: MergeLandRequest, intoCommit: string, branchCommit:
 async function mergeTestRun(r: MergeLandRequest, commit: string): Promise<MergeTestResult> {
   await mkdir(path.dirname(r.testDir), { recursive: true });
   await rm(r.testDir, { recursive: true, force: true });
-  await repoLockHold(r.repoDir, () => git(r.repo, ['worktree', 'add', '--quiet', '--detach', r.testDir, commit]));
+  await repoLockHold(r.repoDir, () => git(r.repo, [...NO_PROGRAMS, 'worktree', 'add', '--quiet', '--detach', r.testDir, commit]));
   try {
     return await r.test!(r.testDir);
   } finally {
@@ -149,7 +162,7 @@ export async function mergeTestDirRemove(repo: string, repoDir: string, dir: str
 async function targetMove(repo: string, into: string, from: string, to: string): Promise<true | 'moved' | string> {
   const checkedOut = await worktreeWithBranch(repo, into);
   try {
-    if (checkedOut) await git(checkedOut, ['merge', '--ff-only', '--quiet', to]);
+    if (checkedOut) await git(checkedOut, [...NO_PROGRAMS, 'merge', '--ff-only', '--quiet', to]);
     else await git(repo, ['update-ref', '-m', `dagent: land on ${into}`, `refs/heads/${into}`, to, from]);
     return true;
   } catch (e) {
@@ -161,6 +174,8 @@ async function targetMove(repo: string, into: string, from: string, to: string):
 
 /** The working tree (the repository's own, or a linked worktree) that has `branch` checked out, if any. */
 async function worktreeWithBranch(repo: string, branch: string): Promise<string | undefined> {
+  // A worktree whose folder is gone (prunable) has nothing to update: forgotten first.
+  await git(repo, ['worktree', 'prune']).catch(() => {});
   const list = await git(repo, ['worktree', 'list', '--porcelain', '-z']);
   let dir: string | undefined;
   for (const field of list.split('\0')) {

@@ -2,6 +2,7 @@ import { mkdir, readFile, rm, rmdir, stat, unlink, writeFile } from 'node:fs/pro
 import path from 'node:path';
 import { LIMITS, limitEnvName } from '../config/index.js';
 import type { WorkspaceSpec } from '../dag/spec.js';
+import { repoUrlAllowed } from '../dag/workspace-repos.js';
 import { TaskError } from '../errors.js';
 import { diskUsage } from './disk.js';
 import { git, GitError, gitTest } from './git.js';
@@ -110,8 +111,7 @@ export async function workspaceOpen(r: WorkspaceOpenRequest): Promise<Workspace>
  * git's `ext::` transport, which runs a command, is never used.
  */
 async function mirrorSync(url: string, gitDir: string, allowed: readonly string[]): Promise<void> {
-  const ok = allowed.some((a) => url === a || url.startsWith(/[/:]$/.test(a) ? a : `${a}/`));
-  if (!ok) {
+  if (!repoUrlAllowed(url, allowed)) {
     throw new TaskError('workspace_unavailable', `workspace of ${url}: not a repository URL this agent may clone (DAGENT_WORKSPACE_REPO_URLS allows ${allowed.length ? allowed.join(', ') : 'none'})`, { retryable: false });
   }
   const noExt = ['-c', 'protocol.ext.allow=never'];

@@ -177,6 +177,8 @@ tasks:
     expect(await refused(`${head}${edit}  m: { type: merge, depends_on: [e], merge: { into: main, resolver: fix } }\n`))
       .toMatch(/tasks\.m\.merge\.resolver.*"fix" is not a template/s);
     expect(await refused(`spawn: { templates: { fix: { type: fix, workspace: { repo: refusals } } } }\n${head}${edit}  m: { type: merge, depends_on: [e], merge: { into: main, resolver: fix } }\n`))
+      .toMatch(/tasks\.m\.merge\.resolver.*must have workspace\.base main/s);
+    expect(await refused(`spawn: { templates: { fix: { type: fix, workspace: { repo: refusals, base: main } } } }\n${head}${edit}  m: { type: merge, depends_on: [e], merge: { into: main, resolver: fix } }\n`))
       .toMatch(/must accept the input field conflict/);
     expect(await refused(`name: bad\ntasks:\n${edit}  m: { type: merge, depends_on: [e], merge: { into: main } }\n`))
       .toMatch(/tasks\.m\.merge.*names no repo/s);

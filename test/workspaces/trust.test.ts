@@ -36,10 +36,16 @@ describe('a workspace\'s repository is the DAG author\'s, checked like every pat
     expect(byKey).toEqual({ a: { repo, base: 'main', keep: 'never' }, b: { repo, keep: 'on_failure' }, w: undefined });
   });
 
-  it('as a URL, is kept as written: each agent\'s machine clones it only if its operator allows it', async () => {
-    const spec = await load(task('{ repo: "https://git.example.com/team/app.git" }'));
+  it('as a URL, is accepted only when the operator\'s allow-list has it, and kept as written: each agent\'s machine checks its own list before it clones', async () => {
+    const allowing = { baseDir: project, roots: [], repoUrls: ['https://git.example.com/team/', 'git@git.example.com:team/'] };
+    const spec = await dagSourceLoad(task('{ repo: "https://git.example.com/team/app.git" }'), 'dags/fix.yaml', allowing);
     expect(spec.tasks[0]!.body.workspace).toEqual({ repo: 'https://git.example.com/team/app.git', keep: 'never' });
-    expect((await load(task('{ repo: "git@git.example.com:team/app.git" }'))).tasks[0]!.body.workspace!.repo).toBe('git@git.example.com:team/app.git');
+    expect((await dagSourceLoad(task('{ repo: "git@git.example.com:team/app.git" }'), 'dags/fix.yaml', allowing)).tasks[0]!.body.workspace!.repo).toBe('git@git.example.com:team/app.git');
+    // Not on the list (another host, a prefix that only looks alike), or no list at all: refused at submission, naming the field.
+    for (const [url, list] of [['https://evil.example.com/team/app.git', allowing.repoUrls], ['https://git.example.com/teamwork/app.git', ['https://git.example.com/team']], ['https://git.example.com/team/app.git', []]] as const) {
+      await expect(dagSourceLoad(task(`{ repo: "${url}" }`), 'dags/fix.yaml', { ...allowing, repoUrls: list }))
+        .rejects.toThrow(`tasks.fix.workspace.repo: ${url}: not a repository URL this dagent accepts (DAGENT_WORKSPACE_REPO_URLS allows ${list.length ? list.join(', ') : 'none'})`);
+    }
   });
 
   it('in a group\'s template, is relative to the template\'s file and checked as its schema files are', async () => {

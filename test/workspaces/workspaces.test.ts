@@ -29,7 +29,8 @@ const reclaimer = (now?: () => number) => workspaceReclaimerCreate({ db, root, k
 
 /** Submit DAG YAML whose paths start at `baseDir` (default the scratch folder, which is also the one file root). */
 async function submit(yaml: string, baseDir = scratch): Promise<string> {
-  const [r] = await dagSubmit(db, [await dagSourceLoad(yaml, 'ws.yaml', { baseDir, roots: [scratch] })]);
+  // The server's operator accepts file URLs under the scratch folder; each agent's operator decides for its machine.
+  const [r] = await dagSubmit(db, [await dagSourceLoad(yaml, 'ws.yaml', { baseDir, roots: [scratch], repoUrls: [`file://${scratch}/`] })]);
   return r!.dagId;
 }
 

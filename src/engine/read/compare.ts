@@ -1,4 +1,5 @@
 import type { Db } from '../../db/handle.js';
+import { textHead } from '../../json-guard.js';
 import { dagGet } from '../../db/queries/dags.js';
 import { taskCompareRows, type TaskCompareRow } from '../../db/queries/tasks-compare.js';
 import type { DagRow } from '../../db/rows.js';
@@ -126,8 +127,7 @@ function sideOf(r: TaskCompareRow, outputChars: number | undefined): CompareSide
   const full = outputTextOf(r.output);
   const cut = full !== null && outputChars !== undefined && full.length > outputChars;
   // Never half a surrogate pair at the cut.
-  let text = cut ? full.slice(0, outputChars) : full;
-  if (cut && text && /[\uD800-\uDBFF]$/.test(text)) text = text.slice(0, -1);
+  const text = cut ? textHead(full, outputChars) : full;
   return {
     taskId: r.id,
     status: r.status,
