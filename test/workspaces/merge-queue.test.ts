@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
@@ -12,9 +12,10 @@ import type { ClaimedTask, TaskContext } from '../../src/index.js';
 import { dagSubmit } from '../../src/engine/dag/submit.js';
 import { dagGet } from '../../src/db/queries/dags.js';
 import { mapTasksSettle } from '../../src/engine/dag/map.js';
-import { workspaceEntries } from '../../src/workspaces/layout.js';
+import { repoKeyOf, workspaceEntries } from '../../src/workspaces/layout.js';
+import { reaperCreate } from '../../src/maintenance/reaper.js';
 import { testDatabase } from '../helpers/db.js';
-import { rowsOf } from '../helpers/factories.js';
+import { leaseLapsedReaped, rowsOf } from '../helpers/factories.js';
 import { agentProcesses } from '../helpers/agent-process.js';
 import { agentRunners } from '../helpers/runners.js';
 import { envKept } from '../helpers/env.js';
@@ -186,6 +187,60 @@ tasks:
       .toMatch(/tasks\.m\.merge\.repo.*is a URL/s);
     expect(await refused(`${head}${edit}  m: { type: merge, depends_on: [e], merge: { into: "-main" } }\n`))
       .toMatch(/tasks\.m\.merge\.into/);
+  });
+});
+
+describe('the merge queue under a crash', () => {
+  it('kill -9 of the merge agent mid-test: the next attempt replays the landed branch (not tested again), removes the dead test worktree, and lands the rest once', async () => {
+    const repo = repoMake(path.join(scratch, 'crashed'), { 'a.txt': 'base\n' });
+    gitIn(repo, 'checkout', '--quiet', '--detach');
+    const runs = path.join(scratch, 'crashed-test-runs.txt');
+    const hung = path.join(scratch, 'crashed-hung');
+    // The test hangs the first time it sees b's work (the merge agent is killed there); else it logs a run and passes.
+    const test = `if [ -e b.txt ] && [ ! -e ${hung} ]; then touch ${hung}; sleep 60; fi; echo run >> ${runs}`;
+    env.clear();
+    process.env.DAGENT_CODING_COMMAND = EDITOR;
+    const dagId = await submit(`
+name: crashed
+defaults:
+  workspace: { repo: crashed }
+tasks:
+  a: { type: edit, spec: { constraints: { capabilities: [coding] }, input: { file: a.txt, line: "a" } } }
+  b: { type: edit, spec: { constraints: { capabilities: [coding] }, input: { file: b.txt, line: "b" } } }
+  land:
+    type: merge
+    depends_on: [a, b]
+    retry: { strategy: immediate }
+    merge: { into: main, test: { command: "${test}" } }
+`);
+    await run(coding, { concurrency: 2 });
+    const workers = { DAGENT_WORKSPACE_ROOT: root };
+    const victim = await spawnAgent('agents/merge.ts', 'merge-victim', [], { env: workers });
+    await eventually('the test hanging on b', async () => existsSync(hung), 30_000);
+    const afterA = gitIn(repo, 'rev-parse', 'main');
+    expect(gitIn(repo, 'show', 'main:a.txt')).toBe('a');
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    await leaseLapsedReaped(db, reaperCreate({ db }), 'merge-victim');
+    // The dead attempt's test worktree is still there; the target has a's work only.
+    const leftover = path.join(root, repoKeyOf(repo), 'merge');
+    expect(readdirSync(leftover)).toHaveLength(1);
+
+    const rescuer = await spawnAgent('agents/merge.ts', 'merge-rescuer', [], { env: workers });
+    await eventually('DAG completed', async () => (await dagGet(db, dagId))?.status === 'completed', 30_000);
+    const land = (await tasksOf(dagId)).find((t) => t.key === 'land')!.output as unknown as MergeOutput;
+    expect(land.landed).toEqual(['a', 'b']);
+    // a's landing was replayed from its step: tested once in all; b's tested again and landed on top of a's.
+    expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(2);
+    expect(gitIn(repo, 'rev-parse', 'main^1')).toBe(afterA);
+    expect(gitIn(repo, 'show', 'main:b.txt')).toBe('b');
+    const attempts = await rowsOf<{ outcome: string; error_class: string | null }>(db, sql`
+      select a.outcome, a.error_class from attempts a join tasks t on t.id = a.task_id where t.dag_id = ${dagId} and t.key = 'land' order by a.fence`);
+    expect(attempts).toEqual([{ outcome: 'failed', error_class: 'crash' }, { outcome: 'completed', error_class: null }]);
+    expect(readdirSync(leftover)).toEqual([]);
+    expect(gitIn(repo, 'worktree', 'list', '--porcelain').split('\n').filter((l) => l.startsWith('worktree '))).toHaveLength(1);
+    rescuer.child.kill('SIGTERM');
+    expect(await rescuer.exited).toBe(0);
   });
 });
 
