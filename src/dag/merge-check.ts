@@ -26,9 +26,9 @@ export function mergeQueuesCheck(file: DagFile): MergeProblem[] {
       continue;
     }
     const deps = new Set(t.depends_on ?? []);
-    const tasks = m.tasks ?? [...deps].filter((k) => repoOf(file.tasks[k]?.workspace) !== undefined);
+    const tasks = mergeTasksOf(file, key);
     if (m.tasks === undefined && tasks.length === 0) {
-      problems.push({ path: at, message: `none of the tasks "${key}" depends on has a workspace: list the tasks whose branches land in merge.tasks` });
+      problems.push({ path: at, message: `none of the tasks "${key}" depends on works in ${repo}: list the tasks whose branches land in merge.tasks` });
     }
     (m.tasks ?? []).forEach((k, i) => {
       const path = [...at, 'tasks', i];
@@ -50,4 +50,19 @@ export function mergeQueuesCheck(file: DagFile): MergeProblem[] {
     }
   }
   return problems;
+}
+
+/**
+ * The tasks whose branches a merge task lands, in order: its `merge.tasks`, else those of its depends_on that run an
+ * agent in a worktree of its repository (a task of its own, or the DAG's default, workspace; not a task that waits).
+ */
+export function mergeTasksOf(file: DagFile, key: string): string[] {
+  const t = file.tasks[key]!;
+  if (t.merge?.tasks) return t.merge.tasks;
+  const repo = t.merge?.repo ?? file.defaults?.workspace?.repo;
+  return (t.depends_on ?? []).filter((k) => {
+    const dep = file.tasks[k];
+    if (!dep || dep.wait_for || dep.approval || dep.merge) return false;
+    return (dep.workspace ?? file.defaults?.workspace)?.repo === repo;
+  });
 }

@@ -1,5 +1,6 @@
 import type { DagFile, MergeFile, RetryFile, ScheduleFile, SpawnFile, TaskFile, WorkspaceFile } from './file-schema.js';
 import { TEST_STEP_DEFAULTS } from '../validation/steps/test.js';
+import { mergeTasksOf } from './merge-check.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import { countValue } from '../counts.js';
 import { approvalResolve } from '../validation/steps/approval.js';
@@ -24,7 +25,7 @@ export function dagFileNormalize(
     // An approval task shows the person its prompt and its upstream tasks' outputs (its context: what is being approved).
     if (approval) body.body = { ...body.body, prompt: approval.prompt, context: t.depends_on ?? [], input: { step: approval } };
     if (t.merge) {
-      const merge = mergeNormalize(t.merge, t, file);
+      const merge = mergeNormalize(t.merge, mergeTasksOf(file, key), file);
       // Its tasks' outputs are its context (a for_each task's lists its children), and only agents that land branches claim it.
       body.body = { ...body.body, context: [...new Set([...body.body.context, ...merge.tasks.map((m) => m.key)])], merge };
       body.requiredCapabilities = [...new Set([...body.requiredCapabilities, MERGE_CAPABILITY])].sort();
@@ -116,10 +117,9 @@ function bodyAndConstraints(
 
 /**
  * A merge queue as stored (file checked by merge-check.ts): its repository (default the DAG's default workspace's,
- * already a real path), and the tasks whose branches land (default: the depends_on tasks that have a workspace).
+ * already a real path), and the tasks whose branches land (mergeTasksOf).
  */
-function mergeNormalize(m: MergeFile, t: TaskFile, file: DagFile): MergeSpec {
-  const tasks = m.tasks ?? (t.depends_on ?? []).filter((k) => (file.tasks[k]?.workspace ?? file.defaults?.workspace) !== undefined);
+function mergeNormalize(m: MergeFile, tasks: string[], file: DagFile): MergeSpec {
   return {
     repo: (m.repo ?? file.defaults?.workspace?.repo)!,
     into: m.into,

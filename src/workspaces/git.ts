@@ -5,8 +5,11 @@ const GIT_MAX_BUFFER = 16 * 1024 * 1024;
 /** Tries of a command that met another process's git lock (index.lock, a ref's lock), with doubling pauses from the first. */
 const LOCKED_TRIES = 6;
 const LOCKED_FIRST_PAUSE_MS = 50;
-/** What git prints when another git process holds a lock it needs. */
-const LOCKED = /\.lock'?: File exists|Unable to create '[^']*\.lock'|cannot lock ref|could not lock config file|is locked/i;
+/**
+ * What git prints when another git process holds a lock it needs (not a ref that moved under an update-ref with an
+ * old value: "cannot lock ref …: is at X but expected Y" is an answer, not a lock).
+ */
+const LOCKED = /\.lock'?: File exists|Unable to create '[^']*\.lock'|cannot lock ref(?![^\n]*but expected)|could not lock config file|is locked/i;
 
 export class GitError extends Error {
   /** `stdout`: what it printed before failing (merge-tree's conflicted files come with exit 1). */

@@ -187,6 +187,10 @@ tasks:
       .toMatch(/tasks\.m\.merge\.repo.*is a URL/s);
     expect(await refused(`${head}${edit}  m: { type: merge, depends_on: [e], merge: { into: "-main" } }\n`))
       .toMatch(/tasks\.m\.merge\.into/);
+    // By default it lands the upstream tasks that work in its repository: not a task that waits, not one elsewhere.
+    repoMake(path.join(scratch, 'elsewhere'));
+    const spec = await dagSourceLoad(`${head}${edit}  o: { type: edit, workspace: { repo: elsewhere } }\n  w: { type: w, wait_for: { signal: go } }\n  m: { type: merge, depends_on: [e, o, w], merge: { into: main } }\n`, 'ok.yaml', { baseDir: scratch, roots: [scratch] });
+    expect(spec.tasks.find((t) => t.key === 'm')!.body.merge!.tasks).toEqual([{ key: 'e', forEach: false }]);
   });
 });
 
