@@ -60,16 +60,16 @@ export async function mergeQueueRun(task: ClaimedTask, ctx: TaskContext, options
   await leftoverTestDirsRemove(m.repo, repoDir, task.id);
   let tests = 0;
 
+  const test = m.test && options.runTest ? testOf(m.test, options.runTest, ctx.signal) : undefined;
   const land = (key: string) => ctx.step(`land ${key}`, async () => {
     const branch = workspaceBranch(task.dagId, key);
-    const test = m.test && options.runTest ? testOf(m.test, options.runTest, ctx.signal) : undefined;
     const outcome = await mergeLand({ repo: m.repo, repoDir, into: m.into, key, branch, test, testDir: `${testBase}${task.fence}-${++tests}` });
     ctx.log.info({ key, branch, result: outcome.result }, 'merge queue: branch turn');
     return outcome;
   });
 
   const outcomes: MergeOutcome[] = [];
-  for (const key of await branchKeys(m, ctx)) outcomes.push(await land(key));
+  for (const key of branchKeys(m, ctx)) outcomes.push(await land(key));
   const resolvers = new Map<string, string>();
   if (m.resolver) {
     const conflicts = outcomes.filter((o): o is Extract<MergeOutcome, { result: 'conflict' }> => o.result === 'conflict');
@@ -105,7 +105,7 @@ export async function mergeQueueRun(task: ClaimedTask, ctx: TaskContext, options
  * The keys whose branches land, in order: each listed task's, a for_each task's children's (`<key>/0`, …, as many as
  * its output lists: its children's outputs, in item order).
  */
-async function branchKeys(m: MergeSpec, ctx: TaskContext): Promise<string[]> {
+function branchKeys(m: MergeSpec, ctx: TaskContext): string[] {
   return m.tasks.flatMap(({ key, forEach }) => {
     if (!forEach) return [key];
     const items = ctx.inputs[key];
