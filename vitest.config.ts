@@ -4,11 +4,13 @@ import { defineConfig } from 'vitest/config';
 /**
  * Files that run after the others, one at a time, with the machine to themselves: each holds a bound on latency
  * that other files' load on 2 cores would break without anything being wrong (/healthz within 2 s while a large DAG
- * parses; a revocation reaching every stream within its bound).
+ * parses; a revocation reaching every stream within its bound; a browser drawing 3,000-task DAGs within its waits,
+ * which timed out twice in a full pass beside two other files once the suite had doubled its CPU work).
  */
 const ALONE = [
   'test/security/large-submissions.test.ts',
   'test/security/revocation.test.ts',
+  'test/http/dashboard.browser.test.ts',
 ];
 
 /**
