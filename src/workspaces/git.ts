@@ -11,6 +11,14 @@ const LOCKED_FIRST_PAUSE_MS = 50;
  */
 const LOCKED = /\.lock'?: File exists|Unable to create '[^']*\.lock'|cannot lock ref(?![^\n]*but expected)|could not lock config file|is locked/i;
 
+/**
+ * Settings for git commands that write or check out in a repository an agent's worktree shares: no hooks and no
+ * fsmonitor program (a `.git/hooks` or config an agent could reach never runs in dagent's process).
+ */
+export const GIT_NO_PROGRAMS = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false'] as const;
+/** And for the commits dagent makes: its own identity, no signing (no prompt). */
+export const GIT_COMMIT_CONFIG = [...GIT_NO_PROGRAMS, '-c', 'user.name=dagent', '-c', 'user.email=dagent@localhost', '-c', 'commit.gpgsign=false'] as const;
+
 export class GitError extends Error {
   /** `stdout`: what it printed before failing (merge-tree's conflicted files come with exit 1). */
   constructor(readonly args: readonly string[], readonly code: number | string | null, readonly stderr: string, readonly stdout = '') {

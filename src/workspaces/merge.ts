@@ -2,7 +2,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { TaskError } from '../errors.js';
 import { textHead } from '../json-guard.js';
-import { git, GitError, gitTest } from './git.js';
+import { git, GIT_COMMIT_CONFIG, GIT_NO_PROGRAMS, GitError, gitTest } from './git.js';
 import { repoLockHold } from './repo-lock.js';
 
 /**
@@ -16,13 +16,6 @@ import { repoLockHold } from './repo-lock.js';
  *      `merge --ff-only` in the worktree that has the target checked out): moved meanwhile, steps 1-4 again.
  */
 
-/**
- * Settings of every git command that writes or checks out: no hooks and no fsmonitor program (a repository's
- * `.git/hooks` or config that an agent's worktree could reach never runs in the merge agent), and for the merge
- * commits dagent's identity and no signing (as workspace.ts's own commit).
- */
-const NO_PROGRAMS = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false'];
-const COMMIT_CONFIG = [...NO_PROGRAMS, '-c', 'user.name=dagent', '-c', 'user.email=dagent@localhost', '-c', 'commit.gpgsign=false'];
 /** Most conflicted files a conflict lists and diffs (the rest are counted): a step result stays small. */
 const CONFLICT_FILES_MAX = 200;
 /** Each side's diff a conflict hands to its resolver, at most (the rest is cut, and said so). */
@@ -83,7 +76,7 @@ export async function mergeLand(r: MergeLandRequest): Promise<MergeOutcome> {
     if ('conflicted' in preflight) return { key, branch, result: 'conflict', head, conflict: await conflictOf(r, intoBefore, head, preflight.conflicted) };
     const fastForward = await gitTest(repo, ['merge-base', '--is-ancestor', intoBefore, head]);
     const commit = fastForward ? head : (await git(repo, [
-      ...COMMIT_CONFIG, 'commit-tree', preflight.tree, '-p', intoBefore, '-p', head, '-m', `dagent: land ${branch} on ${r.into}`,
+      ...GIT_COMMIT_CONFIG, 'commit-tree', preflight.tree, '-p', intoBefore, '-p', head, '-m', `dagent: land ${branch} on ${r.into}`,
     ])).trim();
     if (r.test) {
       const test = await mergeTestRun(r, commit);
@@ -138,7 +131,7 @@ async function conflictOf(r: MergeLandRequest, intoCommit: string, branchCommit:
 async function mergeTestRun(r: MergeLandRequest, commit: string): Promise<MergeTestResult> {
   await mkdir(path.dirname(r.testDir), { recursive: true });
   await rm(r.testDir, { recursive: true, force: true });
-  await repoLockHold(r.repoDir, () => git(r.repo, [...NO_PROGRAMS, 'worktree', 'add', '--quiet', '--detach', r.testDir, commit]));
+  await repoLockHold(r.repoDir, () => git(r.repo, [...GIT_NO_PROGRAMS, 'worktree', 'add', '--quiet', '--detach', r.testDir, commit]));
   try {
     return await r.test!(r.testDir);
   } finally {
@@ -162,7 +155,7 @@ export async function mergeTestDirRemove(repo: string, repoDir: string, dir: str
 async function targetMove(repo: string, into: string, from: string, to: string): Promise<true | 'moved' | string> {
   const checkedOut = await worktreeWithBranch(repo, into);
   try {
-    if (checkedOut) await git(checkedOut, [...NO_PROGRAMS, 'merge', '--ff-only', '--quiet', to]);
+    if (checkedOut) await git(checkedOut, [...GIT_NO_PROGRAMS, 'merge', '--ff-only', '--quiet', to]);
     else await git(repo, ['update-ref', '-m', `dagent: land on ${into}`, `refs/heads/${into}`, to, from]);
     return true;
   } catch (e) {

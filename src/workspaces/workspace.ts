@@ -5,7 +5,7 @@ import type { WorkspaceSpec } from '../dag/spec.js';
 import { repoUrlAllowed } from '../dag/workspace-repos.js';
 import { TaskError } from '../errors.js';
 import { diskUsage } from './disk.js';
-import { git, GitError, gitTest } from './git.js';
+import { git, GIT_COMMIT_CONFIG, GIT_NO_PROGRAMS, GitError, gitTest } from './git.js';
 import { repoLockHold } from './repo-lock.js';
 import { repoGitDir, workspaceBranch, workspaceCount, workspacePaths, type WorkspaceMeta, type WorkspacePaths } from './layout.js';
 
@@ -38,11 +38,6 @@ export interface WorkspaceSummary {
 /** Most changed files an output lists by name (`diffStat.changed`); the rest are counted in changedOmitted. */
 export const WORKSPACE_CHANGED_LISTED = 200;
 
-/**
- * Settings of the one commit dagent makes (what an attempt left uncommitted): its own identity, no signing (no
- * prompt), and no hooks (no program of the worktree's runs as part of dagent's commit).
- */
-const COMMIT_CONFIG = ['-c', 'user.name=dagent', '-c', 'user.email=dagent@localhost', '-c', 'commit.gpgsign=false', '-c', 'core.hooksPath=/dev/null'];
 
 export interface WorkspaceOpenRequest {
   root: string;
@@ -92,7 +87,7 @@ export async function workspaceOpen(r: WorkspaceOpenRequest): Promise<Workspace>
     // The meta file first: a process killed between the two leaves something the reclaim recognizes.
     await writeFile(p.metaFile, JSON.stringify(meta));
     try {
-      await git(gitDir, ['worktree', 'add', '--quiet', '-B', branch, p.dir, baseCommit]);
+      await git(gitDir, [...GIT_NO_PROGRAMS, 'worktree', 'add', '--quiet', '-B', branch, p.dir, baseCommit]);
     } catch (e) {
       await rm(p.dir, { recursive: true, force: true });
       await unlink(p.metaFile).catch(() => {});
@@ -140,7 +135,7 @@ export async function workspaceFinish(ws: Workspace, message: string): Promise<W
   if ('tooLarge' in disk) throw disk.tooLarge;
   await git(ws.path, ['add', '--all']);
   if (!(await gitTest(ws.path, ['diff', '--cached', '--quiet']))) {
-    await git(ws.path, [...COMMIT_CONFIG, 'commit', '--quiet', '--no-verify', '--allow-empty-message', '-m', message]);
+    await git(ws.path, [...GIT_COMMIT_CONFIG, 'commit', '--quiet', '--no-verify', '--allow-empty-message', '-m', message]);
   }
   const head = (await git(ws.path, ['rev-parse', 'HEAD'])).trim();
   const on = (await git(ws.path, ['symbolic-ref', '--quiet', 'HEAD']).catch(() => '')).trim();
@@ -205,7 +200,7 @@ export async function workspaceRemove(p: WorkspacePaths & { repo: string | null 
 export async function workspaceDetach(p: WorkspacePaths & { repo: string | null }): Promise<void> {
   if (!(await stat(p.dir).then(() => true, () => false))) return;
   if (!(await gitTest(p.dir, ['symbolic-ref', '--quiet', 'HEAD']).catch(() => false))) return;
-  await repoLockHold(p.repoDir, () => git(p.dir, ['checkout', '--quiet', '--detach']));
+  await repoLockHold(p.repoDir, () => git(p.dir, [...GIT_NO_PROGRAMS, 'checkout', '--quiet', '--detach']));
 }
 
 /**

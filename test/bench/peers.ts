@@ -46,12 +46,14 @@ async function until(what: string, cond: () => boolean | Promise<boolean>, stepM
 // ---------------------------------------------------------------- graphile-worker
 
 type GraphileMode = 'default' | 'batched';
+/** graphile-worker batched takes jobs through a local queue of this many: dagent's flat runs at this batch too, beside it. */
+export const GRAPHILE_LOCAL_QUEUE = 500;
 
 function graphileOptions(url: string, mode: GraphileMode, concurrency: number, taskList: Record<string, Task>): RunnerOptions {
   return {
     connectionString: url, concurrency, noHandleSignals: true, pollInterval: 1000, logger: silent, taskList,
     // The batched configuration: a local queue fed by batched fetches, and completions written in batches.
-    ...(mode === 'batched' ? { preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } } : {}),
+    ...(mode === 'batched' ? { preset: { worker: { localQueue: { size: GRAPHILE_LOCAL_QUEUE }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } } : {}),
   };
 }
 
