@@ -57,6 +57,12 @@ if (c) {
 }
 '`);
 
+/** The coding agent run in this process drives the stand-in CLI (an agent process gets it in its environment). */
+function editorInProcess(): void {
+  env.clear();
+  process.env.DAGENT_CODING_COMMAND = EDITOR;
+}
+
 async function submit(yaml: string): Promise<string> {
   const [r] = await dagSubmit(db, [await dagSourceLoad(yaml, 'merge.yaml', { baseDir: scratch, roots: [scratch] })]);
   return r!.dagId;
@@ -140,8 +146,7 @@ tasks:
     // The target is not checked out anywhere: it moves by compare-and-swap of the ref.
     gitIn(repo, 'checkout', '--quiet', '--detach');
     const before = gitIn(repo, 'rev-parse', 'main');
-    env.clear();
-    process.env.DAGENT_CODING_COMMAND = EDITOR;
+    editorInProcess();
     const dagId = await submit(`
 name: tested
 defaults:
@@ -202,8 +207,7 @@ describe('the merge queue under a crash', () => {
     const hung = path.join(scratch, 'crashed-hung');
     // The test hangs the first time it sees b's work (the merge agent is killed there); else it logs a run and passes.
     const test = `if [ -e b.txt ] && [ ! -e ${hung} ]; then touch ${hung}; sleep 60; fi; echo run >> ${runs}`;
-    env.clear();
-    process.env.DAGENT_CODING_COMMAND = EDITOR;
+    editorInProcess();
     const dagId = await submit(`
 name: crashed
 defaults:
@@ -251,8 +255,7 @@ tasks:
 describe('dags/examples/coding-fleet.yaml', () => {
   it('runs: a plan of three edits, each in its own worktree by the coding agent, landed by the merge queue, then reviewed', async () => {
     const repo = repoMake(path.join(scratch, 'fleet'), { 'README.md': 'fleet\n' });
-    env.clear();
-    process.env.DAGENT_CODING_COMMAND = EDITOR;
+    editorInProcess();
     const edits = [{ file: 'api.txt', instruction: 'validate input' }, { file: 'cli.txt', instruction: 'add a flag' }, { file: 'README.md', instruction: 'document it' }];
     const spec = await dagFileLoad('dags/examples/coding-fleet.yaml', { params: { repo, goal: 'Validate input', test: 'test -s api.txt' }, roots: [scratch] });
     const [submitted] = await dagSubmit(db, [spec]);
