@@ -11,12 +11,12 @@ export interface MergeProblem { path: Array<string | number>; message: string }
  */
 export function mergeQueuesCheck(file: DagFile): MergeProblem[] {
   const problems: MergeProblem[] = [];
-  const repoOf = (ws: { repo: string } | undefined) => ws?.repo ?? file.defaults?.workspace?.repo;
+  const repoOf = (ws: { repo: string } | undefined) => workspaceRepoOf(file, ws);
   for (const [key, t] of Object.entries(file.tasks)) {
     const m = t.merge;
     if (!m) continue;
     const at = ['tasks', key, 'merge'];
-    const repo = m.repo ?? file.defaults?.workspace?.repo;
+    const repo = mergeRepoOf(file, m);
     if (repo === undefined) {
       problems.push({ path: at, message: 'names no repo, and the DAG has no defaults.workspace to take it from: add merge.repo' });
       continue;
@@ -59,10 +59,20 @@ export function mergeQueuesCheck(file: DagFile): MergeProblem[] {
 export function mergeTasksOf(file: DagFile, key: string): string[] {
   const t = file.tasks[key]!;
   if (t.merge?.tasks) return t.merge.tasks;
-  const repo = t.merge?.repo ?? file.defaults?.workspace?.repo;
+  const repo = mergeRepoOf(file, t.merge ?? {});
   return (t.depends_on ?? []).filter((k) => {
     const dep = file.tasks[k];
     if (!dep || dep.wait_for || dep.approval || dep.merge) return false;
-    return (dep.workspace ?? file.defaults?.workspace)?.repo === repo;
+    return workspaceRepoOf(file, dep.workspace) === repo;
   });
+}
+
+/** The repository a task's (or template's) worktrees are made from: its own workspace's, else the DAG's default. */
+function workspaceRepoOf(file: DagFile, ws: { repo: string } | undefined): string | undefined {
+  return ws?.repo ?? file.defaults?.workspace?.repo;
+}
+
+/** A merge queue's repository: its own, else the DAG's default workspace's. */
+export function mergeRepoOf(file: DagFile, m: { repo?: string }): string | undefined {
+  return m.repo ?? file.defaults?.workspace?.repo;
 }

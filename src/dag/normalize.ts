@@ -1,6 +1,6 @@
 import type { DagFile, MergeFile, RetryFile, ScheduleFile, SpawnFile, TaskFile, WorkspaceFile } from './file-schema.js';
 import { TEST_STEP_DEFAULTS } from '../validation/steps/test.js';
-import { mergeTasksOf } from './merge-check.js';
+import { mergeRepoOf, mergeTasksOf } from './merge-check.js';
 import { durationSeconds, instantParse, type Instant } from '../durations.js';
 import { countValue } from '../counts.js';
 import { approvalResolve } from '../validation/steps/approval.js';
@@ -121,7 +121,7 @@ function bodyAndConstraints(
  */
 function mergeNormalize(m: MergeFile, tasks: string[], file: DagFile): MergeSpec {
   return {
-    repo: (m.repo ?? file.defaults?.workspace?.repo)!,
+    repo: mergeRepoOf(file, m)!,
     into: m.into,
     tasks: tasks.map((k) => ({ key: k, forEach: file.tasks[k]?.for_each !== undefined })),
     ...(m.test ? { test: { command: m.test.command, timeoutSec: m.test.timeout === undefined ? TEST_STEP_DEFAULTS.timeoutSec : durationSeconds(m.test.timeout), env: m.test.env ?? {} } } : {}),

@@ -57,10 +57,8 @@ export async function workspaceReposResolve(
   for (const [key, t] of Object.entries(file.tasks)) {
     // A task without its own takes the DAG's default, resolved above against the DAG's directory.
     if (t.workspace) out.tasks[key] = { ...t, workspace: await resolve(t.workspace, ['tasks', key], baseDirOf(key) ?? where.baseDir) };
-    // A merge queue's repository, checked the same way (merge-check.ts refuses a URL: it lands branches in a folder).
-    if (t.merge?.repo !== undefined && REPO_URL_LIKE.test(t.merge.repo)) {
-      problems.push({ path: ['tasks', key, 'merge', 'repo'], message: `${t.merge.repo} is a URL: a merge queue lands branches in a repository on its agent's machine; name its path` });
-    } else if (t.merge?.repo !== undefined) {
+    // A merge queue's repository, checked the same way; a URL is left for merge-check.ts to refuse (it lands branches in a folder).
+    if (t.merge?.repo !== undefined && !REPO_URL_LIKE.test(t.merge.repo)) {
       const repo = (await resolve({ repo: t.merge.repo }, ['tasks', key], baseDirOf(key) ?? where.baseDir, ['merge', 'repo']))!.repo;
       out.tasks[key] = { ...out.tasks[key]!, merge: { ...t.merge, repo } };
     }

@@ -5,9 +5,9 @@ import type { ClaimedTask } from '../engine/attempt/claim.js';
 import { MERGE_CONFLICT_FIELD, type MergeSpec } from '../dag/spec.js';
 import { TaskError } from '../errors.js';
 import { textTail } from '../json-guard.js';
-import { git, gitTest } from '../workspaces/git.js';
+import { gitTest } from '../workspaces/git.js';
 import { repoKeyOf, workspaceBranch } from '../workspaces/layout.js';
-import { mergeLand, mergeTestDirRemove, type MergeConflict, type MergeOutcome, type MergeTestResult } from '../workspaces/merge.js';
+import { commitOf, mergeLand, mergeTestDirRemove, type MergeConflict, type MergeOutcome, type MergeTestResult } from '../workspaces/merge.js';
 import type { TaskContext } from './define-agent.js';
 
 /** What runs the queue's test command: the DAG author's command, in `cwd`, stopped after timeoutSec or on `signal`. */
@@ -90,7 +90,7 @@ export async function mergeQueueRun(task: ClaimedTask, ctx: TaskContext, options
     }
   }
   const landed = outcomes.filter((o) => o.result === 'landed' || o.result === 'already_merged').map((o) => o.key);
-  const head = (await git(m.repo, ['rev-parse', '--verify', '--quiet', `refs/heads/${m.into}`]).catch(() => '')).trim() || null;
+  const head = (await commitOf(m.repo, `refs/heads/${m.into}`).catch(() => undefined)) ?? null;
   return {
     into: m.into,
     repo: m.repo,

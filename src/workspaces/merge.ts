@@ -90,7 +90,8 @@ export async function mergeLand(r: MergeLandRequest): Promise<MergeOutcome> {
   }
 }
 
-async function commitOf(repo: string, ref: string): Promise<string | undefined> {
+/** The commit a ref names, or undefined when there is none. */
+export async function commitOf(repo: string, ref: string): Promise<string | undefined> {
   const out = await git(repo, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`]).catch((e: unknown) => {
     if (e instanceof GitError) return '';
     throw e;
