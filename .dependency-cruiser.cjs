@@ -2,7 +2,7 @@
 // test/architecture/imports.test.ts and `npm run check:imports`.
 // A module may import from its own layer and the layers below it, never above.
 const LAYERS = [
-  { name: 'base', path: '^src/(errors|ids|durations|event-loop|json-guard|yaml-document|terminal-text|package-root|counts|llm-models|llm-prices)\\.ts$' },
+  { name: 'base', path: '^src/(errors|ids|durations|event-loop|json-guard|yaml-document|terminal-text|package-root|counts|llm-models|llm-prices|canonical-json)\\.ts$' },
   { name: 'config', path: '^src/config/' },
   { name: 'model', path: '^src/model/' },
   { name: 'validation', path: '^src/validation/' },

@@ -71,9 +71,10 @@ export const LLM_PROVIDERS = [
     name: 'the OpenAI-compatible endpoint', prefix: null, keyEnv: ['DAGENT_LLM_API_KEY', 'OPENAI_API_KEY'],
     baseUrlEnv: ['DAGENT_LLM_BASE_URL', 'OPENAI_BASE_URL'], baseUrlDefault: 'https://api.openai.com/v1',
     keyless: (url) => url.protocol !== 'https:' || LOCAL_HOSTS.includes(url.hostname),
+    // vLLM, Ollama and LiteLLM take response_format json_schema: a task's output schema is sent as such.
     model: (name, at) => (maxTokensField(at.baseUrl) === 'max_completion_tokens'
       ? openaiChat(name, at)
-      : createOpenAICompatible({ name: 'openai-compatible', baseURL: at.baseUrl, apiKey: at.apiKey, includeUsage: true }).chatModel(name)),
+      : createOpenAICompatible({ name: 'openai-compatible', baseURL: at.baseUrl, apiKey: at.apiKey, includeUsage: true, supportsStructuredOutputs: true }).chatModel(name)),
   },
 ] as const satisfies readonly LlmProvider[];
 

@@ -2,7 +2,7 @@ import {
   defineAgent, InvalidOutputError, llmPrices, NonRetryableError,
   type ClaimedTask, type LlmPrice, type TaskContext,
 } from '../src/index.js';
-import { ContextLengthError, dagentModel, dagentTools, LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmSdkError } from '../src/ai-sdk/index.js';
+import { ContextLengthError, dagentModel, dagentTools, LLM_IDLE_TIMEOUT_MS_DEFAULT, LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmSdkError } from '../src/ai-sdk/index.js';
 import { jsonSchema, Output, stepCountIs, streamText, type ModelMessage, type StopCondition, type ToolSet } from 'ai';
 import { LLM_PROVIDERS, llmProviderAccess, llmProviderOf } from './llm-providers.js';
 
@@ -17,7 +17,8 @@ export { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmHttpError, retryAfterSec } from '../s
  * the model dagent's tools. Configured from the environment when a task runs, so a process can load it before the
  * variables are final:
  *   DAGENT_LLM_MODEL (when the task names none), DAGENT_LLM_PRICES (JSON price overrides, src/llm-prices.ts),
- *   DAGENT_LLM_MAX_OUTPUT_TOKENS (each call's output cap), DAGENT_LLM_MODELS (the models it claims tasks for,
+ *   DAGENT_LLM_MAX_OUTPUT_TOKENS (each call's output cap), DAGENT_LLM_IDLE_TIMEOUT_SEC (how long a model's stream may
+ *   send nothing before the call is abandoned as provider_unreachable), DAGENT_LLM_MODELS (the models it claims tasks for,
  *   comma-separated; default any).
  */
 
@@ -29,6 +30,16 @@ export function llmMaxOutputTokens(value: string | undefined = process.env.DAGEN
     throw new NonRetryableError(`DAGENT_LLM_MAX_OUTPUT_TOKENS must be a positive whole number of tokens, got ${JSON.stringify(value)}`, { errorClass: 'config' });
   }
   return n;
+}
+
+/** DAGENT_LLM_IDLE_TIMEOUT_SEC in ms (how long a model's stream may send nothing before the call is abandoned), or the default. */
+export function llmIdleTimeoutMs(value: string | undefined = process.env.DAGENT_LLM_IDLE_TIMEOUT_SEC): number {
+  if (value === undefined || value.trim() === '') return LLM_IDLE_TIMEOUT_MS_DEFAULT;
+  const n = Number(value);
+  if (!/^\s*\d+(\.\d+)?\s*$/.test(value) || !(n > 0)) {
+    throw new NonRetryableError(`DAGENT_LLM_IDLE_TIMEOUT_SEC must be a positive number of seconds, got ${JSON.stringify(value)}`, { errorClass: 'config' });
+  }
+  return n * 1000;
 }
 
 /** The price overrides (DAGENT_LLM_PRICES, over the prices of src/llm-prices.ts); a bad one fails the attempt as `config`, not retried. */
@@ -110,6 +121,7 @@ export function llmConfigProblem(env: NodeJS.ProcessEnv = process.env, models: s
   if (problem) return problem;
   try {
     llmMaxOutputTokens(env.DAGENT_LLM_MAX_OUTPUT_TOKENS);
+    llmIdleTimeoutMs(env.DAGENT_LLM_IDLE_TIMEOUT_SEC);
     llmPrices(env.DAGENT_LLM_PRICES);
   } catch (err) {
     return (err as Error).message;
@@ -235,7 +247,9 @@ export async function llmCall(
   const { provider, name } = llmProviderOf(model);
   const access = llmProviderAccess(provider);
   if (access.problem !== undefined) throw new NonRetryableError(access.problem, { errorClass: 'config' });
-  const wrapped = dagentModel(provider.model(name, access), ctx, { name: model, maxOutputTokens: llmMaxOutputTokens(), prices: pricesRead() });
+  const wrapped = dagentModel(provider.model(name, access), ctx, {
+    name: model, maxOutputTokens: llmMaxOutputTokens(), prices: pricesRead(), idleTimeoutMs: llmIdleTimeoutMs(),
+  });
   let failure: unknown;
   const result = streamText({
     model: wrapped, messages: messages as ModelMessage[], maxRetries: 0, abortSignal: ctx.signal,

@@ -1,5 +1,5 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
-import { generateText, stepCountIs } from 'ai';
+import { generateText, stepCountIs, type ModelMessage } from 'ai';
 import { defineAgent } from '../src/index.js'; // your agent: from 'dagent'
 import { dagentModel, dagentTools } from '../src/ai-sdk/index.js'; // your agent: from 'dagent/ai-sdk'
 
@@ -15,14 +15,15 @@ export default defineAgent({
     const name = task.model ?? 'anthropic/claude-sonnet-4-5';
     const model = dagentModel(anthropic(name.replace(/^anthropic\//, '')), ctx, { name });
     const { tools, waiting, wait } = dagentTools(ctx);
+    let messages: ModelMessage[] = [{ role: 'user', content: task.spec.prompt ?? 'No question was given: say so.' }];
     for (;;) {
       const result = await generateText({
-        model, tools, stopWhen: [stepCountIs(8), waiting], maxRetries: 0, abortSignal: ctx.signal,
+        model, tools, messages, stopWhen: [stepCountIs(8), waiting], maxRetries: 0, abortSignal: ctx.signal,
         system: 'Research the question. Read upstream results with read_input; split big questions with spawn_subtasks.',
-        prompt: task.spec.prompt ?? 'No question was given: say so.',
       });
       if (!waiting()) return { text: result.text, model: name };
-      await wait(); // ends the attempt until the subtasks completed; the next attempt replays up to here
+      const done = await wait(); // ends the attempt until they completed (the next replays up to here), or has their outputs
+      messages = [...messages, ...result.response.messages, { role: 'user', content: `Subtasks done: ${JSON.stringify(done)}` }];
     }
   },
 });

@@ -8,6 +8,7 @@ import { wrapLanguageModel, type LanguageModelMiddleware } from 'ai';
 import {
   BUDGET_EXCEEDED_CLASS, InvalidInputError, llmCost, llmPrices, NonRetryableError, TaskError, type LlmPrice, type TaskContext,
 } from '../index.js';
+import { canonicalJson } from '../canonical-json.js';
 import { llmSdkError, RefusalError } from './errors.js';
 import { streamPartsCompact, streamPartsReplay, streamTextOf, type RecordedStream } from './stream-record.js';
 import { LLM_MAX_OUTPUT_TOKENS_DEFAULT, llmCallEstimate, llmPromptChars, llmUsageOrEstimate, type LlmCallUsage } from './usage.js';
@@ -29,7 +30,19 @@ export interface DagentModelOptions {
   prices?: Record<string, LlmPrice>;
   /** Record each call as a durable step, so a later attempt replays it instead of paying again. Default true. */
   durable?: boolean;
+  /**
+   * How long a streamed call may go without sending a part (the first included) before it is abandoned as
+   * provider_unreachable (retried by policy). Default LLM_IDLE_TIMEOUT_MS_DEFAULT (2 minutes).
+   */
+  idleTimeoutMs?: number;
+  /** How long a call that does not stream (generateText) may take before it is abandoned the same way. Default LLM_CALL_TIMEOUT_MS_DEFAULT (10 minutes). */
+  callTimeoutMs?: number;
 }
+
+/** A streamed call that sends nothing for this long (its first part included) is abandoned: provider_unreachable. */
+export const LLM_IDLE_TIMEOUT_MS_DEFAULT = 120_000;
+/** A call that does not stream and has not answered after this long is abandoned: provider_unreachable. */
+export const LLM_CALL_TIMEOUT_MS_DEFAULT = 600_000;
 
 /**
  * Wraps any AI SDK language model so that, for the task `ctx` runs:
@@ -42,7 +55,8 @@ export interface DagentModelOptions {
  *   unpriced model's cost is unknown, its tokens still count);
  * - the answer's text goes to the attempt's stream as it arrives (streamText) or when it ends (generateText);
  * - the provider's failures become dagent's error classes (llmSdkError): 429 → rate_limit with its Retry-After,
- *   401/403 → auth_failure, a prompt too long → context_length, a refusal → refusal.
+ *   401/403 → auth_failure, a prompt too long → context_length, a refusal → refusal; a call that goes silent (no
+ *   part of a stream for idleTimeoutMs, no answer for callTimeoutMs) is abandoned as provider_unreachable.
  * Use it as the model of generateText, streamText or an Agent: `generateText({ model: dagentModel(anthropic('…'), ctx), … })`.
  */
 export function dagentModel(model: LanguageModelV2 | LanguageModelV3 | LanguageModelV4, ctx: DagentModelContext, options: DagentModelOptions = {}): LanguageModelV4 {
@@ -69,7 +83,9 @@ const STEP_MODEL_CHARS = 120;
  */
 function stepName(call: number, name: string, params: LanguageModelV4CallOptions): string {
   const { abortSignal: _signal, headers: _headers, includeRawChunks: _raw, ...request } = params;
-  const digest = createHash('sha256').update(JSON.stringify(request)).digest('hex').slice(0, 16);
+  // Canonical JSON: a replayed answer's parts come back from jsonb with their keys in another order, and the next
+  // request, which quotes them, must digest the same (else every call after the first replayed one is paid again).
+  const digest = createHash('sha256').update(canonicalJson(request)).digest('hex').slice(0, 16);
   return `model call ${call} ${name.slice(0, STEP_MODEL_CHARS)} ${digest}`;
 }
 
@@ -125,13 +141,18 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
     throw new RefusalError(`${name} refused (finish reason ${finish.raw ?? finish.unified})${text ? `: ${text.slice(0, 300)}` : ''}`);
   };
 
-  /** A call begun: the budget asked, then the provider called; its failure as dagent's class. */
-  const callBegin = async <R>(name: string, params: LanguageModelV4CallOptions, call: () => PromiseLike<R>) => {
+  /**
+   * A call begun: the budget asked, then the provider called (`call`, with the timer's signal: a call that goes silent
+   * for `ms` is aborted); its failure as dagent's class. The timer goes on for a stream's parts (reset at each).
+   */
+  const callBegin = async <R>(name: string, params: LanguageModelV4CallOptions, ms: number, call: (p: LanguageModelV4CallOptions) => PromiseLike<R>) => {
     const estimate = await budgetCheck(name, params);
+    const timer = silenceTimer(name, ms, params.abortSignal);
     try {
-      return { estimate, result: await call() };
+      return { estimate, timer, result: await call({ ...params, abortSignal: timer.signal }) };
     } catch (err) {
-      throw failure(err, name);
+      timer.clear();
+      throw timer.expired() ?? failure(err, name);
     }
   };
 
@@ -142,7 +163,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
     specificationVersion: 'v4',
     transformParams: async ({ params }) => (params.maxOutputTokens === undefined ? { ...params, maxOutputTokens: outputCap } : params),
 
-    wrapGenerate: async ({ doGenerate, params, model }) => {
+    wrapGenerate: async ({ params, model }) => {
       const name = options.name ?? dagentModelName(model);
       const call = nextCall(ctx);
       let live = false;
@@ -151,7 +172,8 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
       try {
         recorded = await durably(call, name, params, async (): Promise<RecordedGenerate> => {
           live = true;
-          const { estimate, result } = await callBegin(name, params, doGenerate);
+          const { estimate, result, timer } = await callBegin(name, params, options.callTimeoutMs ?? LLM_CALL_TIMEOUT_MS_DEFAULT, (p) => model.doGenerate(p));
+          timer.clear();
           // Charged before any check of the answer: tokens spent on an unusable answer still cost money.
           await charge(name, llmUsageOrEstimate(result.usage, estimate.inputTokens, contentText(result.content).length));
           refusalCheck(name, result.finishReason, contentText(result.content));
@@ -169,7 +191,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
       return generateRevive(recorded);
     },
 
-    wrapStream: async ({ doStream, params, model }) => {
+    wrapStream: async ({ params, model }) => {
       const name = options.name ?? dagentModelName(model);
       const call = nextCall(ctx);
       const out = streamRelay();
@@ -180,7 +202,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
 
       const recording = durably(call, name, params, async (): Promise<RecordedStream> => {
         live = true;
-        const { estimate, result } = await callBegin(name, params, doStream);
+        const { estimate, result, timer } = await callBegin(name, params, options.idleTimeoutMs ?? LLM_IDLE_TIMEOUT_MS_DEFAULT, (p) => model.doStream(p));
         started!({ request: result.request, response: result.response });
         const sink = writer();
         const parts: LanguageModelV4StreamPart[] = [];
@@ -190,6 +212,7 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
         try {
           for (;;) {
             const { done, value } = await reader.read();
+            timer.reset();
             if (done) break;
             if (value.type === 'error') throw value.error;
             if (value.type === 'raw') continue;
@@ -206,10 +229,12 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
           }
           if (!finish) throw new TaskError('provider_unreachable', `the answer from ${name} ended before its finish`);
         } catch (err) {
+          timer.clear();
           // The provider bills what it sent: charge the estimate of it (the prompt, and the text that came), as no usage came.
           if (!finish) await charge(name, llmUsageOrEstimate(undefined, estimate.inputTokens, outputChars)).catch(() => {});
-          throw failure(err, name);
+          throw timer.expired() ?? failure(err, name);
         }
+        timer.clear();
         await charge(name, llmUsageOrEstimate(finish.usage, estimate.inputTokens, outputChars));
         refusalCheck(name, finish.finishReason, streamTextOf(parts));
         out.push(finish);
@@ -222,7 +247,12 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
         whenStarted.then((r) => ({ live: r })),
         recording.then((rec) => ({ recorded: rec }), (err: unknown) => ({ failed: err })),
       ]);
-      if ('failed' in first) throw first.failed;
+      // Failed before it began (a 429, a prompt too long, no connection): as a stream that fails at once, so streamText's
+      // text and output reject with dagent's error itself (a throw here reaches them as NoOutputGeneratedError).
+      if ('failed' in first) {
+        const failed = first.failed;
+        return { stream: new ReadableStream<LanguageModelV4StreamPart>({ start: (c) => c.error(failed) }) };
+      }
       if ('recorded' in first && !live) {
         ctx.log.info({ model: name, call }, 'model call replayed: its answer was recorded by an earlier attempt');
         const text = streamTextOf(first.recorded.parts);
@@ -239,6 +269,29 @@ export function dagentMiddleware(ctx: DagentModelContext, options: DagentModelOp
       const meta = 'live' in first ? first.live : await whenStarted;
       return { ...meta, stream: out.stream };
     },
+  };
+}
+
+/**
+ * A call's silence timer: its signal aborts the provider's request (and follows the caller's) once `ms` pass without a
+ * reset; `expired()` is then the error the call fails with (provider_unreachable: retried by policy).
+ */
+function silenceTimer(name: string, ms: number, outer: AbortSignal | undefined) {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let fired = false;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { fired = true; controller.abort(); }, ms);
+  };
+  arm();
+  return {
+    signal: outer ? AbortSignal.any([outer, controller.signal]) : controller.signal,
+    reset: arm,
+    clear: () => clearTimeout(timer),
+    expired: () => (fired && !outer?.aborted
+      ? new TaskError('provider_unreachable', `${name} sent nothing for ${ms / 1000} s: the call was abandoned`)
+      : undefined),
   };
 }
 

@@ -24,7 +24,7 @@ export const toolDeclarationSchema = z.strictObject({
 });
 
 /** dagent's own tools, by name. */
-export const DAGENT_TOOL_NAMES = ['read_input', 'spawn_subtasks', 'log'] as const;
+export const DAGENT_TOOL_NAMES = ['read_input', 'spawn_subtasks', 'wait_subtasks', 'log'] as const;
 
 export interface DagentToolsOptions {
   /**
@@ -74,6 +74,7 @@ type SubtaskInput = { key: string; template?: string; title?: string; prompt?: s
  * dagent's tools for an AI SDK tool loop, bound to the task `ctx` runs:
  * - `read_input`: an upstream output (context refs) or a completed subtask's output, by name;
  * - `spawn_subtasks`: add subtasks within the DAG's spawn policy (templates, max_tasks, free_form), optionally waiting for them;
+ * - `wait_subtasks`: wait for subtasks spawned earlier (all, or by key), then go on with their outputs;
  * - `log`: a line in the attempt's log;
  * - each tool the DAG's author declared: a spawn from its template.
  * A wait that cannot be answered at once stops the loop (`waiting()`); the caller then calls `wait()`, which ends the
@@ -84,6 +85,8 @@ export function dagentTools(ctx: DagentToolsContext, options: DagentToolsOptions
   const { builtIn, declared } = toolsOffered(options.offer);
   const resultChars = options.resultChars ?? RESULT_CHARS_DEFAULT;
   let pending: SubtaskSpec[] | undefined;
+  // What this attempt spawned, by key (each spawn is idempotent by key: a replayed loop spawns the same again), for wait_subtasks.
+  const spawned = new Map<string, SubtaskSpec>();
 
   const shown = (v: unknown) => {
     const text = typeof v === 'string' ? v : JSON.stringify(v) ?? 'null';
@@ -95,6 +98,7 @@ export function dagentTools(ctx: DagentToolsContext, options: DagentToolsOptions
 
   const spawn = async (specs: SubtaskSpec[], wait: boolean) => {
     const children = await ctx.spawn(specs);
+    for (const s of specs) spawned.set(s.key, s);
     const done = children.every((c) => c.status === 'completed');
     if (wait && !done) {
       pending = [...(pending ?? []), ...specs];
@@ -131,6 +135,19 @@ export function dagentTools(ctx: DagentToolsContext, options: DagentToolsOptions
         additionalProperties: false,
       }),
       execute: async ({ subtasks, wait }) => spawn(subtasks.map((s) => specOf(s)), wait === true),
+    }),
+    wait_subtasks: tool({
+      description: 'Pause this task until subtasks it spawned earlier have completed (all of them, or those named by key), then continue with their outputs.',
+      inputSchema: jsonSchema<{ keys?: string[] }>({
+        type: 'object', properties: { keys: { type: 'array', items: { type: 'string' }, minItems: 1 } }, additionalProperties: false,
+      }),
+      execute: async ({ keys }) => {
+        const unknown = (keys ?? []).filter((k) => !spawned.has(k));
+        if (unknown.length) throw new Error(`no subtask spawned with the keys ${unknown.join(', ')}; spawned: ${[...spawned.keys()].join(', ') || 'none'}`);
+        const specs = keys ? keys.map((k) => spawned.get(k)!) : [...spawned.values()];
+        if (specs.length === 0) throw new Error('no subtask was spawned: nothing to wait for');
+        return spawn(specs, true);
+      },
     }),
     log: tool({
       description: 'Write a line to this task\'s log, for the people running it.',

@@ -1,4 +1,5 @@
 import { parse as yamlParse } from 'yaml';
+import { canonicalJson } from '../canonical-json.js';
 import { z } from 'zod';
 import { countValue } from '../counts.js';
 import { InvalidInputError } from '../errors.js';
@@ -188,11 +189,4 @@ export function specsChange(tasks: readonly TaskSpec[], change: SpecsChange): { 
     return next;
   });
   return { tasks: out, changed };
-}
-
-/** JSON with every object's keys sorted and undefined left out: two specs that say the same compare equal. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v)
-    ? Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-    : v));
 }

@@ -12,6 +12,8 @@ import llm from '../../agents/llm.js';
 import { LLM_PROVIDERS } from '../../agents/llm-providers.js';
 import { dagFileLoad } from '../../src/dag/load.js';
 import { dagSubmit } from '../../src/engine/dag/submit.js';
+import { dagRerunChanged } from '../../src/engine/dag/rerun-changed.js';
+import { dagCompare } from '../../src/engine/read/compare.js';
 
 // The llm agent's tool loop, structured output and context-window fallback, against a local Anthropic Messages
 // (and OpenAI chat-completions) stand-in, streamed as the agent always asks.
@@ -27,7 +29,7 @@ async function run(agent: AgentDefinition, id = agent.name): Promise<void> {
   await r.start();
 }
 
-const ENV_KEYS = ['DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'DAGENT_LLM_MODEL', ...LLM_PROVIDERS.flatMap((p) => [...p.keyEnv, ...p.baseUrlEnv])];
+const ENV_KEYS = ['DAGENT_LLM_PRICES', 'DAGENT_LLM_MAX_OUTPUT_TOKENS', 'DAGENT_LLM_IDLE_TIMEOUT_SEC', 'DAGENT_LLM_MODEL', ...LLM_PROVIDERS.flatMap((p) => [...p.keyEnv, ...p.baseUrlEnv])];
 const env = envKept(ENV_KEYS);
 
 beforeEach(async () => {
@@ -132,6 +134,70 @@ tasks:
     expect(a!.cost_usd).toBeLessThanOrEqual(0.006);
   });
 
+  it('each of dagent\'s tools: read_input reads an upstream output, log writes the attempt\'s log, a spawn the DAG\'s policy refuses is an error the model sees, wait_subtasks waits for a subtask spawned earlier', async () => {
+    provider.script([
+      answer.toolCall('read_input', { name: 'facts' }),
+      answer.toolCall('log', { message: 'read the facts; asking a search' }),
+      answer.toolCall('spawn_subtasks', { subtasks: [{ key: 'mine', prompt: 'anything I like' }] }),
+      answer.toolCall('spawn_subtasks', { subtasks: [{ key: 'pg', template: 'search', input: { query: 'postgres queues' } }] }),
+      answer.toolCall('wait_subtasks', {}),
+      answer.text('Done: graphile-worker.'),
+    ]);
+    await run(defineAgent({ name: 'facts', capabilities: ['facts'], async run() { return { fact: 'PostgreSQL 17 has SKIP LOCKED' }; } }));
+    await run(defineAgent({
+      name: 'search', capabilities: ['search'],
+      async run(task) {
+        await eventually('the research attempt waiting', async () => (await attemptsOf(task.dagId)).some((a) => a.key === 'research' && a.outcome === 'waiting'));
+        return { found: ['graphile-worker'] };
+      },
+    }));
+    await run(llm, 'llm-tools');
+    const dagId = await dagCreate(db, `
+name: tools
+spawn:
+  free_form: false
+  templates:
+    search: { type: search, spec: { constraints: { capabilities: [search] } }, accepts: [query] }
+tasks:
+  facts: { type: facts, spec: { constraints: { capabilities: [facts] } } }
+  research:
+    type: llm
+    depends_on: [facts]
+    spec:
+      constraints: { capabilities: [llm] }
+      models: [anthropic/claude-test]
+      context: [facts]
+      prompt: Use the tools.
+      input: { tools: [read_input, log, spawn_subtasks, wait_subtasks] }
+`);
+    await eventually('research completed', async () => (await taskStatusByKey(db, dagId)).research === 'completed', 20_000);
+    expect((await tasksOf(dagId)).map((t) => [t.key, t.status])).toEqual([['facts', 'completed'], ['research', 'completed'], ['research/pg', 'completed']]);
+    // Five calls in the first attempt, replayed by the second (not sent again), which then makes the sixth.
+    expect(provider.seen).toHaveLength(6);
+    const body = (i: number) => JSON.stringify(provider.seen[i]!.body.messages);
+    expect(body(1)).toContain('PostgreSQL 17 has SKIP LOCKED');
+    expect(body(3)).toMatch(/free.form|templates only|template/i);
+    expect(body(3)).toContain('"is_error":true');
+    expect(body(5)).toContain('graphile-worker');
+    const logged = await rowsOf<{ message: string }>(db, sql`select l.message from attempt_logs l join tasks t on t.id = l.task_id where t.dag_id = ${dagId} and t.key = 'research'`);
+    expect(logged.map((l) => l.message)).toContain('read the facts; asking a search');
+    expect((await attemptsOf(dagId)).filter((a) => a.key === 'research').map((a) => a.outcome)).toEqual(['waiting', 'completed']);
+  });
+
+  it('a model whose stream goes silent for DAGENT_LLM_IDLE_TIMEOUT_SEC is abandoned as provider_unreachable, and the retry answers', async () => {
+    process.env.DAGENT_LLM_IDLE_TIMEOUT_SEC = '1';
+    provider.script([fault.stall(answer.text('Half an answer and then nothing'), 2), answer.text('A whole answer.')]);
+    await run(llm, 'llm-idle');
+    const dagId = await dagCreate(db, `
+name: idle
+tasks:
+  t: { type: llm, max_attempts: 2, retry: { strategy: immediate }, spec: { constraints: { capabilities: [llm] }, models: [anthropic/claude-test], prompt: hi } }
+`);
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).t === 'completed', 20_000);
+    expect((await attemptsOf(dagId)).map((a) => [a.outcome, a.error_class])).toEqual([['failed', 'provider_unreachable'], ['completed', null]]);
+    expect((await tasksOf(dagId))[0]!.output).toMatchObject({ text: 'A whole answer.' });
+  });
+
   it('refuses a task whose tools do not read, naming the entry, without a request', async () => {
     await run(llm, 'llm-bad-tools');
     const dagId = await dagCreate(db, `
@@ -231,6 +297,44 @@ tasks:
     expect(a!.error_class).toBe('context_length');
     expect(a!.error_message).toMatch(/^model call failed: HTTP 400: .*prompt is too long/);
     expect(a!.error_message).not.toContain('sk-ant-test');
+  });
+});
+
+describe('rerun with another model, then compare', () => {
+  it('dag rerun --model runs the llm task again on OpenAI, the upstream task carried over, and compare sets the two answers, models and costs side by side', async () => {
+    process.env.OPENAI_API_KEY = 'sk-openai-test';
+    process.env.DAGENT_LLM_OPENAI_BASE_URL = provider.baseUrl;
+    process.env.DAGENT_LLM_PRICES = JSON.stringify({ 'anthropic/claude-test': { input: 3, output: 15 }, 'openai/gpt-test': { input: 1, output: 2 } });
+    provider.script([
+      answer.text('Claude says: graphile-worker.', { usage: { input: 100, output: 10 } }),
+      answer.text('GPT says: pg-boss.', { usage: { input: 100, output: 20 } }),
+    ]);
+    let factsRuns = 0;
+    await run(defineAgent({ name: 'facts', capabilities: ['facts'], async run() { factsRuns++; return { fact: 'SKIP LOCKED' }; } }));
+    await run(llm, 'llm-rerun');
+    const dagId = await dagCreate(db, `
+name: ask
+tasks:
+  facts: { type: facts, spec: { constraints: { capabilities: [facts] } } }
+  answer: { type: llm, depends_on: [facts], spec: { constraints: { capabilities: [llm] }, models: [anthropic/claude-test], context: [facts], prompt: Name a queue. } }
+`);
+    await eventually('first run completed', async () => (await taskStatusByKey(db, dagId)).answer === 'completed', 20_000);
+    const rerun = await dagRerunChanged(db, dagId, { model: 'openai/gpt-test' });
+    expect([rerun.rerun, rerun.reused]).toEqual([['answer'], ['facts']]);
+    await eventually('rerun completed', async () => (await taskStatusByKey(db, rerun.dagId)).answer === 'completed', 20_000);
+    expect(factsRuns).toBe(1);
+    // The second request went to OpenAI's Responses API with the same prompt and the carried-over upstream output.
+    expect(provider.seen.map((r) => r.path)).toEqual([expect.stringContaining('/messages'), expect.stringContaining('/responses')]);
+    expect(JSON.stringify(provider.seen[1]!.body)).toContain('SKIP LOCKED');
+    const c = await dagCompare(db, dagId, rerun.dagId);
+    const row = c.tasks.find((t) => t.key === 'answer')!;
+    expect([row.a!.model, row.b!.model]).toEqual(['anthropic/claude-test', 'openai/gpt-test']);
+    expect(row.a!.outputText).toContain('Claude says: graphile-worker.');
+    expect(row.b!.outputText).toContain('GPT says: pg-boss.');
+    expect(row.a!.costUsd).toBeCloseTo((100 * 3 + 10 * 15) / 1e6, 9);
+    expect(row.b!.costUsd).toBeCloseTo((100 * 1 + 20 * 2) / 1e6, 9);
+    expect(c.tasks.find((t) => t.key === 'facts')!.b!.reusedFrom).not.toBeNull();
+    expect(c.outputsDiffering).toBe(1);
   });
 });
 

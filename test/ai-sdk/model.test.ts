@@ -200,26 +200,28 @@ describe('dagentModel on each provider\'s protocol', () => {
     expect(second!.text).toBe(text);
   });
 
-  it('maps a 429 to rate_limit with its Retry-After: no attempt spent, the model paused for the fleet', async () => {
-    provider.script([fault.rateLimited(7)]);
-    const { model, name } = modelOn('anthropic');
-    await run(defineAgent({
-      name: 'limited', capabilities: ['limited'], models: [name],
-      async run(_task, ctx) {
-        return (await generateText({ model: dagentModel(model, ctx, { name }), prompt: 'something', maxRetries: 0 })).text;
-      },
-    }));
-    const dagId = await dagCreate(db, DAG('limited', '', '', `, models: [${name}]`));
-    await eventually('rate limited', async () => (await taskStatusByKey(db, dagId)).t === 'retrying');
-    const [a] = await rowsOf<{ outcome: string; error_class: string; retry_after: number }>(db, sql`
-      select outcome, error_class, (details->>'retryAfterSec')::int as retry_after from attempts where dag_id = ${dagId}`);
-    expect(a).toEqual({ outcome: 'rate_limited', error_class: 'rate_limit', retry_after: 7 });
-    const [t] = await rowsOf<{ attempts: number; wait: number }>(db, sql`select attempts, extract(epoch from run_at - now())::float8 as wait from tasks where dag_id = ${dagId}`);
-    expect(t!.attempts).toBe(0);
-    expect(t!.wait).toBeGreaterThan(4);
-    const paused = await rowsOf<{ model: string }>(db, sql`select model from model_pauses where until > now()`);
-    expect(paused).toEqual([{ model: name }]);
-  });
+  for (const protocol of ['openai-chat', 'openai-responses', 'anthropic', 'google'] as const) {
+    it(`${protocol}: maps a 429 to rate_limit with its Retry-After (Google's: RetryInfo in the body): no attempt spent, the model paused for the fleet`, async () => {
+      provider.script([fault.rateLimited(7)]);
+      const { model, name } = modelOn(protocol);
+      await run(defineAgent({
+        name: 'limited', capabilities: ['limited'], models: [name],
+        async run(_task, ctx) {
+          return (await generateText({ model: dagentModel(model, ctx, { name }), prompt: 'something', maxRetries: 0 })).text;
+        },
+      }));
+      const dagId = await dagCreate(db, DAG('limited', '', '', `, models: [${name}]`));
+      await eventually('rate limited', async () => (await taskStatusByKey(db, dagId)).t === 'retrying');
+      const [a] = await rowsOf<{ outcome: string; error_class: string; retry_after: number }>(db, sql`
+        select outcome, error_class, (details->>'retryAfterSec')::int as retry_after from attempts where dag_id = ${dagId}`);
+      expect(a).toEqual({ outcome: 'rate_limited', error_class: 'rate_limit', retry_after: 7 });
+      const [t] = await rowsOf<{ attempts: number; wait: number }>(db, sql`select attempts, extract(epoch from run_at - now())::float8 as wait from tasks where dag_id = ${dagId}`);
+      expect(t!.attempts).toBe(0);
+      expect(t!.wait).toBeGreaterThan(4);
+      const paused = await rowsOf<{ model: string }>(db, sql`select model from model_pauses where until > now()`);
+      expect(paused).toEqual([{ model: name }]);
+    });
+  }
 
   for (const protocol of ['openai-chat', 'anthropic', 'google'] as const) {
     it(`${protocol}: an error the provider sends inside a begun stream is classed by its type (overloaded: provider_error; rate limit: rate_limit)`, async () => {
@@ -254,4 +256,66 @@ describe('dagentModel on each provider\'s protocol', () => {
       select outcome, error_class, error_message, tokens_in::int from attempts where dag_id = ${dagId}`);
     expect(attempts).toEqual([{ outcome: 'failed', error_class: 'refusal', error_message: 'anthropic/claude-test refused (finish reason refusal): I cannot help with that.', tokens_in: 12 }]);
   });
+  it('a stream that goes silent is abandoned after idleTimeoutMs as provider_unreachable, its text so far already in the task\'s stream, and the retry answers', async () => {
+    const text = 'Leases end the claims of agents that stopped answering, so their work is claimed again.';
+    provider.script([fault.stall(answer.text(text, { chunkChars: 10 }), 4), answer.text(text, { usage: { input: 30, output: 25 } })]);
+    const { model, name } = modelOn('anthropic');
+    await run(defineAgent({
+      name: 'stalled', capabilities: ['stalled'],
+      async run(_task, ctx) {
+        return await streamText({ model: dagentModel(model, ctx, { name, idleTimeoutMs: 2000 }), prompt: 'What is a lease?', maxRetries: 0, onError: () => {} }).text;
+      },
+    }));
+    const dagId = await dagCreate(db, DAG('stalled'));
+    const t0 = await taskOf(dagId);
+    // While the first call hangs, the deltas it did send are already in the attempt's stream: text goes out as it comes.
+    await eventually('the first deltas streamed while the call is open', async () => {
+      const [first] = await streamed(t0.id);
+      return first !== undefined && first.text.length > 0 && (await taskOf(dagId)).status === 'running';
+    });
+    expect(provider.seen).toHaveLength(1);
+    await eventually('completed', async () => (await taskOf(dagId)).status === 'completed', 20_000);
+    const attempts = await rowsOf<{ outcome: string; error_class: string | null; error_message: string | null }>(db, sql`
+      select outcome, error_class, error_message from attempts where task_id = ${t0.id} order by attempt`);
+    expect(attempts.map((a) => [a.outcome, a.error_class])).toEqual([['failed', 'provider_unreachable'], ['completed', null]]);
+    expect(attempts[0]!.error_message).toBe(`${name} sent nothing for 2 s: the call was abandoned`);
+    expect((await taskOf(dagId)).output).toBe(text);
+  });
+
+  it('a call that does not stream and does not answer is abandoned after callTimeoutMs as provider_unreachable', async () => {
+    provider.script([fault.hang(), answer.text('late but here')]);
+    const { model, name } = modelOn('openai-chat');
+    await run(defineAgent({
+      name: 'hung', capabilities: ['hung'],
+      async run(_task, ctx) {
+        return (await generateText({ model: dagentModel(model, ctx, { name, callTimeoutMs: 1000 }), prompt: 'anything', maxRetries: 0 })).text;
+      },
+    }));
+    const dagId = await dagCreate(db, DAG('hung'));
+    await eventually('completed', async () => (await taskOf(dagId)).status === 'completed', 20_000);
+    const attempts = await rowsOf<{ outcome: string; error_class: string | null }>(db, sql`
+      select outcome, error_class from attempts where dag_id = ${dagId} order by attempt`);
+    expect(attempts).toEqual([{ outcome: 'failed', error_class: 'provider_unreachable' }, { outcome: 'completed', error_class: null }]);
+    expect((await taskOf(dagId)).output).toBe('late but here');
+  });
+
+  for (const protocol of ['openai-chat', 'openai-responses', 'anthropic', 'google'] as const) {
+    it(`${protocol}: a prompt too long is context_length and a refusal is refusal, each with the provider's words`, async () => {
+      // Google blocks with finish reason SAFETY and no text; the others say why.
+      provider.script([fault.contextTooLong(), answer.refusal('I will not do that.', { usage: { input: 5, output: 3 } })]);
+      const { model, name } = modelOn(protocol);
+      await run(defineAgent({
+        name: 'classes', capabilities: ['classes'],
+        async run(_task, ctx) {
+          return await streamText({ model: dagentModel(model, ctx, { name }), prompt: 'go', maxRetries: 0, onError: () => {} }).text;
+        },
+      }));
+      const dagId = await dagCreate(db, DAG('classes', '', ', retry: { strategy: immediate, no_retry_on: [refusal] }'));
+      await eventually('dead-lettered', async () => (await taskStatusByKey(db, dagId)).t === 'dead_lettered', 20_000);
+      const attempts = await rowsOf<{ error_class: string; error_message: string }>(db, sql`select error_class, error_message from attempts where dag_id = ${dagId} order by attempt`);
+      expect(attempts.map((a) => a.error_class)).toEqual(['context_length', 'refusal']);
+      expect(attempts[1]!.error_message).toMatch(new RegExp(`^${name.replace('/', '\\/')} refused \\(finish reason [\\w-]+\\)${protocol === 'google' ? '' : ': I will not do that\\.'}$`));
+      expect(attempts[0]!.error_message).toMatch(/^model call failed: HTTP 400: .*(context|too long|exceeds)/i);
+    });
+  }
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { dagSpec } from '../helpers/factories.js';
-import { canonicalJson, specSettingParse, specsChange, taskIsLlm } from '../../src/dag/spec-change.js';
+import { specSettingParse, specsChange, taskIsLlm } from '../../src/dag/spec-change.js';
+import { canonicalJson } from '../../src/canonical-json.js';
 
 const spec = await dagSpec(`
 name: change

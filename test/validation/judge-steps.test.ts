@@ -81,6 +81,11 @@ describe('llm-judge validation steps, against a local OpenAI-compatible server',
     const [draft] = await rowsOf<{ verdicts: Array<{ kind: string; pass: boolean; score: number; reasons: string[] }> }>(db, sql`
       select a.details->'verdicts' as verdicts from attempts a join tasks t on t.id = a.task_id where t.dag_id = ${dagId} and t.key = 'draft'`);
     expect(draft!.verdicts).toEqual([expect.objectContaining({ kind: 'llm-judge', pass: true, score: 0.9, reasons: ['score 0.9 ≥ threshold 0.7', 'clear and short'] })]);
+    // The judge's call is a durable step of its validation task (a retry would replay it), and its answer was streamed.
+    const judged = await rowsOf<{ step: string; streamed: string }>(db, sql`
+      select s.name as step, (select string_agg(c.data, '' order by c.seq) from task_stream_chunks c where c.task_id = t.id and c.name = 'output') as streamed
+      from tasks t join task_steps s on s.task_id = t.id where t.dag_id = ${dagId} and t.key like 'draft/validate-1@%'`);
+    expect(judged).toEqual([{ step: expect.stringMatching(/^model call 1 judge-1 [0-9a-f]{16}$/), streamed: '{"pass": true, "score": 0.9, "reasons": ["clear and short"]}' }]);
   });
 
   it('a score below the threshold fails the task as invalid_output, whatever the judge said about passing', async () => {

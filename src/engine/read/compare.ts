@@ -3,7 +3,7 @@ import { textHead } from '../../json-guard.js';
 import { dagGet } from '../../db/queries/dags.js';
 import { taskCompareRows, type TaskCompareRow } from '../../db/queries/tasks-compare.js';
 import type { DagRow } from '../../db/rows.js';
-import { canonicalJson } from '../../dag/spec-change.js';
+import { canonicalJson } from '../../canonical-json.js';
 import { InvalidInputError, NotFoundError } from '../../errors.js';
 import { taskKeyCompare } from '../../model/task-key-order.js';
 import type { StepVerdict } from '../../validation/verdict.js';
