@@ -30,7 +30,7 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
   const deadline = Date.now() + p.waitSec * 1000;
   let since = p.since;
   try {
-    let blocked = await readyForReach(db, p.reach.capabilities, p.reach.models);
+    let blocked = await readyForReach(db, p.reach.capabilities, p.reach.models, p.reach.tenants ?? null);
     for (;;) {
       const left = deadline - Date.now();
       const recheck = CLAIM_WAIT_DEFAULTS.blockedRecheckSec * 1000 * (0.8 + Math.random() * 0.4);
@@ -42,7 +42,7 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
       }
       if (!end.woken) {
         // A recheck: claim only if what blocked it is still READY (another agent may have taken it meanwhile).
-        blocked = await readyForReach(db, p.reach.capabilities, p.reach.models);
+        blocked = await readyForReach(db, p.reach.capabilities, p.reach.models, p.reach.tenants ?? null);
         if (!blocked) continue;
       }
       if (p.stillAllowed && !(await p.stillAllowed())) {
@@ -58,7 +58,7 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
         if (end.woken) handOnIfReady(waiters, db, log, p.who, end.wake);
       }
       if (tasks.length > 0) return tasks;
-      blocked = await readyForReach(db, p.reach.capabilities, p.reach.models);
+      blocked = await readyForReach(db, p.reach.capabilities, p.reach.models, p.reach.tenants ?? null);
     }
   } finally {
     waiters.leave(p.who.agentId);

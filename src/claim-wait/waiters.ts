@@ -6,8 +6,12 @@ import { ReadyListener } from '../db/ready-listener.js';
 /** How many of the latest hints are kept for claims that were running when they came. */
 const RECENT_MAX = 256;
 
-/** What a waiting claim can take: the agent's capabilities (within its token's grant) and models. */
-export interface WaiterReach { capabilities: readonly string[]; models: readonly string[] }
+/**
+ * What a waiting claim can take: the agent's capabilities (within its token's grant), models, and the tenants it serves
+ * (absent or null: all). READY hints name a claim group, not its tenant: an agent that serves some tenants only may
+ * wake for another's work, and its claim then finds nothing (the recheck reads its tenants).
+ */
+export interface WaiterReach { capabilities: readonly string[]; models: readonly string[]; tenants?: readonly string[] | null }
 
 /** A hint on its way through the waiters: who has tried it already (each waiting claim tries a hint once). */
 export interface Wake { hint: ReadyHint | null; tried: WeakSet<Claimant> }

@@ -54,6 +54,10 @@ export const COMMAND_MODULES: ReadonlyArray<{ commands: Readonly<Record<string, 
     commands: { limits: 'rate limits per model or provider, shared by the fleet: requests and tokens per window' },
     load: async () => (await import('./limits.js')).limitsCommands,
   },
+  {
+    commands: { tenants: 'tenants: whose DAGs, schedules and agents, and their weights in fair share' },
+    load: async () => (await import('./tenants.js')).tenantCommands,
+  },
   { commands: { dlq: 'review and resolve dead-lettered tasks' }, load: async () => (await import('./dlq.js')).dlqCommands },
   {
     commands: { prune: 'delete finished DAGs (with their tasks, attempts, outputs, logs, events), old events, webhook deliveries and long-offline agents, in small batches' },

@@ -74,13 +74,14 @@ export function submitCommands(program: Command, ctx: CommandContext): void {
     .option('--wait', 'then follow each DAG live until it ends, as `dagent watch` does; exit 1 unless all complete')
     .option('--json', 'machine-readable output (with --wait: printed at the end, with each DAG\'s final status)')
     .option('--force', 'submit even when an llm-judge step has no active judge agent that can serve it (warned, not refused)')
-    .action(async (files: string[], opts: { param: Record<string, string>; wait?: boolean; json?: boolean; force?: boolean }) => {
+    .option('--tenant <id>', 'the tenant the DAGs (and schedules) belong to; default the default tenant')
+    .action(async (files: string[], opts: { param: Record<string, string>; wait?: boolean; json?: boolean; force?: boolean; tenant?: string }) => {
       const specs = await dagFilesLoad(files, opts.param, configFromEnv(ctx.io.env).fileRoots);
       scheduledParamsRefuse(specs, opts.param);
       const cfg = configFromEnv(ctx.io.env);
       const out = new Output(ctx.io, !!opts.json);
       await withDatabase(ctx, async (d) => {
-        const results = await dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued, replaceAnySchedule: true, force: opts.force });
+        const results = await dagSubmitOrSchedule(d.db, specs, { createdBy: 'cli', log: ctx.log, maxQueued: cfg.maxQueued, replaceAnySchedule: true, force: opts.force, tenant: opts.tenant });
         if (!opts.json) for (const w of results.flatMap((r) => r.warnings ?? [])) ctx.io.stderr(`warning: ${terminalSafe(w)}\n`);
         const line = (r: (typeof results)[number]) => 'schedule' in r
           ? `scheduled ${r.schedule}: next fire ${r.nextFireAt.toISOString()}`

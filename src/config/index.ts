@@ -383,6 +383,25 @@ export const RATE_LIMIT_DEFAULTS = {
 } as const;
 
 /**
+ * Tenants and fair share (docs/priority.md, "Tenants and fair share"). A task counts as its estimated_tokens, else its
+ * max_tokens, else `taskTokens`, in the tokens served to its tenant. The share loop folds what claims served into
+ * each tenant's virtual time every `foldIntervalMs`: fair share follows the claims within about that long.
+ */
+export const TENANT_DEFAULTS = {
+  taskTokens: 1000,
+  foldIntervalMs: 250,
+  /** At most this many tenants: the claim reads those that have work for the agent. */
+  maxTenants: 10_000,
+  /** A tenant id: lowercase letters, digits, _ and - (no space: it is read back from a claim hint's group key). */
+  idPattern: /^[a-z0-9][a-z0-9_-]{0,62}$/,
+} as const;
+
+/** A tenant's id, as every input names one (CLI, HTTP, agent definitions). */
+export const tenantIdSchema = z.string().regex(TENANT_DEFAULTS.idPattern, {
+  error: 'must be a tenant id: a lowercase letter or digit, then lowercase letters, digits, _ or - (at most 63)',
+});
+
+/**
  * Rate limits declared ahead of time (`dagent limits`, PUT /api/rate-limits/KEY): requests and tokens per
  * window, per model or provider. `windowSec` when a limit names none (per minute, as providers publish them),
  * between `windowMinSec` and `windowMaxSec`; `defaultTokens` is what a task without estimated_tokens reserves;

@@ -77,6 +77,8 @@ export interface TaskRow {
   readyAt: Date | null;
   /** A task a rerun carried over completed: the task whose output it holds (schema/tasks.ts). */
   reusedFrom: string | null;
+  /** Its DAG's tenant. */
+  tenantId: string;
 }
 
 /** A row of `agents`. */
@@ -93,6 +95,8 @@ export interface AgentRow {
   heartbeatAt: Date;
   capabilities: string[];
   models: string[];
+  /** The tenants whose work it takes; null: every tenant's. */
+  tenants: string[] | null;
   maxConcurrent: number;
   claimWriter: string | null;
   metadata: unknown;
@@ -150,6 +154,8 @@ export interface DagRow {
   /** A rerun with a change: the DAG it re-ran, and what it changed (schema/dags.ts). */
   rerunOf: string | null;
   rerunChange: unknown;
+  /** The tenant it belongs to. */
+  tenantId: string;
 }
 
 /** A row of `attempts`: one attempt of a task. */
@@ -265,6 +271,8 @@ export interface AgentRegistration {
   type: string;
   capabilities: string[];
   models?: string[];
+  /** The tenants whose work it takes; absent or null: every tenant's. */
+  tenants?: string[] | null;
   maxConcurrent?: number;
   budgetUsd?: number | null;
   /** Most it may spend in one UTC day (null: no cap). */

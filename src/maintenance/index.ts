@@ -9,6 +9,7 @@ import { RATE_USAGE_LOOP, rateUsageCreate } from './rate-usage.js';
 import { REAPER_LOOP, reaperCreate } from './reaper.js';
 import { RETENTION_LOOP, retentionLoopCreate } from './retention.js';
 import { SCHEDULER_LOOP, schedulerCreate } from './scheduler.js';
+import { TENANT_SHARE_LOOP, tenantShareCreate } from './tenant-share.js';
 import type { LoopIdentity, MaintenanceService } from './service.js';
 import { WAITS_LOOP, waitsCreate } from './waits-and-maps.js';
 import { WEBHOOK_DISPATCHER_LOOP, webhookDispatcherCreate } from './webhook-dispatcher.js';
@@ -32,6 +33,7 @@ const LOOPS: ReadonlyArray<LoopIdentity & { create: (o: LoopContext) => Maintena
   { ...BUDGET_WATCH_LOOP, create: budgetWatchCreate },
   { ...WAITS_LOOP, create: waitsCreate },
   { ...RATE_USAGE_LOOP, create: rateUsageCreate },
+  { ...TENANT_SHARE_LOOP, create: tenantShareCreate },
   { ...RETENTION_LOOP, create: retentionLoopCreate },
   { ...WORKSPACE_RECLAIMER_LOOP, create: (o) => workspaceReclaimerCreate({ ...o, root: o.workspaces?.root, keptSec: o.workspaces?.keptSec }) },
 ];

@@ -152,7 +152,7 @@ export class AgentRunner {
       perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
     });
     this.claimant = { agentId: this.agentId };
-    this.reach = { capabilities: def.capabilities, models: def.models ?? [] };
+    this.reach = { capabilities: def.capabilities, models: def.models ?? [], tenants: def.tenants ?? null };
   }
 
   /** The agent's id: known for certain once start() registered it (a default id may move to a free slot). */
@@ -170,7 +170,7 @@ export class AgentRunner {
     const problem = await this.def.preflight?.();
     if (problem) throw new InvalidInputError(`agent ${this.def.name} cannot start: ${problem}`, { agent: this.def.name, preflight: true });
     const registration = (id: string) => ({
-      id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models, maxConcurrent: this.concurrency,
+      id, type: this.def.name, capabilities: this.def.capabilities, models: this.def.models, tenants: this.def.tenants ?? null, maxConcurrent: this.concurrency,
       budgetUsd: this.def.budgetUsd ?? null, dailyBudgetUsd: this.def.dailyBudgetUsd ?? null, metadata: { host: os.hostname(), pid: process.pid, pidSpace: PID_SPACE, process: PROCESS_NONCE, instance: this.instance },
     });
     if (this.o.id) await agentRegister(db, registration(this.o.id));

@@ -6,6 +6,7 @@ import type { SubtaskSpec } from '../dag/subtask-spec.js';
 import type { ClaimedTask } from '../engine/attempt/claim.js';
 import type { SpawnedChild } from '../engine/dag/spawn.js';
 import { InvalidInputError } from '../errors.js';
+import { tenantIdSchema } from '../config/index.js';
 import type { StepOptions } from './attempt-steps.js';
 import type { BudgetView, CallEstimate } from './attempt-usage.js';
 import type { StreamWriter } from './attempt-streams.js';
@@ -96,6 +97,8 @@ export interface AgentDefinition {
    * (`task.model`). `*` takes any model. Default none: only tasks that name no model.
    */
   models?: string[];
+  /** The tenants whose work it takes (docs/priority.md, "Tenants and fair share"). Default every tenant's. */
+  tenants?: string[];
   /** Total spend allowed across its lifetime, in USD. Default unlimited. */
   budgetUsd?: number;
   /** Most it may spend in one UTC day, in USD: past it its running attempt is stopped and it claims nothing until the next day. Default none. */
@@ -116,6 +119,7 @@ const definitionSchema = z.object({
   name: z.string().regex(KEY_PATTERN, { error: 'must match ^[a-z][a-z0-9_-]*$ (max 64 chars)' }),
   capabilities: z.array(capabilitySchema).max(64),
   models: z.array(agentModelSchema).max(32).optional(),
+  tenants: z.array(tenantIdSchema).min(1).max(1000).optional(),
   budgetUsd: z.number().nonnegative().optional(),
   dailyBudgetUsd: z.number().nonnegative().optional(),
   maxConcurrent: z.number().int().min(1).max(1000).optional(),

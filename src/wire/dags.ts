@@ -55,6 +55,7 @@ export const dagViewSchema = z.object({
   tags: z.array(z.string()).describe('every tag its tasks carried at submit'),
   rerunOf: z.string().nullable().describe('a rerun with a change (dag rerun --model/--set): the finished DAG it re-ran; null otherwise'),
   rerunChange: jsonColumn(rerunChangeSchema.nullable()).describe('what that rerun changed, and how many tasks it ran again and carried over'),
+  tenantId: z.string().describe('the tenant it belongs to'),
 }).meta({ id: 'DagView' });
 export type DagView = z.infer<typeof dagViewSchema>;
 

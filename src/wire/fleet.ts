@@ -10,6 +10,7 @@ export const agentViewSchema = z.object({
   status: z.string().describe('active, draining or offline'),
   capabilities: z.array(z.string()),
   models: z.array(z.string()).describe('model names, or `*` for any'),
+  tenants: z.array(z.string()).nullable().describe('the tenants whose work it takes; null: every tenant\'s'),
   maxConcurrent: z.number(),
   budgetUsd: z.number().nullable(),
   spentUsd: z.number(),

@@ -110,6 +110,7 @@ export const taskViewSchema = z.object({
   updatedAt: instant,
   completedAt: instant.nullable(),
   reusedFrom: z.string().nullable().describe('in a rerun with a change: the task whose output this one carried over (completed with no attempt, at no cost); null for a task that ran'),
+  tenantId: z.string().describe('its DAG\'s tenant'),
 }).meta({ id: 'TaskView' });
 export type TaskView = z.infer<typeof taskViewSchema>;
 

@@ -1,9 +1,10 @@
 /**
- * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown] [-- --startup] [-- --steps] [-- --streams]     BENCH_BATCH=N sets the claim/complete batch (default 200)
+ * npm run bench [-- --quick] [-- --no-fsync] [-- --peers] [-- --no-hand-off] [-- --breakdown] [-- --startup] [-- --steps] [-- --streams] [-- --tenants]     BENCH_BATCH=N sets the claim/complete batch (default 200)
  *
  * --peers: also graphile-worker and pg-boss on the same server and work (peers.ts), a table with ratios,
  * and one SVG bar chart per figure in docs/bench/. --breakdown: only where a task's time goes (breakdown.ts). --steps:
- * only durable steps' record and replay and a usage report, beside a task without them (steps.ts).
+ * only durable steps' record and replay and a usage report, beside a task without them (steps.ts). --tenants: only
+ * fair share: claim latency at 100,000 READY across 1,000 tenants, and Jain's index of the tokens served (tenants.ts).
  *
  * Also: the compiled CLI's start-up beside `node -e ''` (startup.ts), disk per finished task and the claim's latency
  * during a prune (retention.ts), a 10,000-task DAG's submit and the claim beside it (large-dag.ts), the DAG list's pages at 100,000 DAGs (lists.ts), flat throughput behind a 100,000-task backlog, claim latency at 100,000
@@ -41,6 +42,7 @@ import { completionPathsBench, statementCounter } from './completion-paths.js';
 import { barChartSvg, plotWrite } from './plot.js';
 import { streamsBench } from './streams.js';
 import { durableStepsBench } from './steps.js';
+import { tenantClaimLatency, tenantFairness } from './tenants.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { textArray } from '../../src/db/statement.js';
 
@@ -56,6 +58,8 @@ const STARTUP_ONLY = process.argv.includes('--startup');
 const STEPS_ONLY = process.argv.includes('--steps');
 /** --streams: only streams, writer to reader (streams.ts). */
 const STREAMS_ONLY = process.argv.includes('--streams');
+/** --tenants: only fair share between tenants (tenants.ts). */
+const TENANTS_ONLY = process.argv.includes('--tenants');
 const STEP_TASKS = quick ? 100 : 500;
 /** --no-hand-off: completions hand nothing on (each dependent goes READY and is claimed), in the bench loop and the runtime, for comparison. */
 const HAND_OFF = !process.argv.includes('--no-hand-off');
@@ -247,6 +251,21 @@ async function main() {
     try {
       for (const f of await streamsBench(d, server.url, counter, [50, 1000], quick ? 5 : 20)) {
         console.log(`stream, ${fmt(f.rate)} chunks/s written, read live by one reader (${fmt(f.chunks)} chunks): write to read p50 ${pct(f.ms, 50).toFixed(2)} ms, p99 ${pct(f.ms, 99).toFixed(2)} ms, ${f.statementsPerSec.toFixed(1)} statements/s (writer and reader)`);
+      }
+    } finally {
+      await d.close();
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+    return;
+  }
+  if (TENANTS_ONLY) {
+    try {
+      const ms = await tenantClaimLatency(d, BACKLOG, 1000, quick ? 200 : 1000);
+      console.log(`claim of 1 in fair-share order with ${fmt(BACKLOG)} READY across 1,000 tenants: p50 ${pct(ms, 50).toFixed(2)} ms, p99 ${pct(ms, 99).toFixed(2)} ms`);
+      for (const weighted of [false, true]) {
+        const f = await tenantFairness(d, 10, quick ? 20_000 : 100_000, 8, weighted);
+        console.log(`fair share, 10 tenants (tasks of 250 to 2,500 tokens, weights ${weighted ? '1 to 4' : 'equal'}), 8 claimers of 1: Jain's index of tokens served per weight ${f.jain.toFixed(4)} while all had work (${fmt(f.tasks)} tasks in ${f.seconds.toFixed(1)} s)`);
       }
     } finally {
       await d.close();

@@ -89,6 +89,8 @@ export async function databaseReset(db: Db): Promise<void> {
     try {
       // api_tokens stay: a test file's HTTP server keeps its tokens across tests.
       await db.execute(sql.raw(`truncate ${TABLES.filter((t) => t !== 'api_tokens').join(', ')}`));
+      // The default tenant is the migration's row, which every DAG without a tenant refers to.
+      await db.execute(sql`insert into tenants (id, name) values ('default', 'the default tenant')`);
       return;
     } catch (err) {
       const code = (err as { code?: string; cause?: { code?: string } }).cause?.code ?? (err as { code?: string }).code;

@@ -22,6 +22,8 @@ import { WEBHOOK_DISPATCHER_LOOP, webhookDispatcherCreate } from '../../src/main
 import { BUDGET_WATCH_LOOP, budgetWatchCreate } from '../../src/maintenance/budget-watch.js';
 import { WAITS_LOOP, waitsCreate } from '../../src/maintenance/waits-and-maps.js';
 import { RATE_USAGE_LOOP, rateUsageCreate } from '../../src/maintenance/rate-usage.js';
+import { TENANT_SHARE_LOOP, tenantShareCreate } from '../../src/maintenance/tenant-share.js';
+import { tenantCreate } from '../../src/engine/ops/tenants.js';
 import { RETENTION_LOOP, retentionLoopCreate } from '../../src/maintenance/retention.js';
 import { WORKSPACE_RECLAIMER_LOOP, workspaceReclaimerCreate } from '../../src/maintenance/workspace-reclaimer.js';
 import { taskComplete } from '../../src/engine/attempt/complete.js';
@@ -264,6 +266,26 @@ tasks:
     expect(await loop.runOnce()).toBe(2);
     expect(await rows(sql`select task_id, key from rate_usage`)).toEqual([{ task_id: kept, key: 'acme/m' }]);
 
+    expect(await loop.runOnce()).toBe(0);
+  });
+
+  loopTest(TENANT_SHARE_LOOP, 'what claims served each tenant is folded into its virtual time; a tenant with nothing READY is brought up to the lowest of those with work', async () => {
+    await tenantCreate(db, { id: 'busy', weight: 2 });
+    await tenantCreate(db, { id: 'idle' });
+    await dagSubmit(db, [await dagSourceLoad('name: b\ntasks:\n  a: { type: t, spec: { constraints: { estimated_tokens: 600 } } }\n  b: { type: t }\n', 'b.yaml')], { tenant: 'busy' });
+    await agentCreate(db, 'w');
+    // The claim logs what it served (a: its 600 estimated tokens); b stays READY.
+    expect((await taskClaim(db, 'w', { limit: 1 })).map((t) => t.key)).toEqual(['a']);
+    expect(await rows(sql`select tenant_id, tokens::int, tasks from tenant_served`)).toEqual([{ tenant_id: 'busy', tokens: 600, tasks: 1 }]);
+    const loop = tenantShareCreate({ db });
+    expect(await loop.runOnce()).toBe(1);
+    // busy: 600 tokens at weight 2 → vtime 300; idle (and default), with nothing READY, come up to it.
+    expect(await rows(sql`select id, vtime, served_tokens::int, served_tasks::int from tenants order by id`)).toEqual([
+      { id: 'busy', vtime: 300, served_tokens: 600, served_tasks: 1 },
+      { id: 'default', vtime: 300, served_tokens: 0, served_tasks: 0 },
+      { id: 'idle', vtime: 300, served_tokens: 0, served_tasks: 0 },
+    ]);
+    expect(await rows(sql`select * from tenant_served`)).toEqual([]);
     expect(await loop.runOnce()).toBe(0);
   });
 

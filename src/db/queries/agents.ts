@@ -26,6 +26,7 @@ export async function agentUpsert(db: Db, a: AgentRegistration, guard?: UpsertGu
     type: a.type,
     capabilities: [...new Set(a.capabilities)].sort(),
     models: a.models ?? [],
+    tenants: a.tenants ? [...new Set(a.tenants)].sort() : null,
     maxConcurrent: a.maxConcurrent ?? 1,
     budgetUsd: a.budgetUsd ?? null,
     dailyBudgetUsd: a.dailyBudgetUsd ?? null,

@@ -18,10 +18,11 @@ export function modelsAccepted(body: { models: readonly string[]; fallbackModels
   return [...new Set([...body.models, ...body.fallbackModels])].sort();
 }
 
-/** Record the claim groups of tasks about to be inserted (new groups only; existing ones are left alone). */
-export async function capabilityGroupsEnsure(db: Db, groups: ReadonlyArray<ClaimGroup>): Promise<void> {
-  const byKey = new Map(groups.map((g) => [claimGroupKey(g), { capabilities: [...new Set(g.capabilities)].sort(), models: [...new Set(g.models)].sort() }]));
+/** Record the claim groups of tasks about to be inserted, per tenant (new ones only; existing ones are left alone). */
+export async function capabilityGroupsEnsure(db: Db, groups: ReadonlyArray<ClaimGroup & { tenant: string }>): Promise<void> {
+  const byKey = new Map(groups.map((g) => [`${claimGroupKey(g)}\u0000${g.tenant}`, {
+    capKey: claimGroupKey(g), tenantId: g.tenant, capabilities: [...new Set(g.capabilities)].sort(), models: [...new Set(g.models)].sort(),
+  }]));
   if (byKey.size === 0) return;
-  await db.insert(capabilityGroups).values([...byKey].map(([capKey, g]) => ({ capKey, ...g })))
-    .onConflictDoNothing();
+  await db.insert(capabilityGroups).values([...byKey.values()]).onConflictDoNothing();
 }

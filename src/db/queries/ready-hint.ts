@@ -31,17 +31,18 @@ export async function readyInGroup(db: Db, capKey: string): Promise<boolean> {
 }
 
 /**
- * Whether a task is READY in a claim group an agent with these capabilities and models covers,
+ * Whether a task is READY in a claim group an agent with these capabilities and models (and tenants: null, all) covers,
  * as the claim's own group check reads it (budgets, limits and pauses aside). After a claim that
  * found nothing, true means the work is there but was not for this agent now (a concurrency key,
  * its budget, a row another claim held), and no hint will say when that changes.
  */
-export async function readyForReach(db: Db, capabilities: readonly string[], models: readonly string[]): Promise<boolean> {
+export async function readyForReach(db: Db, capabilities: readonly string[], models: readonly string[], tenants: readonly string[] | null = null): Promise<boolean> {
   const [r] = await rowsOf<{ ready: boolean }>(db, sql`
     select exists (
       select 1 from capability_groups g
       where g.capabilities <@ ${textArray(capabilities)}
         and (cardinality(g.models) = 0 or g.models && ${textArray(models)} or '*' = any(${textArray(models)}))
-        and exists (select 1 from tasks t where t.status = 'ready' and t.cap_key = g.cap_key)) as ready`);
+        ${tenants === null ? sql`` : sql`and g.tenant_id = any(${textArray(tenants)})`}
+        and exists (select 1 from tasks t where t.status = 'ready' and t.cap_key = g.cap_key and t.tenant_id = g.tenant_id)) as ready`);
   return r?.ready ?? false;
 }

@@ -8,7 +8,7 @@ import { admissionCtes, busyKeysCte, keysTakenCtes, rateReservedCtes, rateRoomCt
 import { budgetCtes } from './tasks-claim/budget.js';
 import { brokeCte, groupsCte, pickedCte } from './tasks-claim/groups.js';
 import { claimShapeOf, type ClaimParts, type ClaimSqlOptions } from './tasks-claim/shape.js';
-import { agentClaimedCte, claimedCte, claimResultSql } from './tasks-claim/update.js';
+import { agentClaimedCte, claimedCte, claimResultSql, tenantLoggedCte } from './tasks-claim/update.js';
 
 export type { ClaimedRow } from '../rows.js';
 export type { ClaimSqlOptions } from './tasks-claim/shape.js';
@@ -55,13 +55,19 @@ export { PREVIOUS_ATTEMPTS_MAX, type PreviousAttempt } from './attempts.js';
 /** When this process last saw READY tasks with a concurrency key, and how long it claims with the keys' steps after. */
 let keyedSeenAt = 0;
 const KEYED_MODE_MS = 10_000;
+/** When this process last saw a claim's groups hold more than one tenant, and how long it claims in fair-share order after. */
+let tenantsMixedSeenAt = 0;
+const FAIR_MODE_MS = 60_000;
 
 export async function taskClaimReady(
   db: Db, agentId: string, capabilities: readonly string[], limit: number, claimTtlSec: number, opts: ClaimSqlOptions = {},
 ): Promise<{ rows: ClaimedRow[]; previousAttempts: Map<string, PreviousAttempt[]>; agentActive: boolean }> {
-  type Row = Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date; stale: boolean | null; keyedReady: boolean };
+  type Row = Omit<ClaimedRow, 'leaseExpiresAt'> & { leaseExpiresAt: string | Date; stale: boolean | null; keyedReady: boolean; tenantsMixed: boolean | null };
+  // Fair-share order once some claim of this process met more than one tenant's work (a statement's shape is fixed:
+  // the plain one merges the groups' heads by priority alone, which is cheaper and all one tenant needs).
+  const fair = Date.now() - tenantsMixedSeenAt < FAIR_MODE_MS;
   const once = async (keyed: boolean, n: number): Promise<Row[]> => {
-    const statement = queryFill(claimCompiled({ ...opts, keyed }), {
+    const statement = queryFill(claimCompiled({ ...opts, keyed, fair }), {
       agentId, caps: [...capabilities], limit: n, claimTtlSec, budgetUsd: opts.grant?.budgetUsd ?? null, maxHeld: opts.grant?.maxHeld ?? null, dagId: opts.dagId ?? null,
     });
     const got = await rowsOfPreparedGeneric<Row>(db, statement);
@@ -84,6 +90,7 @@ export async function taskClaimReady(
       if (taken < limit) rows = [...rows, ...(await once(true, limit - taken))];
     }
   }
+  if (rows.some((r) => r.tenantsMixed)) tenantsMixedSeenAt = Date.now();
   // `stale` is null only when the statement found no active agent row (its agent CTE is empty).
   const agentActive = rows.some((r) => r.stale !== null);
   rows = rows.filter((r) => r.id !== null);
@@ -109,7 +116,7 @@ const claimShapes = new Map<string, CompiledQuery>();
 /** The claim statement of `opts`'s shape, compiled once (taskClaimReady fills in its values with queryFill). */
 export function claimCompiled(opts: ClaimSqlOptions): CompiledQuery {
   // Each part as the text tests it (claimSqlOf): a truthy `start` that is not `true` must not share `false`'s text.
-  const shape = `${opts.keyed === true}:${Boolean(opts.start)}:${opts.grant?.budgetUsd != null}:${opts.grant?.maxHeld != null}:${Boolean(opts.dagId)}`;
+  const shape = `${opts.keyed === true}:${Boolean(opts.start)}:${opts.grant?.budgetUsd != null}:${opts.grant?.maxHeld != null}:${Boolean(opts.dagId)}:${opts.fair === true}`;
   let c = claimShapes.get(shape);
   if (!c) {
     const p = (name: string) => sql`${sql.placeholder(name)}`;
@@ -141,6 +148,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
     agentClaimedCte(c),
     claimedCte(c),
     c.keyed ? rateReservedCtes() : undefined,
+    tenantLoggedCte(),
   ].filter((x): x is SQL => x !== undefined);
   return sql`
     -- Times are clock_timestamp(): a claim took its tasks after the agent lock's wait, not when its transaction

@@ -43,7 +43,7 @@ export interface TaskEdit {
  * task as read before the edit (its capabilities and models), for the claim group of the edited task.
  */
 export async function taskDeadLetterEdit(
-  db: Db, id: string, e: TaskEdit, current: { requiredCapabilities: string[]; models: string[]; fallbackModels: string[] },
+  db: Db, id: string, e: TaskEdit, current: { requiredCapabilities: string[]; models: string[]; fallbackModels: string[]; tenantId: string },
 ): Promise<boolean> {
   const body: Record<string, unknown> = {};
   if (e.prompt !== undefined) body.prompt = e.prompt;
@@ -53,7 +53,7 @@ export async function taskDeadLetterEdit(
   const capabilities = e.requiredCapabilities ?? current.requiredCapabilities;
   const models = modelsAccepted({ models: e.models ?? current.models, fallbackModels: e.fallbackModels ?? current.fallbackModels });
   const regroup = e.requiredCapabilities !== undefined || e.models !== undefined || e.fallbackModels !== undefined;
-  if (regroup) await capabilityGroupsEnsure(db, [{ capabilities, models }]);
+  if (regroup) await capabilityGroupsEnsure(db, [{ capabilities, models, tenant: current.tenantId }]);
   const r = await db.update(tasks).set({
     spec: sql`${tasks.spec} || ${JSON.stringify(body)}::jsonb`,
     ...(e.title !== undefined ? { title: e.title } : {}),

@@ -20,7 +20,8 @@ export interface HandOffParts { agentId: SQL; caps: SQL; max: SQL; claimTtlSec: 
  * - it names no model, no concurrency key and no max cost, is not a validation of this agent's output, and its
  *   DAG has no budget and no daily cap (the cases whose rules live in the claim's own steps: those go READY, for the next claim);
  * - no READY task of a group the agent covers is as urgent or more (`tasks_ready_group_idx`, one probe per
- *   group), and no dependent becoming READY here that cannot be handed is more urgent: priority order holds;
+ *   group and tenant), none is another tenant's (fair share orders tenants: the claim decides), and no dependent
+ *   becoming READY here that cannot be handed is more urgent: priority order holds;
  * - the agent is active, has budget (and room in its day) left, and holds fewer than max_concurrent tasks once these completions
  *   are counted out. Its held tasks are counted as of the statement's snapshot; if a claim of the same agent
  *   committed after it (claim_writer, as in the claim), nothing is handed. A completion that hands tasks stamps
@@ -39,11 +40,11 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
     // taking it on every completion cost flat throughput behind a backlog ~15 % (npm run bench --quick).
     ctes: sql`
     hand_at as materialized (select clock_timestamp() as at),
-    hand_groups as materialized (select g.cap_key from capability_groups g where g.capabilities <@ ${caps}),
+    hand_groups as materialized (select g.cap_key, g.tenant_id from capability_groups g where g.capabilities <@ ${caps}),
     hand_candidates as (
       select x.*, bool_and(x.eligible) over w as prefix_eligible, row_number() over w as n
       from (
-        select d.id, ${effectivePrioritySql({ fresh: true, alias: 'd' })} as ep,
+        select d.id, d.tenant_id, ${effectivePrioritySql({ fresh: true, alias: 'd' })} as ep,
           (cardinality(d.models) = 0 and d.conc_key is null and d.max_cost_usd is null and not d.run_alone
             and (d.validates_agent is null or d.validates_agent <> ${o.agentId})
             and not exists (select 1 from dags g where g.id = d.dag_id and (g.budget_usd is not null or g.daily_budget_usd is not null))) as eligible
@@ -57,7 +58,9 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
       select h.id, h.n from hand_candidates h
       where h.prefix_eligible
         and not exists (select 1 from hand_groups g cross join lateral (
-          select 1 from tasks q where q.status = 'ready' and q.cap_key = g.cap_key and q.effective_priority <= h.ep limit 1) q)
+          select 1 from tasks q where q.status = 'ready' and q.cap_key = g.cap_key and q.tenant_id = g.tenant_id
+            -- Another tenant's READY work at any priority: fair share (the claim's order) decides between tenants, not a hand-off.
+            and (g.tenant_id <> h.tenant_id or q.effective_priority <= h.ep) limit 1) q)
     ),
     -- Lock order: agents by id before any DAG (spend.ts): the charged ones, and this one
     -- if it may be handed something. The lock reads the row's latest version.

@@ -2,7 +2,7 @@ import { getTableColumns, sql, type SQL } from 'drizzle-orm';
 import type { Instant } from '../../durations.js';
 import { forEachSliced, mapSliced } from '../../event-loop.js';
 import type { Db } from '../handle.js';
-import { concurrencyKeys, tasks } from '../schema/index.js';
+import { concurrencyKeys, DEFAULT_TENANT, tasks } from '../schema/index.js';
 import { fromStates } from '../../model/state-machine.js';
 import { effectivePriorityOnReadySql, effectivePrioritySql } from '../../model/priority.js';
 import { capabilityGroupsEnsure } from './capability-groups.js';
@@ -41,8 +41,14 @@ const INSTANT_PROPS = [['deadline', 'deadline'], ['runAt', 'run_at']] as const;
  * `sql` at the top).
  */
 export async function taskInsertMany(db: Db, rows: TaskInsert[]): Promise<void> {
+  // Each task carries its DAG's tenant (the claim walks each tenant's range of a group apart): looked up for rows that do not say.
+  const unknown = [...new Set(rows.filter((r) => r.tenantId === undefined).map((r) => r.dagId))];
+  if (unknown.length) {
+    const of = new Map((await rowsOf<{ id: string; tenant_id: string }>(db, sql`select id, tenant_id from dags where id = any(${textArray(unknown)})`)).map((d) => [d.id, d.tenant_id]));
+    rows = rows.map((r) => (r.tenantId === undefined ? { ...r, tenantId: of.get(r.dagId) ?? DEFAULT_TENANT } : r));
+  }
   await capabilityGroupsEnsure(db, rows.map((r) => ({
-    capabilities: (r.requiredCapabilities as string[] | undefined) ?? [], models: (r.models as string[] | undefined) ?? [],
+    capabilities: (r.requiredCapabilities as string[] | undefined) ?? [], models: (r.models as string[] | undefined) ?? [], tenant: r.tenantId!,
   })));
   await concurrencyKeysDeclare(db, rows);
   for (let i = 0; i < rows.length; i += CHUNK) await db.execute(await taskInsertSql(rows.slice(i, i + CHUNK)));

@@ -8,6 +8,8 @@ export const agents = pgTable('agents', {
   type: text('type').notNull(),
   capabilities: text('capabilities').array().notNull().default(sql`'{}'::text[]`),
   models: text('models').array().notNull().default(sql`'{}'::text[]`),
+  /** The tenants whose work it takes; null: every tenant's. */
+  tenants: text('tenants').array(),
   maxConcurrent: integer('max_concurrent').notNull().default(1),
   budgetUsd: numeric('budget_usd', { mode: 'number' }),
   spentUsd: numeric('spent_usd', { mode: 'number' }).notNull().default(0),

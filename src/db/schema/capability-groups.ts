@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { doublePrecision, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { doublePrecision, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 
 /**
  * Every distinct claim group tasks have had (inserted with the tasks): a set of required
@@ -8,10 +8,12 @@ import { doublePrecision, integer, pgTable, text, timestamp } from 'drizzle-orm/
  * then walks each group's range of tasks_ready_group_idx: tasks it cannot take are never visited.
  */
 export const capabilityGroups = pgTable('capability_groups', {
-  capKey: text('cap_key').primaryKey(),
+  capKey: text('cap_key').notNull(),
   capabilities: text('capabilities').array().notNull(),
   models: text('models').array().notNull().default(sql`'{}'::text[]`),
-});
+  /** The tenant whose tasks the group holds: a claim walks each (group, tenant) range, tenants in fair-share order. */
+  tenantId: text('tenant_id').notNull().default('default'),
+}, (t) => [primaryKey({ columns: [t.capKey, t.tenantId], name: 'capability_groups_pk' })]);
 
 /** Learned run time per task type: the median of recent completed attempts, refreshed by the duration learner (maintenance/duration-learner.ts). */
 export const taskTypeDurations = pgTable('task_type_durations', {

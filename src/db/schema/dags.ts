@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { DAG_STATES } from '../../model/state-machine.js';
+import { tenants } from './tenants.js';
 import { check, date, integer, real, jsonb, numeric, pgTable, text, timestamp, uniqueIndex, index } from 'drizzle-orm/pg-core';
 
 /** One submitted DAG. `tasks_open` counts tasks not yet COMPLETED or CANCELLED; it reaching 0 completes the DAG. */
@@ -50,6 +51,8 @@ export const dags = pgTable(
     rerunOf: text('rerun_of'),
     /** What the rerun changed, and which tasks it ran again and carried over (RerunChangeRecord); null for any other DAG. */
     rerunChange: jsonb('rerun_change'),
+    /** The tenant it belongs to (tenants.ts); its tasks carry it too. */
+    tenantId: text('tenant_id').notNull().default('default').references(() => tenants.id),
   },
   (t) => [
     check('dags_status_ck', sql.raw(`status in (${DAG_STATES.map((s) => `'${s}'`).join(', ')})`)),
@@ -65,6 +68,8 @@ export const dags = pgTable(
     index('dags_budget_open_idx').on(t.id).where(sql`${t.budgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
     // The reruns of a DAG (its page links them).
     index('dags_rerun_of_idx').on(t.rerunOf).where(sql`${t.rerunOf} is not null`),
+    // A tenant's DAG list.
+    index('dags_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
     index('dags_daily_budget_open_idx').on(t.id).where(sql`${t.dailyBudgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
   ],
 );

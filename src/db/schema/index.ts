@@ -19,3 +19,4 @@ export * from './model-pauses.js';
 export * from './rate-limits.js';
 export * from './usage-reports.js';
 export * from './task-streams.js';
+export * from './tenants.js';

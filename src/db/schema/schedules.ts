@@ -22,6 +22,8 @@ export const schedules = pgTable('schedules', {
   overlap: text('overlap').notNull().default('allow'),
   enabled: boolean('enabled').notNull().default(true),
   params: jsonb('params').notNull().default(sql`'{}'::jsonb`),
+  /** The tenant its DAGs belong to. */
+  tenantId: text('tenant_id').notNull().default('default'),
   /** The first fire instant not yet handled (fired, skipped or missed). */
   nextFireAt: timestamp('next_fire_at', { withTimezone: true }).notNull(),
   lastFireAt: timestamp('last_fire_at', { withTimezone: true }),

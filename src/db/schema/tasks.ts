@@ -125,6 +125,8 @@ export const tasks = pgTable(
      * inserted completed (taskInsertMany), with that output and no attempt: it cost nothing. Null for a task that ran.
      */
     reusedFrom: text('reused_from'),
+    /** Its DAG's tenant, on the task for the claim: each tenant's READY tasks of a claim group are a range of tasks_ready_group_idx. */
+    tenantId: text('tenant_id').notNull().default('default'),
   },
   (t) => [
     check('tasks_status_ck', sql.raw(`status in (${TASK_STATES.map((s) => `'${s}'`).join(', ')})`)),
@@ -132,9 +134,9 @@ export const tasks = pgTable(
     check('tasks_origin_ck', sql.raw(`origin in (${TASK_ORIGINS.map((o) => `'${o}'`).join(', ')})`)),
     uniqueIndex('tasks_dag_key_uq').on(t.dagId, t.key),
     uniqueIndex('tasks_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
-    // The claim walks this index, one range per capability group the agent covers, in priority order,
-    // and stops after N matches per group: it never sorts and never walks tasks it cannot take.
-    index('tasks_ready_group_idx').on(t.capKey, t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),
+    // The claim walks this index, one range per capability group and tenant the agent covers, in priority order,
+    // and stops after N matches per range: it never sorts and never walks tasks it cannot take.
+    index('tasks_ready_group_idx').on(t.capKey, t.tenantId, t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),
     index('tasks_lease_idx').on(t.leaseExpiresAt).where(sql`${t.status} in (${sql.raw(EXPIRING_LEASE_STATES.map((s) => `'${s}'`).join(', '))})`),
     index('tasks_run_at_idx').on(t.runAt).where(sql`${t.status} in ('retrying', 'pending')`),
     // No plain index on status: it lured the planner away from the claim index (a bitmap scan plus

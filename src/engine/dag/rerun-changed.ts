@@ -110,7 +110,7 @@ export async function dagRerunChanged(db: Db, dagId: string, change: RerunChange
     const record: RerunChangeRecord = {
       model: change.model ?? null, set: settings, changed, rerunTasks: runs.size, reusedTasks: carried.size, by, note: opts.note ?? null,
     };
-    const created = await dagCreateInTx(tx, spec, { createdBy: by, rerun: { of: dagId, change: record, carried } });
+    const created = await dagCreateInTx(tx, spec, { createdBy: by, tenant: dag.tenantId, rerun: { of: dagId, change: record, carried } });
     return {
       dagId: created.dagId, rerunOf: dagId, name: created.name, tasks: created.tasks, change: record,
       rerun: tasks.filter((t) => runs.has(t.key)).map((t) => t.key), reused: [...carried.keys()],

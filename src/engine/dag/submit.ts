@@ -5,6 +5,7 @@ import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../../db/queri
 import { edgeInsertMany } from '../../db/queries/edges.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock } from '../../db/queries/tasks-intake.js';
+import { DEFAULT_TENANT, tenantGet } from '../../db/queries/tenants.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
 import { BackpressureError, ConflictError, InvalidInputError } from '../../errors.js';
@@ -22,6 +23,8 @@ export interface SubmitOptions {
   maxQueued?: number;
   /** The Retry-After a refusal suggests, in seconds. Default BACKPRESSURE_RETRY_AFTER_SEC. */
   retryAfterSec?: number;
+  /** The tenant the DAGs belong to (it must exist). Default the default tenant. */
+  tenant?: string;
 }
 
 export const BACKPRESSURE_RETRY_AFTER_SEC = 10;
@@ -40,7 +43,7 @@ export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = 
     const results = await withTx(db, async (tx) => {
       if (opts.maxQueued !== undefined) await backpressureCheck(tx, opts.maxQueued, opts.retryAfterSec ?? BACKPRESSURE_RETRY_AFTER_SEC);
       const out: SubmitResult[] = [];
-      for (const spec of specs) out.push(await dagCreateInTx(tx, spec, { createdBy: opts.createdBy ?? 'api' }));
+      for (const spec of specs) out.push(await dagCreateInTx(tx, spec, { createdBy: opts.createdBy ?? 'api', tenant: opts.tenant }));
       return out;
     });
     for (const r of results) opts.log?.info({ dagId: r.dagId, name: r.name, tasks: r.tasks, created: r.created }, 'dag submitted');
@@ -62,6 +65,8 @@ export interface CarriedTask { fromTaskId: string; output: unknown }
 
 export interface DagCreateOptions {
   createdBy: string;
+  /** Its tenant (it must exist). Default the default tenant. */
+  tenant?: string;
   scheduledAt?: Date;
   /** A rerun with a change: the DAG it re-runs, what it changed (stored on the new DAG), and the tasks it carries over by key. */
   rerun?: { of: string; change: unknown; carried: ReadonlyMap<string, CarriedTask> };
@@ -92,6 +97,10 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
     }
     for (const d of t.dependsOn) if (!keys.has(d)) throw new InvalidInputError(`DAG ${spec.name}: task ${t.key} depends on unknown task ${d}`);
   }
+  const tenant = o.tenant ?? DEFAULT_TENANT;
+  if (tenant !== DEFAULT_TENANT && !(await tenantGet(tx, tenant))) {
+    throw new InvalidInputError(`tenant ${JSON.stringify(tenant)} does not exist (an admin makes it: dagent tenants create ${tenant})`, { field: 'tenant' });
+  }
   const carried = o.rerun?.carried ?? new Map<string, CarriedTask>();
   const dagId = newDagId();
   await dagInsert(tx, {
@@ -113,6 +122,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
     tags: [...new Set(spec.tasks.flatMap((t) => t.tags))].sort(),
     rerunOf: o.rerun?.of ?? null,
     rerunChange: o.rerun?.change ?? null,
+    tenantId: tenant,
   });
   await dagLockGraph(tx, dagId);
   const idByKey = new Map(spec.tasks.map((t) => [t.key, newTaskId()]));
@@ -122,7 +132,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
   const graph = await graphCheckAcyclic([...keys], edgeKeys, `DAG ${spec.name}: `);
   const plan = await dagPlan(tx, spec.tasks, graph);
   await taskInsertMany(tx, await mapSliced(spec.tasks, (t) => {
-    const row = taskRow(t, dagId, idByKey.get(t.key)!, undefined, plan.get(t.key));
+    const row = { ...taskRow(t, dagId, idByKey.get(t.key)!, undefined, plan.get(t.key)), tenantId: tenant };
     if (carried.size === 0) return row;
     // A carried task is done; the others wait only for their upstream tasks that run (all of a carried task's are carried).
     const from = carried.get(t.key);

@@ -6,6 +6,7 @@ import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
 import { dagFindByIdempotencyKey, dagRunningIdsByCreator } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';
+import { DEFAULT_TENANT, tenantGet } from '../../db/queries/tenants.js';
 import {
   dbNow, scheduleAdvance, scheduleDelete, scheduleEnabledSet, scheduleGet, scheduleListAll,
   scheduleLock, scheduleLockDue, scheduleUpsert, type ScheduleListRow, type ScheduleRow,
@@ -37,6 +38,9 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
   if (!s) throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: no schedule block`);
   return withTx(db, async (tx) => {
     const now = await clock(tx);
+    if (author.tenant !== undefined && author.tenant !== DEFAULT_TENANT && !(await tenantGet(tx, author.tenant))) {
+      throw new InvalidInputError(`tenant ${JSON.stringify(author.tenant)} does not exist (an admin makes it: dagent tenants create ${author.tenant})`, { field: 'tenant' });
+    }
     await fireKeysCheck(spec, source, now);
     // Locked: a fire in progress commits first, and its advanced next_fire_at is what we keep.
     const prior = await scheduleLock(tx, s.name);
@@ -48,7 +52,7 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
     const row = await scheduleUpsert(tx, {
       name: s.name, dagName: spec.name, sourceFile: spec.sourceFile ?? null, source, cron: s.cron, timezone: s.timezone,
       catchup: s.catchup, catchupLimit: s.catchupLimit, overlap: s.overlap, enabled: s.enabled, params: s.params, nextFireAt,
-      createdBy: author.createdBy,
+      createdBy: author.createdBy, tenantId: author.tenant ?? DEFAULT_TENANT,
     });
     await eventInsertMany(tx, [{ type: 'schedule.registered', data: { name: s.name, cron: s.cron, timezone: s.timezone, nextFireAt } }]);
     return row;
@@ -56,7 +60,7 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
 }
 
 /** Who registers a schedule, and whether they may replace one someone else registered (admins and the CLI may). */
-export interface ScheduleAuthor { createdBy: string; replaceAny: boolean }
+export interface ScheduleAuthor { createdBy: string; replaceAny: boolean; /** The tenant its DAGs belong to (default the default tenant). */ tenant?: string }
 const OPERATOR: ScheduleAuthor = { createdBy: 'cli', replaceAny: true };
 
 export interface FireReport { schedule: string; fired: Array<{ at: Date; dagId: string }>; skipped: Date[]; missed: number; next: Date }
@@ -120,7 +124,7 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, m
       for (const id of running) await dagCancelIfOpen(tx, id, `cron:${row.name}`, `superseded by the fire at ${at.toISOString()}`);
     }
     const spec = await dagFireLoad(row, at);
-    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: key }, { createdBy: `cron:${row.name}`, scheduledAt: at });
+    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: key }, { createdBy: `cron:${row.name}`, scheduledAt: at, tenant: row.tenantId });
     report.fired.push({ at, dagId: created.dagId });
   }
   await scheduleAdvance(tx, row.name, {
@@ -211,7 +215,7 @@ export async function scheduleTrigger(db: Db, name: string, clock: Clock = dbNow
     if (!row) throw new NotFoundError('schedule', name);
     const at = await clock(tx);
     const spec = await dagFireLoad(row, at);
-    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${name}:manual:${at.toISOString()}` }, { createdBy: `cron:${name}`, scheduledAt: at });
+    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${name}:manual:${at.toISOString()}` }, { createdBy: `cron:${name}`, scheduledAt: at, tenant: row.tenantId });
     await scheduleAdvance(tx, name, { nextFireAt: row.nextFireAt, lastFireAt: at, lastDagId: created.dagId, fired: 1 });
     await eventInsertMany(tx, [{ type: 'schedule.fired', dagId: created.dagId, data: { name, at, manual: true } }]);
     return { dagId: created.dagId, at };

@@ -85,7 +85,7 @@ export async function dlqEditRetry(db: Db, id: string, edit: TaskEditInput, opts
     const entry = await openEntry(tx, id);
     const before = (await taskGet(tx, entry.taskId))!;
     const body = before.spec as { models?: string[]; fallbackModels?: string[] };
-    const current = { requiredCapabilities: before.requiredCapabilities, models: body.models ?? [], fallbackModels: body.fallbackModels ?? [] };
+    const current = { requiredCapabilities: before.requiredCapabilities, models: body.models ?? [], fallbackModels: body.fallbackModels ?? [], tenantId: before.tenantId };
     if (!(await taskDeadLetterEdit(tx, entry.taskId, change, current))) throw new DeadLetterResolvedError(entry.id, entry.resolution, entry.resolvedAt);
     const previous = {
       title: before.title, spec: before.spec, requires: before.requiredCapabilities, priority: before.priority,

@@ -39,7 +39,7 @@ export async function dagSubmitOrSchedule(
 async function intake(
   db: Db, specs: DagSpec[], opts: SubmitOptions & { sourceOf?: (spec: DagSpec) => string; replaceAnySchedule?: boolean },
 ): Promise<IntakeResult[]> {
-  const author = { createdBy: opts.createdBy ?? 'api', replaceAny: opts.replaceAnySchedule ?? false };
+  const author = { createdBy: opts.createdBy ?? 'api', replaceAny: opts.replaceAnySchedule ?? false, tenant: opts.tenant };
   const sourceOf = opts.sourceOf ?? ((spec: DagSpec) => readFileSync(spec.sourceFile!, 'utf8'));
   // Nothing scheduled: dagSubmit's own transaction is the one (no savepoint inside an outer one).
   if (!specs.some((sp) => sp.schedule)) return dagSubmit(db, specs, opts);

@@ -9,7 +9,7 @@ import { taskFail } from '../../engine/attempt/fail.js';
 import { taskSpawn } from '../../engine/dag/spawn.js';
 import { attemptLogAppend } from '../../engine/read/attempt-logs.js';
 import { grantApply, grantCovers, grantMaxHeld, type Principal } from '../../auth/tokens.js';
-import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS, CLAIM_WAIT_DEFAULTS } from '../../config/index.js';
+import { AGENT_ID_PATTERN, AGENT_TOKEN_DEFAULTS, CLAIM_WAIT_DEFAULTS, tenantIdSchema } from '../../config/index.js';
 import { capabilitySchema } from '../../dag/file-schema.js';
 import { agentModelSchema } from '../../llm-models.js';
 import { LIMITS } from '../../config/index.js';
@@ -49,6 +49,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
       max_concurrent: z.number().int().min(1).max(1000).optional(),
       budget_usd: z.number().positive().nullable().optional(),
       daily_budget_usd: z.number().positive().nullable().optional().describe('most it may spend in one UTC day; past it its attempts are stopped and it claims nothing until the next day'),
+      tenants: z.array(tenantIdSchema).min(1).max(1000).optional().describe('the tenants whose work it takes; default every tenant\'s'),
       metadata: z.record(z.string(), z.unknown()).optional(),
     }),
     summary: 'Register (or re-register) an agent: its capabilities and budget decide what it may claim',
@@ -58,7 +59,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     // An agent token registers only what its grant allows: capabilities are granted, not claimed.
     const reg = grantApply(principal!, {
       id: body.id, type: body.type, capabilities: body.capabilities, models: body.models, maxConcurrent: body.max_concurrent,
-      budgetUsd: body.budget_usd, dailyBudgetUsd: body.daily_budget_usd, metadata: { ...body.metadata, via: 'http' },
+      budgetUsd: body.budget_usd, dailyBudgetUsd: body.daily_budget_usd, tenants: body.tenants ?? null, metadata: { ...body.metadata, via: 'http' },
     });
     const agent = await agentRegister(d.db, reg);
     reply.status(201);
@@ -116,7 +117,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     const since = body?.wait_sec ? await d.claimWaiters.mark() : 0;
     let tasks = await claim();
     if (tasks.length === 0 && body?.wait_sec) {
-      const reach = { capabilities: capabilities ?? agent!.capabilities, models: agent!.models };
+      const reach = { capabilities: capabilities ?? agent!.capabilities, models: agent!.models, tenants: agent!.tenants };
       tasks = await claimWhenReady(d, { who: { agentId: params.id! }, reach, since, waitSec: body.wait_sec, tokenId: principal?.tokenId, reply, claim });
     }
     // One task claimed: its attempt's trace context also as the W3C header, for clients that propagate headers.

@@ -8,7 +8,7 @@ import { dagBudgetSet } from '../../engine/dag/dag-status.js';
 import { dagRerunFailed } from '../../engine/dag/rerun.js';
 import { dagRerunChanged } from '../../engine/dag/rerun-changed.js';
 import { dagCompare } from '../../engine/read/compare.js';
-import { COMPARE_DEFAULTS } from '../../config/index.js';
+import { COMPARE_DEFAULTS, tenantIdSchema } from '../../config/index.js';
 import { modelNameSchema } from '../../llm-models.js';
 import { dagCompareAnswerSchema } from '../../wire/compare.js';
 import { dagGraph, dagList } from '../../engine/read/inspect.js';
@@ -47,6 +47,7 @@ export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
     query: z.object({
       param: z.union([z.string(), z.array(z.string())]).optional().describe('NAME=VALUE, repeatable (with a YAML body)'),
       force: z.enum(['true', 'false']).optional().describe('true: accept a DAG whose llm-judge steps no active judge can serve now (each result then carries warnings)'),
+      tenant: tenantIdSchema.optional().describe('the tenant the DAG (or its schedule) belongs to; default the default tenant; it must exist'),
     }),
     summary: 'Submit a DAG (YAML or JSON) in one transaction; refused with 429 and Retry-After while the queue is full, and with 400 naming each llm-judge step no active judge can serve (unless force=true)',
     response: dagSubmitAnswerSchema,
@@ -67,7 +68,7 @@ export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
     const spec = await dagSourceLoad(source, file, { params, baseDir: path.resolve('.'), roots: d.fileRoots });
     const results = await dagSubmitOrSchedule(d.db, [spec], {
       createdBy: actor(principal), log: d.log, maxQueued: d.maxQueued, sourceOf: () => source, replaceAnySchedule: principal?.role === 'admin' || !principal,
-      force: query.force === 'true',
+      force: query.force === 'true', tenant: query.tenant,
     });
     reply.status(results.some((r) => 'created' in r && r.created) ? 201 : 200);
     return { results };

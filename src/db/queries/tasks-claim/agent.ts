@@ -24,7 +24,7 @@ export function agentCte(c: ClaimShape): SQL {
       where h.claimed_by = ${v.agentId} and h.status in (${sqlStateList(HELD_STATES)})
     ),
     agent as materialized (
-      select capabilities, models,
+      select capabilities, models, tenants,
         -- A claim of this agent that took tasks committed after this statement's snapshot: the count below missed
         -- them. (The row FOR UPDATE returns is the latest version, read again after the wait; a plain read would not be.)
         claim_writer is not null and claim_writer is distinct from pg_current_xact_id_if_assigned()

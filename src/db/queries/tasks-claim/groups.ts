@@ -2,6 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import { fromStates } from '../../../model/state-machine.js';
 import { sqlStateList } from '../../statement.js';
 import { spendRemainingSql, spendTodaySql } from '../spend.js';
+import { TENANT_DEFAULTS } from '../../../config/index.js';
 import { rateModelSql } from './agent.js';
 import { inOrder, type ClaimShape } from './shape.js';
 
@@ -20,16 +21,18 @@ export function brokeCte(): SQL {
 }
 
 /**
- * CTE `groups`: the claim groups (capability_groups: a task's required capabilities and the models it accepts) the
- * agent covers, as asked for (`caps`) within what it registered; none when it has no budget or slot left, or its
- * count of held tasks is stale.
+ * CTE `groups`: the claim groups (capability_groups: a task's required capabilities and the models it accepts, per
+ * tenant) the agent covers, as asked for (`caps`) within what it registered and of the tenants it serves; none when
+ * it has no budget or slot left, or its count of held tasks is stale.
  */
 export function groupsCte(c: ClaimShape): SQL {
   const { v, keyed } = c;
   return sql`
     groups as materialized (
-      select g.cap_key from capability_groups g
+      select g.cap_key, g.tenant_id from capability_groups g
       where g.capabilities <@ ${v.caps} and ${v.caps} <@ (select capabilities from agent)
+        -- The tenants whose work the agent takes (null: all).
+        and (select a.tenants is null or g.tenant_id = any(a.tenants) from agent a)
         -- A group that names models: the agent has one of them that is not paused (itself or its provider).
         and (cardinality(g.models) = 0 or (select case when cardinality(a.paused) = 0 then a.models && g.models or '*' = any(a.models)
           else exists (select 1 from unnest(g.models) m where (m = any(a.models) or '*' = any(a.models))
@@ -48,17 +51,17 @@ export function groupsCte(c: ClaimShape): SQL {
  */
 export function pickedCte(c: ClaimShape): SQL {
   const { v, opts, keyed } = c;
-  return sql`
-    walked as (
-      select c.* from groups g cross join lateral (
-        select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at, t.conc_key, t.run_alone
+  // One group's range of tasks_ready_group_idx (its capabilities, models and tenant), walked in claim order.
+  const walk = (g: string) => sql`
+        select t.id, t.dag_id, t.max_cost_usd, t.effective_priority, t.ready_at, t.conc_key, t.run_alone, t.tenant_id,
+          coalesce(t.estimated_tokens, t.max_tokens, ${sql.raw(String(TENANT_DEFAULTS.taskTokens))})::bigint as share_tokens
           ${keyed ? sql`, ${rateModelSql('t')} as rate_model, t.estimated_tokens` : sql``}
         from tasks t
         -- 'ready' is a literal, not a parameter: with it, a generic plan walks tasks_ready_group_idx (a partial index) and
         -- PostgreSQL keeps it after five executions, so the claim is planned once per connection, not on every call.
         -- As a parameter, the generic plan seq-scanned tasks and every claim was planned afresh (custom plans):
         -- claim of 1 at 2,000 READY, p50 1.66 ms as a parameter, 0.68 ms as a literal (pg_prepared_statements: 0 → 35 of 40 generic).
-        where t.status = ${sqlStateList(fromStates('claim'))} and t.cap_key = g.cap_key
+        where t.status = ${sqlStateList(fromStates('claim'))} and t.cap_key = ${sql.raw(g)}.cap_key and t.tenant_id = ${sql.raw(g)}.tenant_id
           and (t.max_cost_usd is null or t.max_cost_usd <= coalesce((select remaining from agent), t.max_cost_usd))
           -- No self-approval: the agent that produced an output never claims the validation task that judges it.
           and (t.validates_agent is null or t.validates_agent <> ${v.agentId})
@@ -76,11 +79,32 @@ export function pickedCte(c: ClaimShape): SQL {
           and (not t.run_alone or not (select holds from agent))
         order by ${inOrder('t')}
         limit ${v.limit}
-        for update of t skip locked
-      ) c
-      order by ${inOrder('c')}
-      limit least(${v.limit}::int, greatest(0, (select slots from agent)))
+        for update of t skip locked`;
+  const take = sql`least(${v.limit}::int, greatest(0, (select slots from agent)))`;
+  // Fair share (more than one tenant in the groups): tenants in order of virtual time (tenants.vtime, and what claims
+  // logged since the share loop's last fold, per weight), each one's groups merged in claim order; the walk stops once
+  // it has enough, so the tenants after are never visited. Within a tenant, effective priority decides as always.
+  const walked = opts.fair ? sql`
+    tenant_order as materialized (
+      select tn.id, tn.vtime + coalesce((select sum(s.tokens) from tenant_served s where s.tenant_id = tn.id), 0) / tn.weight as vtime
+      from tenants tn where tn.id in (select tenant_id from groups)
     ),
+    walked as (
+      select c.* from (select id from tenant_order order by vtime, id) o cross join lateral (
+        select w.* from groups g cross join lateral (${walk('g')}) w
+        where g.tenant_id = o.id
+        order by ${inOrder('w')}
+        limit ${v.limit}
+      ) c
+      limit ${take}
+    ),` : sql`
+    walked as (
+      select c.* from groups g cross join lateral (${walk('g')}) c
+      order by ${inOrder('c')}
+      limit ${take}
+    ),`;
+  return sql`
+    ${walked}
     -- ... and is taken alone: when the walk met one, the first such is all this claim takes.
     picked as (
       select w.* from walked w

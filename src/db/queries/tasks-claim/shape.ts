@@ -16,6 +16,11 @@ export interface ClaimSqlOptions {
   grant?: { maxHeld: number | null; budgetUsd: number | null };
   /** The statement with the concurrency keys' steps (taskClaimReady chooses). Default false: keyed tasks are skipped. */
   keyed?: boolean;
+  /**
+   * The statement that serves tenants in fair-share order (taskClaimReady chooses, once a claim's groups held more than
+   * one tenant). Default false: the groups' heads merged in priority order, whatever their tenant.
+   */
+  fair?: boolean;
 }
 
 /** What varies between claims of one shape: values, or placeholders in the compiled statement. */

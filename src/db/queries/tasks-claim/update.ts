@@ -62,11 +62,28 @@ export function claimedCte(c: ClaimShape): SQL {
     )`;
 }
 
+/**
+ * CTE `tenant_logged`: what this claim served each tenant (its tasks' estimated tokens), logged for the share loop to
+ * fold into the tenants' virtual time (maintenance/tenant-share.ts); an insert, so claims never wait on a tenant's row.
+ * Only once a second tenant exists: with one, there is no share to keep.
+ */
+export function tenantLoggedCte(): SQL {
+  return sql`
+    tenant_logged as (
+      insert into tenant_served (tenant_id, tokens, tasks)
+      select w.tenant_id, sum(w.share_tokens), count(*) from claimed c join walked w on w.id = c.id
+      where (select count(*) from (select 1 from tenants limit 2) x) > 1
+      group by w.tenant_id
+    )`;
+}
+
 /** The statement's result: the claimed rows, or one row when nothing was claimed (its id null), so `stale` reaches the caller either way. */
 export function claimResultSql(c: ClaimShape): SQL {
   const { keyed } = c;
   return sql`
     select c.*, (select stale from agent) as stale,
+      -- The agent's groups hold more than one tenant's work: its claims should serve them in fair-share order.
+      (select count(distinct tenant_id) > 1 from groups) as "tenantsMixed",
       ${keyed ? sql`false` : sql`(select limited from agent) or exists (select 1 from tasks k where k.status = 'ready' and k.conc_key is not null)`} as "keyedReady"
     from (select 1) one left join claimed c on true`;
 }

@@ -1,0 +1,44 @@
+import { sql } from 'drizzle-orm';
+import { TENANT_DEFAULTS } from '../../config/index.js';
+import { bigint, bigserial, check, doublePrecision, index, integer, pgTable, real, text, timestamp } from 'drizzle-orm/pg-core';
+
+/** The tenant every DAG, schedule and agent belongs to when none is named: a setup without tenants is this one. */
+export const DEFAULT_TENANT = 'default';
+
+/**
+ * A tenant: a team, or a customer of a product built on dagent. Its DAGs (and their tasks) and schedules belong to
+ * it. Among tenants with work ready for an agent, the claim serves them in proportion to their weights, measured in
+ * the estimated tokens of the tasks claimed (docs/priority.md, "Tenants and fair share").
+ *
+ * `vtime` is its virtual time: tokens served / weight, folded in from tenant_served by the share loop
+ * (maintenance/tenant-share.ts); the claim serves the tenant of lowest vtime first. A tenant with nothing READY is
+ * brought up to the lowest vtime of those that have work, so idle time earns no credit to spend later in a burst.
+ */
+export const tenants = pgTable('tenants', {
+  id: text('id').primaryKey(),
+  name: text('name'),
+  weight: real('weight').notNull().default(1),
+  vtime: doublePrecision('vtime').notNull().default(0),
+  /** Estimated tokens of the tasks claimed for it, in all (what fair share counted). */
+  servedTokens: bigint('served_tokens', { mode: 'number' }).notNull().default(0),
+  /** Tasks claimed for it, in all. */
+  servedTasks: bigint('served_tasks', { mode: 'number' }).notNull().default(0),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+}, (t) => [
+  check('tenants_id_ck', sql`${t.id} ~ ${sql.raw(`'${TENANT_DEFAULTS.idPattern.source}'`)}`),
+  check('tenants_weight_ck', sql`${t.weight} > 0 and ${t.weight} <= 1000`),
+]);
+
+/**
+ * What claims served each tenant since the share loop last folded it into tenants (one row per tenant per claim that
+ * took its tasks, when more than one tenant exists): claims only insert, so no two claims wait on a tenant's row.
+ */
+export const tenantServed = pgTable('tenant_served', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  tenantId: text('tenant_id').notNull(),
+  tokens: bigint('tokens', { mode: 'number' }).notNull(),
+  tasks: integer('tasks').notNull(),
+  at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+}, (t) => [index('tenant_served_tenant_idx').on(t.tenantId)]);
+
+export type TenantRow = typeof tenants.$inferSelect;
