@@ -130,8 +130,11 @@ export class BudgetExceededError extends DagentError {
 /** Too much work is queued (READY + PENDING at the configured limit): the submission was refused and nothing written. */
 export class BackpressureError extends DagentError {
   readonly retryAfterSec: number;
-  constructor(queued: number, limit: number, retryAfterSec: number) {
-    super('BACKPRESSURE', `queue full: ${queued} tasks READY or PENDING (limit ${limit}); nothing was submitted, retry in ${retryAfterSec}s`, { queued, limit, retryAfterSec });
+  constructor(queued: number, limit: number, retryAfterSec: number, tenant?: string) {
+    super('BACKPRESSURE', tenant === undefined
+      ? `queue full: ${queued} tasks READY or PENDING (limit ${limit}); nothing was submitted, retry in ${retryAfterSec}s`
+      : `tenant ${tenant} at its quota: ${queued} tasks not finished and this submit adds more (max_queued ${limit}); nothing was submitted, retry in ${retryAfterSec}s`,
+    { queued, limit, retryAfterSec, ...(tenant === undefined ? {} : { tenant }) });
     this.retryAfterSec = retryAfterSec;
   }
 }

@@ -7,22 +7,26 @@ export function tenantCommands(program: Command, ctx: CommandContext): void {
   const tenants = program.command('tenants').description('tenants: whose DAGs, schedules and agents, and their weights in fair share');
   const json = (c: Command) => c.option('--json', 'machine-readable output');
 
-  json(tenants.command('create').description('make a tenant').argument('<id>', 'lowercase letters, digits, _ and -')
+  const quotas = (c: Command) => c
+    .option('--max-running <n>', 'quota: most of its tasks held by agents at once (claimed, running, validating); none clears it', quota)
+    .option('--max-queued <n>', 'quota: most of its tasks not yet finished; a submit past it is refused (exit 3, HTTP 429); none clears it', quota);
+
+  json(quotas(tenants.command('create').description('make a tenant').argument('<id>', 'lowercase letters, digits, _ and -')
     .option('--weight <n>', 'its weight in fair share (default 1): tenants with work are served tokens in proportion to their weights', Number)
-    .option('--name <text>', 'a name to recognise it by'))
-    .action(async (id: string, opts: { weight?: number; name?: string; json?: boolean }) => {
+    .option('--name <text>', 'a name to recognise it by')))
+    .action(async (id: string, opts: Settings & { json?: boolean }) => {
       const { tenantCreate } = await import('../engine/ops/tenants.js');
-      const t = await withDatabase(ctx, (d) => tenantCreate(d.db, { id, weight: opts.weight, name: opts.name }));
+      const t = await withDatabase(ctx, (d) => tenantCreate(d.db, { id, ...settings(opts) }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(t, () => out.line(`tenant ${t.id} (weight ${t.weight})`));
     });
 
-  json(tenants.command('set').description('change a tenant\'s weight or name').argument('<id>')
+  json(quotas(tenants.command('set').description('change a tenant\'s weight, name or quotas').argument('<id>')
     .option('--weight <n>', 'its weight in fair share', Number)
-    .option('--name <text>', 'a name to recognise it by'))
-    .action(async (id: string, opts: { weight?: number; name?: string; json?: boolean }) => {
+    .option('--name <text>', 'a name to recognise it by')))
+    .action(async (id: string, opts: Settings & { json?: boolean }) => {
       const { tenantSet } = await import('../engine/ops/tenants.js');
-      const t = await withDatabase(ctx, (d) => tenantSet(d.db, id, { weight: opts.weight, name: opts.name }));
+      const t = await withDatabase(ctx, (d) => tenantSet(d.db, id, settings(opts)));
       const out = new Output(ctx.io, !!opts.json);
       out.result(t, () => out.line(`tenant ${t.id} (weight ${t.weight})`));
     });
@@ -33,7 +37,23 @@ export function tenantCommands(program: Command, ctx: CommandContext): void {
       const rows = await withDatabase(ctx, (d) => tenantShares(d.db));
       const out = new Output(ctx.io, !!opts.json);
       const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
-      out.result(rows, () => out.table(['tenant', 'name', 'weight', 'weight share', 'tokens served', 'served share', 'tasks served', 'ready', 'held', 'open DAGs'],
-        rows.map((r) => [r.id, r.name, r.weight, pct(r.weightShare), r.servedTokens, pct(r.servedShare), r.servedTasks, r.ready, r.held, r.dags])));
+      out.result(rows, () => {
+        out.table(['tenant', 'name', 'weight', 'weight share', 'tokens served', 'served share', 'tasks served', 'ready', 'held', 'open DAGs', 'quotas'],
+          rows.map((r) => [r.id, r.name, r.weight, pct(r.weightShare), r.servedTokens, pct(r.servedShare), r.servedTasks, r.ready, r.held, r.dags,
+            [r.maxRunning === null ? '' : `running ≤ ${r.maxRunning}`, r.maxQueued === null ? '' : `queued ≤ ${r.maxQueued}`].filter(Boolean).join(', ') || null]));
+        for (const r of rows) if (r.waiting) out.line(`${r.id} waits: ${r.waiting}`);
+      });
     });
+}
+
+interface Settings { weight?: number; name?: string; maxRunning?: number | 'none'; maxQueued?: number | 'none' }
+
+function settings(o: Settings) {
+  const q = (v: number | 'none' | undefined) => (v === 'none' ? null : v);
+  return { weight: o.weight, name: o.name, maxRunning: q(o.maxRunning), maxQueued: q(o.maxQueued) };
+}
+
+/** A quota as typed: a number, or `none` to clear it (anything else is left to the check, which names it). */
+function quota(v: string): number | 'none' {
+  return v.trim() === 'none' ? 'none' : Number(v);
 }

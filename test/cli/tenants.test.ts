@@ -66,4 +66,22 @@ describe('dagent tenants', () => {
     expect(refused.stderr).toContain('tenant "team-x" does not exist (an admin makes it: dagent tenants create team-x)');
     expect(await databaseSnapshot(db)).toBe(before);
   });
+
+  it('sets and clears quotas; a bad quota is refused naming it; a submit past the queued quota exits 3 and writes nothing', async () => {
+    await dagent('tenants', 'create', 'team-q', '--max-running', '3', '--max-queued', '2');
+    const list = JSON.parse((await dagent('tenants', 'list', '--json')).stdout) as Array<{ id: string; maxRunning: number | null; maxQueued: number | null }>;
+    expect(list.find((t) => t.id === 'team-q')).toMatchObject({ maxRunning: 3, maxQueued: 2 });
+    const bad = await dagent('tenants', 'set', 'team-q', '--max-running', '0');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('max_running 0: must be at least 1, or none');
+    expect((await dagent('submit', file, '--tenant', 'team-q')).code).toBe(0);
+    const before = await databaseSnapshot(db);
+    const full = await dagent('submit', file, '--tenant', 'team-q');
+    expect(full.code).toBe(3);
+    expect(full.stderr).toContain('tenant team-q at its quota: 2 tasks not finished and this submit adds more (max_queued 2)');
+    expect(await databaseSnapshot(db)).toBe(before);
+    const cleared = await dagent('tenants', 'set', 'team-q', '--max-queued', 'none', '--json');
+    expect(JSON.parse(cleared.stdout)).toMatchObject({ maxRunning: 3, maxQueued: null });
+    expect((await dagent('submit', file, '--tenant', 'team-q')).code).toBe(0);
+  });
 });

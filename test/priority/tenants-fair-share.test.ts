@@ -7,7 +7,7 @@ import { eventually } from '../helpers/wait.js';
 import { defineAgent } from '../../src/runtime/define-agent.js';
 import { dagSourceLoad } from '../../src/dag/load.js';
 import { dagSubmit } from '../../src/engine/dag/submit.js';
-import { tenantCreate } from '../../src/engine/ops/tenants.js';
+import { tenantCreate, tenantShares } from '../../src/engine/ops/tenants.js';
 import { tenantShareCreate } from '../../src/maintenance/tenant-share.js';
 
 // Fair share between tenants, with real agents claiming concurrently on their own connections: among tenants with
@@ -88,5 +88,41 @@ describe('tenants and fair share', () => {
     const served = await servedWhileBothHadWork();
     expect(served.big! / served.small!).toBeGreaterThan(2.7);
     expect(served.big! / served.small!).toBeLessThan(3.3);
+  });
+
+  it('a tenant at its running quota waits while another runs: never more of its tasks held than the quota, and the reason shown', async () => {
+    await tenantCreate(db, { id: 'capped', maxRunning: 2 });
+    await tenantCreate(db, { id: 'free' });
+    await submitFlat('capped', 30, 1000);
+    await submitFlat('free', 120, 1000);
+    await fleet(60);
+    let reason: string | null = null;
+    await eventually('capped waits at its quota', async () => {
+      reason = (await tenantShares(db)).find((t) => t.id === 'capped')!.waiting;
+      return reason !== null;
+    }, 30_000);
+    expect(reason).toMatch(/^running quota: 2 of 2 held; \d+ READY wait for one to end$/);
+    await eventually('all done', async () => (await rowsOf(db, sql`select 1 from tasks where status <> 'completed' limit 1`)).length === 0, 120_000);
+    // From the attempts' own times: at no instant did more than two of capped's attempts overlap.
+    const [overlap] = await rowsOf<{ most: number }>(db, sql`
+      select coalesce(max(n), 0)::int as most from (
+        select (select count(*) from attempts b join tasks tb on tb.id = b.task_id
+                where tb.tenant_id = 'capped' and b.started_at <= a.started_at and b.ended_at > a.started_at) as n
+        from attempts a join tasks ta on ta.id = a.task_id where ta.tenant_id = 'capped') x`);
+    expect(overlap!.most).toBe(2);
+    // The other tenant used the rest of the fleet meanwhile: most of its work ran while capped still had work waiting.
+    const [free] = await rowsOf<{ before: number }>(db, sql`
+      select count(*)::int as before from tasks where tenant_id = 'free' and completed_at < (select max(claimed_at) from tasks where tenant_id = 'capped')`);
+    expect(free!.before).toBeGreaterThan(60);
+  });
+
+  it('a submit past a tenant\'s queued quota is refused naming the tenant, and writes nothing', async () => {
+    await tenantCreate(db, { id: 'small', maxQueued: 5 });
+    await submitFlat('small', 3, 1000);
+    const before = await rowsOf(db, sql`select count(*)::int as n from tasks`);
+    await expect(submitFlat('small', 3, 1000)).rejects.toThrow('tenant small at its quota: 3 tasks not finished and this submit adds more (max_queued 5); nothing was submitted, retry in 10s');
+    expect(await rowsOf(db, sql`select count(*)::int as n from tasks`)).toEqual(before);
+    // Another tenant is not held to it.
+    await submitFlat('default', 10, 1000);
   });
 });

@@ -6,9 +6,9 @@ import { dateOf, queryCompile, queryFill, rowsOfPreparedGeneric, textArray, type
 import { agentCte } from './tasks-claim/agent.js';
 import { admissionCtes, busyKeysCte, keysTakenCtes, rateReservedCtes, rateRoomCte } from './tasks-claim/admission.js';
 import { budgetCtes } from './tasks-claim/budget.js';
-import { brokeCte, groupsCte, pickedCte } from './tasks-claim/groups.js';
+import { brokeCte, groupsCte, pickedCte, tenantRoomCtes } from './tasks-claim/groups.js';
 import { claimShapeOf, type ClaimParts, type ClaimSqlOptions } from './tasks-claim/shape.js';
-import { agentClaimedCte, claimedCte, claimResultSql, tenantLoggedCte } from './tasks-claim/update.js';
+import { agentClaimedCte, claimedCte, claimResultSql, tenantLoggedCte, tenantStampedCte } from './tasks-claim/update.js';
 
 export type { ClaimedRow } from '../rows.js';
 export type { ClaimSqlOptions } from './tasks-claim/shape.js';
@@ -141,6 +141,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
     brokeCte(),
     c.keyed ? busyKeysCte() : undefined,
     groupsCte(c),
+    tenantRoomCtes(),
     pickedCte(c),
     c.keyed ? admissionCtes() : undefined,
     budgetCtes(c),
@@ -149,6 +150,7 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
     claimedCte(c),
     c.keyed ? rateReservedCtes() : undefined,
     tenantLoggedCte(),
+    tenantStampedCte(),
   ].filter((x): x is SQL => x !== undefined);
   return sql`
     -- Times are clock_timestamp(): a claim took its tasks after the agent lock's wait, not when its transaction

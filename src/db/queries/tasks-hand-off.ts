@@ -17,8 +17,9 @@ export interface HandOffParts { agentId: SQL; caps: SQL; max: SQL; claimTtlSec: 
  *
  * A dependent is handed only where a claim by this agent at that moment would have taken it, and first:
  * - it becomes READY here and is of a claim group the agent's capabilities cover;
- * - it names no model, no concurrency key and no max cost, is not a validation of this agent's output, and its
- *   DAG has no budget and no daily cap (the cases whose rules live in the claim's own steps: those go READY, for the next claim);
+ * - it names no model, no concurrency key and no max cost, is not a validation of this agent's output, its
+ *   DAG has no budget and no daily cap, and its tenant no running quota (the cases whose rules live in the claim's own
+ *   steps: those go READY, for the next claim);
  * - no READY task of a group the agent covers is as urgent or more (`tasks_ready_group_idx`, one probe per
  *   group and tenant), none is another tenant's (fair share orders tenants: the claim decides), and no dependent
  *   becoming READY here that cannot be handed is more urgent: priority order holds;
@@ -47,7 +48,9 @@ export function taskHandOff(o: HandOffParts): UnblockHandOff {
         select d.id, d.tenant_id, ${effectivePrioritySql({ fresh: true, alias: 'd' })} as ep,
           (cardinality(d.models) = 0 and d.conc_key is null and d.max_cost_usd is null and not d.run_alone
             and (d.validates_agent is null or d.validates_agent <> ${o.agentId})
-            and not exists (select 1 from dags g where g.id = d.dag_id and (g.budget_usd is not null or g.daily_budget_usd is not null))) as eligible
+            and not exists (select 1 from dags g where g.id = d.dag_id and (g.budget_usd is not null or g.daily_budget_usd is not null))
+            -- A tenant's running quota is the claim's to keep (tasks-claim/groups.ts tenantRoomCtes).
+            and not exists (select 1 from tenants tn where tn.id = d.tenant_id and tn.max_running is not null)) as eligible
         from dep_counts c join tasks d on d.id = c.id
         where d.status = any(${textArray(fromStates('unblock'))}) and ${taskDepsRunnableSql('d', taskDepsLeftSql('d'))} and d.wait_key is null
           and d.cap_key in (select cap_key from hand_groups)

@@ -37,6 +37,8 @@ export interface TenantView {
   vtime: number;
   servedTokens: number;
   servedTasks: number;
+  maxRunning: number | null;
+  maxQueued: number | null;
   ready: number;
   held: number;
   dags: number;
@@ -50,6 +52,7 @@ export interface TenantView {
 export async function tenantList(db: Db): Promise<TenantView[]> {
   return rowsOf<TenantView>(db, sql`
     select t.id, t.name, t.weight::float8 as weight, t.vtime, t.served_tokens::float8 as "servedTokens", t.served_tasks::float8 as "servedTasks",
+      t.max_running as "maxRunning", t.max_queued as "maxQueued",
       (select count(*)::int from tasks k where k.tenant_id = t.id and k.status = 'ready') as ready,
       (select count(*)::int from tasks k where k.tenant_id = t.id and k.status in ('claimed', 'running', 'validating')) as held,
       (select count(*)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as dags,
@@ -90,4 +93,24 @@ export async function tenantServedFold(db: Db): Promise<number> {
 export async function tenantCount(db: Db): Promise<number> {
   const [r] = await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tenants`);
   return r?.n ?? 0;
+}
+
+/**
+ * A submit into a tenant with a queued quota: its row locked for the submit's transaction (submits into it queue
+ * behind one another; others do not), and how many of its tasks are not finished (its open DAGs' tasks_open).
+ * Undefined when the tenant has no such quota.
+ */
+export async function tenantQueuedLock(db: Db, id: string): Promise<{ maxQueued: number; open: number } | undefined> {
+  const [r] = await rowsOf<{ max_queued: number; open: number }>(db, sql`
+    select t.max_queued, (select coalesce(sum(d.tasks_open), 0)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as open
+    from tenants t where t.id = ${id} and t.max_queued is not null for update of t`);
+  return r && { maxQueued: r.max_queued, open: r.open };
+}
+
+/** Set or clear (null) a tenant's quotas; false when there is no such tenant. */
+export async function tenantQuotaSet(db: Db, id: string, q: { maxRunning?: number | null; maxQueued?: number | null }): Promise<boolean> {
+  const r = await db.update(tenants).set({
+    ...(q.maxRunning !== undefined ? { maxRunning: q.maxRunning } : {}), ...(q.maxQueued !== undefined ? { maxQueued: q.maxQueued } : {}),
+  }).where(eq(tenants.id, id)).returning({ id: tenants.id });
+  return r.length > 0;
 }

@@ -150,5 +150,7 @@ export const tasks = pgTable(
     index('tasks_waiting_idx').on(t.waitKey).where(sql`${t.status} = 'waiting'`),
     // What an agent holds (claimed, running, or its output under validation): the claim counts these against max_concurrent.
     index('tasks_held_idx').on(t.claimedBy).where(sql`${t.status} in (${sql.raw(HELD_STATES.map((s) => `'${s}'`).join(', '))})`),
+    // A tenant's tasks held by agents: what its running quota counts (tenants.max_running), at most that many entries.
+    index('tasks_held_tenant_idx').on(t.tenantId).where(sql`${t.status} in (${sql.raw(HELD_STATES.map((s) => `'${s}'`).join(', '))})`),
   ],
 );

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { TENANT_DEFAULTS } from '../../config/index.js';
+import { xid8 } from './column-types.js';
 import { bigint, bigserial, check, doublePrecision, index, integer, pgTable, real, text, timestamp } from 'drizzle-orm/pg-core';
 
 /** The tenant every DAG, schedule and agent belongs to when none is named: a setup without tenants is this one. */
@@ -23,6 +24,15 @@ export const tenants = pgTable('tenants', {
   servedTokens: bigint('served_tokens', { mode: 'number' }).notNull().default(0),
   /** Tasks claimed for it, in all. */
   servedTasks: bigint('served_tasks', { mode: 'number' }).notNull().default(0),
+  /** Quota: most of its tasks held by agents at once (claimed, running, validating); null: no quota. */
+  maxRunning: integer('max_running'),
+  /** Quota: most of its tasks not yet finished; a submit past it is refused (429). Null: no quota. */
+  maxQueued: integer('max_queued'),
+  /**
+   * The transaction of the last claim that took tasks of this tenant while it has a running quota: a claim whose
+   * snapshot does not see it would count the tenant's held tasks without that claim's, and passes the tenant over.
+   */
+  writer: xid8('writer'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 }, (t) => [
   check('tenants_id_ck', sql`${t.id} ~ ${sql.raw(`'${TENANT_DEFAULTS.idPattern.source}'`)}`),

@@ -5,7 +5,7 @@ import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../../db/queri
 import { edgeInsertMany } from '../../db/queries/edges.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock } from '../../db/queries/tasks-intake.js';
-import { DEFAULT_TENANT, tenantGet } from '../../db/queries/tenants.js';
+import { DEFAULT_TENANT, tenantGet, tenantQueuedLock } from '../../db/queries/tenants.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
 import { BackpressureError, ConflictError, InvalidInputError } from '../../errors.js';
@@ -100,6 +100,11 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
   const tenant = o.tenant ?? DEFAULT_TENANT;
   if (tenant !== DEFAULT_TENANT && !(await tenantGet(tx, tenant))) {
     throw new InvalidInputError(`tenant ${JSON.stringify(tenant)} does not exist (an admin makes it: dagent tenants create ${tenant})`, { field: 'tenant' });
+  }
+  // A tenant's queued quota: its unfinished tasks and these stay within it (its submits serialized on its row).
+  const queued = await tenantQueuedLock(tx, tenant);
+  if (queued && queued.open + spec.tasks.length - (o.rerun?.carried.size ?? 0) > queued.maxQueued) {
+    throw new BackpressureError(queued.open, queued.maxQueued, BACKPRESSURE_RETRY_AFTER_SEC, tenant);
   }
   const carried = o.rerun?.carried ?? new Map<string, CarriedTask>();
   const dagId = newDagId();

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import type { Db } from '../../db/handle.js';
-import { DEFAULT_TENANT, tenantCount, tenantGet, tenantInsert, tenantList, tenantUpdate, type TenantView } from '../../db/queries/tenants.js';
+import {
+  DEFAULT_TENANT, tenantCount, tenantGet, tenantInsert, tenantList, tenantQuotaSet, tenantUpdate, type TenantView,
+} from '../../db/queries/tenants.js';
+import { withTx } from '../../db/tx.js';
 import { TENANT_DEFAULTS, tenantIdSchema } from '../../config/index.js';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../errors.js';
 
@@ -15,23 +18,43 @@ function checked<T>(schema: z.ZodType<T>, value: unknown, field: string): T {
   return r.data;
 }
 
-/** Make a tenant (an admin's act): its id, a name, and its weight in fair share (default 1). */
-export async function tenantCreate(db: Db, t: { id: string; name?: string; weight?: number }): Promise<TenantView> {
-  const id = checked(tenantIdSchema, t.id, 'id');
-  const weight = t.weight === undefined ? 1 : checked(weightSchema, t.weight, 'weight');
-  const name = t.name === undefined ? null : checked(nameSchema, t.name, 'name');
-  if ((await tenantCount(db)) >= TENANT_DEFAULTS.maxTenants) throw new ConflictError(`there are ${TENANT_DEFAULTS.maxTenants} tenants already, the most there may be`);
-  if (!(await tenantInsert(db, { id, name, weight }))) throw new ConflictError(`tenant ${id} exists already (dagent tenants set ${id} changes it)`, { id });
-  return (await tenantList(db)).find((r) => r.id === id)!;
+/** A quota: a whole number ≥ 1, or null (none). */
+const quotaSchema = z.number().int({ error: 'must be a whole number, or none' }).min(1, { error: 'must be at least 1, or none' }).max(10_000_000).nullable();
+
+/** What an admin sets of a tenant. Quotas: null clears one. */
+export interface TenantSettings { weight?: number; name?: string; maxRunning?: number | null; maxQueued?: number | null }
+
+function settingsChecked(set: TenantSettings) {
+  return {
+    weight: set.weight === undefined ? undefined : checked(weightSchema, set.weight, 'weight'),
+    name: set.name === undefined ? undefined : checked(nameSchema, set.name, 'name'),
+    maxRunning: set.maxRunning === undefined ? undefined : checked(quotaSchema, set.maxRunning, 'max_running'),
+    maxQueued: set.maxQueued === undefined ? undefined : checked(quotaSchema, set.maxQueued, 'max_queued'),
+  };
 }
 
-/** Change a tenant's weight or name. */
-export async function tenantSet(db: Db, id: string, set: { weight?: number; name?: string }): Promise<TenantView> {
-  if (set.weight === undefined && set.name === undefined) throw new InvalidInputError('nothing to change: give --weight or --name');
-  const weight = set.weight === undefined ? undefined : checked(weightSchema, set.weight, 'weight');
-  const name = set.name === undefined ? undefined : checked(nameSchema, set.name, 'name');
-  if (!(await tenantUpdate(db, id, { weight, name }))) throw new NotFoundError('tenant', id);
-  return (await tenantList(db)).find((r) => r.id === id)!;
+/** Make a tenant (an admin's act): its id, a name, its weight in fair share (default 1) and its quotas (default none). */
+export async function tenantCreate(db: Db, t: { id: string } & TenantSettings): Promise<TenantView> {
+  const id = checked(tenantIdSchema, t.id, 'id');
+  const s = settingsChecked(t);
+  return withTx(db, async (tx) => {
+    if ((await tenantCount(tx)) >= TENANT_DEFAULTS.maxTenants) throw new ConflictError(`there are ${TENANT_DEFAULTS.maxTenants} tenants already, the most there may be`);
+    if (!(await tenantInsert(tx, { id, name: s.name ?? null, weight: s.weight ?? 1 }))) throw new ConflictError(`tenant ${id} exists already (dagent tenants set ${id} changes it)`, { id });
+    if (s.maxRunning !== undefined || s.maxQueued !== undefined) await tenantQuotaSet(tx, id, s);
+    return (await tenantList(tx)).find((r) => r.id === id)!;
+  });
+}
+
+/** Change a tenant's weight, name or quotas. */
+export async function tenantSet(db: Db, id: string, set: TenantSettings): Promise<TenantView> {
+  if (Object.values(set).every((v) => v === undefined)) throw new InvalidInputError('nothing to change: give --weight, --name, --max-running or --max-queued');
+  const s = settingsChecked(set);
+  return withTx(db, async (tx) => {
+    if (!(await tenantGet(tx, id))) throw new NotFoundError('tenant', id);
+    if (s.weight !== undefined || s.name !== undefined) await tenantUpdate(tx, id, s);
+    if (s.maxRunning !== undefined || s.maxQueued !== undefined) await tenantQuotaSet(tx, id, s);
+    return (await tenantList(tx)).find((r) => r.id === id)!;
+  });
 }
 
 /** A tenant with the share of the tokens served it received, against its share of the weights (of all tenants). */
@@ -40,13 +63,19 @@ export interface TenantShare extends TenantView {
   servedShare: number;
   /** Its part of all tenants' weights: what fair share aims at while every tenant has work. */
   weightShare: number;
+  /** Why its READY work waits, when a quota holds it back; null otherwise. */
+  waiting: string | null;
 }
 
 export async function tenantShares(db: Db): Promise<TenantShare[]> {
   const rows = await tenantList(db);
   const served = rows.reduce((n, r) => n + r.servedTokens, 0);
   const weights = rows.reduce((n, r) => n + r.weight, 0);
-  return rows.map((r) => ({ ...r, servedShare: served > 0 ? r.servedTokens / served : 0, weightShare: weights > 0 ? r.weight / weights : 0 }));
+  return rows.map((r) => ({
+    ...r, servedShare: served > 0 ? r.servedTokens / served : 0, weightShare: weights > 0 ? r.weight / weights : 0,
+    waiting: r.maxRunning !== null && r.ready > 0 && r.held >= r.maxRunning
+      ? `running quota: ${r.held} of ${r.maxRunning} held; ${r.ready} READY wait for one to end` : null,
+  }));
 }
 
 /** The tenant, or a 404 naming it. */

@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { fromStates } from '../../../model/state-machine.js';
+import { fromStates, HELD_STATES } from '../../../model/state-machine.js';
 import { sqlStateList } from '../../statement.js';
 import { spendRemainingSql, spendTodaySql } from '../spend.js';
 import { TENANT_DEFAULTS } from '../../../config/index.js';
@@ -44,6 +44,29 @@ export function groupsCte(c: ClaimShape): SQL {
 }
 
 /**
+ * CTEs `tenant_room` and `tenant_capped`: running quotas (tenants.max_running) of the tenants in the agent's groups.
+ * A quota'd tenant's row is locked (SKIP LOCKED: a tenant another claim holds waits for the next claim) and its held
+ * tasks counted (tasks_held_tenant_idx); a tenant whose row a claim wrote after this statement's snapshot is passed
+ * over too, as its count would miss that claim's tasks (the concurrency keys' rule). `tenant_capped`: the quota'd
+ * tenants this claim takes nothing of. Without quotas both are empty, from one look at the tenants of the groups.
+ */
+export function tenantRoomCtes(): SQL {
+  return sql`
+    tenant_room as materialized (
+      select tn.id, tn.max_running - (select count(*)::int from tasks h where h.tenant_id = tn.id and h.status in (${sqlStateList(HELD_STATES)})) as room
+      from tenants tn
+      where tn.id in (select tenant_id from groups) and tn.max_running is not null
+        and (tn.writer is null or tn.writer = pg_current_xact_id_if_assigned() or pg_visible_in_snapshot(tn.writer, pg_current_snapshot()))
+      for update of tn skip locked
+    ),
+    tenant_capped as materialized (
+      select tn.id from tenants tn
+      where tn.id in (select tenant_id from groups) and tn.max_running is not null
+        and tn.id not in (select id from tenant_room where room > 0)
+    )`;
+}
+
+/**
  * CTEs `walked` and `picked`: the candidates, each group's index range walked in claim order (a LATERAL subquery, FOR
  * UPDATE SKIP LOCKED, at most `limit` rows each) and the heads merged, at most the agent's free slots; a task that
  * runs alone only for an agent that holds nothing, and then by itself. Tasks the agent cannot take
@@ -77,6 +100,8 @@ export function pickedCte(c: ClaimShape): SQL {
           ${opts.dagId ? sql`and t.dag_id = ${v.dagId}` : sql``}
           -- A task that runs alone (after a shared crash) goes only to an agent that holds nothing.
           and (not t.run_alone or not (select holds from agent))
+          -- Nor a tenant at its running quota (or whose quota another claim holds now).
+          and ${sql.raw(g)}.tenant_id <> all(select id from tenant_capped)
         order by ${inOrder('t')}
         limit ${v.limit}
         for update of t skip locked`;
@@ -105,10 +130,14 @@ export function pickedCte(c: ClaimShape): SQL {
     ),`;
   return sql`
     ${walked}
-    -- ... and is taken alone: when the walk met one, the first such is all this claim takes.
+    -- ... and is taken alone: when the walk met one, the first such is all this claim takes. A tenant with a running
+    -- quota gives at most its room.
     picked as (
       select w.* from walked w
-      where not exists (select 1 from walked a where a.run_alone)
-        or w.id = (select a.id from walked a where a.run_alone order by ${inOrder('a')} limit 1)
+      where (not exists (select 1 from walked a where a.run_alone)
+          or w.id = (select a.id from walked a where a.run_alone order by ${inOrder('a')} limit 1))
+        and (w.tenant_id <> all(select id from tenant_room)
+          or (select count(*) from walked b where b.tenant_id = w.tenant_id and (b.effective_priority, b.ready_at, b.id) < (w.effective_priority, w.ready_at, w.id))
+            < (select r.room from tenant_room r where r.id = w.tenant_id))
     )`;
 }

@@ -77,6 +77,15 @@ export function tenantLoggedCte(): SQL {
     )`;
 }
 
+/** CTE `tenant_stamped`: the quota'd tenants this claim took tasks of, stamped (writer) so a claim that did not see it passes them over. */
+export function tenantStampedCte(): SQL {
+  return sql`
+    tenant_stamped as (
+      update tenants tn set writer = pg_current_xact_id()
+      where tn.id in (select id from tenant_room) and tn.id in (select w.tenant_id from claimed c join walked w on w.id = c.id)
+    )`;
+}
+
 /** The statement's result: the claimed rows, or one row when nothing was claimed (its id null), so `stale` reaches the caller either way. */
 export function claimResultSql(c: ClaimShape): SQL {
   const { keyed } = c;
