@@ -236,6 +236,17 @@ tasks:
     expect(JSON.stringify(provider.seen[0]!.body)).toContain('"queues"');
   });
 
+  it('an OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM) is sent the schema as response_format json_schema', async () => {
+    provider.script([answer.text('{"queues":["graphile-worker","pg-boss"]}')]);
+    await run(llm, 'llm-structured-compatible');
+    const dagId = await dagCreate(db, SCHEMA_DAG(1).replace('models: [anthropic/claude-test]', 'models: [qwen-test]'));
+    await eventually('completed', async () => (await taskStatusByKey(db, dagId)).pick === 'completed');
+    expect((await tasksOf(dagId))[0]!.output).toEqual({ queues: ['graphile-worker', 'pg-boss'] });
+    expect(provider.seen[0]!.path).toContain('/chat/completions');
+    const format = provider.seen[0]!.body.response_format as { type: string; json_schema: { schema: { required: string[] } } };
+    expect([format.type, format.json_schema.schema.required]).toEqual(['json_schema', ['queues']]);
+  });
+
   it('an answer that is not JSON of the schema fails invalid_output; the retry names the mistake and makes a new call', async () => {
     provider.script([answer.text('Sure! graphile-worker and pg-boss.'), answer.text('{"queues":["graphile-worker","pg-boss"]}')]);
     await run(llm, 'llm-structured-retry');

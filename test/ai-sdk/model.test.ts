@@ -223,7 +223,7 @@ describe('dagentModel on each provider\'s protocol', () => {
     });
   }
 
-  for (const protocol of ['openai-chat', 'anthropic', 'google'] as const) {
+  for (const protocol of ['openai-chat', 'openai-responses', 'anthropic', 'google'] as const) {
     it(`${protocol}: an error the provider sends inside a begun stream is classed by its type (overloaded: provider_error; rate limit: rate_limit)`, async () => {
       provider.script([fault.failMidStream(answer.text('Half of it and then'), 2, 'overloaded'), fault.failMidStream(answer.text('again'), 2, 'rate_limit')]);
       const { model, name } = modelOn(protocol);
@@ -237,7 +237,11 @@ describe('dagentModel on each provider\'s protocol', () => {
       await eventually('two attempts', async () => (await rowsOf(db, sql`select 1 from attempts where dag_id = ${dagId}`)).length === 2, 20_000);
       const attempts = await rowsOf<{ error_class: string; error_message: string }>(db, sql`select error_class, error_message from attempts where dag_id = ${dagId} order by ended_at`);
       expect(attempts.map((a) => a.error_class)).toEqual(['provider_error', 'rate_limit']);
-      expect(attempts[0]!.error_message).toMatch(new RegExp(`^model call failed mid-answer \\(${name.replace('/', '\\/')}\\): \\{`));
+      // The AI SDK's Responses provider turns the stream's error event into an API error of its own (status 500, the
+      // event as its body); the others hand over the provider's JSON.
+      expect(attempts[0]!.error_message).toMatch(protocol === 'openai-responses'
+        ? /^model call failed: HTTP 500: \{"type":"error".*server_error/
+        : new RegExp(`^model call failed mid-answer \\(${name.replace('/', '\\/')}\\): \\{`));
     });
   }
 

@@ -25,11 +25,14 @@ export interface OutputTaskRow {
   validatesId: string | null;
   validatesFence: number | null;
   validationStep: number | null;
+  /** Its DAG's tenant: a validation task of it is the tenant's too. */
+  tenantId: string;
 }
 
 const outputTaskColumns = sql`
   id, dag_id as "dagId", key, type, title, status, fence, attempts as "attempt", priority, spec, output_spec as "outputSpec", output,
-  claimed_by as "claimedBy", reserved_usd::float8 as "reservedUsd", validates_id as "validatesId", validates_fence as "validatesFence", validation_step as "validationStep"`;
+  claimed_by as "claimedBy", reserved_usd::float8 as "reservedUsd", validates_id as "validatesId", validates_fence as "validatesFence", validation_step as "validationStep",
+  tenant_id as "tenantId"`;
 
 /** Lock a task its agent holds (claimed or running) under this fence, to submit its output. Null if the guard fails. */
 export async function taskLockForOutput(db: Db, id: string, fence: number, states: readonly string[] = fromStates('submitOutput')): Promise<OutputTaskRow | null> {

@@ -60,7 +60,9 @@ export async function validationTaskCreate(
   };
   const id = newTaskId();
   // validatesAgent: whoever produced the output may never claim the task that judges it.
-  await taskInsertMany(tx, [{ ...taskRow(spec, t.dagId, id), validatesId: t.id, validatesFence: t.fence, validationStep: index, validatesAgent: t.claimedBy }]);
+  await taskInsertMany(tx, [{
+    ...taskRow(spec, t.dagId, id), validatesId: t.id, validatesFence: t.fence, validationStep: index, validatesAgent: t.claimedBy, tenantId: t.tenantId,
+  }]);
   await dagTasksAdded(tx, t.dagId, 1);
   await taskActivateCreated(tx, t.dagId);
   return id;

@@ -92,7 +92,7 @@ export function claimResultSql(c: ClaimShape): SQL {
   return sql`
     select c.*, (select stale from agent) as stale,
       -- The agent's groups hold more than one tenant's work: its claims should serve them in fair-share order.
-      (select count(distinct tenant_id) > 1 from groups) as "tenantsMixed",
+      exists (select 1 from groups g where g.tenant_id <> (select h.tenant_id from groups h limit 1)) as "tenantsMixed",
       ${keyed ? sql`false` : sql`(select limited from agent) or exists (select 1 from tasks k where k.status = 'ready' and k.conc_key is not null)`} as "keyedReady"
     from (select 1) one left join claimed c on true`;
 }
