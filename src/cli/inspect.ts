@@ -144,14 +144,23 @@ export function inspectCommands(program: Command, ctx: CommandContext): void {
 
   program
     .command('stats')
-    .description('counts by status and priority tier, oldest READY age, agents')
+    .description('counts by status and priority tier, oldest READY age, tenants and their shares, agents')
+    .option('--tenant <id>', 'counts and oldest READY age of this tenant only')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { json?: boolean }) => {
-      const s = await withDatabase(ctx, (d) => statsGet(d.db));
+    .action(async (opts: { json?: boolean; tenant?: string }) => {
+      const s = await withDatabase(ctx, (d) => statsGet(d.db, { tenant: opts.tenant }));
       const out = new Output(ctx.io, !!opts.json);
       out.result(s, () => {
+        if (s.tenant !== null) out.line(`tenant ${s.tenant}:`);
         out.table(['status', 'tier', 'tasks'], s.counts.map((c) => [c.status, c.tier, c.n]));
         out.line(`oldest READY: ${s.oldestReadyAgeSec == null ? '-' : `${s.oldestReadyAgeSec.toFixed(1)}s`}`);
+        // One tenant (the default, with nothing else) needs no table of shares.
+        if (s.tenants.length > 1 || s.tenant !== null) {
+          const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+          out.section('tenants:');
+          out.table(['tenant', 'weight share', 'served share', 'ready', 'held', 'waits'],
+            s.tenants.map((t) => [t.id, pct(t.weightShare), pct(t.servedShare), t.ready, t.held, t.waiting]));
+        }
         for (const p of s.pausedModels) out.line(`model ${p.model} paused for ${Math.ceil(p.remainingSec)}s (rate limit: ${p.reason ?? '-'})`);
         out.section('agents:');
         out.table(['id', 'type', 'status', 'capabilities', 'heartbeat', 'spent'],

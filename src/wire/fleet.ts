@@ -38,7 +38,28 @@ export const modelPauseSchema = z.object({
 }).meta({ id: 'ModelPause' });
 export type ModelPauseView = z.infer<typeof modelPauseSchema>;
 
+/** A tenant in the stats: its weight and served share, its work now, quotas, and why its work waits (engine/read/tenants.ts). */
+export const tenantShareSchema = z.object({
+  id: z.string(),
+  name: z.string().nullable(),
+  weight: z.number(),
+  vtime: z.number().describe('tokens served ÷ weight: fair share serves the lowest first'),
+  servedTokens: z.number(),
+  servedTasks: z.number(),
+  maxRunning: z.number().nullable(),
+  maxQueued: z.number().nullable(),
+  ready: z.number(),
+  held: z.number().describe('its tasks claimed, running or validating'),
+  dags: z.number().describe('its open DAGs'),
+  createdAt: instant,
+  servedShare: z.number().describe('its part of all tokens served so far'),
+  weightShare: z.number().describe('its part of all weights: what fair share aims at while every tenant has work'),
+  waiting: z.string().nullable().describe('why its READY work waits (a quota); null otherwise'),
+}).meta({ id: 'TenantShare' });
+
 export const statsAnswerSchema = z.object({
+  tenant: z.string().nullable().describe('the tenant the counts and oldest READY age are of; null: every tenant\'s'),
+  tenants: z.array(tenantShareSchema),
   counts: z.array(z.object({ status: z.string(), tier: z.string().describe('urgent, high, normal or background'), n: z.number() })),
   oldestReadyAgeSec: z.number().nullable(),
   pausedModels: z.array(modelPauseSchema),

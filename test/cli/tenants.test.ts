@@ -84,4 +84,18 @@ describe('dagent tenants', () => {
     expect(JSON.parse(cleared.stdout)).toMatchObject({ maxRunning: 3, maxQueued: null });
     expect((await dagent('submit', file, '--tenant', 'team-q')).code).toBe(0);
   });
+
+  it('stats --tenant counts that tenant\'s tasks only and lists its share; an unknown tenant exits 4', async () => {
+    await dagent('tenants', 'create', 'team-t');
+    expect((await dagent('submit', file, '--tenant', 'team-t')).code).toBe(0);
+    const s = JSON.parse((await dagent('stats', '--tenant', 'team-t', '--json')).stdout) as { tenant: string; counts: Array<{ status: string; n: number }>; tenants: Array<{ id: string; ready: number }> };
+    expect(s.tenant).toBe('team-t');
+    expect(s.counts.reduce((n, c) => n + c.n, 0)).toBe(2);
+    expect(s.tenants).toEqual([expect.objectContaining({ id: 'team-t', ready: 1 })]);
+    const all = JSON.parse((await dagent('stats', '--json')).stdout) as { counts: Array<{ n: number }>; tenants: Array<{ id: string }> };
+    expect(all.counts.reduce((n, c) => n + c.n, 0)).toBeGreaterThan(2);
+    expect(all.tenants.map((t) => t.id)).toContain('team-t');
+    const unknown = await dagent('stats', '--tenant', 'nobody');
+    expect(unknown.code).toBe(4);
+  });
 });

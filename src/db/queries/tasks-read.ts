@@ -55,17 +55,18 @@ export function taskOutputsByKeys(db: Db, dagId: string, keys: string[]) {
 }
 
 /** Counts by status and priority tier (urgent < 25 ≤ high < 50 ≤ normal < 75 ≤ background). */
-export function taskCountsByStatusTier(db: Db): Promise<StatusCount[]> {
+export function taskCountsByStatusTier(db: Db, tenant?: string): Promise<StatusCount[]> {
   return rowsOf<StatusCount>(db, sql`
     select status,
       case when priority < 25 then 'urgent' when priority < 50 then 'high' when priority < 75 then 'normal' else 'background' end as tier,
       count(*)::int as n
-    from tasks group by 1, 2 order by 1, 2`);
+    from tasks ${tenant === undefined ? sql`` : sql`where tenant_id = ${tenant}`} group by 1, 2 order by 1, 2`);
 }
 
-export async function taskOldestReadyAgeSec(db: Db): Promise<number | null> {
+export async function taskOldestReadyAgeSec(db: Db, tenant?: string): Promise<number | null> {
   const [r] = await rowsOf<{ age: number | null }>(db, sql`
-    select extract(epoch from now() - min(ready_at))::float8 as age from tasks where status = 'ready'`);
+    select extract(epoch from now() - min(ready_at))::float8 as age from tasks where status = 'ready'
+      ${tenant === undefined ? sql`` : sql`and tenant_id = ${tenant}`}`);
   return r?.age ?? null;
 }
 

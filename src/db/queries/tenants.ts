@@ -1,7 +1,7 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { DEFAULT_TENANT, tenants, type TenantRow } from '../schema/index.js';
-import { rowsOf } from '../statement.js';
+import { dateOf, rowsOf } from '../statement.js';
 
 export { DEFAULT_TENANT, type TenantRow };
 
@@ -50,7 +50,7 @@ export interface TenantView {
  * READY tasks, tasks held by agents (claimed, running, validating), open DAGs. Counts from the tasks' tenant column.
  */
 export async function tenantList(db: Db): Promise<TenantView[]> {
-  return rowsOf<TenantView>(db, sql`
+  const rows = await rowsOf<TenantView>(db, sql`
     select t.id, t.name, t.weight::float8 as weight, t.vtime, t.served_tokens::float8 as "servedTokens", t.served_tasks::float8 as "servedTasks",
       t.max_running as "maxRunning", t.max_queued as "maxQueued",
       (select count(*)::int from tasks k where k.tenant_id = t.id and k.status = 'ready') as ready,
@@ -58,6 +58,8 @@ export async function tenantList(db: Db): Promise<TenantView[]> {
       (select count(*)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as dags,
       t.created_at as "createdAt"
     from tenants t order by t.id`);
+  // A hand-written statement's timestamps arrive as text.
+  return rows.map((r) => ({ ...r, createdAt: dateOf(r.createdAt)! }));
 }
 
 /**

@@ -7,6 +7,8 @@ import { withTx } from '../../db/tx.js';
 import { TENANT_DEFAULTS, tenantIdSchema } from '../../config/index.js';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../errors.js';
 
+export { tenantRequire, tenantShares, type TenantShare } from '../read/tenants.js';
+
 export { DEFAULT_TENANT, type TenantView };
 
 const weightSchema = z.number().gt(0, { error: 'must be more than 0' }).max(1000, { error: 'must be at most 1000' });
@@ -55,32 +57,4 @@ export async function tenantSet(db: Db, id: string, set: TenantSettings): Promis
     if (s.maxRunning !== undefined || s.maxQueued !== undefined) await tenantQuotaSet(tx, id, s);
     return (await tenantList(tx)).find((r) => r.id === id)!;
   });
-}
-
-/** A tenant with the share of the tokens served it received, against its share of the weights (of all tenants). */
-export interface TenantShare extends TenantView {
-  /** Its part of all tokens served so far (0 when none were). */
-  servedShare: number;
-  /** Its part of all tenants' weights: what fair share aims at while every tenant has work. */
-  weightShare: number;
-  /** Why its READY work waits, when a quota holds it back; null otherwise. */
-  waiting: string | null;
-}
-
-export async function tenantShares(db: Db): Promise<TenantShare[]> {
-  const rows = await tenantList(db);
-  const served = rows.reduce((n, r) => n + r.servedTokens, 0);
-  const weights = rows.reduce((n, r) => n + r.weight, 0);
-  return rows.map((r) => ({
-    ...r, servedShare: served > 0 ? r.servedTokens / served : 0, weightShare: weights > 0 ? r.weight / weights : 0,
-    waiting: r.maxRunning !== null && r.ready > 0 && r.held >= r.maxRunning
-      ? `running quota: ${r.held} of ${r.maxRunning} held; ${r.ready} READY wait for one to end` : null,
-  }));
-}
-
-/** The tenant, or a 404 naming it. */
-export async function tenantRequire(db: Db, id: string) {
-  const row = await tenantGet(db, id);
-  if (!row) throw new NotFoundError('tenant', id);
-  return row;
 }

@@ -8,6 +8,7 @@ import { edgeListForDag } from '../../db/queries/edges.js';
 import { loopLeaseList } from '../../db/queries/maintenance-leases.js';
 import { modelPauseList, type ModelPauseRow } from '../../db/queries/model-pauses.js';
 import { eventListForTask } from '../../db/queries/events.js';
+import { tenantRequire, tenantShares } from './tenants.js';
 import { taskCountsByStatusTier, taskGet, taskOutputsByKeys, taskList, taskListForDag, taskOldestReadyAgeSec } from '../../db/queries/tasks-read.js';
 import type { DagListFilter, DagRow } from '../../db/rows.js';
 import { InvalidInputError, NotFoundError } from '../../errors.js';
@@ -61,11 +62,18 @@ export async function taskListFiltered(db: Db, filter: { dagId?: string; status?
 }
 
 /** Queue health at a glance: counts by status and priority tier, oldest READY age, agents. */
-export async function statsGet(db: Db) {
-  const [counts, oldestReadyAgeSec, agents, pauses, loops] = await Promise.all([taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), modelPauseList(db), loopLeaseList(db)]);
+export async function statsGet(db: Db, opts: { tenant?: string } = {}) {
+  if (opts.tenant !== undefined) await tenantRequire(db, opts.tenant);
+  const [counts, oldestReadyAgeSec, agents, pauses, loops, tenants] = await Promise.all([
+    taskCountsByStatusTier(db, opts.tenant), taskOldestReadyAgeSec(db, opts.tenant), agentList(db), modelPauseList(db), loopLeaseList(db), tenantShares(db),
+  ]);
   return {
+    /** The tenant the counts and the oldest READY age are of; null: every tenant's. */
+    tenant: opts.tenant ?? null,
     counts,
     oldestReadyAgeSec,
+    /** Each tenant (or the one asked for): its weight and served share, its work now, its quotas and why its work waits. */
+    tenants: opts.tenant === undefined ? tenants : tenants.filter((t) => t.id === opts.tenant),
     /** Models paused now after a provider's rate limit: no claim hands out a task on them until `until`. */
     pausedModels: pauses.filter((p) => p.remainingSec > 0).map((p) => ({ model: p.model, until: p.until, remainingSec: p.remainingSec, reason: p.reason, hits: p.hits })),
     agents: agents.map((a) => ({ id: a.id, type: a.type, status: a.status, capabilities: a.capabilities, heartbeatAt: a.heartbeatAt, budgetUsd: a.budgetUsd, spentUsd: a.spentUsd })),

@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { tenantIdSchema } from '../../config/index.js';
 import { agentList } from '../../engine/ops/agents.js';
 import { statsGet } from '../../engine/read/inspect.js';
 import { agentListAnswerSchema, statsAnswerSchema } from '../../wire/fleet.js';
@@ -15,7 +17,8 @@ export function fleetRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   route(app, {
     method: 'GET', url: '/api/stats', access: 'read', tag,
-    summary: 'Queue health: task counts by status and priority tier, oldest READY age, agents, which node runs each maintenance loop',
+    query: z.object({ tenant: tenantIdSchema.optional().describe('counts and oldest READY age of this tenant only (404 when there is none)') }),
+    summary: 'Queue health: task counts by status and priority tier, oldest READY age, tenants and their shares, agents, which node runs each maintenance loop',
     response: statsAnswerSchema,
-  }, () => statsGet(d.db));
+  }, ({ query }) => statsGet(d.db, { tenant: query.tenant }));
 }
