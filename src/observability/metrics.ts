@@ -4,6 +4,7 @@ import type { Db } from '../db/handle.js';
 import { agentList } from '../db/queries/agents.js';
 import { dagSpendReport } from '../db/queries/dags.js';
 import { modelPauseList } from '../db/queries/model-pauses.js';
+import { tenantList } from '../db/queries/tenants.js';
 import { rateLimitList } from '../db/queries/rate-limits.js';
 import { taskCountsByStatusTier, taskOldestReadyAgeSec } from '../db/queries/tasks-read.js';
 import { webhookDeliveryCounts } from '../db/queries/webhooks.js';
@@ -38,11 +39,18 @@ export class MetricsCollector {
     let refreshing: Promise<void> | undefined;
     const refresh = () => {
       refreshing ??= (async () => {
-        const [counts, oldestAge, agents, spend, webhook, pauses, declared, byModel] = await Promise.all([
+        const [counts, oldestAge, agents, spend, webhook, pauses, declared, byModel, tenants] = await Promise.all([
           taskCountsByStatusTier(db), taskOldestReadyAgeSec(db), agentList(db), dagSpendReport(db), webhookDeliveryCounts(db), modelPauseList(db), rateLimitList(db),
-          usageByModel(db),
+          usageByModel(db), tenantList(db),
         ]);
-        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit, usageUsd, usageTokens, usageUnpriced]) g.reset();
+        for (const g of [tasks, agentHeartbeatAge, agentBudget, agentSpent, agentReserved, dagBudget, dagSpent, deliveries, modelPaused, modelLimits, rateUsed, rateLimit, usageUsd, usageTokens, usageUnpriced, tenantTasks, tenantWeight, tenantServed, tenantWaiting]) g.reset();
+        for (const t of tenants) {
+          tenantTasks.set({ tenant: t.id, state: 'ready' }, t.ready);
+          tenantTasks.set({ tenant: t.id, state: 'held' }, t.held);
+          tenantWeight.set({ tenant: t.id }, t.weight);
+          tenantServed.set({ tenant: t.id }, t.servedTokens);
+          tenantWaiting.set({ tenant: t.id }, t.maxRunning !== null && t.ready > 0 && t.held >= t.maxRunning ? 1 : 0);
+        }
         for (const u of byModel) {
           usageUsd.set({ model: u.model }, u.costUsd);
           usageTokens.set({ model: u.model, direction: 'in' }, u.tokensIn);
@@ -89,6 +97,10 @@ export class MetricsCollector {
     const usageUsd = new client.Gauge({ name: 'dagent_usage_usd', help: 'Usage reported while attempts ran, by model, as the ledger holds it (the tasks retention kept)', labelNames: ['model'], registers: r, collect: refresh });
     const usageTokens = new client.Gauge({ name: 'dagent_usage_tokens', help: 'Tokens reported while attempts ran, by model and direction, as the ledger holds them', labelNames: ['model', 'direction'], registers: r, collect: refresh });
     const usageUnpriced = new client.Gauge({ name: 'dagent_usage_unpriced_reports', help: 'Usage reports whose cost the reporter did not know (cost unknown: not in dagent_usage_usd), by model', labelNames: ['model'], registers: r, collect: refresh });
+    const tenantTasks = new client.Gauge({ name: 'dagent_tenant_tasks', help: 'Each tenant\'s tasks READY, and held by agents (claimed, running, validating)', labelNames: ['tenant', 'state'], registers: r, collect: refresh });
+    const tenantWeight = new client.Gauge({ name: 'dagent_tenant_weight', help: 'Each tenant\'s weight in fair share', labelNames: ['tenant'], registers: r, collect: refresh });
+    const tenantServed = new client.Gauge({ name: 'dagent_tenant_served_tokens', help: 'Estimated tokens of the tasks claimed for each tenant, in all (what fair share counted); its rate against the weights is the share received', labelNames: ['tenant'], registers: r, collect: refresh });
+    const tenantWaiting = new client.Gauge({ name: 'dagent_tenant_quota_waiting', help: '1 while a tenant\'s READY work waits at its running quota', labelNames: ['tenant'], registers: r, collect: refresh });
     const deliveries = new client.Gauge({ name: 'dagent_webhook_deliveries', help: 'Webhook deliveries by status', labelNames: ['status'], registers: r, collect: refresh });
     const modelPaused = new client.Gauge({ name: 'dagent_model_paused_seconds', help: 'Seconds until a model paused after a provider\'s rate limit is handed out again (0: not paused)', labelNames: ['model'], registers: r, collect: refresh });
     const rateUsed = new client.Gauge({ name: 'dagent_rate_limit_used', help: 'What a declared rate limit\'s current window holds: requests claimed, tokens reserved or used', labelNames: ['key', 'unit'], registers: r, collect: refresh });

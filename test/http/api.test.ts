@@ -414,6 +414,10 @@ describe('agents, stats and metrics', () => {
     expect([value('dagent_usage_usd{model=""}'), value('dagent_usage_tokens{model="",direction="in"}'), value('dagent_usage_tokens{model="",direction="out"}')]).toEqual([0.25, 105, 7]);
     expect(value('dagent_usage_unpriced_reports{model=""}')).toBe(1);
     expect(text).toMatch(/^dagent_agent_heartbeat_age_seconds\{agent="a1",status="active"\} [\d.]+$/m);
+    // By tenant: every DAG here is the default tenant's (one task still READY: the plan's dependent).
+    expect([value('dagent_tenant_weight{tenant="default"}'), value('dagent_tenant_quota_waiting{tenant="default"}')]).toEqual([1, 0]);
+    expect(value('dagent_tenant_tasks{tenant="default",state="held"}')).toBe(0);
+    expect(value('dagent_tenant_tasks{tenant="default",state="ready"}')).toBe((await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tasks where status = 'ready'`))[0]!.n);
     await refusedUnchanged(401, 'UNAUTHORIZED', () => call('GET', '/metrics', { token: null }));
   });
 });
