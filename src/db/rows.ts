@@ -380,3 +380,19 @@ export interface ClaimedRow {
   /** The model a declared rate limit reserved this attempt under (the full statement), if any: the one to hand out. */
   rateModel?: string | null;
 }
+
+/** A tenant as `dagent tenants list` shows it: its weight, what it was served, and its work now. */
+export interface TenantView {
+  id: string;
+  name: string | null;
+  weight: number;
+  vtime: number;
+  servedTokens: number;
+  servedTasks: number;
+  maxRunning: number | null;
+  maxQueued: number | null;
+  ready: number;
+  held: number;
+  dags: number;
+  createdAt: Date;
+}

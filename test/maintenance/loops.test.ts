@@ -272,7 +272,7 @@ tasks:
   loopTest(TENANT_SHARE_LOOP, 'what claims served each tenant is folded into its virtual time; a tenant with nothing READY is brought up to the lowest of those with work', async () => {
     await tenantCreate(db, { id: 'busy', weight: 2 });
     await tenantCreate(db, { id: 'idle' });
-    await dagSubmit(db, [await dagSourceLoad('name: b\ntasks:\n  a: { type: t, spec: { constraints: { estimated_tokens: 600 } } }\n  b: { type: t }\n', 'b.yaml')], { tenant: 'busy' });
+    await dagSubmit(db, [await dagSourceLoad('name: b\ntasks:\n  a: { type: t, priority: 10, spec: { constraints: { estimated_tokens: 600 } } }\n  b: { type: t }\n', 'b.yaml')], { tenant: 'busy' });
     await agentCreate(db, 'w');
     // The claim logs what it served (a: its 600 estimated tokens); b stays READY.
     expect((await taskClaim(db, 'w', { limit: 1 })).map((t) => t.key)).toEqual(['a']);

@@ -1,9 +1,10 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { DEFAULT_TENANT, tenants, type TenantRow } from '../schema/index.js';
+import type { TenantView } from '../rows.js';
 import { dateOf, rowsOf } from '../statement.js';
 
-export { DEFAULT_TENANT, type TenantRow };
+export { DEFAULT_TENANT, type TenantRow, type TenantView };
 
 /** Tenants: their rows, and the fold of what claims served them into their virtual time (fair share). */
 
@@ -29,21 +30,6 @@ export async function tenantUpdate(db: Db, id: string, set: { weight?: number; n
   return r.length > 0;
 }
 
-/** A tenant as `dagent tenants list` shows it: its weight, what it was served, and its work now. */
-export interface TenantView {
-  id: string;
-  name: string | null;
-  weight: number;
-  vtime: number;
-  servedTokens: number;
-  servedTasks: number;
-  maxRunning: number | null;
-  maxQueued: number | null;
-  ready: number;
-  held: number;
-  dags: number;
-  createdAt: Date;
-}
 
 /**
  * Every tenant with what fair share counted for it (tokens and tasks served, folded by the share loop) and its work now:

@@ -1,5 +1,6 @@
 import type { Db } from '../../db/handle.js';
-import { tenantGet, tenantList, type TenantView } from '../../db/queries/tenants.js';
+import { tenantGet, tenantList } from '../../db/queries/tenants.js';
+import type { TenantView } from '../../db/rows.js';
 import { NotFoundError } from '../../errors.js';
 
 /** A tenant with the share of the tokens served it received, against its share of the weights (of all tenants). */
@@ -23,9 +24,7 @@ export async function tenantShares(db: Db): Promise<TenantShare[]> {
   }));
 }
 
-/** The tenant, or a 404 naming it. */
-export async function tenantRequire(db: Db, id: string) {
-  const row = await tenantGet(db, id);
-  if (!row) throw new NotFoundError('tenant', id);
-  return row;
+/** A 404 naming the tenant when there is none (its row's type is drizzle's: not handed out, not in the declarations). */
+export async function tenantRequire(db: Db, id: string): Promise<void> {
+  if (!(await tenantGet(db, id))) throw new NotFoundError('tenant', id);
 }
