@@ -48,11 +48,11 @@ export function groupsCte(c: ClaimShape): SQL {
  * A quota'd tenant's row is locked (SKIP LOCKED: a tenant another claim holds waits for the next claim) and its held
  * tasks counted (tasks_held_tenant_idx); a tenant whose row a claim wrote after this statement's snapshot is passed
  * over too, as its count would miss that claim's tasks (the concurrency keys' rule). `tenant_capped`: the quota'd
- * tenants this claim takes nothing of. Without quotas both are empty, from one look at the tenants of the groups.
+ * tenants this claim takes nothing of. Without quotas both are empty after one pass over the (small) tenants table.
  */
 export function tenantRoomCtes(): SQL {
-  // From the quota'd tenants (usually none: one pass over the small tenants table), not from the groups, which may
-  // name a thousand tenants: 1,000 tenants' groups, claim of 1, p50 18 ms reading tenants per group, measured.
+  // From the quota'd tenants (usually none), not from the groups, which may name a thousand tenants: starting from
+  // the groups, the two CTEs took 3.3 and 3.2 ms of a claim of 1 at 1,000 tenants (EXPLAIN ANALYZE), now ~0.
   return sql`
     quota_tenants as materialized (select id from tenants where max_running is not null),
     tenant_room as materialized (
@@ -113,8 +113,10 @@ export function pickedCte(c: ClaimShape): SQL {
   // Fair share (more than one tenant in the groups): tenants in order of virtual time (tenants.vtime, and what claims
   // logged since the share loop's last fold, per weight), each one's groups merged in claim order; the walk stops once
   // it has enough, so the tenants after are never visited. Within a tenant, effective priority decides as always.
-  // The tenants' order is read in one pass each of tenants and of tenant_served (a few rows between folds), joined by
-  // hash: per tenant probes cost ~10 µs each, 10 ms a claim at 1,000 tenants (EXPLAIN ANALYZE, npm run bench -- --tenants).
+  // The tenants' order: the groups joined with their tenants, and what claims logged since the last fold summed in one
+  // grouped pass (a few rows). A sum per tenant (a correlated subquery) made tenant_order 10 ms of a claim of 1 at 1,000
+  // tenants (EXPLAIN ANALYZE); this is ~3.5 ms, most of it one primary-key probe of tenants per group (claim of 1 at
+  // 20,000 READY across 1,000 tenants: p50 18 → 4.6–5.4 ms; docs/benchmarks.md "Tenants and fair share").
   const walked = opts.fair ? sql`
     pending as materialized (select tenant_id, sum(tokens) as tokens from tenant_served group by tenant_id),
     tenant_order as materialized (
