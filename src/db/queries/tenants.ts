@@ -2,7 +2,8 @@ import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { DEFAULT_TENANT, tenants, type TenantRow } from '../schema/index.js';
 import type { TenantView } from '../rows.js';
-import { dateOf, rowsOf } from '../statement.js';
+import { HELD_STATES } from '../../model/state-machine.js';
+import { dateOf, rowsOf, sqlStateList } from '../statement.js';
 
 export { DEFAULT_TENANT, type TenantRow, type TenantView };
 
@@ -22,11 +23,15 @@ export async function tenantInsert(db: Db, t: { id: string; name?: string | null
   return rows.length > 0;
 }
 
-/** Change a tenant's weight or name; false when there is no such tenant. */
-export async function tenantUpdate(db: Db, id: string, set: { weight?: number; name?: string | null }): Promise<boolean> {
-  const r = await db.update(tenants).set({
-    ...(set.weight !== undefined ? { weight: set.weight } : {}), ...(set.name !== undefined ? { name: set.name } : {}),
-  }).where(eq(tenants.id, id)).returning({ id: tenants.id });
+/**
+ * Change a tenant's weight, name or quotas (undefined: left as it is; a quota null: none), at least one of them;
+ * false when there is no such tenant.
+ */
+export async function tenantUpdate(
+  db: Db, id: string, set: { weight?: number; name?: string | null; maxRunning?: number | null; maxQueued?: number | null },
+): Promise<boolean> {
+  const changed = Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined));
+  const r = await db.update(tenants).set(changed).where(eq(tenants.id, id)).returning({ id: tenants.id });
   return r.length > 0;
 }
 
@@ -40,7 +45,7 @@ export async function tenantList(db: Db): Promise<TenantView[]> {
     select t.id, t.name, t.weight::float8 as weight, t.vtime, t.served_tokens::float8 as "servedTokens", t.served_tasks::float8 as "servedTasks",
       t.max_running as "maxRunning", t.max_queued as "maxQueued",
       (select count(*)::int from tasks k where k.tenant_id = t.id and k.status = 'ready') as ready,
-      (select count(*)::int from tasks k where k.tenant_id = t.id and k.status in ('claimed', 'running', 'validating')) as held,
+      (select count(*)::int from tasks k where k.tenant_id = t.id and k.status in (${sqlStateList(HELD_STATES)})) as held,
       (select count(*)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as dags,
       t.created_at as "createdAt"
     from tenants t order by t.id`);
@@ -73,7 +78,7 @@ export async function tenantServedFold(db: Db): Promise<number> {
       where t.vtime < (select min(vtime) from busy) and t.id not in (select id from busy) and t.id not in (select id from served)
       returning t.id
     )
-    select coalesce((select sum(n) from sums), 0)::int as folded, (select count(*) from lifted) as lifted`);
+    select coalesce((select sum(n) from sums), 0)::int as folded`);
   return r?.folded ?? 0;
 }
 
@@ -93,12 +98,4 @@ export async function tenantQueuedLock(db: Db, id: string): Promise<{ maxQueued:
     select t.max_queued, (select coalesce(sum(d.tasks_open), 0)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as open
     from tenants t where t.id = ${id} and t.max_queued is not null for update of t`);
   return r && { maxQueued: r.max_queued, open: r.open };
-}
-
-/** Set or clear (null) a tenant's quotas; false when there is no such tenant. */
-export async function tenantQuotaSet(db: Db, id: string, q: { maxRunning?: number | null; maxQueued?: number | null }): Promise<boolean> {
-  const r = await db.update(tenants).set({
-    ...(q.maxRunning !== undefined ? { maxRunning: q.maxRunning } : {}), ...(q.maxQueued !== undefined ? { maxQueued: q.maxQueued } : {}),
-  }).where(eq(tenants.id, id)).returning({ id: tenants.id });
-  return r.length > 0;
 }

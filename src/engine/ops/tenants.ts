@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Db } from '../../db/handle.js';
 import {
-  DEFAULT_TENANT, tenantCount, tenantGet, tenantInsert, tenantList, tenantQuotaSet, tenantUpdate, type TenantView,
+  DEFAULT_TENANT, tenantCount, tenantInsert, tenantList, tenantUpdate, type TenantView,
 } from '../../db/queries/tenants.js';
 import { withTx } from '../../db/tx.js';
 import { TENANT_DEFAULTS, tenantIdSchema } from '../../config/index.js';
@@ -42,7 +42,7 @@ export async function tenantCreate(db: Db, t: { id: string } & TenantSettings): 
   return withTx(db, async (tx) => {
     if ((await tenantCount(tx)) >= TENANT_DEFAULTS.maxTenants) throw new ConflictError(`there are ${TENANT_DEFAULTS.maxTenants} tenants already, the most there may be`);
     if (!(await tenantInsert(tx, { id, name: s.name ?? null, weight: s.weight ?? 1 }))) throw new ConflictError(`tenant ${id} exists already (dagent tenants set ${id} changes it)`, { id });
-    if (s.maxRunning !== undefined || s.maxQueued !== undefined) await tenantQuotaSet(tx, id, s);
+    if (s.maxRunning !== undefined || s.maxQueued !== undefined) await tenantUpdate(tx, id, { maxRunning: s.maxRunning, maxQueued: s.maxQueued });
     return (await tenantList(tx)).find((r) => r.id === id)!;
   });
 }
@@ -52,9 +52,7 @@ export async function tenantSet(db: Db, id: string, set: TenantSettings): Promis
   if (Object.values(set).every((v) => v === undefined)) throw new InvalidInputError('nothing to change: give --weight, --name, --max-running or --max-queued');
   const s = settingsChecked(set);
   return withTx(db, async (tx) => {
-    if (!(await tenantGet(tx, id))) throw new NotFoundError('tenant', id);
-    if (s.weight !== undefined || s.name !== undefined) await tenantUpdate(tx, id, s);
-    if (s.maxRunning !== undefined || s.maxQueued !== undefined) await tenantQuotaSet(tx, id, s);
+    if (!(await tenantUpdate(tx, id, s))) throw new NotFoundError('tenant', id);
     return (await tenantList(tx)).find((r) => r.id === id)!;
   });
 }
