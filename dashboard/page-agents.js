@@ -6,6 +6,7 @@ import { h, fill, main, badge, chips, table, empty, usd, agoSec, agoText, pageEr
 /** @typedef {import('./live.js').PageContext} PageContext */
 /** @typedef {import('../src/wire/fleet.js').AgentListAnswer} AgentListAnswer */
 /** @typedef {import('../src/wire/rate-limits.js').RateLimitListAnswer} RateLimitListAnswer */
+/** @typedef {import('../src/wire/fleet.js').StatsAnswer} StatsAnswer */
 
 /** A heartbeat older than this is shown in red. */
 const STALE_HEARTBEAT_SEC = 60;
@@ -19,7 +20,9 @@ export function pageAgents(ctx) {
   const paused = h('div', { class: 'card', id: 'paused-models', hidden: true });
   // Limits declared ahead of time per model or provider, and what their window holds now.
   const limits = h('div', { class: 'card', id: 'rate-limits', hidden: true });
-  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'Agents')), limits, paused, h('div', { class: 'card flush' }, body));
+  // Tenants sharing the fleet: the share of the tokens each was served against its share of the weights.
+  const tenants = h('div', { class: 'card', id: 'tenants', hidden: true });
+  fill(main, h('div', { class: 'page-head' }, h('h1', null, 'Agents')), tenants, limits, paused, h('div', { class: 'card flush' }, body));
   /** @type {Array<{ el: HTMLElement, at: string }>} */
   const heartbeats = [];
 
@@ -33,11 +36,28 @@ export function pageAgents(ctx) {
 
   const load = ctx.refetcher({
     load: async () => {
-      const [{ agents }, { rateLimits, paused: pausedModels }] = /** @type {[AgentListAnswer, RateLimitListAnswer]} */ (
-        await Promise.all([api('GET', '/api/agents'), api('GET', '/api/rate-limits')]));
-      return { agents, pausedModels, rateLimits };
+      const [{ agents }, { rateLimits, paused: pausedModels }, stats] = /** @type {[AgentListAnswer, RateLimitListAnswer, StatsAnswer | null]} */ (
+        await Promise.all([
+          api('GET', '/api/agents'),
+          // The deployment's limits: a token scoped to tenants may not read them (403), and the page goes on without.
+          api('GET', '/api/rate-limits').catch(() => ({ rateLimits: [], paused: [] })),
+          api('GET', '/api/stats').catch(() => null),
+        ]));
+      return { agents, pausedModels, rateLimits, shares: stats?.tenants ?? [] };
     },
-    apply: ({ agents, pausedModels, rateLimits }) => {
+    apply: ({ agents, pausedModels, rateLimits, shares }) => {
+      // One tenant (the default, alone) has nothing to share: the card shows once there are two.
+      tenants.hidden = shares.length < 2;
+      /** @param {number} x */
+      const pct = (x) => `${(x * 100).toFixed(1)} %`;
+      fill(tenants, h('h2', null, 'Tenants'),
+        h('p', { class: 'muted' }, 'Fair share serves tenants with READY work in proportion to their weights, counted in the estimated tokens of the tasks claimed.'),
+        table(['Tenant', 'Weight share', 'Served share', 'Tokens served', 'Ready', 'Held', 'Open DAGs', 'Waiting'], shares.map((t) => h('tr', { 'data-tenant': t.id },
+          h('td', null, h('span', { class: 'mono' }, t.id), t.name ? h('div', { class: 'muted small' }, t.name) : null),
+          h('td', { class: 'num' }, pct(t.weightShare)), h('td', { class: 'num' }, pct(t.servedShare)),
+          h('td', { class: 'num' }, t.servedTokens.toLocaleString()), h('td', { class: 'num' }, String(t.ready)),
+          h('td', { class: 'num' }, String(t.held)), h('td', { class: 'num' }, String(t.dags)),
+          h('td', { class: 'small' }, t.waiting ?? '')))));
       limits.hidden = rateLimits.length === 0;
       /**
        * @param {number} used

@@ -22,6 +22,7 @@ export function pageDags(ctx) {
     { name: 'q', label: 'Name, title or id', type: 'search' },
     { name: 'status', label: 'Status', type: 'select', options: ['running', 'blocked', 'completed', 'cancelled'] },
     { name: 'tag', label: 'Tag', type: 'text' },
+    { name: 'tenant', label: 'Tenant', type: 'text' },
     { name: 'from', label: 'From', type: 'date' },
     { name: 'to', label: 'To', type: 'date' },
   ], (p) => pager.filter(p));
@@ -30,7 +31,8 @@ export function pageDags(ctx) {
   const load = ctx.refetcher({
     load: () => Promise.all([
       /** @type {Promise<DagListAnswer>} */ (api('GET', `/api/dags${pager.query()}`)),
-      /** @type {Promise<StatsAnswer | null>} */ (api('GET', '/api/stats').catch(() => null)),
+      // The counts of the tenant the list is filtered to, else of every tenant the token reaches.
+      /** @type {Promise<StatsAnswer | null>} */ (api('GET', `/api/stats${pager.current().tenant ? `?tenant=${encodeURIComponent(pager.current().tenant ?? '')}` : ''}`).catch(() => null)),
     ]),
     apply: ([{ dags, next }, st]) => {
       pager.loaded(next, dags.length);
@@ -48,7 +50,8 @@ export function pageDags(ctx) {
         return;
       }
       fill(body, table(['Name', 'Status', 'Progress', 'Spent / budget', 'Created'], dags.map((d) => h('tr', { 'data-dag-id': d.id },
-        h('td', null, link(hrefDag(d.id), d.name), d.title ? h('div', { class: 'muted small' }, d.title) : null, h('div', { class: 'muted small mono' }, d.id), d.tags?.length ? chips(d.tags) : null),
+        h('td', null, link(hrefDag(d.id), d.name), d.title ? h('div', { class: 'muted small' }, d.title) : null, h('div', { class: 'muted small mono' }, d.id),
+          d.tenantId !== 'default' ? h('div', { class: 'muted small', 'data-tenant': d.tenantId }, `tenant ${d.tenantId}`) : null, d.tags?.length ? chips(d.tags) : null),
         h('td', null, badge(d.status), d.blockedReason ? h('div', { class: 'muted small' }, d.blockedReason) : null),
         h('td', null, progressBar(d.taskCounts, d.tasksTotal)),
         h('td', { class: 'num' }, usd(d.spentUsd), d.budgetUsd != null ? ` / ${usd(d.budgetUsd)}` : ''),

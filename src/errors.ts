@@ -295,3 +295,11 @@ export const ERROR_CODES = {
 } as const satisfies Record<string, ErrorCodeDef>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
+
+/**
+ * What naming a tenant that does not exist answers (a submit, a signal, a schedule): a 400 naming it. A token scoped
+ * to other tenants gets the same answer for one that does exist, so it learns nothing of tenants beyond its own.
+ */
+export function tenantUnknownError(id: string): InvalidInputError {
+  return new InvalidInputError(`tenant ${JSON.stringify(id)} does not exist (an admin makes it: dagent tenants create ${id})`, { field: 'tenant' });
+}

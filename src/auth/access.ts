@@ -30,3 +30,22 @@ export const ACCESS_ROLES: Record<Exclude<Access, 'public'>, readonly TokenRole[
 export function accessAllows(access: Exclude<Access, 'public'>, role: TokenRole): boolean {
   return (ACCESS_ROLES[access] as readonly TokenRole[]).includes(role);
 }
+
+/**
+ * Which tenant's objects a route reaches, so a token scoped to tenants (Principal.tenants) reaches its own only. Every
+ * route declares one:
+ * - `{ dag | task | deadLetter: [params] }`: the path params that name such objects; for a scoped token, one of another
+ *   tenant is answered exactly as one that does not exist (a 404), before the handler runs;
+ * - `filtered`: the handler keeps to the token's tenants itself (lists, counts, streams, metrics, submit, signals, MCP);
+ * - `deployment`: settings of the whole deployment (rate limits): a scoped token is refused (403);
+ * - `agent`: the agent protocol's routes that name no task (register, claim), where the agent token's grant decides
+ *   (those that name one declare `task`: a scoped agent token's report on another tenant's task is a 404); a scoped
+ *   token of another role may not act as an agent on any (403);
+ * - `none`: no tenant's objects (who am I, the OpenAPI document, health, the dashboard's files).
+ */
+export type TenantReach =
+  | { readonly dag: readonly string[] } | { readonly task: readonly string[] } | { readonly deadLetter: readonly string[] }
+  | 'filtered' | 'deployment' | 'agent' | 'none';
+
+/** The NotFoundError kind a handler answers for each object kind: a scoped token's 404 reads the same. */
+export const TENANT_OWNED_LABEL = { dag: 'DAG', task: 'task', deadLetter: 'dead letter' } as const;

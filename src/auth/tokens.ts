@@ -6,7 +6,8 @@ import { CAPABILITY_PATTERN } from '../dag/file-schema.js';
 import { agentModelSchema } from '../llm-models.js';
 import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
 import { newTokenId } from '../ids.js';
-import { AGENT_TOKEN_DEFAULTS } from '../config/index.js';
+import { AGENT_TOKEN_DEFAULTS, tenantIdSchema } from '../config/index.js';
+import { DEFAULT_TENANT, tenantGet } from '../db/queries/tenants.js';
 
 /**
  * What a token may call. admin: everything, and any agent's calls. submit: submit DAGs
@@ -34,8 +35,16 @@ export interface Grant {
   maxConcurrent: number | null;
 }
 
-/** Who a request acts as, once its bearer token checked out. */
-export interface Principal { tokenId: string; role: TokenRole; agentId: string | null; grant: Grant | null }
+/**
+ * Who a request acts as, once its bearer token checked out. `tenants`: the tenants it reads and acts on (an agent
+ * token: those its agent may serve); null: every tenant. Another tenant's objects do not exist for it.
+ */
+export interface Principal { tokenId: string; role: TokenRole; agentId: string | null; grant: Grant | null; tenants: readonly string[] | null }
+
+/** Whether a principal reaches objects of this tenant: an unscoped one reaches every tenant's. */
+export function principalReaches(p: Principal | null, tenantId: string): boolean {
+  return !p?.tenants || p.tenants.includes(tenantId);
+}
 
 const TOKEN_PREFIX = 'dgt_';
 
@@ -61,9 +70,14 @@ export interface TokenCreate {
   models?: string[];
   budgetUsd?: number;
   maxConcurrent?: number;
+  /**
+   * The tenants it reads and acts on, each of which must exist (an agent token: the tenants its agent may serve);
+   * default every tenant. A token scoped to tenants finds no other tenant's objects (a 404), and cannot manage tenants.
+   */
+  tenants?: string[];
 }
 
-export async function tokenCreate(db: Db, o: TokenCreate): Promise<{ id: string; token: string; role: TokenRole; agentId: string | null; grant: Grant | null }> {
+export async function tokenCreate(db: Db, o: TokenCreate): Promise<{ id: string; token: string; role: TokenRole; agentId: string | null; grant: Grant | null; tenants: string[] | null }> {
   if (!(TOKEN_ROLES as readonly string[]).includes(o.role)) throw new InvalidInputError(`--role ${o.role}: expected one of ${TOKEN_ROLES.join(', ')}`);
   if (o.role === 'agent' && !o.agentId) throw new InvalidInputError('an agent token needs --agent ID: it can only act as that agent');
   const grantGiven = o.capabilities !== undefined || o.validators !== undefined || o.models !== undefined || o.budgetUsd !== undefined || o.maxConcurrent !== undefined;
@@ -80,14 +94,20 @@ export async function tokenCreate(db: Db, o: TokenCreate): Promise<{ id: string;
   for (const m of models) if (!agentModelSchema.safeParse(m).success) throw new InvalidInputError(`--models ${m}: expected a model name such as openai/gpt-4o (letters, digits and . _ : / @ + -), or * for any`);
   if (o.budgetUsd !== undefined && !(o.budgetUsd >= 0)) throw new InvalidInputError(`--budget-usd ${o.budgetUsd}: expected a number ≥ 0`);
   if (o.maxConcurrent !== undefined && !(Number.isInteger(o.maxConcurrent) && o.maxConcurrent >= 1)) throw new InvalidInputError(`--max-concurrent ${o.maxConcurrent}: expected a whole number ≥ 1`);
+  const tenants = o.tenants === undefined ? null : [...new Set(o.tenants)];
+  if (tenants && tenants.length === 0) throw new InvalidInputError('--tenants: name at least one tenant (leave it out for every tenant)');
+  for (const t of tenants ?? []) {
+    if (!tenantIdSchema.safeParse(t).success) throw new InvalidInputError(`--tenants ${t}: not a tenant id (lowercase letters, digits, _ and -)`);
+    if (t !== DEFAULT_TENANT && !(await tenantGet(db, t))) throw new InvalidInputError(`--tenants ${t}: no such tenant (dagent tenants create ${t})`);
+  }
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
   const isAgent = o.role === 'agent';
   const row = await apiTokenInsert(db, {
     id: newTokenId(), role: o.role, agentId: o.agentId ?? null, name: o.name ?? null, tokenHash: tokenHash(token),
     grantCapabilities: isAgent ? capabilities : null, grantValidators: isAgent ? validators : [], grantModels: isAgent ? models : null,
-    grantBudgetUsd: o.budgetUsd ?? null, grantMaxConcurrent: o.maxConcurrent ?? null,
+    grantBudgetUsd: o.budgetUsd ?? null, grantMaxConcurrent: o.maxConcurrent ?? null, tenants,
   });
-  return { id: row.id, token, role: o.role, agentId: row.agentId, grant: grantOf(row) };
+  return { id: row.id, token, role: o.role, agentId: row.agentId, grant: grantOf(row), tenants: row.tenants };
 }
 
 function grantOf(row: Pick<ApiTokenRow, 'role' | 'grantCapabilities' | 'grantValidators' | 'grantModels' | 'grantBudgetUsd' | 'grantMaxConcurrent'>): Grant | null {
@@ -114,7 +134,15 @@ export function grantCoversModel(g: Grant, model: string): boolean {
  * only from its validator grant), models only from its grant, budget and concurrency within its ceilings (a budget
  * left out is the ceiling). Returns the registration to store, or refuses with the reason.
  */
-export function grantApply<R extends { capabilities: string[]; models?: string[]; budgetUsd?: number | null; maxConcurrent?: number }>(p: Principal, reg: R): R {
+export function grantApply<R extends { capabilities: string[]; models?: string[]; budgetUsd?: number | null; maxConcurrent?: number; tenants?: string[] | null }>(p: Principal, reg: R): R {
+  if (p.tenants) {
+    // A token scoped to tenants registers an agent for those tenants only: none named is all of them.
+    const beyondTenants = (reg.tenants ?? []).filter((t) => !p.tenants!.includes(t));
+    if (beyondTenants.length) {
+      throw new ForbiddenError(`token ${p.tokenId} does not grant the tenants ${beyondTenants.join(', ')}: an agent serves the tenants its token grants (dagent tokens create --tenants)`, { tenants: beyondTenants });
+    }
+    if (!reg.tenants) reg = { ...reg, tenants: [...p.tenants] };
+  }
   if (p.role !== 'agent' || !p.grant) return reg;
   const g = p.grant;
   const modelsBeyond = (reg.models ?? []).filter((m) => !grantCoversModel(g, m));
@@ -150,13 +178,14 @@ export function grantMaxHeld(g: Grant): number {
 export async function tokenVerify(db: Db, token: string): Promise<Principal | null> {
   if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return null;
   const row = await apiTokenFind(db, tokenHash(token));
-  return row ? { tokenId: row.id, role: row.role as TokenRole, agentId: row.agentId, grant: grantOf(row) } : null;
+  return row ? { tokenId: row.id, role: row.role as TokenRole, agentId: row.agentId, grant: grantOf(row), tenants: row.tenants } : null;
 }
 
 /** Every token (never its secret), with its grant. */
 export async function tokenList(db: Db) {
   return (await apiTokenList(db)).map((t) => ({
     id: t.id, role: t.role, agentId: t.agentId, name: t.name, createdAt: t.createdAt, lastUsedAt: t.lastUsedAt, revokedAt: t.revokedAt, grant: grantOf(t),
+    tenants: t.tenants,
   }));
 }
 

@@ -8,8 +8,8 @@ const RECENT_MAX = 256;
 
 /**
  * What a waiting claim can take: the agent's capabilities (within its token's grant), models, and the tenants it serves
- * (absent or null: all). READY hints name a claim group, not its tenant: an agent that serves some tenants only may
- * wake for another's work, and its claim then finds nothing (the recheck reads its tenants).
+ * (absent or null: all). READY hints name a claim group and its tenant: an agent that serves some tenants only wakes
+ * for their work.
  */
 export interface WaiterReach { capabilities: readonly string[]; models: readonly string[]; tenants?: readonly string[] | null }
 
@@ -176,10 +176,12 @@ export class ClaimWaiters {
 
 /**
  * True when an agent with `reach` may take tasks of `group`, as far as the claim's own check goes
- * without the database: the group's capabilities are the agent's, and a group naming models shares
- * one with the agent (or the agent takes any). Budgets, limits and pauses are left to the claim.
+ * without the database: the group's capabilities are the agent's, a group naming models shares
+ * one with the agent (or the agent takes any), and its tenant is one the agent serves (a hint that names no tenant:
+ * any). Budgets, limits, quotas and pauses are left to the claim.
  */
-export function covers(reach: WaiterReach, group: { capabilities: readonly string[]; models: readonly string[] }): boolean {
+export function covers(reach: WaiterReach, group: { capabilities: readonly string[]; models: readonly string[]; tenant?: string | null }): boolean {
+  if (group.tenant && reach.tenants && !reach.tenants.includes(group.tenant)) return false;
   if (!group.capabilities.every((c) => reach.capabilities.includes(c))) return false;
   return group.models.length === 0 || reach.models.includes('*') || group.models.some((m) => reach.models.includes(m));
 }

@@ -16,13 +16,14 @@ export function tokenCommands(program: Command, ctx: CommandContext): void {
     .option('--models <list>', 'agent tokens: comma-separated models it may register, or * for any (default none: it works tasks that name no model)', list)
     .option('--budget-usd <n>', 'agent tokens: most budget it may register', Number)
     .option('--max-concurrent <n>', 'agent tokens: most tasks at once it may register', Number)
+    .option('--tenants <list>', 'comma-separated tenants it reads and acts on (an agent token: those its agent may serve); default every tenant', list)
     .option('--name <text>', 'a label to recognise the token by')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { role: string; agent?: string; name?: string; json?: boolean; capabilities?: string[]; validators?: string[]; models?: string[]; budgetUsd?: number; maxConcurrent?: number }) => {
+    .action(async (opts: { role: string; agent?: string; name?: string; json?: boolean; capabilities?: string[]; validators?: string[]; models?: string[]; budgetUsd?: number; maxConcurrent?: number; tenants?: string[] }) => {
       const { created, known } = await withDatabase(ctx, async (d) => {
         const c = await tokenCreate(d.db, {
           role: opts.role as TokenRole, agentId: opts.agent, name: opts.name,
-          capabilities: opts.capabilities ?? (opts.role === 'agent' ? [] : undefined), validators: opts.validators, models: opts.models ?? (opts.role === 'agent' ? [] : undefined), budgetUsd: opts.budgetUsd, maxConcurrent: opts.maxConcurrent,
+          capabilities: opts.capabilities ?? (opts.role === 'agent' ? [] : undefined), validators: opts.validators, models: opts.models ?? (opts.role === 'agent' ? [] : undefined), budgetUsd: opts.budgetUsd, maxConcurrent: opts.maxConcurrent, tenants: opts.tenants,
         });
         return { created: c, known: opts.agent ? await tokenAgentKnown(d.db, opts.agent) : true };
       });
@@ -31,18 +32,19 @@ export function tokenCommands(program: Command, ctx: CommandContext): void {
         out.line(created.token);
         ctx.io.stderr(`token ${created.id} (${created.role}${created.agentId ? ` as ${created.agentId}` : ''}): shown once; send it as "Authorization: Bearer <token>"\n`);
         if (created.grant) ctx.io.stderr(`grant: ${grantText(created.grant)}\n`);
+        if (created.tenants) ctx.io.stderr(`tenants: ${created.tenants.join(', ')} (no other tenant's work exists for it)\n`);
         if (!known) ctx.io.stderr(`note: agent ${created.agentId} is not registered yet; it can register itself with this token (POST /api/agents)\n`);
       });
     });
   tokens
     .command('list')
-    .description('the tokens: id, role, agent, grant, name, created, last used, revoked (never the secret)')
+    .description('the tokens: id, role, agent, tenants, grant, name, created, last used, revoked (never the secret)')
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(ctx, (d) => tokenList(d.db));
       const out = new Output(ctx.io, !!opts.json);
-      out.result(rows, () => out.table(['id', 'role', 'agent', 'grant', 'name', 'created', 'last used', 'revoked'],
-        rows.map((t) => [t.id, t.role, t.agentId, t.grant ? grantText(t.grant) : null, t.name, ago(t.createdAt), ago(t.lastUsedAt), t.revokedAt ? ago(t.revokedAt) : null])));
+      out.result(rows, () => out.table(['id', 'role', 'agent', 'tenants', 'grant', 'name', 'created', 'last used', 'revoked'],
+        rows.map((t) => [t.id, t.role, t.agentId, t.tenants?.join(',') ?? 'every', t.grant ? grantText(t.grant) : null, t.name, ago(t.createdAt), ago(t.lastUsedAt), t.revokedAt ? ago(t.revokedAt) : null])));
     });
   tokens
     .command('revoke')

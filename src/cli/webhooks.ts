@@ -14,23 +14,24 @@ export function webhookCommands(program: Command, ctx: CommandContext): void {
     .argument('<url>')
     .option('--events <types>', 'comma-separated: task.dead_lettered, task.waiting, dag.blocked, dag.completed, dag.cancelled (default task.dead_lettered)')
     .option('--secret <secret>', 'sign each body: Dagent-Signature: sha256=<HMAC>')
+    .option('--tenant <id>', 'only this tenant\'s events (default every tenant\'s)')
     .option('--json', 'machine-readable output')
-    .action(async (url: string, opts: { events?: string; secret?: string; json?: boolean }) => {
+    .action(async (url: string, opts: { events?: string; secret?: string; tenant?: string; json?: boolean }) => {
       const events = opts.events?.split(',').map((e) => e.trim()).filter(Boolean);
-      const row = await withDatabase(ctx, (d) => webhookAdd(d.db, { url, events, secret: opts.secret, allowHosts: configFromEnv(ctx.io.env).webhookAllowHosts }));
+      const row = await withDatabase(ctx, (d) => webhookAdd(d.db, { url, events, secret: opts.secret, tenant: opts.tenant, allowHosts: configFromEnv(ctx.io.env).webhookAllowHosts }));
       const out = new Output(ctx.io, !!opts.json);
       const shown = { ...row, url: urlRedact(row.url), secret: row.secret ? '(set)' : null };
-      out.result(shown, () => out.line(`${row.id} → ${shown.url} on ${row.events.join(', ')}`));
+      out.result(shown, () => out.line(`${row.id} → ${shown.url} on ${row.events.join(', ')}${row.tenantId ? ` of tenant ${row.tenantId}` : ''}`));
     });
   hooks
     .command('list')
-    .description('the webhooks: id, URL, the events each receives, signed, enabled')
+    .description('the webhooks: id, URL, the events each receives, the tenant whose events they are, signed, enabled')
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(ctx, (d) => webhookList(d.db));
       const out = new Output(ctx.io, !!opts.json);
-      out.result(rows, () => out.table(['id', 'url', 'events', 'signed', 'enabled'],
-        rows.map((r) => [r.id, r.url, r.events.join(','), r.signed ? 'yes' : 'no', r.enabled ? 'yes' : 'no'])));
+      out.result(rows, () => out.table(['id', 'url', 'events', 'tenant', 'signed', 'enabled'],
+        rows.map((r) => [r.id, r.url, r.events.join(','), r.tenantId ?? 'every', r.signed ? 'yes' : 'no', r.enabled ? 'yes' : 'no'])));
     });
   hooks
     .command('remove')

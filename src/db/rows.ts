@@ -260,6 +260,8 @@ export interface CancelledRow { id: string; dagId: string; key: string; previous
 
 /** Which open entries a bulk action selects: every given field must match; `agentId` matches any attempt in the history. */
 export interface DeadLetterSelector {
+  /** Only these tenants' entries (a token scoped to them); undefined or null: every tenant's. */
+  tenants?: readonly string[] | null;
   dagId?: string; type?: string; errorClass?: string; agentId?: string;
   /** The entry's id, or part of its task's key or of its reason (any case). */
   q?: string;
@@ -338,6 +340,10 @@ export interface Cursor { at: string; id: string }
 /** What the DAG list shows: any of these, all of them must match. */
 export interface DagListFilter {
   status?: string;
+  /** Only these tenants' DAGs (a token scoped to them); undefined or null: every tenant's. */
+  tenants?: readonly string[] | null;
+  /** Only this tenant's (a filter, within `tenants`). */
+  tenant?: string;
   /** The id, or a part of the name or title (any case). */
   q?: string;
   /** A tag one of its tasks carries. */
@@ -391,6 +397,11 @@ export interface TenantView {
   servedTasks: number;
   maxRunning: number | null;
   maxQueued: number | null;
+  maxUsdPerDay: number | null;
+  maxTokensPerMinute: number | null;
+  /** Past its money or tokens quota: claims pass its work over until then, for this reason (the share loop decides). */
+  quotaUntil: Date | null;
+  quotaReason: string | null;
   ready: number;
   held: number;
   dags: number;

@@ -233,3 +233,11 @@ export function sqlStateList(states: readonly string[]): SQL {
 export async function readyWake(db: Db): Promise<void> {
   await db.execute(sql`select pg_notify(${READY_CHANNEL}, '')`);
 }
+
+/**
+ * `and <the DAG id> belongs to one of these tenants`, for reads a token scoped to tenants makes; nothing for null
+ * (every tenant's). `dagIdColumn` is the row's DAG id: every task, attempt, usage report and event has one.
+ */
+export function tenantScopeSql(dagIdColumn: SQL, tenants: readonly string[] | null | undefined): SQL {
+  return tenants ? sql`and ${dagIdColumn} in (select id from dags where tenant_id = any(${textArray(tenants)}))` : sql``;
+}

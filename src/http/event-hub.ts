@@ -12,6 +12,8 @@ export interface StreamEvent { type: string; data: Record<string, unknown> }
 export interface Subscriber {
   /** Only this DAG's events (and its tasks' state changes). Default: every event, and DAG progress. */
   dagId?: string;
+  /** Only these tenants' events (a token scoped to them: events of no DAG are not theirs either); null or absent: every event. */
+  tenants?: readonly string[] | null;
   send(e: StreamEvent): void;
 }
 
@@ -60,7 +62,7 @@ export class EventHub {
     // until it is running and, for a DAG's watcher, until its snapshot went first.
     const held: StreamEvent[] = [];
     let ready = false;
-    const sub: Subscriber = { dagId: s.dagId, send: (e) => (ready ? s.send(e) : held.push(e)) };
+    const sub: Subscriber = { dagId: s.dagId, tenants: s.tenants, send: (e) => (ready ? s.send(e) : held.push(e)) };
     this.subs.add(sub);
     if (!this.active) {
       this.starting ??= this.begin().then(() => { this.active = true; }).finally(() => { this.starting = undefined; });
@@ -128,7 +130,7 @@ export class EventHub {
       if (r.id <= this.floor || this.seen.has(r.id)) continue;
       this.seen.add(r.id);
       this.cursor = Math.max(this.cursor, r.id);
-      this.broadcast({ type: r.type, data: { id: r.id, at: r.at, dagId: r.dagId, taskId: r.taskId, agentId: r.agentId, ...(r.data as Record<string, unknown>) } }, r.dagId);
+      this.broadcast({ type: r.type, data: { id: r.id, at: r.at, dagId: r.dagId, taskId: r.taskId, agentId: r.agentId, ...(r.data as Record<string, unknown>) } }, r.dagId, r.tenantId);
     }
     for (const id of this.seen) if (id <= this.cursor - LOOKBACK) this.seen.delete(id);
 
@@ -145,7 +147,8 @@ export class EventHub {
       for (const [id, t] of now) {
         const was = before.get(id);
         if (!was || was.status !== t.status || was.attempts !== t.attempts || was.progress !== t.progress) {
-          this.broadcast({ type: 'task.status', data: { dagId, taskId: id, key: t.key, status: t.status, previous: was?.status ?? null, attempts: t.attempts, claimedBy: t.claimedBy, progress: t.progress } }, dagId, 'watchers');
+          // Only the DAG's watchers get these, each of whom was let watch it (its tenant checked) when it subscribed.
+          this.broadcast({ type: 'task.status', data: { dagId, taskId: id, key: t.key, status: t.status, previous: was?.status ?? null, attempts: t.attempts, claimedBy: t.claimedBy, progress: t.progress } }, dagId, null, 'watchers');
         }
       }
     }
@@ -158,7 +161,7 @@ export class EventHub {
         if (this.dagSent.get(d.id) === sig) continue;
         this.dagSent.set(d.id, sig);
         if (this.dagSent.size > 10_000) this.dagSent.clear();
-        this.broadcast({ type: 'dag.progress', data: { dagId: d.id, name: d.name, status: d.status, tasksTotal: d.tasksTotal, tasksOpen: d.tasksOpen, spentUsd: d.spentUsd } }, d.id);
+        this.broadcast({ type: 'dag.progress', data: { dagId: d.id, name: d.name, status: d.status, tasksTotal: d.tasksTotal, tasksOpen: d.tasksOpen, spentUsd: d.spentUsd } }, d.id, d.tenantId);
       }
     }
   }
@@ -169,10 +172,14 @@ export class EventHub {
     return states;
   }
 
-  /** `to`: everyone whose filter matches (unfiltered subscribers and the DAG's watchers), or only the DAG's watchers. */
-  private broadcast(e: StreamEvent, dagId: string | null, to: 'matching' | 'watchers' = 'matching'): void {
+  /**
+   * `to`: everyone whose filter matches (unfiltered subscribers and the DAG's watchers, each within its tenants), or only
+   * the DAG's watchers. `tenant`: the event's (its DAG's); null for an event of no DAG, which no scoped subscriber gets.
+   */
+  private broadcast(e: StreamEvent, dagId: string | null, tenant: string | null, to: 'matching' | 'watchers' = 'matching'): void {
     for (const s of this.subs) {
-      const ok = to === 'watchers' ? s.dagId === dagId : !s.dagId || s.dagId === dagId;
+      const ok = to === 'watchers' ? s.dagId === dagId
+        : (!s.dagId || s.dagId === dagId) && (!s.tenants || (tenant !== null && s.tenants.includes(tenant)));
       if (ok) s.send(e);
     }
   }

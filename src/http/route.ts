@@ -4,7 +4,7 @@ import { LIMITS } from '../config/index.js';
 import { InternalError, InvalidInputError } from '../errors.js';
 import { jsonPathFormat, jsonProblem } from '../json-guard.js';
 import type { Principal } from '../auth/tokens.js';
-import type { Access } from '../auth/access.js';
+import type { Access, TenantReach } from '../auth/access.js';
 
 export { ACCESS_ROLES, type Access } from '../auth/access.js';
 
@@ -32,6 +32,8 @@ export interface RouteSpec<B extends z.ZodType, Q extends z.ZodType, R extends R
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   url: string;
   access: Access;
+  /** Which tenant's objects it reaches (auth/access.ts): a token scoped to tenants reaches its own only. */
+  tenants: TenantReach;
   summary: string;
   tag: string;
   body?: B;
@@ -88,7 +90,7 @@ export function route<B extends z.ZodType = z.ZodUndefined, Q extends z.ZodType 
   app.route({
     method: spec.method,
     url: spec.url,
-    config: { access: spec.access },
+    config: { access: spec.access, tenants: spec.tenants },
     // Fastify's per-request lines are at info: keep them out of the service log (the onResponse hook logs at debug).
     logLevel: 'warn',
     handler: async (req, reply) => {
@@ -98,6 +100,8 @@ export function route<B extends z.ZodType = z.ZodUndefined, Q extends z.ZodType 
       hostileRefuse(req.body, 'body');
       const body = spec.body ? parseOr400(spec.body, req.body ?? {}, 'body') : undefined;
       const query = spec.query ? parseOr400(spec.query, req.query ?? {}, 'query') : undefined;
+      // A token scoped to tenants: another tenant's object named in the path is a 404 (auth/tenant-reach.ts).
+      await req.tenantObjectsCheck?.();
       const result = await handler({
         req, reply, principal: req.principal ?? null, body: body as z.infer<B>, query: query as z.infer<Q>,
         params: req.params as Record<string, string>,
@@ -165,8 +169,12 @@ function parseOr400<T extends z.ZodType>(schema: T, value: unknown, where: strin
 }
 
 declare module 'fastify' {
-  interface FastifyRequest { principal?: Principal | null }
-  interface FastifyContextConfig { access?: Access }
+  interface FastifyRequest {
+    principal?: Principal | null;
+    /** Set by the server once the token is known: refuses another tenant's objects named in the path (a 404). */
+    tenantObjectsCheck?: () => Promise<void>;
+  }
+  interface FastifyContextConfig { access?: Access; tenants?: TenantReach }
   interface FastifyInstance { dagentResponsesChecked?: boolean }
 }
 

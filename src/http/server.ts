@@ -14,6 +14,7 @@ import {
 import { jsonTextTooDeep, utf8Decode } from '../json-guard.js';
 import { tokenTouch, tokenVerify } from '../auth/tokens.js';
 import { TokenRevocations } from '../auth/revocations.js';
+import { tenantObjectsCheck, tenantRouteRefuse } from '../auth/tenant-reach.js';
 import { ACCESS_ROLES, routeResponsesCheck } from './route.js';
 import { routesRegister } from './routes/index.js';
 import { EventHub } from './event-hub.js';
@@ -124,6 +125,11 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
     if (!allowed.includes(principal.role)) {
       throw new ForbiddenError(`this needs a token with role ${allowed.join(' or ')}; token ${principal.tokenId} has role ${principal.role}`, { role: principal.role });
     }
+    // A route that declares no reach is treated as the whole deployment's: a scoped token is refused, never let through.
+    const reach = req.routeOptions.config.tenants ?? 'deployment';
+    tenantRouteRefuse(principal, reach, access);
+    // Objects named in the path: checked by `route` once the request was read (a bad one answers alike for any id).
+    req.tenantObjectsCheck = () => tenantObjectsCheck(o.db, principal, reach, req.params as Record<string, string>);
     req.principal = principal;
   });
 

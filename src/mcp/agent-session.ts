@@ -97,7 +97,7 @@ export class McpAgentSession {
     const grant = this.principal.grant;
     const claim = async () => {
       const got = await taskClaim(this.db, this.agentId, {
-        limit: 1, start: true, dagId: o.dagId, grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
+        limit: 1, start: true, dagId: o.dagId, grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd, tenants: this.principal.tenants } : undefined,
       });
       // A claim that was under way when the session ended: what it took is handed back, never held or returned.
       if (this.ended.signal.aborted) {
@@ -330,7 +330,7 @@ export class McpAgentSession {
     if (this.registered?.signature === signature) return this.registered.reach;
     const reg = grantApply(this.principal, {
       id: this.agentId, type: 'mcp', capabilities, models, maxConcurrent: undefined as number | undefined,
-      budgetUsd: undefined as number | null | undefined, metadata: { via: 'mcp' },
+      budgetUsd: undefined as number | null | undefined, metadata: { via: 'mcp' }, tenants: null as string[] | null,
     });
     await agentRegister(this.db, reg);
     this.registered = { signature, reach: { capabilities: reg.capabilities, models: reg.models ?? [] } };

@@ -6,6 +6,8 @@ import type { Db } from '../db/handle.js';
 import { dagFileLoad, dagSourceLoad } from '../dag/load.js';
 import { graphRender } from '../dag/render.js';
 import { accessAllows } from '../auth/access.js';
+import { tenantForWrite, tenantObjectReach } from '../auth/tenant-reach.js';
+import type { TenantOwned } from '../db/queries/tenants.js';
 import { taskApprove, taskReject } from '../engine/waits/approvals.js';
 import { dlqCancel, dlqList, dlqRetry } from '../engine/ops/dlq.js';
 import { dagSubmitOrSchedule } from '../engine/ops/submit-or-schedule.js';
@@ -30,6 +32,8 @@ const STATUS_TASKS_SHOWN = 200;
 export function operatorToolsRegister(server: McpServer, p: Principal, d: OperatorDeps): void {
   const by = `mcp:${p.role}:${p.tokenId}`;
   const can = (access: 'read' | 'submit' | 'admin') => accessAllows(access, p.role);
+  // What the HTTP routes check before their handlers: another tenant's object is one that does not exist.
+  const reach = async (kind: TenantOwned, id: string) => { await tenantObjectReach(d.db, p, kind, id); };
 
   if (can('submit')) {
     server.registerTool('submit_dag', {
@@ -50,7 +54,9 @@ export function operatorToolsRegister(server: McpServer, p: Principal, d: Operat
         if ('error' in real) throw new InvalidInputError(`file: ${real.error}`);
         spec = await dagFileLoad(real.real, { params, roots: d.fileRoots });
       } else spec = await dagSourceLoad(a.yaml!, 'request.yaml', { params, ...where });
-      const results = await dagSubmitOrSchedule(d.db, [spec], { createdBy: by, log: d.log, maxQueued: d.maxQueued, replaceAnySchedule: p.role === 'admin' });
+      const results = await dagSubmitOrSchedule(d.db, [spec], {
+        createdBy: by, log: d.log, maxQueued: d.maxQueued, replaceAnySchedule: p.role === 'admin', tenant: tenantForWrite(p, undefined), scoped: !!p.tenants,
+      });
       return { results };
     }));
   }
@@ -61,6 +67,7 @@ export function operatorToolsRegister(server: McpServer, p: Principal, d: Operat
       description: 'A DAG: its status, counts by task status, its open dead letters, and its tasks (the first 200) with status and attempts.',
       inputSchema: { dag_id: z.string().max(64) },
     }, (a) => toolResult(async () => {
+      await reach('dag', a.dag_id);
       const s = await dagStatus(d.db, a.dag_id);
       const counts: Record<string, number> = {};
       for (const t of s.tasks) counts[t.status] = (counts[t.status] ?? 0) + 1;
@@ -75,45 +82,52 @@ export function operatorToolsRegister(server: McpServer, p: Principal, d: Operat
       title: 'A task in full',
       description: 'One task: its spec, the inputs it gets, its output, its attempts with their errors, and its events.',
       inputSchema: { task_id: z.string().max(64) },
-    }, (a) => toolResult(() => taskShow(d.db, a.task_id)));
+    }, (a) => toolResult(async () => (await reach('task', a.task_id), taskShow(d.db, a.task_id))));
     server.registerTool('dlq_list', {
       title: 'Dead letters',
       description: 'Tasks that failed for good and wait for a person: why, how many attempts, what they cost.',
       inputSchema: { dag_id: z.string().max(64).optional(), limit: z.number().int().min(1).max(1000).optional() },
-    }, (a) => toolResult(async () => ({ entries: await dlqList(d.db, { dagId: a.dag_id, limit: a.limit ?? 100 }) })));
+    }, (a) => toolResult(async () => ({ entries: await dlqList(d.db, { dagId: a.dag_id, limit: a.limit ?? 100, tenants: p.tenants }) })));
 
     server.registerResource('dag', new ResourceTemplate('dagent://dags/{dag_id}', { list: undefined }), {
       title: 'A DAG', description: 'A DAG\'s status and its tasks, as JSON', mimeType: 'application/json',
-    }, async (uri, vars) => ({ contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(await dagStatus(d.db, String(vars.dag_id)), null, 2) }] }));
+    }, async (uri, vars) => {
+      await reach('dag', String(vars.dag_id));
+      return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(await dagStatus(d.db, String(vars.dag_id)), null, 2) }] };
+    });
     server.registerResource('dag-graph', new ResourceTemplate('dagent://dags/{dag_id}/graph', { list: undefined }), {
       title: 'A DAG\'s graph', description: 'The DAG drawn in Mermaid, each task with its status', mimeType: 'text/vnd.mermaid',
     }, async (uri, vars) => {
+      await reach('dag', String(vars.dag_id));
       const s = await dagStatus(d.db, String(vars.dag_id));
       const text = graphRender('mermaid', s.dag.name, s.tasks.map((t) => ({ key: t.key, status: t.status })), s.edges);
       return { contents: [{ uri: uri.href, mimeType: 'text/vnd.mermaid', text }] };
     });
     server.registerResource('task', new ResourceTemplate('dagent://tasks/{task_id}', { list: undefined }), {
       title: 'A task', description: 'A task\'s spec, inputs, output, attempts and events, as JSON', mimeType: 'application/json',
-    }, async (uri, vars) => ({ contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(await taskShow(d.db, String(vars.task_id)), null, 2) }] }));
-    streamReadsRegister(server, d.db);
+    }, async (uri, vars) => {
+      await reach('task', String(vars.task_id));
+      return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(await taskShow(d.db, String(vars.task_id)), null, 2) }] };
+    });
+    streamReadsRegister(server, d.db, (taskId) => reach('task', taskId));
   }
 
   if (can('admin')) {
     server.registerTool('dlq_retry', {
       title: 'Retry a dead letter', description: 'Put a dead-lettered task back to ready; the DAG flows on.',
       inputSchema: { id: z.string().max(64).describe('the dead letter\'s id (dlq_list)'), ...dlqRetryFields },
-    }, (a) => toolResult(() => dlqRetry(d.db, a.id, { by, note: a.note, resetAttempts: a.reset_attempts })));
+    }, (a) => toolResult(async () => (await reach('deadLetter', a.id), dlqRetry(d.db, a.id, { by, note: a.note, resetAttempts: a.reset_attempts }))));
     server.registerTool('dlq_cancel', {
       title: 'Cancel a dead letter', description: 'Give up on a dead-lettered task: it and what depends on it are cancelled. Say why in the note.',
       inputSchema: { id: z.string().max(64), ...dlqCancelFields },
-    }, (a) => toolResult(() => dlqCancel(d.db, a.id, { by, note: a.note })));
+    }, (a) => toolResult(async () => (await reach('deadLetter', a.id), dlqCancel(d.db, a.id, { by, note: a.note }))));
     server.registerTool('approve', {
       title: 'Approve', description: 'Approve the output (or the approval task) waiting on a task\'s approval step; optionally with an edited output.',
       inputSchema: { task_id: z.string().max(64), ...approveFields },
-    }, (a) => toolResult(() => taskApprove(d.db, a.task_id, { by, comment: a.comment, output: a.output }, { log: d.log })));
+    }, (a) => toolResult(async () => (await reach('task', a.task_id), taskApprove(d.db, a.task_id, { by, comment: a.comment, output: a.output }, { log: d.log }))));
     server.registerTool('reject', {
       title: 'Reject', description: 'Reject the output waiting on a task\'s approval step, saying what to fix: the retry is told.',
       inputSchema: { task_id: z.string().max(64), ...rejectFields },
-    }, (a) => toolResult(() => taskReject(d.db, a.task_id, { by, comment: a.comment }, { log: d.log })));
+    }, (a) => toolResult(async () => (await reach('task', a.task_id), taskReject(d.db, a.task_id, { by, comment: a.comment }, { log: d.log }))));
   }
 }

@@ -16,8 +16,9 @@ const POSITION_MAX = 2_000_000_000;
  * position, as the resource `dagent://tasks/{task_id}/streams/{name}` (`?from=N`, `?attempt=N`) and the tool
  * `stream_read` for a harness that reads no resources. Each read answers at once (up to STREAM_DEFAULTS.readBytes)
  * and says where to read on from; following it live is the SSE route's (`GET /api/tasks/:id/streams/:name`).
+ * `reach` refuses, as a task that does not exist, one of a tenant the session's token does not reach.
  */
-export function streamReadsRegister(server: McpServer, db: Db): void {
+export function streamReadsRegister(server: McpServer, db: Db, reach: (taskId: string) => Promise<void>): void {
   server.registerResource('task-stream', new ResourceTemplate('dagent://tasks/{task_id}/streams/{name}', { list: undefined }), {
     title: 'A task\'s stream',
     description: `What a task's attempt wrote to a stream so far, as JSON: its text, its JSON items, and where to read on from (add ?from=N for what came after chunk N, ?attempt=N for an earlier attempt's; up to ${STREAM_DEFAULTS.readBytes} bytes a read)`,
@@ -32,6 +33,7 @@ export function streamReadsRegister(server: McpServer, db: Db): void {
       if (!/^\d{1,10}$/.test(raw) || n < min || n > POSITION_MAX) throw new InvalidInputError(`${field} ${JSON.stringify(raw)}: expected a whole number from ${min}`, { field });
       return n;
     };
+    await reach(String(vars.task_id));
     const page = await streamPage(db, String(vars.task_id), name, number('from', 0), number('attempt', 1));
     return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(page, null, 2) }] };
   });
@@ -49,7 +51,7 @@ export function streamReadsRegister(server: McpServer, db: Db): void {
       from: z.number().int().min(0).max(POSITION_MAX).optional().describe('what came after this chunk (the last answer\'s to); default 0: from the start'),
       attempt: z.number().int().min(1).max(POSITION_MAX).optional().describe('that attempt\'s stream (default the latest attempt\'s)'),
     },
-  }, (a) => toolResult(() => streamPage(db, a.task_id, a.name ?? STREAM_NAME_DEFAULT, a.from, a.attempt)));
+  }, (a) => toolResult(async () => (await reach(a.task_id), streamPage(db, a.task_id, a.name ?? STREAM_NAME_DEFAULT, a.from, a.attempt))));
 }
 
 async function streamPage(db: Db, taskId: string, name: string, from = 0, attempt?: number) {

@@ -49,7 +49,8 @@ export class MetricsCollector {
           tenantTasks.set({ tenant: t.id, state: 'held' }, t.held);
           tenantWeight.set({ tenant: t.id }, t.weight);
           tenantServed.set({ tenant: t.id }, t.servedTokens);
-          tenantWaiting.set({ tenant: t.id }, t.maxRunning !== null && t.ready > 0 && t.held >= t.maxRunning ? 1 : 0);
+          const pastQuota = t.quotaUntil !== null && t.quotaUntil.getTime() > Date.now();
+          tenantWaiting.set({ tenant: t.id }, pastQuota || (t.maxRunning !== null && t.ready > 0 && t.held >= t.maxRunning) ? 1 : 0);
         }
         for (const u of byModel) {
           usageUsd.set({ model: u.model }, u.costUsd);
@@ -100,7 +101,7 @@ export class MetricsCollector {
     const tenantTasks = new client.Gauge({ name: 'dagent_tenant_tasks', help: 'Each tenant\'s tasks READY, and held by agents (claimed, running, validating)', labelNames: ['tenant', 'state'], registers: r, collect: refresh });
     const tenantWeight = new client.Gauge({ name: 'dagent_tenant_weight', help: 'Each tenant\'s weight in fair share', labelNames: ['tenant'], registers: r, collect: refresh });
     const tenantServed = new client.Gauge({ name: 'dagent_tenant_served_tokens', help: 'Estimated tokens of the tasks claimed for each tenant, in all (what fair share counted); its rate against the weights is the share received', labelNames: ['tenant'], registers: r, collect: refresh });
-    const tenantWaiting = new client.Gauge({ name: 'dagent_tenant_quota_waiting', help: '1 while a tenant\'s READY work waits at its running quota', labelNames: ['tenant'], registers: r, collect: refresh });
+    const tenantWaiting = new client.Gauge({ name: 'dagent_tenant_quota_waiting', help: '1 while a tenant\'s work waits at a quota (running, USD per day, tokens per minute)', labelNames: ['tenant'], registers: r, collect: refresh });
     const deliveries = new client.Gauge({ name: 'dagent_webhook_deliveries', help: 'Webhook deliveries by status', labelNames: ['status'], registers: r, collect: refresh });
     const modelPaused = new client.Gauge({ name: 'dagent_model_paused_seconds', help: 'Seconds until a model paused after a provider\'s rate limit is handed out again (0: not paused)', labelNames: ['model'], registers: r, collect: refresh });
     const rateUsed = new client.Gauge({ name: 'dagent_rate_limit_used', help: 'What a declared rate limit\'s current window holds: requests claimed, tokens reserved or used', labelNames: ['key', 'unit'], registers: r, collect: refresh });
@@ -163,8 +164,13 @@ export class MetricsCollector {
     this.unsubscribe.push(() => engineEvents.off(event, fn as never));
   }
 
-  metrics(): Promise<string> {
-    return this.registry.metrics();
+  /**
+   * The exposition text; for a token scoped to tenants (`tenants`), only the series labelled with one of them: the
+   * deployment's totals and other tenants' series are not theirs to see.
+   */
+  async metrics(tenants: readonly string[] | null = null): Promise<string> {
+    const text = await this.registry.metrics();
+    return tenants ? metricsOfTenants(text, tenants) : text;
   }
 
   get contentType(): string {
@@ -179,4 +185,21 @@ export class MetricsCollector {
   close(): void {
     for (const u of this.unsubscribe) u();
   }
+}
+
+/** The samples of `text` (Prometheus text format) whose `tenant` label is one of `tenants`, each family's HELP and TYPE kept with them. */
+export function metricsOfTenants(text: string, tenants: readonly string[]): string {
+  const out: string[] = [];
+  let header: string[] = [];
+  for (const line of text.split('\n')) {
+    if (line.startsWith('# HELP ')) header = [line];
+    else if (line.startsWith('# TYPE ')) header.push(line);
+    else {
+      const tenant = /[{,]tenant="([^"\\]*)"/.exec(line)?.[1];
+      if (tenant === undefined || !tenants.includes(tenant)) continue;
+      out.push(...header, line);
+      header = [];
+    }
+  }
+  return out.length ? `${out.join('\n')}\n` : '';
 }

@@ -7,7 +7,8 @@ import {
 } from '../db/queries/webhooks.js';
 import { configFromEnv } from '../config/index.js';
 import { urlRedact, webhookPost, webhookUrlRefusal } from './post.js';
-import { InvalidInputError, NotFoundError } from '../errors.js';
+import { InvalidInputError, NotFoundError, tenantUnknownError } from '../errors.js';
+import { DEFAULT_TENANT, tenantGet } from '../db/queries/tenants.js';
 import { newWebhookId } from '../ids.js';
 import { didYouMean } from '../dag/suggest.js';
 import { retryDelaySec } from '../engine/attempt/retry-policy.js';
@@ -37,7 +38,8 @@ function allowHostsOf(given: readonly string[] | undefined): readonly string[] {
   return given ?? configFromEnv().webhookAllowHosts;
 }
 
-export async function webhookAdd(db: Db, o: { url: string; events?: string[]; secret?: string; allowHosts?: readonly string[] }): Promise<WebhookRow> {
+/** Add a webhook; `tenant`: only that tenant's events (default every tenant's). */
+export async function webhookAdd(db: Db, o: { url: string; events?: string[]; secret?: string; allowHosts?: readonly string[]; tenant?: string }): Promise<WebhookRow> {
   let url: URL;
   try {
     url = new URL(o.url);
@@ -53,7 +55,8 @@ export async function webhookAdd(db: Db, o: { url: string; events?: string[]; se
       throw new InvalidInputError(`webhook event ${e}: unknown${didYouMean(e, WEBHOOK_EVENT_TYPES)}; one of ${WEBHOOK_EVENT_TYPES.join(', ')}`);
     }
   }
-  return webhookInsert(db, { id: newWebhookId(), url: url.toString(), events, secret: o.secret ?? null });
+  if (o.tenant !== undefined && o.tenant !== DEFAULT_TENANT && !(await tenantGet(db, o.tenant))) throw tenantUnknownError(o.tenant);
+  return webhookInsert(db, { id: newWebhookId(), url: url.toString(), events, secret: o.secret ?? null, tenantId: o.tenant ?? null });
 }
 
 export async function webhookRemove(db: Db, id: string): Promise<void> {

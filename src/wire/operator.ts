@@ -42,5 +42,6 @@ export const approveFields = {
 };
 
 export const rejectFields = {
-  comment: comment.min(1).describe('what is wrong: the retry\'s agent reads it in its previous attempts'),
+  comment: comment.refine((c) => c.trim().length > 0, { error: 'a rejection needs a comment: it is what the retry is told to fix' })
+    .describe('what is wrong: the retry\'s agent reads it in its previous attempts'),
 };

@@ -13,5 +13,6 @@ export const whoamiAnswerSchema = z.object({
     budgetUsd: z.number().nullable(),
     maxConcurrent: z.number().nullable(),
   }).nullable().describe('an agent token\'s grant; null for other roles'),
+  tenants: z.array(z.string()).nullable().describe('the tenants it reads and acts on (an agent token: those its agent may serve); null: every tenant'),
 });
 export type WhoamiAnswer = z.infer<typeof whoamiAnswerSchema>;

@@ -5,7 +5,9 @@ import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { READY_CHANNEL } from '../../src/db/statement.js';
 import { readyHintParse } from '../../src/db/queries/ready-hint.js';
-import { agentCreate, dagCreate, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { agentCreate, dagCreate, dagSpec, databaseReset, rowsOf, taskStatusByKey } from '../helpers/factories.js';
+import { dagSubmit } from '../../src/engine/dag/submit.js';
+import { tenantCreate } from '../../src/engine/ops/tenants.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { taskFail } from '../../src/engine/attempt/fail.js';
 import { dlqBulk } from '../../src/engine/ops/dlq.js';
@@ -62,6 +64,28 @@ describe('long-poll claims (wait_sec)', () => {
     // One empty claim each, when they came in; then one claim each, when their work came.
     expect(after.empty - before.empty).toBe(2);
     expect(after.claimed - before.claimed).toBe(2);
+  });
+
+  it('work of a tenant an agent does not serve does not wake it: the hint names the tenant', async () => {
+    await tenantCreate(db, { id: 'team-a' });
+    await tenantCreate(db, { id: 'team-b' });
+    const tokens: Record<string, string> = {};
+    for (const t of ['team-a', 'team-b']) {
+      tokens[t] = await http.agentToken(`lp-${t}`, ['shell']);
+      expect((await http.call('POST', '/api/agents', { token: tokens[t], body: { id: `lp-${t}`, type: 'w', capabilities: ['shell'], max_concurrent: 8, tenants: [t] } })).status).toBe(201);
+    }
+    const before = await claims();
+    const a = longPoll('lp-team-a', tokens['team-a']!, 25);
+    const b = longPoll('lp-team-b', tokens['team-b']!, 25);
+    await waiting(2);
+    await dagSubmit(db, [await dagSpec('name: b\ntasks:\n  build: { type: w, spec: { constraints: { capabilities: [shell] } } }\n')], { tenant: 'team-b' });
+    expect((await b).tasks.map((t) => t.key)).toEqual(['build']);
+    // team-a's agent heard the hint go by without a claim: still waiting, and only the two first empty claims ran.
+    expect(await metric('dagent_claims_waiting')).toBe(1);
+    const after = await claims();
+    expect([after.empty - before.empty, after.claimed - before.claimed]).toEqual([2, 1]);
+    await dagSubmit(db, [await dagSpec('name: a\ntasks:\n  test: { type: w, spec: { constraints: { capabilities: [shell] } } }\n')], { tenant: 'team-a' });
+    expect((await a).tasks.map((t) => t.key)).toEqual(['test']);
   });
 
   it('one READY task wakes one of several waiting agents; the others time out without another claim', async () => {
@@ -153,7 +177,7 @@ describe('long-poll claims (wait_sec)', () => {
       expect((await dlqBulk(db, { dagId }, 'retry')).ids).toHaveLength(3);
       // Three statements of one transaction, three hints of the same group: PostgreSQL folds identical payloads into one.
       await eventually('three hints', async () => heard.length >= 3);
-      expect(heard.map((h) => readyHintParse(h))).toEqual([1, 2, 3].map(() => ({ count: 1, group: { key: 'shell', capabilities: ['shell'], models: [] } })));
+      expect(heard.map((h) => readyHintParse(h))).toEqual([1, 2, 3].map(() => ({ count: 1, group: { key: 'shell', capabilities: ['shell'], models: [], tenant: 'default' } })));
     } finally {
       await listener.end();
     }

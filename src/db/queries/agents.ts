@@ -60,8 +60,10 @@ export async function agentGet(db: Db, id: string): Promise<AgentRow | undefined
   return row;
 }
 
-export async function agentList(db: Db): Promise<AgentRow[]> {
-  return db.select().from(agents).orderBy(asc(agents.id));
+/** Every agent, by id; `tenants`: only those that may serve one of them (registered for it, or for every tenant). */
+export async function agentList(db: Db, tenants: readonly string[] | null = null): Promise<AgentRow[]> {
+  return db.select().from(agents)
+    .where(tenants ? sql`${agents.tenants} is null or ${agents.tenants} && ${textArray(tenants)}` : undefined).orderBy(asc(agents.id));
 }
 
 /** A heartbeat also brings an agent marked offline (heartbeats had stopped) back to active; draining stays draining. */

@@ -26,7 +26,7 @@ export function apiTokenList(db: Db) {
   return db.select({
     id: apiTokens.id, role: apiTokens.role, agentId: apiTokens.agentId, name: apiTokens.name,
     grantCapabilities: apiTokens.grantCapabilities, grantValidators: apiTokens.grantValidators, grantModels: apiTokens.grantModels,
-    grantBudgetUsd: apiTokens.grantBudgetUsd, grantMaxConcurrent: apiTokens.grantMaxConcurrent,
+    grantBudgetUsd: apiTokens.grantBudgetUsd, grantMaxConcurrent: apiTokens.grantMaxConcurrent, tenants: apiTokens.tenants,
     createdAt: apiTokens.createdAt, lastUsedAt: apiTokens.lastUsedAt, revokedAt: apiTokens.revokedAt,
   }).from(apiTokens).orderBy(asc(apiTokens.createdAt));
 }

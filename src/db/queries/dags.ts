@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, getTableColumns, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
 import { spendTodaySql } from './spend.js';
 import type { Db } from '../handle.js';
 import { dags } from '../schema/index.js';
@@ -19,8 +19,8 @@ export async function dagGet(db: Db, id: string): Promise<DagRow | undefined> {
   return row;
 }
 
-export async function dagFindByIdempotencyKey(db: Db, key: string): Promise<DagRow | undefined> {
-  const [row] = await db.select().from(dags).where(eq(dags.idempotencyKey, key));
+export async function dagFindByIdempotencyKey(db: Db, tenantId: string, key: string): Promise<DagRow | undefined> {
+  const [row] = await db.select().from(dags).where(and(eq(dags.tenantId, tenantId), eq(dags.idempotencyKey, key)));
   return row;
 }
 
@@ -181,6 +181,8 @@ export async function dagPage(db: Db, f: DagListFilter = {}) {
   const rows = await db.select({ ...getTableColumns(dags), cursorAt: sql<string>`${dags.createdAt}::text` }).from(dags)
     .where(and(
       f.status ? eq(dags.status, f.status) : undefined,
+      f.tenants ? inArray(dags.tenantId, [...f.tenants]) : undefined,
+      f.tenant ? eq(dags.tenantId, f.tenant) : undefined,
       // An id is looked up by its key (one index probe); any other text is a part of a name or title, which scans
       // (docs/benchmarks.md: ~50 ms at 100,000 DAGs).
       f.q ? (ID_SHAPE.test(f.q) ? eq(dags.id, f.q) : sql`(${dags.name} ilike ${likeContaining(f.q)} or ${dags.title} ilike ${likeContaining(f.q)})`) : undefined,
@@ -207,7 +209,7 @@ export async function dagPage(db: Db, f: DagListFilter = {}) {
 
 /** DAGs changed since `since` (status, counts, spend): the live stream's DAG progress. */
 export function dagChangedSince(db: Db, since: Date) {
-  return db.select({ id: dags.id, name: dags.name, status: dags.status, tasksTotal: dags.tasksTotal, tasksOpen: dags.tasksOpen, spentUsd: dags.spentUsd, updatedAt: dags.updatedAt })
+  return db.select({ id: dags.id, tenantId: dags.tenantId, name: dags.name, status: dags.status, tasksTotal: dags.tasksTotal, tasksOpen: dags.tasksOpen, spentUsd: dags.spentUsd, updatedAt: dags.updatedAt })
     .from(dags).where(sql`${dags.updatedAt} > ${since.toISOString()}::timestamptz`).orderBy(asc(dags.updatedAt)).limit(500);
 }
 

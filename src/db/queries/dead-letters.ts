@@ -1,4 +1,4 @@
-import { and, desc, eq, getTableColumns, isNull, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, inArray, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { attempts, deadLetters, tasks } from '../schema/index.js';
 import type { DeadLetterRow, DeadLetterSelector } from '../rows.js';
@@ -32,6 +32,7 @@ function deadLetterWhere(f: DeadLetterSelector & { open?: boolean }): SQL | unde
   return and(
     f.open === false ? undefined : isNull(deadLetters.resolution),
     f.dagId ? eq(deadLetters.dagId, f.dagId) : undefined,
+    f.tenants ? inArray(tasks.tenantId, [...f.tenants]) : undefined,
     f.type ? eq(tasks.type, f.type) : undefined,
     f.errorClass ? eq(deadLetters.errorClass, f.errorClass) : undefined,
     f.agentId ? sql`${deadLetters.history} @> ${JSON.stringify([{ agent: f.agentId }])}::jsonb` : undefined,

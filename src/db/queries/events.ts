@@ -1,6 +1,6 @@
-import { asc, desc, eq, gt, sql } from 'drizzle-orm';
+import { asc, desc, eq, getTableColumns, gt, sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
-import { events } from '../schema/index.js';
+import { dags, events } from '../schema/index.js';
 
 export interface EventInput {
   type: string;
@@ -23,9 +23,10 @@ export function eventListForDag(db: Db, dagId: string, limit = 200) {
   return db.select().from(events).where(eq(events.dagId, dagId)).orderBy(desc(events.id)).limit(limit);
 }
 
-/** Events after `afterId`, oldest first (the live stream's tail). */
+/** Events after `afterId`, oldest first (the live stream's tail), each with its DAG's tenant (null: an event of no DAG). */
 export function eventListAfter(db: Db, afterId: number, limit = 500) {
-  return db.select().from(events).where(gt(events.id, afterId)).orderBy(asc(events.id)).limit(limit);
+  return db.select({ ...getTableColumns(events), tenantId: dags.tenantId }).from(events).leftJoin(dags, eq(dags.id, events.dagId))
+    .where(gt(events.id, afterId)).orderBy(asc(events.id)).limit(limit);
 }
 
 export async function eventMaxId(db: Db): Promise<number> {

@@ -8,17 +8,18 @@ export { readyHintParse, type ReadyHint } from '../ready-hint-payload.js';
 const KEY_BYTES_MAX = 7_000;
 
 /**
- * One NOTIFY per claim group among `source`'s rows (a CTE with `status` and `cap_key`) that are
- * READY, as an expression that counts them; nothing when none is. PostgreSQL folds identical
- * payloads of one transaction into one (a bulk dead-letter retry makes the same group READY
- * statement after statement), so each payload carries the clock in microseconds after its count
- * (`<count>/<µs> <cap_key>`), which keeps them apart. Sent in key order.
+ * One NOTIFY per claim group (and tenant) among `source`'s rows (a CTE with `status`, `cap_key` and `tenant_id`) that
+ * are READY, as an expression that counts them; nothing when none is. PostgreSQL folds identical payloads of one
+ * transaction into one (a bulk dead-letter retry makes the same group READY statement after statement), so each
+ * payload carries the clock in microseconds after its count (`<count>/<µs>/<tenant> <cap_key>`), which keeps them
+ * apart. Sent in key order. (A node of an earlier version reads a payload with a tenant as one naming no group, and
+ * wakes all its waiters: more wakes, nothing missed.)
  */
 export function readyNotifySql(source: SQL): SQL {
   return sql`(select count(*) from (
-    select pg_notify(${READY_CHANNEL}, g.n::text || '/' || (extract(epoch from clock_timestamp()) * 1e6)::bigint::text
+    select pg_notify(${READY_CHANNEL}, g.n::text || '/' || (extract(epoch from clock_timestamp()) * 1e6)::bigint::text || '/' || g.tenant_id
       || case when octet_length(g.cap_key) > ${KEY_BYTES_MAX} then '' else ' ' || g.cap_key end)
-    from (select cap_key, count(*) as n from ${source} where status = 'ready' group by cap_key order by cap_key) g) x)`;
+    from (select cap_key, tenant_id, count(*) as n from ${source} where status = 'ready' group by cap_key, tenant_id order by cap_key, tenant_id) g) x)`;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../handle.js';
-import { dateOf, rowsOf } from '../statement.js';
+import { dateOf, rowsOf, textArray } from '../statement.js';
 import { taskKeyOrderSql } from '../../model/task-key-order.js';
 
 /** Signals and the tasks that wait for them (status WAITING, wait_key): each walk goes through tasks_waiting_idx. */
@@ -11,21 +11,21 @@ export interface WaitingTask { id: string; dagId: string; key: string; fence: nu
 const waitingColumns = sql`id, dag_id as "dagId", key, fence, wait_key as "waitKey", wait_timeout_sec as "waitTimeoutSec"`;
 
 /** Store the signal as its key's latest (a task that starts waiting later, and was created before, completes with it). */
-export async function signalRecord(db: Db, key: string, payload: unknown, sentBy: string): Promise<{ receivedAt: Date; received: number }> {
+export async function signalRecord(db: Db, tenantId: string, key: string, payload: unknown, sentBy: string): Promise<{ receivedAt: Date; received: number }> {
   const [r] = await rowsOf<{ receivedAt: string; received: number }>(db, sql`
-    insert into signals (key, payload, sent_by) values (${key}, ${JSON.stringify(payload ?? null)}::jsonb, ${sentBy})
-    on conflict (key) do update set payload = excluded.payload, sent_by = excluded.sent_by, received_at = now(), received = signals.received + 1
+    insert into signals (tenant_id, key, payload, sent_by) values (${tenantId}, ${key}, ${JSON.stringify(payload ?? null)}::jsonb, ${sentBy})
+    on conflict (tenant_id, key) do update set payload = excluded.payload, sent_by = excluded.sent_by, received_at = now(), received = signals.received + 1
     returning received_at as "receivedAt", received`);
   return { receivedAt: dateOf(r!.receivedAt)!, received: r!.received };
 }
 
 /**
- * Lock the tasks WAITING on `key`, in id order (two signals to one key complete each task once:
+ * Lock the tenant's tasks WAITING on `key`, in id order (two signals to one key complete each task once:
  * the second finds it no longer WAITING once the first commits).
  */
-export async function taskWaitingLockForKey(db: Db, key: string): Promise<WaitingTask[]> {
+export async function taskWaitingLockForKey(db: Db, tenantId: string, key: string): Promise<WaitingTask[]> {
   return rowsOf<WaitingTask>(db, sql`
-    select ${waitingColumns} from tasks where status = 'waiting' and wait_key = ${key} order by id for update`);
+    select ${waitingColumns} from tasks where status = 'waiting' and wait_key = ${key} and tenant_id = ${tenantId} order by id for update`);
 }
 
 /**
@@ -36,7 +36,7 @@ export async function taskWaitingLockForKey(db: Db, key: string): Promise<Waitin
 export async function taskWaitingSignalled(db: Db, limit: number): Promise<Array<WaitingTask & { payload: unknown }>> {
   return rowsOf(db, sql`
     select t.id, t.dag_id as "dagId", t.key, t.fence, t.wait_key as "waitKey", t.wait_timeout_sec as "waitTimeoutSec", s.payload
-    from tasks t join signals s on s.key = t.wait_key
+    from tasks t join signals s on s.key = t.wait_key and s.tenant_id = t.tenant_id
     where t.status = 'waiting' and s.received_at >= t.created_at
       and not exists (select 1 from attempts a where a.task_id = t.id and a.outcome = 'completed' and a.ended_at >= s.received_at)
     order by t.id limit ${limit} for update of t skip locked`);
@@ -69,7 +69,7 @@ export interface ApprovalWaitingRow {
   step: number | null; prompt: string | null; output: unknown; waitingSince: Date; expiresAt: Date | null;
 }
 
-export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: number }): Promise<ApprovalWaitingRow[]> {
+export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: number; tenants?: readonly string[] | null }): Promise<ApprovalWaitingRow[]> {
   const rows = await rowsOf<Omit<ApprovalWaitingRow, 'waitingSince' | 'expiresAt'> & { waitingSince: string; expiresAt: string | null }>(db, sql`
     select v.id, v.fence, v.dag_id as "dagId", g.name as "dagName", coalesce(t.id, v.id) as "taskId", coalesce(t.key, v.key) as "taskKey",
            case when t.id is null then v.title else t.title end as "taskTitle", v.validation_step as step, v.spec ->> 'prompt' as prompt,
@@ -80,6 +80,7 @@ export async function approvalWaitingList(db: Db, o: { dagId?: string; limit: nu
     from tasks v left join tasks t on t.id = v.validates_id join dags g on g.id = v.dag_id
     where v.status = 'waiting' and starts_with(v.wait_key, ${APPROVAL_WAIT_PREFIX})
       ${o.dagId ? sql`and v.dag_id = ${o.dagId}` : sql``}
+      ${o.tenants ? sql`and v.tenant_id = any(${textArray(o.tenants)})` : sql``}
     order by v.claimed_at, ${taskKeyOrderSql(sql`coalesce(t.key, v.key)`)}, v.id limit ${o.limit}`);
   return rows.map((r) => ({ ...r, waitingSince: dateOf(r.waitingSince)!, expiresAt: dateOf(r.expiresAt) }));
 }

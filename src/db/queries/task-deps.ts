@@ -78,7 +78,7 @@ export interface UnblockHandOff {
  * completions of two parents are safe: the UPDATE re-reads the latest row version.
  * With `handOff`, the dependents it names are claimed for the completing agent in
  * the same UPDATE instead (a row is updated once per statement).
- * Defines `unblocked(id, status, cap_key, …)`.
+ * Defines `unblocked(id, status, cap_key, tenant_id, …)`.
  */
 export function taskDepsUnblockCtes(doneCte: SQL, handOff?: UnblockHandOff): SQL {
   const becomesReady = taskDepsRunnableSql('t', taskDepsLeftSql('t'));
@@ -100,7 +100,7 @@ export function taskDepsUnblockCtes(doneCte: SQL, handOff?: UnblockHandOff): SQL
       updated_at = now()
     from dep_counts c
     where t.id = c.id and t.status = any(${textArray(fromStates('unblock'))})${handOff ? sql` and ${handOff.before}` : sql``}
-    returning t.id, t.status, t.cap_key${handOff ? sql`, ${handOff.returning}` : sql``}
+    returning t.id, t.status, t.cap_key, t.tenant_id${handOff ? sql`, ${handOff.returning}` : sql``}
   )`;
 }
 
@@ -152,7 +152,7 @@ export async function taskDepsRecount(db: Db, ids: string[]): Promise<number> {
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       from counted c where t.id = c.id and t.deps_remaining <> c.open
-      returning t.status, t.cap_key
+      returning t.status, t.cap_key, t.tenant_id
     )
     select count(*)::int as n, ${readyNotifySql(sql`fixed`)} as notified from fixed`);
   return r?.n ?? 0;
@@ -195,7 +195,7 @@ export async function taskDepsRecountReopened(db: Db, ids: string[]): Promise<vo
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       from counted c where t.id = c.id
-      returning t.status, t.cap_key
+      returning t.status, t.cap_key, t.tenant_id
     )
     select ${readyNotifySql(sql`fixed`)} as notified`);
 }

@@ -69,6 +69,7 @@ export async function taskClaimReady(
   const once = async (keyed: boolean, n: number): Promise<Row[]> => {
     const statement = queryFill(claimCompiled({ ...opts, keyed, fair }), {
       agentId, caps: [...capabilities], limit: n, claimTtlSec, budgetUsd: opts.grant?.budgetUsd ?? null, maxHeld: opts.grant?.maxHeld ?? null, dagId: opts.dagId ?? null,
+      tenants: opts.grant?.tenants ? [...opts.grant.tenants] : null,
     });
     const got = await rowsOfPreparedGeneric<Row>(db, statement);
     // Another claim of this agent committed while this one waited for its row: claim again, counting after the lock.
@@ -107,6 +108,7 @@ export function taskClaimReadySql(agentId: string, capabilities: readonly string
   return claimSqlOf({
     agentId: sql`${agentId}`, caps: textArray(capabilities), limit: sql`${limit}`, claimTtlSec: sql`${claimTtlSec}`,
     budgetUsd: sql`${opts.grant?.budgetUsd ?? null}`, maxHeld: sql`${opts.grant?.maxHeld ?? null}`, dagId: sql`${opts.dagId ?? null}`,
+    tenants: opts.grant?.tenants ? textArray(opts.grant.tenants) : sql`null::text[]`,
   }, opts);
 }
 
@@ -116,13 +118,13 @@ const claimShapes = new Map<string, CompiledQuery>();
 /** The claim statement of `opts`'s shape, compiled once (taskClaimReady fills in its values with queryFill). */
 export function claimCompiled(opts: ClaimSqlOptions): CompiledQuery {
   // Each part as the text tests it (claimSqlOf): a truthy `start` that is not `true` must not share `false`'s text.
-  const shape = `${opts.keyed === true}:${Boolean(opts.start)}:${opts.grant?.budgetUsd != null}:${opts.grant?.maxHeld != null}:${Boolean(opts.dagId)}:${opts.fair === true}`;
+  const shape = `${opts.keyed === true}:${Boolean(opts.start)}:${opts.grant?.budgetUsd != null}:${opts.grant?.maxHeld != null}:${Boolean(opts.dagId)}:${opts.fair === true}:${opts.grant?.tenants != null}`;
   let c = claimShapes.get(shape);
   if (!c) {
     const p = (name: string) => sql`${sql.placeholder(name)}`;
     c = queryCompile(claimSqlOf({
       agentId: p('agentId'), caps: sql`${sql.placeholder('caps')}::text[]`, limit: p('limit'), claimTtlSec: p('claimTtlSec'),
-      budgetUsd: p('budgetUsd'), maxHeld: p('maxHeld'), dagId: p('dagId'),
+      budgetUsd: p('budgetUsd'), maxHeld: p('maxHeld'), dagId: p('dagId'), tenants: sql`${sql.placeholder('tenants')}::text[]`,
     }, opts));
     claimShapes.set(shape, c);
   }

@@ -177,6 +177,6 @@ function completionSqlOf(input: SQL, opts: CompletionMode, handParts: Omit<HandO
       (select array_agg(id) from dag_update where tasks_open = 0 and status = 'completed') as dags_completed,
       (select jsonb_object_agg(type, n) from (select type, count(*)::int as n from done group by type) x) as by_type,
       (select array_agg(id) from done where late_dependents) as late
-      ${hand ? sql`, (select jsonb_agg(to_jsonb(u) - 'status' - 'cap_key' - 'handed') from unblocked u where u.handed) as handed` : sql``}
+      ${hand ? sql`, (select jsonb_agg(to_jsonb(u) - 'status' - 'cap_key' - 'tenant_id' - 'handed') from unblocked u where u.handed) as handed` : sql``}
       ${opts.checked ? sql`` : sql`, (select jsonb_agg(to_jsonb(r)) from refused r) as refused`}`;
 }

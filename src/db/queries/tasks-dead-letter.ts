@@ -19,7 +19,7 @@ export async function taskDeadLetterRetry(db: Db, id: string, resetAttempts: boo
         attempts = case when ${resetAttempts} then 0 else attempts end,
         attempts_reset_fence = case when ${resetAttempts} then fence else attempts_reset_fence end
       where id = ${id} and status = any(${textArray(fromStates('dlqRetry'))})
-      returning status, cap_key
+      returning status, cap_key, tenant_id
     )
     select status, ${readyNotifySql(sql`revived`)} as notified from revived`);
   return r.length > 0;

@@ -99,7 +99,7 @@ async function taskInsertSql(rows: TaskInsert[]): Promise<SQL> {
         case when ${carried} then now() end,
         ${effectivePrioritySql({ fresh: true, alias: 'x' })}
       from x
-      returning status, cap_key
+      returning status, cap_key, tenant_id
     )
     select ${readyNotifySql(sql`inserted`)} as notified`;
 }
@@ -131,7 +131,7 @@ export async function taskActivateCreated(db: Db, dagId: string): Promise<{ read
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       where dag_id = ${dagId} and status = any(${textArray(fromStates('activate'))})
-      returning status, cap_key
+      returning status, cap_key, tenant_id
     )
     select count(*) filter (where status = 'ready')::int as ready,
            count(*) filter (where status = 'pending')::int as pending,

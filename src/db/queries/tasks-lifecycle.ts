@@ -123,7 +123,7 @@ export async function taskRetrySchedule(db: Db, id: string, delaySec: number): P
         ${effectivePriorityOnReadySql()},
         updated_at = now()
       where id = ${id} and status = any(${textArray(fromStates('scheduleRetry'))})
-      returning status, run_at, cap_key
+      returning status, run_at, cap_key, tenant_id
     )
     select status, run_at, ${readyNotifySql(sql`scheduled`)} as notified from scheduled`);
   return r ? { status: r.status, runAt: dateOf(r.run_at)! } : null;

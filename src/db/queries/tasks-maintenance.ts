@@ -49,7 +49,7 @@ export async function taskPromoteDue(db: Db, limit: number): Promise<number> {
     promoted as (
       update tasks t set status = 'ready', ready_at = now(), updated_at = now(), ${effectivePriorityOnReadySql()}
       from due where t.id = due.id
-      returning t.status, t.cap_key
+      returning t.status, t.cap_key, t.tenant_id
     )
     select count(*)::int as n, ${readyNotifySql(sql`promoted`)} as notified from promoted`);
   return r?.n ?? 0;

@@ -4,6 +4,7 @@ import { DEFAULT_TENANT, tenants, type TenantRow } from '../schema/index.js';
 import type { TenantView } from '../rows.js';
 import { HELD_STATES } from '../../model/state-machine.js';
 import { dateOf, rowsOf, sqlStateList } from '../statement.js';
+import { SPEND_DAY_SQL } from './spend.js';
 
 export { DEFAULT_TENANT, type TenantRow, type TenantView };
 
@@ -28,7 +29,8 @@ export async function tenantInsert(db: Db, t: { id: string; name?: string | null
  * false when there is no such tenant.
  */
 export async function tenantUpdate(
-  db: Db, id: string, set: { weight?: number; name?: string | null; maxRunning?: number | null; maxQueued?: number | null },
+  db: Db, id: string,
+  set: { weight?: number; name?: string | null; maxRunning?: number | null; maxQueued?: number | null; maxUsdPerDay?: number | null; maxTokensPerMinute?: number | null },
 ): Promise<boolean> {
   const changed = Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined));
   const r = await db.update(tenants).set(changed).where(eq(tenants.id, id)).returning({ id: tenants.id });
@@ -43,14 +45,15 @@ export async function tenantUpdate(
 export async function tenantList(db: Db): Promise<TenantView[]> {
   const rows = await rowsOf<TenantView>(db, sql`
     select t.id, t.name, t.weight::float8 as weight, t.vtime, t.served_tokens::float8 as "servedTokens", t.served_tasks::float8 as "servedTasks",
-      t.max_running as "maxRunning", t.max_queued as "maxQueued",
+      t.max_running as "maxRunning", t.max_queued as "maxQueued", t.max_usd_per_day::float8 as "maxUsdPerDay",
+      t.max_tokens_per_minute as "maxTokensPerMinute", t.quota_until as "quotaUntil", t.quota_reason as "quotaReason",
       (select count(*)::int from tasks k where k.tenant_id = t.id and k.status = 'ready') as ready,
       (select count(*)::int from tasks k where k.tenant_id = t.id and k.status in (${sqlStateList(HELD_STATES)})) as held,
       (select count(*)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as dags,
       t.created_at as "createdAt"
     from tenants t order by t.id`);
   // A hand-written statement's timestamps arrive as text.
-  return rows.map((r) => ({ ...r, createdAt: dateOf(r.createdAt)! }));
+  return rows.map((r) => ({ ...r, createdAt: dateOf(r.createdAt)!, quotaUntil: dateOf(r.quotaUntil) }));
 }
 
 /**
@@ -64,7 +67,10 @@ export async function tenantServedFold(db: Db): Promise<number> {
     with folded as (delete from tenant_served returning tenant_id, tokens, tasks),
     sums as (select tenant_id, sum(tokens)::float8 as tokens, sum(tasks)::bigint as tasks, count(*)::int as n from folded group by tenant_id),
     served as (
-      update tenants t set vtime = t.vtime + s.tokens / t.weight, served_tokens = t.served_tokens + s.tokens::bigint, served_tasks = t.served_tasks + s.tasks
+      update tenants t set vtime = t.vtime + s.tokens / t.weight, served_tokens = t.served_tokens + s.tokens::bigint, served_tasks = t.served_tasks + s.tasks,
+        -- Its tokens of the minute (a tokens quota's window): a minute that ended starts again with these.
+        minute_tokens = case when t.minute_at > now() - ${MINUTE} then t.minute_tokens else 0 end + s.tokens::bigint,
+        minute_at = case when t.minute_at > now() - ${MINUTE} then t.minute_at else now() end
       from sums s where t.id = s.tenant_id
       returning t.id, t.vtime
     ),
@@ -80,6 +86,42 @@ export async function tenantServedFold(db: Db): Promise<number> {
     )
     select coalesce((select sum(n) from sums), 0)::int as folded`);
   return r?.folded ?? 0;
+}
+
+const MINUTE = sql`interval '60 seconds'`;
+
+/**
+ * The share loop's other step, one statement: each tenant with a money or tokens quota is passed over by claims
+ * (quota_until, with the reason) while it is past one: the USD its DAGs spent today (UTC) and hold reserved, against
+ * max_usd_per_day, until the day ends; the estimated tokens of its tasks claimed this minute, against
+ * max_tokens_per_minute, until the minute ends. Decided afresh each pass, so a quota raised (or spend released)
+ * lets its work go at the next pass. Returns how many tenants wait now.
+ */
+export async function tenantQuotaCheck(db: Db): Promise<number> {
+  const [r] = await rowsOf<{ waiting: number }>(db, sql`
+    with quotas as (
+      select t.id, t.max_usd_per_day, t.max_tokens_per_minute, t.minute_tokens, t.minute_at,
+        case when t.max_usd_per_day is null then 0 else
+          coalesce((select sum(d.day_spent_usd) from dags d where d.tenant_id = t.id and d.spend_day = ${SPEND_DAY_SQL}), 0)
+          + coalesce((select sum(d.reserved_usd) from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')), 0) end as usd
+      from tenants t where t.max_usd_per_day is not null or t.max_tokens_per_minute is not null or t.quota_until is not null
+    ),
+    verdict as (
+      select q.id,
+        case when q.usd >= q.max_usd_per_day then (${SPEND_DAY_SQL} + 1)::timestamp at time zone 'utc'
+             when q.minute_at > now() - ${MINUTE} and q.minute_tokens >= q.max_tokens_per_minute then q.minute_at + ${MINUTE} end as until,
+        case when q.usd >= q.max_usd_per_day
+               then format('USD quota: %s of %s USD spent or reserved today (UTC); its work waits for the next day', round(q.usd, 2), q.max_usd_per_day)
+             when q.minute_at > now() - ${MINUTE} and q.minute_tokens >= q.max_tokens_per_minute
+               then format('tokens quota: %s of %s tokens claimed this minute; its work waits for the minute to end', q.minute_tokens, q.max_tokens_per_minute) end as reason
+      from quotas q
+    ),
+    changed as (
+      update tenants t set quota_until = v.until, quota_reason = v.reason from verdict v
+      where t.id = v.id and (t.quota_until is distinct from v.until or t.quota_reason is distinct from v.reason)
+    )
+    select count(*) filter (where until is not null)::int as waiting from verdict`);
+  return r?.waiting ?? 0;
 }
 
 /** How many tenants there are (the claim's fair order matters once there are two). */
@@ -98,4 +140,16 @@ export async function tenantQueuedLock(db: Db, id: string): Promise<{ maxQueued:
     select t.max_queued, (select coalesce(sum(d.tasks_open), 0)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as open
     from tenants t where t.id = ${id} and t.max_queued is not null for update of t`);
   return r && { maxQueued: r.max_queued, open: r.open };
+}
+
+/** The kinds of object a request may name by id, each with the tenant it belongs to (a dead letter's is its task's). */
+export type TenantOwned = 'dag' | 'task' | 'deadLetter';
+
+/** The tenant of a DAG, a task or a dead letter by id; null when there is none. One primary-key probe. */
+export async function tenantOfObject(db: Db, kind: TenantOwned, id: string): Promise<string | null> {
+  const q = kind === 'dag' ? sql`select tenant_id from dags where id = ${id}`
+    : kind === 'task' ? sql`select tenant_id from tasks where id = ${id}`
+      : sql`select t.tenant_id from dead_letters d join tasks t on t.id = d.task_id where d.id = ${id}`;
+  const [r] = await rowsOf<{ tenant_id: string }>(db, q);
+  return r?.tenant_id ?? null;
 }

@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { USAGE_DEFAULTS } from '../../config/index.js';
 import { fromStates } from '../../model/state-machine.js';
-import { rowsOf, textArray } from '../statement.js';
+import { rowsOf, tenantScopeSql, textArray } from '../statement.js';
 import { AFTER_AGENT_LOCK, agentLockCte, spendSettleAgentSet, spendSettleDagSet, spendTodaySql } from './spend.js';
 import { taskHeldSql, taskStandingOf, taskStandingSql, type TaskStanding } from './task-hold.js';
 
@@ -194,14 +194,14 @@ export interface UsageOfModel {
  * how many reports did not know their cost. The ledger keeps a task's reports as long as the task (retention), so
  * this is the spend of the tasks kept, not of all time; one scan of usage_reports a metrics scrape.
  */
-export function usageByModel(db: Db, top = USAGE_DEFAULTS.modelsShown): Promise<UsageOfModel[]> {
+export function usageByModel(db: Db, top = USAGE_DEFAULTS.modelsShown, tenants: readonly string[] | null = null): Promise<UsageOfModel[]> {
   // The `top` models by reports, by name; the rest summed as USAGE_OTHER_MODELS (an agent registered for any model
   // names what it likes: a metrics label each would grow without bound).
   return rowsOf(db, sql`
     with by_model as (
       select coalesce(model, '') as model, coalesce(sum(cost_usd), 0) as usd, sum(tokens_in) as tin, sum(tokens_out) as tout,
         count(*) as reports, count(*) filter (where cost_usd is null) as unpriced
-      from usage_reports group by 1
+      from usage_reports where true ${tenantScopeSql(sql`dag_id`, tenants)} group by 1
     ), ranked as (
       select b.*, row_number() over (order by reports desc, model) <= ${top} as shown from by_model b
     )

@@ -22,6 +22,11 @@ export const apiTokens = pgTable(
     grantModels: text('grant_models').array(),
     grantBudgetUsd: numeric('grant_budget_usd', { mode: 'number' }),
     grantMaxConcurrent: integer('grant_max_concurrent'),
+    /**
+     * The tenants it reads and acts on (an agent token: the tenants its agent may serve); null: every tenant.
+     * Another tenant's objects do not exist for it (a 404). Checked at creation against `tenants`.
+     */
+    tenants: text('tenants').array(),
     name: text('name'),
     tokenHash: text('token_hash').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),

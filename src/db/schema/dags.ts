@@ -56,7 +56,8 @@ export const dags = pgTable(
   },
   (t) => [
     check('dags_status_ck', sql.raw(`status in (${DAG_STATES.map((s) => `'${s}'`).join(', ')})`)),
-    uniqueIndex('dags_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    // Per tenant: one tenant's key never finds (nor collides with) another's DAG.
+    uniqueIndex('dags_tenant_idempotency_key_uq').on(t.tenantId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     index('dags_status_idx').on(t.status, t.createdAt),
     // The DAG list, newest first, a page at a time (keyset on created_at, id), and its tag filter.
     index('dags_created_idx').on(t.createdAt, t.id),
@@ -70,6 +71,9 @@ export const dags = pgTable(
     index('dags_rerun_of_idx').on(t.rerunOf).where(sql`${t.rerunOf} is not null`),
     // A tenant's DAG list.
     index('dags_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
+    // A tenant's spend of a day (its money quota, summed by the share loop) and its open DAGs (their reservations, its queued count).
+    index('dags_tenant_spend_day_idx').on(t.tenantId, t.spendDay),
+    index('dags_tenant_open_idx').on(t.tenantId).where(sql`${t.status} in ('running', 'blocked')`),
     index('dags_daily_budget_open_idx').on(t.id).where(sql`${t.dailyBudgetUsd} is not null and ${t.status} in ('running', 'blocked')`),
   ],
 );

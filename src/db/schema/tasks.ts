@@ -133,7 +133,8 @@ export const tasks = pgTable(
     check('tasks_priority_ck', sql`${t.priority} between 0 and 100`),
     check('tasks_origin_ck', sql.raw(`origin in (${TASK_ORIGINS.map((o) => `'${o}'`).join(', ')})`)),
     uniqueIndex('tasks_dag_key_uq').on(t.dagId, t.key),
-    uniqueIndex('tasks_idempotency_key_uq').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+    // Per tenant: one tenant's key never collides with another's task.
+    uniqueIndex('tasks_tenant_idempotency_key_uq').on(t.tenantId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     // The claim walks this index, one range per capability group and tenant the agent covers, in priority order,
     // and stops after N matches per range: it never sorts and never walks tasks it cannot take.
     index('tasks_ready_group_idx').on(t.capKey, t.tenantId, t.effectivePriority, t.readyAt, t.id).where(sql`${t.status} = 'ready'`),

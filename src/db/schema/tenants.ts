@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { TENANT_DEFAULTS } from '../../config/index.js';
 import { xid8 } from './column-types.js';
-import { bigint, bigserial, check, doublePrecision, index, integer, pgTable, real, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, bigserial, check, doublePrecision, index, integer, numeric, pgTable, real, text, timestamp } from 'drizzle-orm/pg-core';
 
 /** The tenant every DAG, schedule and agent belongs to when none is named: a setup without tenants is this one. */
 export const DEFAULT_TENANT = 'default';
@@ -28,6 +28,19 @@ export const tenants = pgTable('tenants', {
   maxRunning: integer('max_running'),
   /** Quota: most of its tasks not yet finished; a submit past it is refused (429). Null: no quota. */
   maxQueued: integer('max_queued'),
+  /** Quota: most USD its DAGs spend (and hold reserved) in one UTC day; past it, its work waits for the next day. Null: none. */
+  maxUsdPerDay: numeric('max_usd_per_day', { mode: 'number' }),
+  /** Quota: most estimated tokens of its tasks claimed in a minute; past it, its work waits for the minute to end. Null: none. */
+  maxTokensPerMinute: integer('max_tokens_per_minute'),
+  /** The minute its tokens are counted in (it starts with the first tokens folded after the last one ended), and how many. */
+  minuteAt: timestamp('minute_at', { withTimezone: true }),
+  minuteTokens: bigint('minute_tokens', { mode: 'number' }).notNull().default(0),
+  /**
+   * Set by the share loop while the tenant is past its money or tokens quota: claims pass its work over until then;
+   * `quota_reason` says which quota and by how much (what `tenants list`, stats and the dashboard show).
+   */
+  quotaUntil: timestamp('quota_until', { withTimezone: true }),
+  quotaReason: text('quota_reason'),
   /**
    * The transaction of the last claim that took tasks of this tenant while it has a running quota: a claim whose
    * snapshot does not see it would count the tenant's held tasks without that claim's, and passes the tenant over.

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { bigint, bigserial, boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { tenants } from './tenants.js';
 
 /** A webhook subscription: which event types are POSTed to `url`. */
 export const webhooks = pgTable('webhooks', {
@@ -9,6 +10,8 @@ export const webhooks = pgTable('webhooks', {
   /** When set, each delivery carries `Dagent-Signature: sha256=<hmac of the body>`. */
   secret: text('secret'),
   enabled: boolean('enabled').notNull().default(true),
+  /** Only this tenant's events (of its DAGs and tasks); null: every tenant's. */
+  tenantId: text('tenant_id').references(() => tenants.id),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 

@@ -75,7 +75,7 @@ export interface ClaimOptions {
   /** Claim straight into RUNNING under the heartbeat lease (no separate start): for claimers that start what they claim at once. */
   start?: boolean;
   /** The claiming token's grant: at most this many tasks held at once, and this much spent, whatever the agent row says. */
-  grant?: { maxHeld: number | null; budgetUsd: number | null };
+  grant?: { maxHeld: number | null; budgetUsd: number | null; tenants?: readonly string[] | null };
 }
 
 /** Claim up to `limit` tasks the agent is capable of and can afford, most urgent first. */

@@ -131,8 +131,10 @@ export async function stepReplay(db: Db, ref: TaskRef, name: string): Promise<Ta
 /** The step by that name as a reader sees it (the task-scoped one, else the latest attempt's); NOT_FOUND when none. */
 export async function stepShow(db: Db, taskId: string, name: string): Promise<TaskStepRow> {
   const step = await taskStepLatestGet(db, taskId, stepNameCheck(name));
-  if (!step) throw new NotFoundError('step', `${JSON.stringify(name)} of task ${taskId}`);
-  return step;
+  if (step) return step;
+  // No task at all is said as such (what any unknown task id answers), not as a step it lacks.
+  if (!(await taskGet(db, taskId))) throw new NotFoundError('task', taskId);
+  throw new NotFoundError('step', `${JSON.stringify(name)} of task ${taskId}`);
 }
 
 /** A task's steps, without their results, in the order they were recorded; NOT_FOUND for an unknown task. */

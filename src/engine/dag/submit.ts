@@ -8,7 +8,7 @@ import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock } 
 import { DEFAULT_TENANT, tenantGet, tenantQueuedLock } from '../../db/queries/tenants.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
-import { BackpressureError, ConflictError, InvalidInputError } from '../../errors.js';
+import { BackpressureError, ConflictError, InvalidInputError, tenantUnknownError } from '../../errors.js';
 import { mapSliced } from '../../event-loop.js';
 import { newDagId, newTaskId } from '../../ids.js';
 import { graphCheckAcyclic } from './graph-check.js';
@@ -79,7 +79,7 @@ export interface DagCreateOptions {
 export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions): Promise<SubmitResult> {
   const createdBy = o.createdBy;
   if (spec.idempotencyKey) {
-    const existing = await dagFindByIdempotencyKey(tx, spec.idempotencyKey);
+    const existing = await dagFindByIdempotencyKey(tx, o.tenant ?? DEFAULT_TENANT, spec.idempotencyKey);
     if (existing) return { dagId: existing.id, name: existing.name, tasks: existing.tasksTotal, created: false };
   }
   if (spec.tasks.length > LIMITS.tasksPerDag) {
@@ -99,7 +99,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
   }
   const tenant = o.tenant ?? DEFAULT_TENANT;
   if (tenant !== DEFAULT_TENANT && !(await tenantGet(tx, tenant))) {
-    throw new InvalidInputError(`tenant ${JSON.stringify(tenant)} does not exist (an admin makes it: dagent tenants create ${tenant})`, { field: 'tenant' });
+    throw tenantUnknownError(tenant);
   }
   // A tenant's queued quota: its unfinished tasks and these stay within it (its submits serialized on its row).
   const queued = await tenantQueuedLock(tx, tenant);
@@ -156,10 +156,10 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
 function uniqueViolationExplain(e: unknown): unknown {
   // drizzle wraps the driver's error; the Postgres fields are on its cause.
   const err = ((e as { cause?: unknown })?.cause ?? e) as { code?: string; constraint?: string; detail?: string };
-  if (err?.code === '23505' && err.constraint === 'tasks_idempotency_key_uq') {
+  if (err?.code === '23505' && err.constraint === 'tasks_tenant_idempotency_key_uq') {
     return new ConflictError(`task idempotency key already used: ${err.detail ?? ''}`.trim());
   }
-  if (err?.code === '23505' && err.constraint === 'dags_idempotency_key_uq') {
+  if (err?.code === '23505' && err.constraint === 'dags_tenant_idempotency_key_uq') {
     return new ConflictError(`DAG idempotency key already used by a concurrent submission: ${err.detail ?? ''}`.trim());
   }
   return e;

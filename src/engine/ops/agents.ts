@@ -59,9 +59,9 @@ export async function agentRequire(db: Db, id: string): Promise<AgentRow> {
   return row;
 }
 
-/** Every registered agent, by id. */
-export function agentList(db: Db): Promise<AgentRow[]> {
-  return agentRows(db);
+/** Every registered agent, by id; `tenants`: only those that may serve one of them. */
+export function agentList(db: Db, tenants: readonly string[] | null = null): Promise<AgentRow[]> {
+  return agentRows(db, tenants);
 }
 
 /**

@@ -14,7 +14,7 @@ import {
 import { cronDue, cronNextAfter, cronNextRuns, type DueFires } from '../../dag/cron.js';
 import { dagSourceLoad } from '../../dag/load.js';
 import type { DagSpec } from '../../dag/spec.js';
-import { ConflictError, DagValidationError, DagentError, ForbiddenError, InvalidInputError, NotFoundError } from '../../errors.js';
+import { ConflictError, DagValidationError, DagentError, ForbiddenError, InvalidInputError, NotFoundError, tenantUnknownError } from '../../errors.js';
 import { dagCancel } from '../dag/cancel.js';
 import { dagCreateInTx } from '../dag/submit.js';
 import { taskQueuedCount, taskSubmitLock } from '../../db/queries/tasks-intake.js';
@@ -39,11 +39,15 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
   return withTx(db, async (tx) => {
     const now = await clock(tx);
     if (author.tenant !== undefined && author.tenant !== DEFAULT_TENANT && !(await tenantGet(tx, author.tenant))) {
-      throw new InvalidInputError(`tenant ${JSON.stringify(author.tenant)} does not exist (an admin makes it: dagent tenants create ${author.tenant})`, { field: 'tenant' });
+      throw tenantUnknownError(author.tenant);
     }
     await fireKeysCheck(spec, source, now);
     // Locked: a fire in progress commits first, and its advanced next_fire_at is what we keep.
     const prior = await scheduleLock(tx, s.name);
+    // Schedule names are one namespace for every tenant: a tenant's author (an admin scoped to it too) never replaces another's.
+    if (prior && prior.tenantId !== (author.tenant ?? DEFAULT_TENANT) && author.scoped) {
+      throw new ConflictError(`schedule name ${s.name} is taken; choose another name`, { schedule: s.name });
+    }
     if (prior && !author.replaceAny && prior.createdBy !== author.createdBy) {
       throw new ForbiddenError(`schedule ${s.name} was registered by ${prior.createdBy ?? 'an operator'}; only its author or an admin may replace it`, { schedule: s.name });
     }
@@ -60,7 +64,13 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
 }
 
 /** Who registers a schedule, and whether they may replace one someone else registered (admins and the CLI may). */
-export interface ScheduleAuthor { createdBy: string; replaceAny: boolean; /** The tenant its DAGs belong to (default the default tenant). */ tenant?: string }
+export interface ScheduleAuthor {
+  createdBy: string; replaceAny: boolean;
+  /** The tenant its DAGs belong to (default the default tenant). */
+  tenant?: string;
+  /** The author's token is scoped to tenants: it may not replace another tenant's schedule of the same name. */
+  scoped?: boolean;
+}
 const OPERATOR: ScheduleAuthor = { createdBy: 'cli', replaceAny: true };
 
 export interface FireReport { schedule: string; fired: Array<{ at: Date; dagId: string }>; skipped: Date[]; missed: number; next: Date }
@@ -106,7 +116,7 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, m
   for (const at of toFire) {
     const key = `cron:${row.name}:${at.toISOString()}`;
     // Already fired (a tick that ran before, or a registration that raced one): nothing to do, nothing to count.
-    if (await dagFindByIdempotencyKey(tx, key)) continue;
+    if (await dagFindByIdempotencyKey(tx, row.tenantId, key)) continue;
     const running = await dagRunningIdsByCreator(tx, `cron:${row.name}`);
     if (running.length && row.overlap === 'skip') {
       report.skipped.push(at);

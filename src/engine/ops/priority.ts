@@ -32,13 +32,14 @@ export function unclaimableList(db: Db, limit = 200) {
 /**
  * Spend by day (UTC), by agent (with budget, reserved and left), by DAG (the same), the attempts running with what
  * they reported, the attempts a spend limit stopped in those days, and by model from the usage ledger (with the
- * reports whose cost was unknown counted apart). `days` defaults to COSTS_DEFAULTS.days.
+ * reports whose cost was unknown counted apart). `days` defaults to COSTS_DEFAULTS.days; `tenants`: only theirs.
  */
-export async function costsReport(db: Db, opts: { days?: number } = {}) {
+export async function costsReport(db: Db, opts: { days?: number; tenants?: readonly string[] | null } = {}) {
   const days = opts.days ?? COSTS_DEFAULTS.days;
+  const t = opts.tenants ?? null;
   const [byDay, agents, dags, running, stops, models] = await Promise.all([
-    spendByDay(db, days), spendByAgent(db), spendByDag(db, COSTS_DEFAULTS.dags), spendRunning(db, COSTS_DEFAULTS.running),
-    spendStops(db, days, COSTS_DEFAULTS.stops), usageByModel(db),
+    spendByDay(db, days, t), spendByAgent(db, t), spendByDag(db, COSTS_DEFAULTS.dags, t), spendRunning(db, COSTS_DEFAULTS.running, t),
+    spendStops(db, days, COSTS_DEFAULTS.stops, t), usageByModel(db, undefined, t),
   ]);
   return { days: byDay, agents, dags, running, stops, models };
 }

@@ -23,8 +23,13 @@ function checked<T>(schema: z.ZodType<T>, value: unknown, field: string): T {
 /** A quota: a whole number ≥ 1, or null (none). */
 const quotaSchema = z.number().int({ error: 'must be a whole number, or none' }).min(1, { error: 'must be at least 1, or none' }).max(10_000_000).nullable();
 
+/** USD a day: a number ≥ 0 (0: nothing is spent), or null (none). */
+const usdQuotaSchema = z.number({ error: 'must be a number of USD, or none' }).min(0, { error: 'must be at least 0, or none' }).max(100_000_000).nullable();
+
 /** What an admin sets of a tenant. Quotas: null clears one. */
-export interface TenantSettings { weight?: number; name?: string; maxRunning?: number | null; maxQueued?: number | null }
+export interface TenantSettings {
+  weight?: number; name?: string; maxRunning?: number | null; maxQueued?: number | null; maxUsdPerDay?: number | null; maxTokensPerMinute?: number | null;
+}
 
 function settingsChecked(set: TenantSettings) {
   return {
@@ -32,6 +37,8 @@ function settingsChecked(set: TenantSettings) {
     name: set.name === undefined ? undefined : checked(nameSchema, set.name, 'name'),
     maxRunning: set.maxRunning === undefined ? undefined : checked(quotaSchema, set.maxRunning, 'max_running'),
     maxQueued: set.maxQueued === undefined ? undefined : checked(quotaSchema, set.maxQueued, 'max_queued'),
+    maxUsdPerDay: set.maxUsdPerDay === undefined ? undefined : checked(usdQuotaSchema, set.maxUsdPerDay, 'max_usd_per_day'),
+    maxTokensPerMinute: set.maxTokensPerMinute === undefined ? undefined : checked(quotaSchema, set.maxTokensPerMinute, 'max_tokens_per_minute'),
   };
 }
 
@@ -42,14 +49,17 @@ export async function tenantCreate(db: Db, t: { id: string } & TenantSettings): 
   return withTx(db, async (tx) => {
     if ((await tenantCount(tx)) >= TENANT_DEFAULTS.maxTenants) throw new ConflictError(`there are ${TENANT_DEFAULTS.maxTenants} tenants already, the most there may be`);
     if (!(await tenantInsert(tx, { id, name: s.name ?? null, weight: s.weight ?? 1 }))) throw new ConflictError(`tenant ${id} exists already (dagent tenants set ${id} changes it)`, { id });
-    if (s.maxRunning !== undefined || s.maxQueued !== undefined) await tenantUpdate(tx, id, { maxRunning: s.maxRunning, maxQueued: s.maxQueued });
+    const { weight: _w, name: _n, ...quotas } = s;
+    if (Object.values(quotas).some((v) => v !== undefined)) await tenantUpdate(tx, id, quotas);
     return (await tenantList(tx)).find((r) => r.id === id)!;
   });
 }
 
 /** Change a tenant's weight, name or quotas. */
 export async function tenantSet(db: Db, id: string, set: TenantSettings): Promise<TenantView> {
-  if (Object.values(set).every((v) => v === undefined)) throw new InvalidInputError('nothing to change: give --weight, --name, --max-running or --max-queued');
+  if (Object.values(set).every((v) => v === undefined)) {
+    throw new InvalidInputError('nothing to change: give --weight, --name, --max-running, --max-queued, --max-usd-per-day or --max-tokens-per-minute');
+  }
   const s = settingsChecked(set);
   return withTx(db, async (tx) => {
     if (!(await tenantUpdate(tx, id, s))) throw new NotFoundError('tenant', id);

@@ -54,7 +54,7 @@ export async function taskShow(db: Db, taskId: string) {
   return { task, inputs: contextResolve(body.context ?? [], outputs), attempts, events };
 }
 
-export async function taskListFiltered(db: Db, filter: { dagId?: string; status?: string; limit?: number }) {
+export async function taskListFiltered(db: Db, filter: { dagId?: string; status?: string; limit?: number; tenants?: readonly string[] | null }) {
   if (filter.status && !(TASK_STATES as readonly string[]).includes(filter.status)) {
     throw new InvalidInputError(`unknown status "${filter.status}"${didYouMean(filter.status, TASK_STATES)}; one of ${TASK_STATES.join(', ')}`);
   }
@@ -62,20 +62,28 @@ export async function taskListFiltered(db: Db, filter: { dagId?: string; status?
 }
 
 /** Queue health at a glance: counts by status and priority tier, oldest READY age, agents. */
-export async function statsGet(db: Db, opts: { tenant?: string } = {}) {
-  if (opts.tenant !== undefined) await tenantRequire(db, opts.tenant);
+export async function statsGet(db: Db, opts: { tenant?: string; tenants?: readonly string[] | null } = {}) {
+  // A token scoped to tenants sees one of its own: the one it names (another is a tenant that does not exist), or its only one.
+  const scope = opts.tenants ?? null;
+  if (scope && opts.tenant !== undefined && !scope.includes(opts.tenant)) throw new NotFoundError('tenant', opts.tenant);
+  if (scope && opts.tenant === undefined && scope.length > 1) {
+    throw new InvalidInputError(`query.tenant: the token reaches several tenants (${scope.join(', ')}); name one`, { field: 'query.tenant' });
+  }
+  const tenant = opts.tenant ?? (scope ? scope[0] : undefined);
+  if (tenant !== undefined) await tenantRequire(db, tenant);
   const [counts, oldestReadyAgeSec, agents, pauses, loops, tenants] = await Promise.all([
-    taskCountsByStatusTier(db, opts.tenant), taskOldestReadyAgeSec(db, opts.tenant), agentList(db), modelPauseList(db), loopLeaseList(db), tenantShares(db),
+    taskCountsByStatusTier(db, tenant), taskOldestReadyAgeSec(db, tenant), agentList(db, scope), modelPauseList(db), loopLeaseList(db), tenantShares(db),
   ]);
   return {
     /** The tenant the counts and the oldest READY age are of; null: every tenant's. */
-    tenant: opts.tenant ?? null,
+    tenant: tenant ?? null,
     counts,
     oldestReadyAgeSec,
     /** Each tenant (or the one asked for): its weight and served share, its work now, its quotas and why its work waits. */
-    tenants: opts.tenant === undefined ? tenants : tenants.filter((t) => t.id === opts.tenant),
+    tenants: tenant === undefined ? tenants : tenants.filter((t) => t.id === tenant),
     /** Models paused now after a provider's rate limit: no claim hands out a task on them until `until`. */
-    pausedModels: pauses.filter((p) => p.remainingSec > 0).map((p) => ({ model: p.model, until: p.until, remainingSec: p.remainingSec, reason: p.reason, hits: p.hits })),
+    // The reason is a provider's answer to some tenant's attempt: not another tenant's to read.
+    pausedModels: pauses.filter((p) => p.remainingSec > 0).map((p) => ({ model: p.model, until: p.until, remainingSec: p.remainingSec, reason: scope ? null : p.reason, hits: p.hits })),
     agents: agents.map((a) => ({ id: a.id, type: a.type, status: a.status, capabilities: a.capabilities, heartbeatAt: a.heartbeatAt, budgetUsd: a.budgetUsd, spentUsd: a.spentUsd })),
     /** Which process runs each maintenance loop (`<host>/<pid>/<random>`), since when, when it last ran; `live` false: its holder stopped renewing. */
     loops,

@@ -19,8 +19,9 @@ export async function tenantShares(db: Db): Promise<TenantShare[]> {
   const weights = rows.reduce((n, r) => n + r.weight, 0);
   return rows.map((r) => ({
     ...r, servedShare: served > 0 ? r.servedTokens / served : 0, weightShare: weights > 0 ? r.weight / weights : 0,
-    waiting: r.maxRunning !== null && r.ready > 0 && r.held >= r.maxRunning
-      ? `running quota: ${r.held} of ${r.maxRunning} held; ${r.ready} READY wait for one to end` : null,
+    waiting: r.quotaUntil !== null && r.quotaUntil.getTime() > Date.now() ? r.quotaReason
+      : r.maxRunning !== null && r.ready > 0 && r.held >= r.maxRunning
+        ? `running quota: ${r.held} of ${r.maxRunning} held; ${r.ready} READY wait for one to end` : null,
   }));
 }
 
@@ -28,3 +29,4 @@ export async function tenantShares(db: Db): Promise<TenantShare[]> {
 export async function tenantRequire(db: Db, id: string): Promise<void> {
   if (!(await tenantGet(db, id))) throw new NotFoundError('tenant', id);
 }
+

@@ -21,8 +21,8 @@ import { personVerdictSettle, type OutputOutcome } from '../attempt/settle.js';
 
 export type ApprovalWaiting = ApprovalWaitingRow;
 
-export function approvalList(db: Db, o: { dagId?: string; limit?: number } = {}): Promise<ApprovalWaiting[]> {
-  return approvalWaitingList(db, { dagId: o.dagId, limit: o.limit ?? 100 });
+export function approvalList(db: Db, o: { dagId?: string; limit?: number; tenants?: readonly string[] | null } = {}): Promise<ApprovalWaiting[]> {
+  return approvalWaitingList(db, { dagId: o.dagId, limit: o.limit ?? 100, tenants: o.tenants });
 }
 
 export interface ApprovalDecision {

@@ -3,8 +3,9 @@ import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { signalRecord, taskWaitingExpired, taskWaitingLockForKey, taskWaitingSignalled, type WaitingTask } from '../../db/queries/signals.js';
+import { DEFAULT_TENANT, tenantGet } from '../../db/queries/tenants.js';
 import { SIGNAL_KEY_PATTERN } from '../../dag/file-schema.js';
-import { InvalidInputError } from '../../errors.js';
+import { InvalidInputError, tenantUnknownError } from '../../errors.js';
 import { completionInput, completionWrite, outputProblem } from '../attempt/completion-write.js';
 import { taskFail } from '../attempt/fail.js';
 
@@ -23,17 +24,22 @@ export interface SignalResult {
   receivedAt: Date;
 }
 
-/** Send a signal: record it and complete every task waiting on `key` with `payload` as its output. */
-export async function signalSend(db: Db, key: string, payload: unknown, opts: { by?: string; log?: Logger } = {}): Promise<SignalResult> {
+/**
+ * Send a signal: record it and complete every task of the tenant (default the default tenant) waiting on `key`
+ * with `payload` as its output. Keys are per tenant: another tenant's task waiting on the same key is not reached.
+ */
+export async function signalSend(db: Db, key: string, payload: unknown, opts: { by?: string; log?: Logger; tenant?: string } = {}): Promise<SignalResult> {
   if (!SIGNAL_KEY_PATTERN.test(key)) {
     throw new InvalidInputError(`signal key ${JSON.stringify(key.slice(0, 210))}: 1–200 letters, digits and _ . : @ = + -, starting with a letter or digit`);
   }
   const bad = outputProblem(payload ?? null);
   if (bad) throw new InvalidInputError(`signal ${key}: the payload becomes the tasks' output, and ${bad.replace(/^output/, 'payload')}`);
   const by = opts.by ?? 'api';
+  const tenant = opts.tenant ?? DEFAULT_TENANT;
   const r = await withTx(db, async (tx) => {
-    const { receivedAt } = await signalRecord(tx, key, payload, by);
-    const waiting = await taskWaitingLockForKey(tx, key);
+    if (tenant !== DEFAULT_TENANT && !(await tenantGet(tx, tenant))) throw tenantUnknownError(tenant);
+    const { receivedAt } = await signalRecord(tx, tenant, key, payload, by);
+    const waiting = await taskWaitingLockForKey(tx, tenant, key);
     await waitsComplete(tx, waiting.map((t) => ({ ...t, payload })), by);
     return { key, completed: waiting.map((t) => ({ id: t.id, dagId: t.dagId, key: t.key })), receivedAt };
   });

@@ -40,7 +40,7 @@ function actingAs(p: Principal | null, agentId: string): void {
 export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   const tag = 'agent protocol';
   route(app, {
-    method: 'POST', url: '/api/agents', access: 'agent', tag,
+    method: 'POST', url: '/api/agents', access: 'agent', tenants: 'agent', tag,
     body: z.strictObject({
       id: z.string().regex(AGENT_ID_PATTERN, { error: 'letters, digits, _ . : - (max 128)' }),
       type: z.string().min(1).max(64),
@@ -67,7 +67,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/agents/:id/heartbeat', access: 'agent', tag,
+    method: 'POST', url: '/api/agents/:id/heartbeat', access: 'agent', tenants: 'agent', tag,
     summary: 'The agent is alive (brings an agent marked offline back)', response: okAnswerSchema,
   }, async ({ params, principal }) => {
     actingAs(principal, params.id!);
@@ -79,7 +79,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     ['drain', agentDrain, 'Stop claiming (tasks in hand may finish); a re-registration makes the agent active again'],
     ['deregister', agentDeregister, 'Sign off: the agent is offline and claims nothing until it registers again'],
   ] as const) {
-    route(app, { method: 'POST', url: `/api/agents/:id/${verb}`, access: 'agent', tag, summary, response: okAnswerSchema }, async ({ params, principal }) => {
+    route(app, { method: 'POST', url: `/api/agents/:id/${verb}`, access: 'agent', tenants: 'agent', tag, summary, response: okAnswerSchema }, async ({ params, principal }) => {
       actingAs(principal, params.id!);
       await agentRequire(d.db, params.id!);
       await fn(d.db, params.id!);
@@ -88,7 +88,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   }
 
   route(app, {
-    method: 'POST', url: '/api/agents/:id/claim', access: 'agent', tag,
+    method: 'POST', url: '/api/agents/:id/claim', access: 'agent', tenants: 'agent', tag,
     body: z.strictObject({
       limit: z.number().int().min(1).max(100).optional().describe('most tasks to claim; default 1'),
       start: z.boolean().optional().describe('claim straight into RUNNING under the heartbeat lease; default false (call start)'),
@@ -111,13 +111,16 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
     const capabilities = grant ? agent!.capabilities.filter((c) => grantCovers(grant, c)) : undefined;
     const claim = () => taskClaim(d.db, params.id!, {
       limit: body?.limit, start: body?.start, dagId: body?.dag_id, claimTtlSec: body?.claim_ttl_sec, capabilities,
-      grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd } : undefined,
+      // A token granted tenants claims their work only, in the statement, whoever registered the agent and for whom.
+      grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd, tenants: principal!.tenants } : undefined,
     });
     // A waiting claim listens before its first claim statement, so no hint can fall between the two.
     const since = body?.wait_sec ? await d.claimWaiters.mark() : 0;
     let tasks = await claim();
     if (tasks.length === 0 && body?.wait_sec) {
-      const reach = { capabilities: capabilities ?? agent!.capabilities, models: agent!.models, tenants: agent!.tenants };
+      const granted = principal?.role === 'agent' ? principal.tenants : null;
+      const tenants = granted ? agent!.tenants?.filter((t) => granted.includes(t)) ?? [...granted] : agent!.tenants;
+      const reach = { capabilities: capabilities ?? agent!.capabilities, models: agent!.models, tenants };
       tasks = await claimWhenReady(d, { who: { agentId: params.id! }, reach, since, waitSec: body.wait_sec, tokenId: principal?.tokenId, reply, claim });
     }
     // One task claimed: its attempt's trace context also as the W3C header, for clients that propagate headers.
@@ -126,7 +129,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/start', access: 'agent', tag, body: z.strictObject({ fence }),
+    method: 'POST', url: '/api/tasks/:id/start', access: 'agent', tenants: { task: ['id'] }, tag, body: z.strictObject({ fence }),
     summary: 'claimed → running; the heartbeat lease starts', response: leaseAnswerSchema,
   }, async ({ params, body, principal }) => {
     await holding(d, principal, params.id!, body.fence);
@@ -134,7 +137,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/heartbeat', access: 'agent', tag,
+    method: 'POST', url: '/api/tasks/:id/heartbeat', access: 'agent', tenants: { task: ['id'] }, tag,
     body: z.strictObject({ fence, ...reportProgress }),
     summary: 'Extend the lease and record progress; 409 if the lease was lost', response: leaseAnswerSchema,
   }, async ({ params, body, principal }) => {
@@ -143,7 +146,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/spawn', access: 'agent', tag,
+    method: 'POST', url: '/api/tasks/:id/spawn', access: 'agent', tenants: { task: ['id'] }, tag,
     body: z.strictObject({
       fence,
       subtasks: z.array(z.unknown()).min(1).max(LIMITS.spawnPerCall).describe('subtask specs (the same vocabulary as ctx.spawn)'),
@@ -157,7 +160,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/complete', access: 'agent', tag,
+    method: 'POST', url: '/api/tasks/:id/complete', access: 'agent', tenants: { task: ['id'] }, tag,
     body: z.strictObject({ fence, output: z.unknown(), ...spend }),
     summary: 'Submit the output: completed, or validated first when the task declares validation; the same completion made again is answered as replayed',
     response: completeAnswerSchema,
@@ -171,7 +174,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/fail', access: 'agent', tag,
+    method: 'POST', url: '/api/tasks/:id/fail', access: 'agent', tenants: { task: ['id'] }, tag,
     body: z.strictObject({
       fence,
       ...reportFailure,
@@ -190,7 +193,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/release', access: 'agent', tag,
+    method: 'POST', url: '/api/tasks/:id/release', access: 'agent', tenants: { task: ['id'] }, tag,
     body: z.strictObject({ fence, reason: z.string().max(2000).optional(), ...spend }),
     summary: 'Hand the task back to READY without using an attempt (agent shutdown)', response: okAnswerSchema,
   }, async ({ params, body, principal }) => {
@@ -200,7 +203,7 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/logs', access: 'agent', tag,
+    method: 'POST', url: '/api/tasks/:id/logs', access: 'agent', tenants: { task: ['id'] }, tag,
     body: z.strictObject({
       fence,
       lines: z.array(reportLogLine).min(1).max(500),

@@ -24,6 +24,7 @@ import {
 import { priorityAnswerSchema, rerunAnswerSchema } from '../../wire/tasks.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
+import { tenantForWrite, tenantsOf } from '../../auth/tenant-reach.js';
 
 const note = resolutionNote.optional();
 
@@ -43,7 +44,7 @@ const dagSubmitBody = z.union([
 export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
   const tag = 'dags';
   route(app, {
-    method: 'POST', url: '/api/dags', access: 'submit', tag, body: dagSubmitBody, bodyTypes: ['application/yaml'],
+    method: 'POST', url: '/api/dags', access: 'submit', tenants: 'filtered', tag, body: dagSubmitBody, bodyTypes: ['application/yaml'],
     query: z.object({
       param: z.union([z.string(), z.array(z.string())]).optional().describe('NAME=VALUE, repeatable (with a YAML body)'),
       force: z.enum(['true', 'false']).optional().describe('true: accept a DAG whose llm-judge steps no active judge can serve now (each result then carries warnings)'),
@@ -68,57 +69,60 @@ export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
     const spec = await dagSourceLoad(source, file, { params, baseDir: path.resolve('.'), roots: d.fileRoots });
     const results = await dagSubmitOrSchedule(d.db, [spec], {
       createdBy: actor(principal), log: d.log, maxQueued: d.maxQueued, sourceOf: () => source, replaceAnySchedule: principal?.role === 'admin' || !principal,
-      force: query.force === 'true', tenant: query.tenant,
+      force: query.force === 'true', tenant: tenantForWrite(principal, query.tenant), scoped: !!principal?.tenants,
     });
     reply.status(results.some((r) => 'created' in r && r.created) ? 201 : 200);
     return { results };
   });
 
   route(app, {
-    method: 'GET', url: '/api/dags', access: 'read', tag,
-    query: z.object({ status: z.enum(DAG_STATES).optional(), ...listQuery, tag: z.string().min(1).max(64).optional().describe('a tag one of its tasks carries'), limit: listLimit }),
-    summary: 'DAGs, newest first, with task counts by status, a page at a time (pass `next` as `cursor` for the page after); filters: status, q (the id, or part of the name or title), tag, from/to (created)',
+    method: 'GET', url: '/api/dags', access: 'read', tenants: 'filtered', tag,
+    query: z.object({
+      status: z.enum(DAG_STATES).optional(), ...listQuery, tag: z.string().min(1).max(64).optional().describe('a tag one of its tasks carries'),
+      tenant: tenantIdSchema.optional().describe('only this tenant\'s DAGs'), limit: listLimit,
+    }),
+    summary: 'DAGs, newest first, with task counts by status, a page at a time (pass `next` as `cursor` for the page after); filters: status, q (the id, or part of the name or title), tag, tenant, from/to (created)',
     response: dagListAnswerSchema,
-  }, ({ query }) => dagList(d.db, query));
+  }, ({ query, principal }) => dagList(d.db, { ...query, tenants: tenantsOf(principal) }));
 
   route(app, {
-    method: 'GET', url: '/api/dags/:id', access: 'read', tag,
+    method: 'GET', url: '/api/dags/:id', access: 'read', tenants: { dag: ['id'] }, tag,
     summary: 'One DAG as a graph: tasks with status and depth, edges, critical path, open dead letters',
     response: dagGraphAnswerSchema,
   }, ({ params }) => dagGraph(d.db, params.id!));
 
   route(app, {
-    method: 'GET', url: '/api/dags/:id/timeline', access: 'read', tag,
+    method: 'GET', url: '/api/dags/:id/timeline', access: 'read', tenants: { dag: ['id'] }, tag,
     summary: 'A DAG\'s attempts as a Gantt chart: per task, queued, running (by outcome), validating and retry-wait stretches; the critical path as it happened; cost per model',
     response: dagTimelineAnswerSchema,
   }, ({ params }) => dagTimeline(d.db, params.id!));
 
   route(app, {
-    method: 'POST', url: '/api/dags/:id/cancel', access: 'admin', tag, body: z.strictObject({ note }).optional(),
+    method: 'POST', url: '/api/dags/:id/cancel', access: 'admin', tenants: { dag: ['id'] }, tag, body: z.strictObject({ note }).optional(),
     summary: 'Cancel every unfinished task of the DAG', response: dagCancelAnswerSchema,
   }, async ({ params, body, principal }) => ({ cancelled: (await dagCancel(d.db, params.id!, actor(principal), body?.note)).length }));
 
   route(app, {
-    method: 'POST', url: '/api/dags/:id/priority', access: 'admin', tag, body: z.strictObject(priorityFields),
+    method: 'POST', url: '/api/dags/:id/priority', access: 'admin', tenants: { dag: ['id'] }, tag, body: z.strictObject(priorityFields),
     summary: 'Override the base priority of every unfinished task of a DAG', response: priorityAnswerSchema,
   }, ({ params, body, principal }) => priorityOverride(d.db, params.id!, body.priority, actor(principal)));
 
   route(app, {
-    method: 'POST', url: '/api/dags/:id/budget', access: 'admin', tag,
+    method: 'POST', url: '/api/dags/:id/budget', access: 'admin', tenants: { dag: ['id'] }, tag,
     body: z.strictObject({ usd: z.number().min(0).max(100_000_000).describe('the DAG\'s new budget in USD') }),
     summary: 'Set a running or blocked DAG\'s budget: one blocked on its budget resumes once it can pay for its next task; 409 for a completed or cancelled DAG',
     response: dagBudgetAnswerSchema,
   }, ({ params, body, principal }) => dagBudgetSet(d.db, params.id!, body.usd, { by: actor(principal), log: d.log }));
 
   route(app, {
-    method: 'POST', url: '/api/dags/:id/rerun', access: 'admin', tag,
+    method: 'POST', url: '/api/dags/:id/rerun', access: 'admin', tenants: { dag: ['id'] }, tag,
     body: z.strictObject({ from_failed: z.literal(true).describe('run the dead-lettered and cancelled tasks again'), note }),
     summary: 'Run a DAG\'s dead-lettered and cancelled tasks again; a cancelled or blocked DAG runs on',
     response: rerunAnswerSchema,
   }, async ({ params, body, principal }) => dagRerunFailed(d.db, params.id!, { by: actor(principal), note: body.note }));
 
   route(app, {
-    method: 'POST', url: '/api/dags/:id/reruns', access: 'submit', tag,
+    method: 'POST', url: '/api/dags/:id/reruns', access: 'submit', tenants: { dag: ['id'] }, tag,
     body: z.strictObject({
       model: modelNameSchema.optional().describe('run every LLM task (one that names a model or requires capability llm) on this model only'),
       set: z.record(z.string().max(300), z.unknown()).optional()
@@ -138,7 +142,7 @@ export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'GET', url: '/api/dags/:id/compare/:other', access: 'read', tag,
+    method: 'GET', url: '/api/dags/:id/compare/:other', access: 'read', tenants: { dag: ['id', 'other'] }, tag,
     query: z.object({
       output_chars: z.coerce.number().int().min(0).max(COMPARE_DEFAULTS.outputCharsMax).optional()
         .describe(`cut each output's text to this many characters (default ${COMPARE_DEFAULTS.outputChars}); a task's whole output is GET /api/tasks/:id`),

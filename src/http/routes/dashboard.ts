@@ -37,16 +37,16 @@ function send(file: string, reply: FastifyReply): string {
  * admin token the user pasted (kept in the browser's localStorage).
  */
 export function dashboardRoutes(app: FastifyInstance): void {
-  route(app, { method: 'GET', url: '/', access: 'public', tag: 'dashboard', summary: 'The web dashboard', response: otherContent(['text/html'], 'the dashboard\'s page') }, ({ reply }) => send('index.html', reply));
+  route(app, { method: 'GET', url: '/', access: 'public', tenants: 'none', tag: 'dashboard', summary: 'The web dashboard', response: otherContent(['text/html'], 'the dashboard\'s page') }, ({ reply }) => send('index.html', reply));
   route(app, {
-    method: 'GET', url: '/assets/:file', access: 'public', tag: 'dashboard', summary: 'The dashboard\'s JS modules and CSS',
+    method: 'GET', url: '/assets/:file', access: 'public', tenants: 'none', tag: 'dashboard', summary: 'The dashboard\'s JS modules and CSS',
     response: otherContent(['text/javascript', 'text/css'], 'the file'),
   }, ({ params, reply }) => {
     if (!ASSETS.has(params.file!) && !Object.hasOwn(VENDOR, params.file!)) throw new NotFoundError('dashboard file', params.file!);
     return send(params.file!, reply);
   });
   route(app, {
-    method: 'GET', url: '/assets/:dir/:file', access: 'public', tag: 'dashboard', summary: 'The JS modules of a dashboard page\'s parts (dlq/card.js)',
+    method: 'GET', url: '/assets/:dir/:file', access: 'public', tenants: 'none', tag: 'dashboard', summary: 'The JS modules of a dashboard page\'s parts (dlq/card.js)',
     response: otherContent(['text/javascript'], 'the file'),
   }, ({ params, reply }) => {
     const file = `${params.dir!}/${params.file!}`;

@@ -53,7 +53,7 @@ export function mcpRoutes(app: FastifyInstance, d: HttpDeps): void {
   };
 
   route(app, {
-    method: 'POST', url: '/mcp', access: 'mcp', tag: 'mcp',
+    method: 'POST', url: '/mcp', access: 'mcp', tenants: 'filtered', tag: 'mcp',
     summary: 'MCP (streamable HTTP): initialize a session, or send to one (mcp-session-id); the tools are the token\'s role\'s',
     response: otherContent(['application/json', 'text/event-stream'], 'JSON-RPC over JSON or an SSE stream, as the MCP specification says'),
   }, async ({ req, reply, principal }) => {
@@ -88,7 +88,7 @@ export function mcpRoutes(app: FastifyInstance, d: HttpDeps): void {
 
   for (const method of ['GET', 'DELETE'] as const) {
     route(app, {
-      method, url: '/mcp', access: 'mcp', tag: 'mcp',
+      method, url: '/mcp', access: 'mcp', tenants: 'filtered', tag: 'mcp',
       summary: method === 'GET' ? 'MCP: the session\'s server-to-client stream (SSE)' : 'MCP: end the session (what it holds goes back through the reaper)',
       response: method === 'GET' ? otherContent(['text/event-stream'], 'the session\'s messages to the client') : otherContent([], 'the session is ended (no body)'),
     }, async ({ req, reply, principal }) => {

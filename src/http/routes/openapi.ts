@@ -4,5 +4,5 @@ import { openApiAnswerSchema } from '../../wire/operations.js';
 import { route } from '../route.js';
 
 export function openApiRoutes(app: FastifyInstance): void {
-  route(app, { method: 'GET', url: '/openapi.json', access: 'public', tag: 'operations', summary: 'This API\'s OpenAPI 3.1 document', response: openApiAnswerSchema }, () => openApiDocument());
+  route(app, { method: 'GET', url: '/openapi.json', access: 'public', tenants: 'none', tag: 'operations', summary: 'This API\'s OpenAPI 3.1 document', response: openApiAnswerSchema }, () => openApiDocument());
 }

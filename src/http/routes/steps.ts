@@ -31,7 +31,7 @@ export function stepRoutes(app: FastifyInstance, d: HttpDeps): void {
   const withResult = (s: TaskStepRow) => ({ ...stepViewOf(s), result: s.result });
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id/steps', access: 'holder', tag, query: readQuery,
+    method: 'GET', url: '/api/tasks/:id/steps', access: 'holder', tenants: { task: ['id'] }, tag, query: readQuery,
     summary: 'The durable steps a task\'s attempts recorded, without their results, and the steps later attempts replayed', response: stepListAnswerSchema,
   }, async ({ params, query, principal }) => {
     await mayRead(principal, params.id!, query.fence);
@@ -40,7 +40,7 @@ export function stepRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id/steps/:name', access: 'holder', tag, query: readQuery,
+    method: 'GET', url: '/api/tasks/:id/steps/:name', access: 'holder', tenants: { task: ['id'] }, tag, query: readQuery,
     summary: 'One recorded step with its result (the task-scoped one, else the latest attempt\'s); 404 when none was recorded. The holder\'s lookup (an agent token with its fence) is the replay: it answers only a task-scoped step, and records that its attempt replayed it',
     response: stepAnswerSchema,
   }, async ({ params, query, principal }) => {
@@ -53,7 +53,7 @@ export function stepRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'PUT', url: '/api/tasks/:id/steps/:name', access: 'agent', tag,
+    method: 'PUT', url: '/api/tasks/:id/steps/:name', access: 'agent', tenants: { task: ['id'] }, tag,
     body: z.strictObject({
       fence,
       result: z.unknown().refine((v) => v !== undefined, { error: 'required: the step\'s JSON result (null for none)' }),

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { dagRequire } from '../../engine/read/inspect.js';
+import { tenantObjectReach, tenantsOf } from '../../auth/tenant-reach.js';
 import type { HttpDeps } from '../deps.js';
 import { otherContent, route } from '../route.js';
 import { LIMITS } from '../../config/index.js';
@@ -9,7 +10,7 @@ import { sseKeepalive, sseOpen } from '../sse.js';
 
 export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
-    method: 'GET', url: '/api/events', access: 'read', tag: 'stream',
+    method: 'GET', url: '/api/events', access: 'read', tenants: 'filtered', tag: 'stream',
     query: z.object({
       dag_id: z.string().regex(/^dag_[0-9a-z]{14}$/, { error: 'must be a DAG id (dag_ and 14 lowercase letters or digits)' }).optional()
         .describe('only this DAG: its events, a snapshot of its tasks, then task.status changes'),
@@ -18,7 +19,11 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
     response: otherContent(['text/event-stream'], 'events: snapshot, task.status, dag.progress and every events-table type (task.failed, task.dead_lettered, dag.completed, …); close when the token is revoked or the server stops'),
   }, async ({ req, reply, query, principal }) => {
     // Refused before the stream opens: an unknown DAG is a 404, not an empty stream.
-    if (query.dag_id) await dagRequire(d.db, query.dag_id);
+    if (query.dag_id) {
+      // Another tenant's DAG, for a token scoped to tenants, is one that does not exist.
+      if (principal) await tenantObjectReach(d.db, principal, 'dag', query.dag_id);
+      await dagRequire(d.db, query.dag_id);
+    }
     reply.hijack();
     const res = reply.raw;
     sseOpen(res);
@@ -38,6 +43,7 @@ export function streamRoutes(app: FastifyInstance, d: HttpDeps): void {
     };
     const unsubscribe = await d.hub.subscribe({
       dagId: query.dag_id,
+      tenants: tenantsOf(principal),
       send: (e) => {
         send(e.type, e.data);
         if (e.type === 'close') res.end();

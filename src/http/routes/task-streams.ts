@@ -31,7 +31,7 @@ function chunkFrame(c: StreamChunk): string {
 
 export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/streams/:name', access: 'agent', tag: 'agent protocol',
+    method: 'POST', url: '/api/tasks/:id/streams/:name', access: 'agent', tenants: { task: ['id'] }, tag: 'agent protocol',
     body: z.strictObject({ fence, ...streamWriteBodyFields }),
     summary: 'Append to a stream of your attempt (in order, each batch once); 409 if the lease was lost',
     response: streamWriteAnswerSchema,
@@ -46,13 +46,13 @@ export function taskStreamRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id/streams', access: 'read', tag: 'stream',
+    method: 'GET', url: '/api/tasks/:id/streams', access: 'read', tenants: { task: ['id'] }, tag: 'stream',
     summary: 'A task\'s streams, each attempt\'s apart: how much each holds and how it ended (read one with GET /api/tasks/:id/streams/:name)',
     response: streamListAnswerSchema,
   }, async ({ params: p }) => ({ streams: await streamList(d.db, p.id!) }));
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id/streams/:name', access: 'read', tag: 'stream',
+    method: 'GET', url: '/api/tasks/:id/streams/:name', access: 'read', tenants: { task: ['id'] }, tag: 'stream',
     query: z.object({
       from: z.coerce.number().int().min(0).max(2_000_000_000).optional().describe('send the chunks after this sequence number (default 0: all); Last-Event-ID wins'),
       attempt: z.coerce.number().int().min(1).max(1_000_000).optional().describe('that attempt\'s stream (default the latest attempt\'s)'),

@@ -13,6 +13,7 @@ import {
 } from '../../wire/tasks.js';
 import { actor, route } from '../route.js';
 import type { HttpDeps } from '../deps.js';
+import { tenantsOf } from '../../auth/tenant-reach.js';
 
 const note = resolutionNote.optional();
 
@@ -20,19 +21,19 @@ const note = resolutionNote.optional();
 export function taskRoutes(app: FastifyInstance, d: HttpDeps): void {
   const tag = 'tasks';
   route(app, {
-    method: 'GET', url: '/api/tasks', access: 'read', tag,
+    method: 'GET', url: '/api/tasks', access: 'read', tenants: 'filtered', tag,
     query: z.object({ dag_id: z.string().optional(), status: z.enum(TASK_STATES).optional(), limit: listLimit }),
     summary: 'Tasks, filtered by DAG and status', response: taskListAnswerSchema,
-  }, async ({ query }) => ({ tasks: await taskListFiltered(d.db, { dagId: query.dag_id, status: query.status, limit: query.limit }) }));
+  }, async ({ query, principal }) => ({ tasks: await taskListFiltered(d.db, { dagId: query.dag_id, status: query.status, limit: query.limit, tenants: tenantsOf(principal) }) }));
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id', access: 'read', tag,
+    method: 'GET', url: '/api/tasks/:id', access: 'read', tenants: { task: ['id'] }, tag,
     summary: 'One task: spec, resolved inputs, output, attempts (with validation verdicts) and events',
     response: taskShowAnswerSchema,
   }, ({ params }) => taskShow(d.db, params.id!));
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id/logs', access: 'read', tag,
+    method: 'GET', url: '/api/tasks/:id/logs', access: 'read', tenants: { task: ['id'] }, tag,
     query: z.object({
       attempt: z.coerce.number().int().min(1).max(1000).optional().describe('the attempt number; default the latest that logged'),
       after: z.coerce.number().int().min(0).optional().describe('only lines after this id (the `next` of the previous page): to follow a running attempt'),
@@ -43,19 +44,19 @@ export function taskRoutes(app: FastifyInstance, d: HttpDeps): void {
   }, ({ params, query }) => attemptLogsGet(d.db, params.id!, { attempt: query.attempt, after: query.after, limit: query.limit }));
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/cancel', access: 'admin', tag, body: z.strictObject({ note }).optional(),
+    method: 'POST', url: '/api/tasks/:id/cancel', access: 'admin', tenants: { task: ['id'] }, tag, body: z.strictObject({ note }).optional(),
     summary: 'Cancel a task and everything downstream that can no longer run', response: taskCancelAnswerSchema,
   }, async ({ params, body, principal }) => ({
     cancelled: (await taskCancel(d.db, params.id!, actor(principal), body?.note)).map((c) => ({ id: c.id, key: c.key, previous: c.previous })),
   }));
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/priority', access: 'admin', tag, body: z.strictObject(priorityFields),
+    method: 'POST', url: '/api/tasks/:id/priority', access: 'admin', tenants: { task: ['id'] }, tag, body: z.strictObject(priorityFields),
     summary: 'Override a task\'s base priority', response: priorityAnswerSchema,
   }, ({ params, body, principal }) => priorityOverride(d.db, params.id!, body.priority, actor(principal)));
 
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/rerun', access: 'admin', tag,
+    method: 'POST', url: '/api/tasks/:id/rerun', access: 'admin', tenants: { task: ['id'] }, tag,
     body: z.strictObject({
       downstream: z.boolean().optional().describe('everything downstream of it too'), note,
       fromStep: z.string().min(1).max(200).optional().describe('keep the durable steps the task recorded before this one (it replays them); the rest go'),

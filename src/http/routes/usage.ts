@@ -13,7 +13,7 @@ import type { HttpDeps } from '../deps.js';
  */
 export function usageRoutes(app: FastifyInstance, d: HttpDeps): void {
   route(app, {
-    method: 'POST', url: '/api/tasks/:id/usage', access: 'agent', tag: 'agent protocol',
+    method: 'POST', url: '/api/tasks/:id/usage', access: 'agent', tenants: { task: ['id'] }, tag: 'agent protocol',
     body: z.strictObject({ fence, ...usageReportBodyFields }),
     summary: 'Report usage while the attempt runs (charged at once, once per report_id); the answer says what is left, or that a limit stopped the attempt; 409 if the lease was lost',
     response: usageAnswerSchema,
@@ -34,7 +34,7 @@ export function usageRoutes(app: FastifyInstance, d: HttpDeps): void {
   });
 
   route(app, {
-    method: 'GET', url: '/api/tasks/:id/budget', access: 'agent', tag: 'agent protocol',
+    method: 'GET', url: '/api/tasks/:id/budget', access: 'agent', tenants: { task: ['id'] }, tag: 'agent protocol',
     query: z.object({ fence: z.coerce.number().int().min(0).max(2_147_483_647).describe('the fence of your hold on the task') }),
     summary: 'Where the attempt stands against its limits, before a call: what is left (remainingUsd: does a call of your estimate fit?) and whether it is low; 409 if the lease was lost',
     response: budgetAnswerSchema,

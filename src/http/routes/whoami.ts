@@ -9,10 +9,10 @@ import type { HttpDeps } from '../deps.js';
  */
 export function whoamiRoutes(app: FastifyInstance, _d: HttpDeps): void {
   route(app, {
-    method: 'GET', url: '/api/whoami', access: 'token', tag: 'tokens',
-    summary: 'The token presented: its id, role, the agent it acts as (agent tokens) and its grant',
+    method: 'GET', url: '/api/whoami', access: 'token', tenants: 'none', tag: 'tokens',
+    summary: 'The token presented: its id, role, the agent it acts as (agent tokens), its grant and the tenants it reaches',
     response: whoamiAnswerSchema,
   }, async ({ principal }) => ({
-    tokenId: principal!.tokenId, role: principal!.role, agentId: principal!.agentId, grant: principal!.grant,
+    tokenId: principal!.tokenId, role: principal!.role, agentId: principal!.agentId, grant: principal!.grant, tenants: principal!.tenants ? [...principal!.tenants] : null,
   }));
 }

@@ -15,6 +15,10 @@ export function agentCte(c: ClaimShape): SQL {
   const { v, opts, keyed } = c;
   const budget = opts.grant?.budgetUsd != null ? sql`least(budget_usd, ${v.budgetUsd}::numeric)` : sql`budget_usd`;
   const maxHeld = opts.grant?.maxHeld != null ? sql`least(max_concurrent, ${v.maxHeld}::int)` : sql`max_concurrent`;
+  // A token granted tenants: those of them the row serves (all of them when the row serves every tenant).
+  const tenants = opts.grant?.tenants != null
+    ? sql`case when tenants is null then ${v.tenants} else array(select x from unnest(tenants) x where x = any(${v.tenants})) end as tenants`
+    : sql`tenants`;
   return sql`
     -- What the agent holds, read once: how many, and whether one of them runs alone. (npm run bench --quick, alternating
     -- with the statement before run_alone on a busy machine: claim of 1 at 20,000 READY p50 0.84-1.12 ms against
@@ -24,7 +28,7 @@ export function agentCte(c: ClaimShape): SQL {
       where h.claimed_by = ${v.agentId} and h.status in (${sqlStateList(HELD_STATES)})
     ),
     agent as materialized (
-      select capabilities, models, tenants,
+      select capabilities, models, ${tenants},
         -- A claim of this agent that took tasks committed after this statement's snapshot: the count below missed
         -- them. (The row FOR UPDATE returns is the latest version, read again after the wait; a plain read would not be.)
         claim_writer is not null and claim_writer is distinct from pg_current_xact_id_if_assigned()

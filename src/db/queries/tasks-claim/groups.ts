@@ -44,7 +44,8 @@ export function groupsCte(c: ClaimShape): SQL {
 }
 
 /**
- * CTEs `tenant_room` and `tenant_capped`: running quotas (tenants.max_running) of the tenants in the agent's groups.
+ * CTEs `tenant_room` and `tenant_capped`: running quotas (tenants.max_running) of the tenants in the agent's groups,
+ * and the tenants past a money or tokens quota (tenants.quota_until, set by the share loop), whose work waits.
  * A quota'd tenant's row is locked (SKIP LOCKED: a tenant another claim holds waits for the next claim) and its held
  * tasks counted (tasks_held_tenant_idx); a tenant whose row a claim wrote after this statement's snapshot is passed
  * over too, as its count would miss that claim's tasks (the concurrency keys' rule). `tenant_capped`: the quota'd
@@ -54,19 +55,22 @@ export function tenantRoomCtes(): SQL {
   // From the quota'd tenants (usually none), not from the groups, which may name a thousand tenants: starting from
   // the groups, the two CTEs took 3.3 and 3.2 ms of a claim of 1 at 1,000 tenants (EXPLAIN ANALYZE), now ~0.
   return sql`
-    quota_tenants as materialized (select id from tenants where max_running is not null),
+    quota_tenants as materialized (
+      select id, max_running is not null as counted, coalesce(quota_until > now(), false) as paused from tenants
+      where max_running is not null or quota_until > now()
+    ),
     tenant_room as materialized (
       select tn.id, tn.max_running - (select count(*)::int from tasks h where h.tenant_id = tn.id and h.status in (${sqlStateList(HELD_STATES)})) as room
       from quota_tenants q join tenants tn on tn.id = q.id
       -- A one-time filter first: without quotas, nothing below runs (no hash of the groups is built).
-      where exists (select 1 from quota_tenants) and exists (select 1 from groups g where g.tenant_id = q.id)
+      where exists (select 1 from quota_tenants) and q.counted and not q.paused and exists (select 1 from groups g where g.tenant_id = q.id)
         and (tn.writer is null or tn.writer = pg_current_xact_id_if_assigned() or pg_visible_in_snapshot(tn.writer, pg_current_snapshot()))
       for update of tn skip locked
     ),
     tenant_capped as materialized (
       select q.id from quota_tenants q
       where exists (select 1 from quota_tenants) and exists (select 1 from groups g where g.tenant_id = q.id)
-        and q.id not in (select id from tenant_room where room > 0)
+        and (q.paused or q.id not in (select id from tenant_room where room > 0))
     )`;
 }
 

@@ -11,9 +11,10 @@ export interface ClaimSqlOptions {
   start?: boolean;
   /**
    * Ceilings from the caller's token grant, over what the agent row says (a registration made before
-   * the grant, an operator's): the agent holds at most `maxHeld` tasks at once, and spends at most `budgetUsd`.
+   * the grant, an operator's): the agent holds at most `maxHeld` tasks at once, spends at most `budgetUsd`, and takes
+   * work of `tenants` only (null: whatever tenants its row serves).
    */
-  grant?: { maxHeld: number | null; budgetUsd: number | null };
+  grant?: { maxHeld: number | null; budgetUsd: number | null; tenants?: readonly string[] | null };
   /** The statement with the concurrency keys' steps (taskClaimReady chooses). Default false: keyed tasks are skipped. */
   keyed?: boolean;
   /**
@@ -24,7 +25,7 @@ export interface ClaimSqlOptions {
 }
 
 /** What varies between claims of one shape: values, or placeholders in the compiled statement. */
-export interface ClaimParts { agentId: SQL; caps: SQL; limit: SQL; claimTtlSec: SQL; budgetUsd: SQL; maxHeld: SQL; dagId: SQL }
+export interface ClaimParts { agentId: SQL; caps: SQL; limit: SQL; claimTtlSec: SQL; budgetUsd: SQL; maxHeld: SQL; dagId: SQL; tenants: SQL }
 
 /** One claim statement's shape, as its CTE builders read it. */
 export interface ClaimShape {

@@ -64,15 +64,16 @@ export function claimedCte(c: ClaimShape): SQL {
 
 /**
  * CTE `tenant_logged`: what this claim served each tenant (its tasks' estimated tokens), logged for the share loop to
- * fold into the tenants' virtual time (maintenance/tenant-share.ts); an insert, so claims never wait on a tenant's row.
- * Only once a second tenant exists: with one, there is no share to keep.
+ * fold into the tenants' virtual time and their tokens of the minute (maintenance/tenant-share.ts); an insert, so
+ * claims never wait on a tenant's row. Only once a second tenant exists, or a tenant has a tokens quota: with one
+ * tenant and no such quota, there is nothing to keep.
  */
 export function tenantLoggedCte(): SQL {
   return sql`
     tenant_logged as (
       insert into tenant_served (tenant_id, tokens, tasks)
       select w.tenant_id, sum(w.share_tokens), count(*) from claimed c join walked w on w.id = c.id
-      where (select count(*) from (select 1 from tenants limit 2) x) > 1
+      where (select count(*) from (select 1 from tenants limit 2) x) > 1 or exists (select 1 from tenants where max_tokens_per_minute is not null)
       group by w.tenant_id
     )`;
 }
