@@ -58,7 +58,7 @@ export async function tenantCreate(db: Db, t: { id: string } & TenantSettings): 
 /** Change a tenant's weight, name or quotas. */
 export async function tenantSet(db: Db, id: string, set: TenantSettings): Promise<TenantView> {
   if (Object.values(set).every((v) => v === undefined)) {
-    throw new InvalidInputError('nothing to change: give --weight, --name, --max-running, --max-queued, --max-usd-per-day or --max-tokens-per-minute');
+    throw new InvalidInputError('nothing to change: give a weight, a name or a quota (--weight, --name, --max-running, --max-queued, --max-usd-per-day, --max-tokens-per-minute; over HTTP the same fields in snake_case)');
   }
   const s = settingsChecked(set);
   return withTx(db, async (tx) => {

@@ -16,6 +16,7 @@ import { stepRoutes } from './steps.js';
 import { streamRoutes } from './stream.js';
 import { taskRoutes } from './tasks.js';
 import { taskStreamRoutes } from './task-streams.js';
+import { tenantRoutes } from './tenants.js';
 import { usageRoutes } from './usage.js';
 import { whoamiRoutes } from './whoami.js';
 
@@ -32,6 +33,7 @@ const ROUTE_MODULES: Array<(app: FastifyInstance, deps: HttpDeps) => void> = [
   signalRoutes,
   rateLimitRoutes,
   fleetRoutes,
+  tenantRoutes,
   costRoutes,
   agentProtocolRoutes,
   usageRoutes,
