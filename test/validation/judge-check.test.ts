@@ -4,6 +4,8 @@ import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { agentStatusSet } from '../../src/db/queries/agents.js';
+import { agentRegister } from '../../src/engine/ops/agents.js';
+import { tenantCreate } from '../../src/engine/ops/tenants.js';
 import { cliWith } from '../helpers/cli.js';
 import { testDatabase } from '../helpers/db.js';
 import { testHttp } from '../helpers/http.js';
@@ -119,4 +121,18 @@ spawn:
       }
     }
   });
+
+  it('counts only the judges that serve the DAG\'s tenant: one of another tenant does not let it in', async () => {
+    await tenantCreate(db, { id: 'team-a' });
+    await tenantCreate(db, { id: 'team-b' });
+    await agentRegister(db, { id: 'judge-b', type: 'judge', capabilities: ['validate:judge'], models: ['gpt-judge'], tenants: ['team-b'] });
+    const file = dagFile('tenanted', judged('tenanted', '{ kind: llm-judge, rubric: "Accurate", threshold: 0.7, model: gpt-judge }'));
+    const before = await databaseSnapshot(db);
+    const intoA = await cli('submit', '--tenant', 'team-a', file);
+    expect(intoA.code, intoA.stderr).toBe(2);
+    expect(intoA.stderr).toContain('no active agent with validate:judge has it');
+    expect(await databaseSnapshot(db)).toBe(before);
+    expect((await cli('submit', '--tenant', 'team-b', file)).code).toBe(0);
+  });
 });
+

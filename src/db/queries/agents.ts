@@ -114,8 +114,9 @@ export async function agentsLock(db: Db, ids: ReadonlyArray<string | null>): Pro
 }
 
 /** The models of each active agent that judges (capability validate:judge): what a DAG's llm-judge steps can be served by. */
-export async function agentJudgeModels(db: Db): Promise<string[][]> {
+/** The models of each active judge agent (validate:judge) that serves the tenant (registered for it, or for every tenant). */
+export async function agentJudgeModels(db: Db, tenant: string): Promise<string[][]> {
   const rows = await db.select({ models: agents.models }).from(agents)
-    .where(sql`${agents.status} = 'active' and 'validate:judge' = any(${agents.capabilities})`);
+    .where(sql`${agents.status} = 'active' and 'validate:judge' = any(${agents.capabilities}) and (${agents.tenants} is null or ${tenant} = any(${agents.tenants}))`);
   return rows.map((r) => r.models);
 }

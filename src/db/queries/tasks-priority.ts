@@ -2,7 +2,9 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { effectivePrioritySql, priorityConstants } from '../../model/priority.js';
 import { taskKeyOrderSql } from '../../model/task-key-order.js';
-import { rowsOf, textArray } from '../statement.js';
+import { rowsOf, sqlStateList, textArray } from '../statement.js';
+import { HELD_STATES } from '../../model/state-machine.js';
+import { DEFAULT_TENANT } from '../schema/index.js';
 import { spendRemainingSql } from './spend.js';
 
 /** Learned medians (seconds) of the given task types, where enough completed attempts back them. */
@@ -105,12 +107,13 @@ export async function taskPrioritySet(db: Db, where: { taskId: string } | { dagI
 
 export interface UnclaimableTask {
   id: string; dagId: string; key: string; capabilities: string[]; maxCostUsd: number | null; readySec: number;
-  reason: 'no_capable_agent' | 'no_agent_with_model' | 'no_agent_can_afford' | 'dag_budget';
+  reason: 'tenant_quota' | 'no_capable_agent' | 'no_agent_with_model' | 'no_agent_can_afford' | 'dag_budget';
   detail: string;
 }
 
 /**
- * READY tasks no agent can take now, and why: no active agent has their
+ * READY tasks no agent can take now, and why: their tenant is at a quota (its running quota, or past its money or
+ * tokens quota: the share loop's reason); no active agent that serves their tenant has their
  * capabilities; capable agents exist but none has one of the models they accept;
  * capable agents exist but none has budget left for their max cost;
  * or their DAG's ceiling (less what it spent and reserved) is below their max cost. Longest READY first; those that
@@ -119,30 +122,38 @@ export interface UnclaimableTask {
 export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableTask[]> {
   // The claim's rule (tasks-claim.ts groups): a task that names models needs an agent with one of them, or `*`.
   const modelServes = sql`(cardinality(t.models) = 0 or a.models && t.models or '*' = any(a.models))`;
+  // An agent serves the task's tenant when it registered for it, or for every tenant (the claim's rule).
+  const capableOf = sql`a.status = 'active' and t.required_capabilities <@ a.capabilities and (a.tenants is null or t.tenant_id = any(a.tenants))`;
   return rowsOf<UnclaimableTask>(db, sql`
     with ready as (
-      select t.id, t.dag_id, t.key, t.required_capabilities, t.models, t.max_cost_usd, t.ready_at,
-        (select count(*) from agents a where a.status = 'active' and t.required_capabilities <@ a.capabilities) as capable,
-        (select count(*) from agents a where a.status = 'active' and t.required_capabilities <@ a.capabilities and ${modelServes}) as serving,
+      select t.id, t.dag_id, t.key, t.required_capabilities, t.models, t.max_cost_usd, t.ready_at, t.tenant_id,
+        (select count(*) from agents a where ${capableOf}) as capable,
+        (select count(*) from agents a where ${capableOf} and ${modelServes}) as serving,
         (select max(coalesce(${spendRemainingSql('a')}, 'Infinity'::numeric)) from agents a
-          where a.status = 'active' and t.required_capabilities <@ a.capabilities and ${modelServes}) as best_left,
-        ${spendRemainingSql('d')} as dag_left
-      from tasks t join dags d on d.id = t.dag_id
+          where ${capableOf} and ${modelServes}) as best_left,
+        ${spendRemainingSql('d')} as dag_left,
+        case when tn.quota_until > now() then tn.quota_reason
+             when tn.max_running is not null and (select count(*) from tasks h where h.tenant_id = tn.id and h.status in (${sqlStateList(HELD_STATES)})) >= tn.max_running
+               then 'running quota: ' || tn.max_running || ' held at once' end as quota
+      from tasks t join dags d on d.id = t.dag_id join tenants tn on tn.id = t.tenant_id
       where t.status = 'ready'
     )
     select id, dag_id as "dagId", key, required_capabilities as capabilities, max_cost_usd::float8 as "maxCostUsd",
       extract(epoch from now() - ready_at)::float8 as "readySec",
-      case when capable = 0 then 'no_capable_agent'
+      case when quota is not null then 'tenant_quota'
+           when capable = 0 then 'no_capable_agent'
            when serving = 0 then 'no_agent_with_model'
            when dag_left is not null and coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0 then 'dag_budget'
            else 'no_agent_can_afford' end as reason,
-      case when capable = 0 then 'no active agent has ' || case when cardinality(required_capabilities) = 0 then 'registered' else 'capabilities ' || array_to_string(required_capabilities, ', ') end
+      case when quota is not null then 'tenant ' || tenant_id || ' waits at its ' || quota
+           when capable = 0 then 'no active agent' || case when tenant_id <> ${DEFAULT_TENANT} then ' serving tenant ' || tenant_id else '' end
+             || ' has ' || case when cardinality(required_capabilities) = 0 then 'registered' else 'capabilities ' || array_to_string(required_capabilities, ', ') end
            when serving = 0 then 'no active agent that can take it has model ' || array_to_string(models, ', ')
            when dag_left is not null and coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0
              then 'DAG budget: $' || round(greatest(dag_left, 0), 4) || ' left, the task may cost $' || round(coalesce(max_cost_usd, 0), 4)
            else 'no capable agent can afford $' || round(coalesce(max_cost_usd, 0), 4) || ' (most left: $' || round(greatest(best_left, 0), 4) || ')' end as detail
     from ready
-    where capable = 0 or serving = 0
+    where quota is not null or capable = 0 or serving = 0
        or (dag_left is not null and (coalesce(max_cost_usd, 0) > dag_left or dag_left <= 0))
        or best_left <= 0 or coalesce(max_cost_usd, 0) > best_left
     order by ready_at, ${taskKeyOrderSql(sql`key`)}

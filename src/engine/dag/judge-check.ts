@@ -5,8 +5,8 @@ import { validationStepsOf } from '../../validation/steps/index.js';
 
 /**
  * Before a DAG is accepted, its llm-judge steps are checked against the judges that can take them:
- * an active agent with validate:judge that registered one of the models the step will be judged
- * with (the step's model, else the task's models and fallback models; none named: any judge), or `*`.
+ * an active agent with validate:judge, serving the DAG's tenant, that registered one of the models the step will be
+ * judged with (the step's model, else the task's models and fallback models; none named: any judge), or `*`.
  * A step no judge can serve would leave its task VALIDATING after its agent has spent the attempt:
  * found at submit, not after the spend.
  */
@@ -20,7 +20,8 @@ export interface JudgeGap {
   models: string[];
 }
 
-export async function judgeGapsFind(db: Db, specs: DagSpec[]): Promise<JudgeGap[]> {
+/** The llm-judge steps of `specs` that no active judge of `tenant` (the DAGs') can serve. */
+export async function judgeGapsFind(db: Db, specs: DagSpec[], tenant: string): Promise<JudgeGap[]> {
   const steps = specs.flatMap((spec) => [
     ...spec.tasks.map((t) => ({ spec, where: t.key, task: t })),
     ...Object.entries(spec.spawn?.templates ?? {}).map(([name, t]) => ({ spec, where: `spawn.templates.${name}`, task: t })),
@@ -28,7 +29,7 @@ export async function judgeGapsFind(db: Db, specs: DagSpec[]): Promise<JudgeGap[
     step.kind === 'llm-judge' ? [{ dag: s.name, where, step: i + 1, models: step.model ? [step.model] : taskModels(task) }] : []
   ))));
   if (steps.length === 0) return [];
-  const judges = await agentJudgeModels(db);
+  const judges = await agentJudgeModels(db, tenant);
   return steps.filter((s) => !judges.some((models) => s.models.length === 0 || models.includes('*') || s.models.some((m) => models.includes(m))));
 }
 

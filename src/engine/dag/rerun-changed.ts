@@ -105,7 +105,7 @@ export async function dagRerunChanged(db: Db, dagId: string, change: RerunChange
       carried.set(t.key, { fromTaskId: row.reusedFrom ?? row.id, output: row.output });
     }
     const spec = { ...original.spec, tasks };
-    const gaps = await judgeGapsFind(tx, [spec]);
+    const gaps = await judgeGapsFind(tx, [spec], dag.tenantId);
     if (gaps.length && !opts.force) throw new InvalidInputError(`${gaps.map(judgeGapText).join('; ')}; nothing was created (--force, or force: true over HTTP, re-runs anyway)`, { gaps });
     const record: RerunChangeRecord = {
       model: change.model ?? null, set: settings, changed, rerunTasks: runs.size, reusedTasks: carried.size, by, note: opts.note ?? null,

@@ -3,6 +3,7 @@ import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { dbNow } from '../../db/queries/schedules.js';
+import { DEFAULT_TENANT } from '../../db/queries/tenants.js';
 import { InvalidInputError } from '../../errors.js';
 import { judgeGapsFind, judgeGapText } from '../dag/judge-check.js';
 import { scheduleRegister } from './cron.js';
@@ -23,7 +24,7 @@ export type IntakeResult = (SubmitResult | { schedule: string; nextFireAt: Date 
 export async function dagSubmitOrSchedule(
   db: Db, specs: DagSpec[], opts: SubmitOptions & { sourceOf?: (spec: DagSpec) => string; replaceAnySchedule?: boolean; force?: boolean; scoped?: boolean } = {},
 ): Promise<IntakeResult[]> {
-  const gaps = await judgeGapsFind(db, specs);
+  const gaps = await judgeGapsFind(db, specs, opts.tenant ?? DEFAULT_TENANT);
   if (gaps.length && !opts.force) {
     throw new InvalidInputError(`${gaps.map(judgeGapText).join('; ')}; nothing was submitted (--force, or ?force=true over HTTP, submits anyway)`, { gaps });
   }

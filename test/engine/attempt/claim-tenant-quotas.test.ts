@@ -6,6 +6,7 @@ import { dagSubmit } from '../../../src/engine/dag/submit.js';
 import { tenantCreate, tenantSet, tenantShares } from '../../../src/engine/ops/tenants.js';
 import { tenantShareCreate } from '../../../src/maintenance/tenant-share.js';
 import { statsGet } from '../../../src/engine/read/inspect.js';
+import { unclaimableList } from '../../../src/engine/ops/priority.js';
 import { testDatabase } from '../../helpers/db.js';
 import { agentCreate, dagSpec, databaseReset, rowsOf } from '../../helpers/factories.js';
 
@@ -49,6 +50,10 @@ describe('a tenant\'s money and tokens quotas', () => {
     const meanwhile = await taskClaim(db, 'w', { limit: 10 });
     expect(await tenantsOf(meanwhile.map((t) => t.id))).toEqual(['team-b', 'team-b']);
     expect((await statsGet(db, { tenant: 'team-a' })).tenants[0]!.waiting).toMatch(/USD quota/);
+    // Its READY tasks say why no agent takes them (dagent tasks --unclaimable).
+    const stuck = await unclaimableList(db);
+    expect(stuck.map((t) => [t.key, t.reason])).toEqual([['t1', 'tenant_quota'], ['t2', 'tenant_quota']]);
+    expect(stuck[0]!.detail).toMatch(/^tenant team-a waits at its USD quota: 1\.2\d* of 1 USD/);
 
     await tenantSet(db, 'team-a', { maxUsdPerDay: 5 });
     await loop.runOnce();
