@@ -125,17 +125,21 @@ export function taskUnclaimableList(db: Db, limit: number): Promise<UnclaimableT
   // An agent serves the task's tenant when it registered for it, or for every tenant (the claim's rule).
   const capableOf = sql`a.status = 'active' and t.required_capabilities <@ a.capabilities and (a.tenants is null or t.tenant_id = any(a.tenants))`;
   return rowsOf<UnclaimableTask>(db, sql`
-    with ready as (
+    with tenant_wait as materialized (
+      -- Once per tenant, not per READY task: why its work waits, if it does.
+      select tn.id, case when tn.quota_until > now() then tn.quota_reason
+             when tn.max_running is not null and (select count(*) from tasks h where h.tenant_id = tn.id and h.status in (${sqlStateList(HELD_STATES)})) >= tn.max_running
+               then 'running quota: ' || tn.max_running || ' held at once' end as quota
+      from tenants tn
+    ),
+    ready as (
       select t.id, t.dag_id, t.key, t.required_capabilities, t.models, t.max_cost_usd, t.ready_at, t.tenant_id,
         (select count(*) from agents a where ${capableOf}) as capable,
         (select count(*) from agents a where ${capableOf} and ${modelServes}) as serving,
         (select max(coalesce(${spendRemainingSql('a')}, 'Infinity'::numeric)) from agents a
           where ${capableOf} and ${modelServes}) as best_left,
-        ${spendRemainingSql('d')} as dag_left,
-        case when tn.quota_until > now() then tn.quota_reason
-             when tn.max_running is not null and (select count(*) from tasks h where h.tenant_id = tn.id and h.status in (${sqlStateList(HELD_STATES)})) >= tn.max_running
-               then 'running quota: ' || tn.max_running || ' held at once' end as quota
-      from tasks t join dags d on d.id = t.dag_id join tenants tn on tn.id = t.tenant_id
+        ${spendRemainingSql('d')} as dag_left, w.quota
+      from tasks t join dags d on d.id = t.dag_id join tenant_wait w on w.id = t.tenant_id
       where t.status = 'ready'
     )
     select id, dag_id as "dagId", key, required_capabilities as capabilities, max_cost_usd::float8 as "maxCostUsd",
