@@ -41,11 +41,6 @@ export interface Grant {
  */
 export interface Principal { tokenId: string; role: TokenRole; agentId: string | null; grant: Grant | null; tenants: readonly string[] | null }
 
-/** Whether a principal reaches objects of this tenant: an unscoped one reaches every tenant's. */
-export function principalReaches(p: Principal | null, tenantId: string): boolean {
-  return !p?.tenants || p.tenants.includes(tenantId);
-}
-
 const TOKEN_PREFIX = 'dgt_';
 
 export function tokenHash(token: string): string {
