@@ -7,7 +7,7 @@ import { agentModelSchema } from '../llm-models.js';
 import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
 import { newTokenId } from '../ids.js';
 import { AGENT_TOKEN_DEFAULTS, tenantIdSchema } from '../config/index.js';
-import { DEFAULT_TENANT, tenantGet } from '../db/queries/tenants.js';
+import { tenantKnown } from '../db/queries/tenants.js';
 
 /**
  * What a token may call. admin: everything, and any agent's calls. submit: submit DAGs
@@ -93,7 +93,7 @@ export async function tokenCreate(db: Db, o: TokenCreate): Promise<{ id: string;
   if (tenants && tenants.length === 0) throw new InvalidInputError('--tenants: name at least one tenant (leave it out for every tenant)');
   for (const t of tenants ?? []) {
     if (!tenantIdSchema.safeParse(t).success) throw new InvalidInputError(`--tenants ${t}: not a tenant id (lowercase letters, digits, _ and -)`);
-    if (t !== DEFAULT_TENANT && !(await tenantGet(db, t))) throw new InvalidInputError(`--tenants ${t}: no such tenant (dagent tenants create ${t})`);
+    if (!(await tenantKnown(db, t))) throw new InvalidInputError(`--tenants ${t}: no such tenant (dagent tenants create ${t})`);
   }
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
   const isAgent = o.role === 'agent';

@@ -8,7 +8,7 @@ import {
 import { configFromEnv } from '../config/index.js';
 import { urlRedact, webhookPost, webhookUrlRefusal } from './post.js';
 import { InvalidInputError, NotFoundError, tenantUnknownError } from '../errors.js';
-import { DEFAULT_TENANT, tenantGet } from '../db/queries/tenants.js';
+import { tenantKnown } from '../db/queries/tenants.js';
 import { newWebhookId } from '../ids.js';
 import { didYouMean } from '../dag/suggest.js';
 import { retryDelaySec } from '../engine/attempt/retry-policy.js';
@@ -55,7 +55,7 @@ export async function webhookAdd(db: Db, o: { url: string; events?: string[]; se
       throw new InvalidInputError(`webhook event ${e}: unknown${didYouMean(e, WEBHOOK_EVENT_TYPES)}; one of ${WEBHOOK_EVENT_TYPES.join(', ')}`);
     }
   }
-  if (o.tenant !== undefined && o.tenant !== DEFAULT_TENANT && !(await tenantGet(db, o.tenant))) throw tenantUnknownError(o.tenant);
+  if (o.tenant !== undefined && !(await tenantKnown(db, o.tenant))) throw tenantUnknownError(o.tenant);
   return webhookInsert(db, { id: newWebhookId(), url: url.toString(), events, secret: o.secret ?? null, tenantId: o.tenant ?? null });
 }
 

@@ -15,6 +15,11 @@ export async function tenantGet(db: Db, id: string): Promise<TenantRow | undefin
   return row;
 }
 
+/** Whether the tenant exists: the default one always does (migration 0044 makes it), so asking for it costs no query. */
+export async function tenantKnown(db: Db, id: string): Promise<boolean> {
+  return id === DEFAULT_TENANT || (await tenantGet(db, id)) !== undefined;
+}
+
 /** Insert a tenant; false when the id is taken. Its virtual time starts at the lowest of those with work, as an idle one's. */
 export async function tenantInsert(db: Db, t: { id: string; name?: string | null; weight?: number }): Promise<boolean> {
   const rows = await rowsOf<{ id: string }>(db, sql`

@@ -5,7 +5,7 @@ import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../../db/queri
 import { edgeInsertMany } from '../../db/queries/edges.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock } from '../../db/queries/tasks-intake.js';
-import { DEFAULT_TENANT, tenantGet, tenantQueuedLock } from '../../db/queries/tenants.js';
+import { DEFAULT_TENANT, tenantQueuedLock, tenantKnown } from '../../db/queries/tenants.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
 import { BackpressureError, ConflictError, InvalidInputError, tenantUnknownError } from '../../errors.js';
@@ -98,7 +98,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
     for (const d of t.dependsOn) if (!keys.has(d)) throw new InvalidInputError(`DAG ${spec.name}: task ${t.key} depends on unknown task ${d}`);
   }
   const tenant = o.tenant ?? DEFAULT_TENANT;
-  if (tenant !== DEFAULT_TENANT && !(await tenantGet(tx, tenant))) {
+  if (!(await tenantKnown(tx, tenant))) {
     throw tenantUnknownError(tenant);
   }
   // A tenant's queued quota: its unfinished tasks and these stay within it (its submits serialized on its row).

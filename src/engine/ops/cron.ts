@@ -6,7 +6,7 @@ import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
 import { dagFindByIdempotencyKey, dagRunningIdsByCreator } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';
-import { DEFAULT_TENANT, tenantGet } from '../../db/queries/tenants.js';
+import { DEFAULT_TENANT, tenantKnown } from '../../db/queries/tenants.js';
 import {
   dbNow, scheduleAdvance, scheduleDelete, scheduleEnabledSet, scheduleGet, scheduleListAll,
   scheduleLock, scheduleLockDue, scheduleUpsert, type ScheduleListRow, type ScheduleRow,
@@ -38,7 +38,7 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
   if (!s) throw new InvalidInputError(`${spec.sourceFile ?? spec.name}: no schedule block`);
   return withTx(db, async (tx) => {
     const now = await clock(tx);
-    if (author.tenant !== undefined && author.tenant !== DEFAULT_TENANT && !(await tenantGet(tx, author.tenant))) {
+    if (author.tenant !== undefined && !(await tenantKnown(tx, author.tenant))) {
       throw tenantUnknownError(author.tenant);
     }
     await fireKeysCheck(spec, source, now);

@@ -3,7 +3,7 @@ import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { signalRecord, taskWaitingExpired, taskWaitingLockForKey, taskWaitingSignalled, type WaitingTask } from '../../db/queries/signals.js';
-import { DEFAULT_TENANT, tenantGet } from '../../db/queries/tenants.js';
+import { DEFAULT_TENANT, tenantKnown } from '../../db/queries/tenants.js';
 import { SIGNAL_KEY_PATTERN } from '../../dag/file-schema.js';
 import { InvalidInputError, tenantUnknownError } from '../../errors.js';
 import { completionInput, completionWrite, outputProblem } from '../attempt/completion-write.js';
@@ -37,7 +37,7 @@ export async function signalSend(db: Db, key: string, payload: unknown, opts: { 
   const by = opts.by ?? 'api';
   const tenant = opts.tenant ?? DEFAULT_TENANT;
   const r = await withTx(db, async (tx) => {
-    if (tenant !== DEFAULT_TENANT && !(await tenantGet(tx, tenant))) throw tenantUnknownError(tenant);
+    if (!(await tenantKnown(tx, tenant))) throw tenantUnknownError(tenant);
     const { receivedAt } = await signalRecord(tx, tenant, key, payload, by);
     const waiting = await taskWaitingLockForKey(tx, tenant, key);
     await waitsComplete(tx, waiting.map((t) => ({ ...t, payload })), by);
