@@ -45,7 +45,7 @@ async function databaseOpenError(e: unknown, pooledUrl: string | undefined, data
   const url = direct ?? pooledUrl;
   const variable = direct ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL';
   const code = (e as NodeJS.ErrnoException)?.code ?? ((e as { cause?: NodeJS.ErrnoException })?.cause)?.code;
-  if (url && isConnectionLost(e)) {
+  if (url && isConnectionLost(e) && code !== '53300') {
     const where = (() => { try { const u = new URL(url); return `${u.hostname}:${u.port || 5432}`; } catch { return variable; } })();
     return new UnavailableError(2, direct
       ? `cannot reach PostgreSQL at ${where} (DATABASE_DIRECT_URL: ${errorMessage(e)}): is it running, and is that address the database's own, past the pooler?`
@@ -82,6 +82,13 @@ export async function withDatabase<T>(ctx: CommandContext, fn: (d: Database) => 
   const tracing = tracingWanted(ctx.io.env) ? await (await import('../observability/tracing-setup.js')).tracingStart(d.db, ctx.io.env, ctx.log) : null;
   try {
     return await fn(d);
+  } catch (e) {
+    // The server lost, or full, after the open: the same one line as at the open, not a wrapped statement's stack.
+    const { isConnectionLost, errorMessage } = await import('../db/pg-errors.js');
+    if (!isConnectionLost(e)) throw e;
+    const driverError = (e as { cause?: unknown }).cause ?? e;
+    const mapped = await databaseOpenError(driverError, cfg.databaseUrl, cfg.dataDir);
+    throw mapped !== driverError ? mapped : new UnavailableError(2, `the embedded PostgreSQL in ${cfg.dataDir} did not answer (${errorMessage(e)}); run the command again`);
   } finally {
     await tracing?.shutdown();
     await d.close();

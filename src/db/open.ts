@@ -6,6 +6,7 @@ import { embeddedServerStart, type EmbeddedServer } from './embedded.js';
 import { embeddedWatch } from './embedded-watch.js';
 import { CONFIG_DEFAULTS } from '../config/defaults.js';
 import { identifierQuote } from './schema-layout.js';
+import { PatientPool } from './patient-pool.js';
 import { poolModeSet, type PreparedStatements } from './pool-mode.js';
 import { InvalidInputError } from '../errors.js';
 import { migrationsApply, type DirectUrlError, type SessionConfig } from './migrate.js';
@@ -64,7 +65,7 @@ export async function databaseOpen(opts: DatabaseOptions = {}): Promise<Database
   // refuses startup options (PgBouncer: "unsupported startup parameter"), or would lose them between
   // transactions: there the server's own setting for the role or database must say it (checked below).
   const searchPath = `-c search_path=${identifierQuote(dbSchema)}`;
-  const pool = new pg.Pool({
+  const pool = new PatientPool({
     connectionString: url, max: opts.poolSize ?? CONFIG_DEFAULTS.dbPool, ...(pooler ? {} : { options: searchPath }),
     connectionTimeoutMillis: (opts.connectTimeoutSec ?? CONFIG_DEFAULTS.dbConnectTimeoutSec) * 1000,
     query_timeout: (opts.queryTimeoutSec ?? CONFIG_DEFAULTS.dbQueryTimeoutSec) * 1000,

@@ -1,5 +1,6 @@
-// Socket errors, and the SQLSTATEs of a server that is shutting down, starting up or unreachable.
-const CONNECTION_LOST_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+// Socket errors, and the SQLSTATEs of a server that is shutting down, starting up, full (53300 too many
+// connections, once the pool has waited its connect timeout for room: patient-pool.ts) or unreachable.
+const CONNECTION_LOST_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', '53300', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
 
 /**
  * True when an error means "the database could not be reached", not "the
