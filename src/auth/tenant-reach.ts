@@ -21,15 +21,16 @@ export function tenantRouteRefuse(p: Principal, reach: TenantReach, access: Acce
 /**
  * Once the request was read and found well formed (so a bad body answers the same for any id), just before the
  * handler: a token scoped to tenants reaches only its tenants' objects. An object of another tenant named in the path
- * is a 404 worded as for one that does not exist, never a 403 that would confirm it does. The first id that names
- * nothing stops the check: the handler answers for it as for any unknown id. Unscoped tokens pass without a query.
+ * is a 404, never a 403 that would confirm it exists; and so is an id that names nothing, here, by the same throw, so
+ * that no check the handler makes before its own lookup (a rerun's `set` paths, an approval's edited output) can
+ * answer one differently from the other. Unscoped tokens pass without a query.
  */
 export async function tenantObjectsCheck(db: Db, p: Principal, reach: TenantReach, params: Record<string, string>): Promise<void> {
   if (!p.tenants || typeof reach === 'string') return;
   const [kind, names] = Object.entries(reach)[0] as [TenantOwned, readonly string[]];
   for (const name of names) {
     const id = params[name];
-    if (id !== undefined && !(await tenantObjectReach(db, p, kind, id))) return;
+    if (id !== undefined && !(await tenantObjectReach(db, p, kind, id))) throw new NotFoundError(TENANT_OWNED_LABEL[kind], id);
   }
 }
 

@@ -1,5 +1,5 @@
 import { withTx } from '../db/tx.js';
-import { dagBudgetedOpenIds } from '../db/queries/dags.js';
+import { dagBudgetedOpenIds, dagTenantQuotaIds } from '../db/queries/dags.js';
 import { blockedKind, dagStatusSync } from '../engine/dag/dag-status.js';
 import { serviceCreate, type MaintenanceService, type LoopIdentity, type LoopOptions } from './service.js';
 
@@ -15,8 +15,10 @@ export const BUDGET_WATCH_LOOP = { name: 'budget-watch', gated: true } as const 
  * Marks a DAG `blocked` (reason `budget: …`, event `dag.blocked` {reason: budget})
  * once what is left of its budget cannot pay for a READY task and nothing it runs
  * holds a reservation that could come back, and `running` again (`dag.resumed`)
- * when it can (a budget raised, a task cancelled). The claim already passes such
- * tasks over; this makes the state visible. Spend changes in many statements, so
+ * when it can (a budget raised, a task cancelled); the same for the DAGs of a
+ * tenant past its USD quota (`tenant quota: …`, {reason: tenant_quota}) until the
+ * day ends or the quota is raised. The claim already passes such tasks over; this
+ * makes the state visible. Spend changes in many statements, so
  * one loop re-derives every budgeted open DAG rather than each of them.
  */
 export function budgetWatchCreate(o: BudgetWatchOptions): MaintenanceService {
@@ -28,17 +30,21 @@ export function budgetWatchCreate(o: BudgetWatchOptions): MaintenanceService {
     intervalMs: o.intervalMs ?? BUDGET_WATCH_INTERVAL_MS_DEFAULT,
     async work() {
       let changed = 0;
-      for (let after = ''; ;) {
-        const ids = await dagBudgetedOpenIds(o.db, after, BATCH);
-        if (ids.length === 0) return changed;
-        const rows = await withTx(o.db, (tx) => dagStatusSync(tx, ids));
-        for (const d of rows) {
-          if (d.status === 'blocked') o.log?.warn({ dagId: d.id, reason: blockedKind(d.reason), message: d.reason }, 'dag blocked');
-          else o.log?.info({ dagId: d.id, status: d.status }, 'dag status changed');
+      // DAGs with a budget, then those of tenants past their USD quota (or blocked by it).
+      for (const idsOf of [dagBudgetedOpenIds, dagTenantQuotaIds]) {
+        for (let after = ''; ;) {
+          const ids = await idsOf(o.db, after, BATCH);
+          if (ids.length === 0) break;
+          const rows = await withTx(o.db, (tx) => dagStatusSync(tx, ids));
+          for (const d of rows) {
+            if (d.status === 'blocked') o.log?.warn({ dagId: d.id, reason: blockedKind(d.reason), message: d.reason }, 'dag blocked');
+            else o.log?.info({ dagId: d.id, status: d.status }, 'dag status changed');
+          }
+          changed += rows.length;
+          after = ids[ids.length - 1]!;
         }
-        changed += rows.length;
-        after = ids[ids.length - 1]!;
       }
+      return changed;
     },
   });
 }

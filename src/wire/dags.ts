@@ -31,7 +31,7 @@ export const dagViewSchema = z.object({
   name: z.string(),
   title: z.string().nullable(),
   status: dagStatus,
-  blockedReason: z.string().nullable().describe('why it is blocked: `budget: …`, or the dead letter\'s reason'),
+  blockedReason: z.string().nullable().describe('why it is blocked: `budget: …`, `tenant quota: …`, or the dead letter\'s reason'),
   params: z.unknown().describe('the params it was submitted with, by name'),
   spec: z.unknown().describe('the DAG as submitted, normalized'),
   sourceFile: z.string().nullable(),

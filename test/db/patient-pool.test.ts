@@ -87,20 +87,25 @@ describe('a server with no free connections', () => {
 
   it('a command that meets a full server after it opened says so in one line, exit 5, no stack', async () => {
     const dagId = await dagCreate(database.db, 'name: full\ntasks:\n  a: { type: t }\n');
-    // The command's one connection (the role's only one) waits on a lock held here for 12 s, so its side-by-side reads
-    // find no room for a second connection until the connect timeout (10 s) has passed. The lock then goes, so the
-    // command's close, which waits for its statement in flight, can finish.
+    // Three of the command's four side-by-side reads need the tasks table, locked here: whichever holds the one
+    // connection (the role's only one) waits on the lock, and the others find no room for a second connection until
+    // the connect timeout (10 s). The role's lock_timeout (20 s) then ends the wait, so the command's close, which waits
+    // for its statement in flight, finishes; the lock is held throughout, so no connection frees up in time.
+    await database.pool.query(`alter role ${role} set lock_timeout = '20s'`);
     const locker = await database.pool.connect();
     await locker.query('begin');
-    await locker.query('lock table dagent.dead_letters in access exclusive mode');
-    const unlocked = new Promise<void>((resolve) => setTimeout(() => {
-      void locker.query('rollback').finally(() => { locker.release(); resolve(); });
-    }, 12_000));
-    const r = await cliWith({ ...process.env, DATABASE_URL: roleUrl })('status', dagId);
-    await unlocked;
+    await locker.query('lock table dagent.tasks in access exclusive mode');
+    let r: Awaited<ReturnType<ReturnType<typeof cliWith>>>;
+    try {
+      r = await cliWith({ ...process.env, DATABASE_URL: roleUrl })('status', dagId);
+    } finally {
+      await locker.query('rollback');
+      locker.release();
+      await database.pool.query(`alter role ${role} reset lock_timeout`);
+    }
     expect(r.code).toBe(5);
     expect(r.stderr).toMatch(/^error: PostgreSQL at [^ ]+ refused: too many connections for role "dagent_one_conn_\w+"; the server has no free connections; retry, or lower other clients' pools\n$/);
-  }, 30_000);
+  }, 40_000);
 
   it('over HTTP, a request that finds no free connection within the timeout is a 503 with Retry-After, not a 500', async () => {
     const roleDb = await databaseOpen({ url: roleUrl, migrate: false, poolSize: 2, connectTimeoutSec: 1 });

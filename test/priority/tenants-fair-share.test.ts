@@ -125,4 +125,26 @@ describe('tenants and fair share', () => {
     // Another tenant is not held to it.
     await submitFlat('default', 10, 1000);
   });
+
+  it('the deployment\'s full queue (--max-queued) is shared by weight: a tenant that filled it is refused, one under its share still submits', async () => {
+    await tenantCreate(db, { id: 'flood' });
+    await tenantCreate(db, { id: 'quiet', weight: 2 });
+    // Weights default 1, flood 1, quiet 2: past the limit of 12, quiet may hold 12 × 2/4 = 6 unfinished tasks.
+    const submit = async (tenant: string, n: number) => {
+      const lines = [`name: ${tenant}-${n}`, 'tasks:', ...Array.from({ length: n }, (_, i) => `  t${i}: { type: work }`)];
+      return dagSubmit(db, [await dagSourceLoad(lines.join('\n'), `${tenant}.yaml`)], { tenant, maxQueued: 12 });
+    };
+    const count = async () => (await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tasks`))[0]!.n;
+    await submit('flood', 12);
+    await expect(submit('flood', 1)).rejects.toThrow('queue full: 12 tasks READY or PENDING (limit 12); nothing was submitted, retry in 10s');
+    await expect(submit('default', 1)).resolves.toHaveLength(1);
+    await submit('quiet', 4);
+    await submit('quiet', 1);
+    const before = await count();
+    await expect(submit('quiet', 1)).resolves.toHaveLength(1);
+    // At 6 of its share of 6, quiet is refused too, and nothing is written.
+    await expect(submit('quiet', 1)).rejects.toThrow(/^queue full: 19 tasks READY or PENDING \(limit 12\)/);
+    await expect(submit('flood', 1)).rejects.toThrow(/^queue full/);
+    expect(await count()).toBe(before + 1);
+  });
 });

@@ -350,6 +350,8 @@ describe('what a scoped token sends wrong is answered alike for any id', () => {
       ['POST', '/api/tasks/ID/priority', B.open, MISSING.task, { priority: 999 }],
       ['POST', '/api/dags/ID/budget', B.dagId, MISSING.dag, { usd: -1 }],
       ['GET', '/api/tasks/ID/steps/plan', B.notes, MISSING.task, undefined],
+      // A check the engine makes before its own lookup (a rerun's `set` fields) comes after the reach: 404 for both.
+      ['POST', '/api/dags/ID/reruns', B.dagId, MISSING.dag, { set: { 'notes.no_such_field': 'x' } }],
     ] as const) {
       const none = await req(method, path.replace('ID', missing), token, body);
       const theirs = await req(method, path.replace('ID', foreign), token, body);

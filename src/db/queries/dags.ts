@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
 import { spendTodaySql } from './spend.js';
+import { tenantUsdQuotaWaitSql } from './tenants.js';
 import type { Db } from '../handle.js';
 import { dags } from '../schema/index.js';
 import { rowsOf, textArray } from '../statement.js';
@@ -83,23 +84,24 @@ export interface DagStatusChange { id: string; status: string; previous: string;
  * spend or budget: completed when nothing is open; blocked while a dead letter is
  * unresolved (the oldest is the reason), or while its budget cannot pay for a READY task
  * and nothing it runs holds a reservation that could still come back (`budget: …`, the
- * same rule the claim passes such tasks over by); else running. Cancelled stays cancelled.
+ * same rule the claim passes such tasks over by), or while its tenant waits on its USD
+ * quota with READY work (`tenant quota: …`); else running. Cancelled stays cancelled.
  * Returns only the DAGs that changed.
  */
 export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusChange[]> {
   return rowsOf(db, sql`
     with locked as materialized (
       -- DAG rows in id order (docs/architecture.md, lock order), read as locked: their latest committed version.
-      select id, status, tasks_open, budget_usd, spent_usd, reserved_usd, daily_budget_usd, ${spendTodaySql('dags')} as today_usd from dags
+      select id, status, tenant_id, tasks_open, budget_usd, spent_usd, reserved_usd, daily_budget_usd, ${spendTodaySql('dags')} as today_usd from dags
       where id = any(${textArray(dagIds)}) order by id for no key update
     ),
     derived as (
       select d.id, d.status as previous,
         case when d.status = 'cancelled' then 'cancelled'
              when d.tasks_open = 0 then 'completed'
-             when coalesce(x.reason, b.reason, c.reason) is not null then 'blocked'
+             when coalesce(x.reason, b.reason, c.reason, q.reason) is not null then 'blocked'
              else 'running' end as status,
-        coalesce(x.reason, b.reason, c.reason) as reason
+        coalesce(x.reason, b.reason, c.reason, q.reason) as reason
       from locked d
       left join lateral (
         select 'task ' || t.key || ' dead-lettered: ' || l.reason as reason
@@ -121,6 +123,13 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusCha
         where d.daily_budget_usd is not null and d.daily_budget_usd - d.today_usd <= 0
           and exists (select 1 from tasks t where t.dag_id = d.id and t.status = 'ready')
       ) c on true
+      -- Its tenant past its USD quota for the day, with work waiting: claims pass the tenant over (tasks-claim/groups.ts).
+      left join lateral (
+        select 'tenant quota: tenant ' || tn.id || ' spent or reserved its USD quota for today (UTC); its tasks wait for the next day or a higher quota' as reason
+        from tenants tn
+        where tn.id = d.tenant_id and ${tenantUsdQuotaWaitSql('tn')}
+          and exists (select 1 from tasks t where t.dag_id = d.id and t.status = 'ready')
+      ) q on true
     )
     update dags d set status = v.status,
       blocked_reason = case when v.status = 'blocked' then v.reason end,
@@ -136,6 +145,22 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusCha
 export async function dagBudgetedOpenIds(db: Db, after: string, limit: number): Promise<string[]> {
   const rows = await db.select({ id: dags.id }).from(dags)
     .where(sql`${dags.status} in ('running', 'blocked') and (${dags.budgetUsd} is not null or ${dags.dailyBudgetUsd} is not null) and ${dags.id} > ${after}`).orderBy(asc(dags.id)).limit(limit);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Open DAGs whose status the USD quota of their tenant may move (dagStatusRefresh): those of tenants waiting on it
+ * now, and those it blocked: the next `limit` by id after `after`. Few tenants wait at a time, an index probe each.
+ */
+export async function dagTenantQuotaIds(db: Db, after: string, limit: number): Promise<string[]> {
+  const rows = await rowsOf<{ id: string }>(db, sql`
+    select id from (
+      select d.id from tenants tn join dags d on d.tenant_id = tn.id and d.status in ('running', 'blocked')
+      where ${tenantUsdQuotaWaitSql('tn')}
+      union
+      select id from dags where status = 'blocked' and starts_with(blocked_reason, 'tenant quota:')
+    ) x
+    where id > ${after} order by id limit ${limit}`);
   return rows.map((r) => r.id);
 }
 

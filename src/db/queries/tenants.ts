@@ -1,4 +1,4 @@
-import { eq, sql } from 'drizzle-orm';
+import { eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../handle.js';
 import { DEFAULT_TENANT, tenants, type TenantRow } from '../schema/index.js';
 import type { TenantView } from '../rows.js';
@@ -95,6 +95,18 @@ export async function tenantServedFold(db: Db): Promise<number> {
 
 const MINUTE = sql`interval '60 seconds'`;
 
+/** How the reason of a tenant past its USD quota begins (tenantQuotaCheck writes it). */
+const USD_QUOTA_REASON = 'USD quota:';
+
+/**
+ * Whether the tenant row named `tn` waits on its USD quota now. Its DAGs with READY work are then blocked
+ * (dags.ts dagStatusRefresh): the wait lasts until the next UTC day or a higher quota. A tokens quota's wait ends
+ * within its minute, a throttle like a model's rate limit, and blocks no DAG.
+ */
+export function tenantUsdQuotaWaitSql(tn: string): SQL {
+  return sql`(${sql.raw(tn)}.quota_until > now() and starts_with(${sql.raw(tn)}.quota_reason, ${USD_QUOTA_REASON}))`;
+}
+
 /**
  * The share loop's other step, one statement: each tenant with a money or tokens quota is passed over by claims
  * (quota_until, with the reason) while it is past one: the USD its DAGs spent today (UTC) and hold reserved, against
@@ -116,7 +128,7 @@ export async function tenantQuotaCheck(db: Db): Promise<number> {
         case when q.usd >= q.max_usd_per_day then (${SPEND_DAY_SQL} + 1)::timestamp at time zone 'utc'
              when q.minute_at > now() - ${MINUTE} and q.minute_tokens >= q.max_tokens_per_minute then q.minute_at + ${MINUTE} end as until,
         case when q.usd >= q.max_usd_per_day
-               then format('USD quota: %s of %s USD spent or reserved today (UTC); its work waits for the next day', round(q.usd, 2), q.max_usd_per_day)
+               then ${USD_QUOTA_REASON} || format(' %s of %s USD spent or reserved today (UTC); its work waits for the next day', round(q.usd, 2), q.max_usd_per_day)
              when q.minute_at > now() - ${MINUTE} and q.minute_tokens >= q.max_tokens_per_minute
                then format('tokens quota: %s of %s tokens claimed this minute; its work waits for the minute to end', q.minute_tokens, q.max_tokens_per_minute) end as reason
       from quotas q
@@ -142,9 +154,25 @@ export async function tenantCount(db: Db): Promise<number> {
  */
 export async function tenantQueuedLock(db: Db, id: string): Promise<{ maxQueued: number; open: number } | undefined> {
   const [r] = await rowsOf<{ max_queued: number; open: number }>(db, sql`
-    select t.max_queued, (select coalesce(sum(d.tasks_open), 0)::int from dags d where d.tenant_id = t.id and d.status in ('running', 'blocked')) as open
+    select t.max_queued, ${openTasksSql('t')} as open
     from tenants t where t.id = ${id} and t.max_queued is not null for update of t`);
   return r && { maxQueued: r.max_queued, open: r.open };
+}
+
+/**
+ * A tenant's unfinished tasks, and its weight over all tenants' weights: what it may hold of a full deployment queue
+ * (engine/dag/submit.ts queueFullFor). Undefined when there is no such tenant.
+ */
+export async function tenantQueueShare(db: Db, id: string): Promise<{ open: number; weightShare: number } | undefined> {
+  const [r] = await rowsOf<{ open: number; share: number }>(db, sql`
+    select ${openTasksSql('t')} as open, t.weight::float8 / (select sum(weight) from tenants)::float8 as share
+    from tenants t where t.id = ${id}`);
+  return r && { open: r.open, weightShare: r.share };
+}
+
+/** The unfinished tasks of tenant row `t`: its open DAGs' tasks_open (dags_tenant_open_idx). */
+function openTasksSql(t: string): SQL {
+  return sql`(select coalesce(sum(d.tasks_open), 0)::int from dags d where d.tenant_id = ${sql.raw(t)}.id and d.status in ('running', 'blocked'))`;
 }
 
 /** The kinds of object a request may name by id, each with the tenant it belongs to (a dead letter's is its task's). */

@@ -8,8 +8,8 @@ import { ConflictError, InvalidInputError, NotFoundError } from '../../errors.js
 
 /**
  * Re-derive DAG status (db/queries/dags.ts dagStatusRefresh) and record what
- * changed: `dag.blocked` when a DAG becomes blocked (reason `budget` or
- * `dead_letter`, with the message), `dag.resumed` when a blocked DAG runs again.
+ * changed: `dag.blocked` when a DAG becomes blocked (reason `budget`,
+ * `tenant_quota` or `dead_letter`, with the message), `dag.resumed` when a blocked DAG runs again.
  * Failure and the dead-letter queue record their own events; this is for changes
  * of spend and budget.
  */
@@ -27,9 +27,9 @@ export async function dagStatusSync(tx: Db, dagIds: string[]): Promise<DagStatus
   return changed;
 }
 
-/** `budget` or `dead_letter`: what kind of thing holds a blocked DAG, from its reason's text. */
-export function blockedKind(reason: string | null): 'budget' | 'dead_letter' {
-  return reason?.startsWith('budget:') ? 'budget' : 'dead_letter';
+/** `budget`, `tenant_quota` or `dead_letter`: what kind of thing holds a blocked DAG, from its reason's text. */
+export function blockedKind(reason: string | null): 'budget' | 'tenant_quota' | 'dead_letter' {
+  return reason?.startsWith('budget:') ? 'budget' : reason?.startsWith('tenant quota:') ? 'tenant_quota' : 'dead_letter';
 }
 
 /**

@@ -81,9 +81,9 @@ export async function dagRerunChanged(db: Db, dagId: string, change: RerunChange
   }
   const by = opts.by ?? 'api';
   const result = await withTx(db, async (tx) => {
-    if (opts.maxQueued !== undefined) await backpressureCheck(tx, opts.maxQueued);
     const dag = await dagGet(tx, dagId);
     if (!dag) throw new NotFoundError('DAG', dagId);
+    if (opts.maxQueued !== undefined) await backpressureCheck(tx, opts.maxQueued, dag.tenantId);
     // Under the graph lock: nothing adds a task or an edge to it while it is read (a late spawn, dagEdgesAdd).
     await dagLockGraph(tx, dagId);
     if (dag.prunedAt) throw new ConflictError(`DAG ${dagId} is being pruned (it finished before the retention period): it cannot be re-run`, { dagId });

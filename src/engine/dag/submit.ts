@@ -5,7 +5,7 @@ import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../../db/queri
 import { edgeInsertMany } from '../../db/queries/edges.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock } from '../../db/queries/tasks-intake.js';
-import { DEFAULT_TENANT, tenantQueuedLock, tenantKnown } from '../../db/queries/tenants.js';
+import { DEFAULT_TENANT, tenantQueuedLock, tenantQueueShare, tenantKnown } from '../../db/queries/tenants.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
 import { BackpressureError, ConflictError, InvalidInputError, tenantUnknownError } from '../../errors.js';
@@ -19,7 +19,10 @@ export interface SubmitOptions {
   /** Who created the DAGs: `cli`, `api`, `cron:<name>`, `agent:<id>`. Default `api`. */
   createdBy?: string;
   log?: Logger;
-  /** Backpressure: refuse (BackpressureError, nothing written) while READY + PENDING tasks number this many or more. Default: no limit. */
+  /**
+   * Backpressure: refuse (BackpressureError, nothing written) while READY + PENDING tasks number this many or more, and
+   * the tenant holds its weight's share of them (queueFullFor). Default: no limit.
+   */
   maxQueued?: number;
   /** The Retry-After a refusal suggests, in seconds. Default BACKPRESSURE_RETRY_AFTER_SEC. */
   retryAfterSec?: number;
@@ -41,7 +44,7 @@ export interface SubmitResult {
 export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = {}): Promise<SubmitResult[]> {
   try {
     const results = await withTx(db, async (tx) => {
-      if (opts.maxQueued !== undefined) await backpressureCheck(tx, opts.maxQueued, opts.retryAfterSec ?? BACKPRESSURE_RETRY_AFTER_SEC);
+      if (opts.maxQueued !== undefined) await backpressureCheck(tx, opts.maxQueued, opts.tenant ?? DEFAULT_TENANT, opts.retryAfterSec ?? BACKPRESSURE_RETRY_AFTER_SEC);
       const out: SubmitResult[] = [];
       for (const spec of specs) out.push(await dagCreateInTx(tx, spec, { createdBy: opts.createdBy ?? 'api', tenant: opts.tenant }));
       return out;
@@ -53,11 +56,26 @@ export async function dagSubmit(db: Db, specs: DagSpec[], opts: SubmitOptions = 
   }
 }
 
-/** Refuse (BackpressureError) while READY + PENDING tasks number `limit` or more; serialized with other submissions. */
-export async function backpressureCheck(tx: Db, limit: number, retryAfterSec: number = BACKPRESSURE_RETRY_AFTER_SEC): Promise<void> {
+/** Refuse (BackpressureError) a submit into `tenant` while the deployment's queue is full for it (queueFullFor). */
+export async function backpressureCheck(tx: Db, limit: number, tenant: string, retryAfterSec: number = BACKPRESSURE_RETRY_AFTER_SEC): Promise<void> {
+  const queued = await queueFullFor(tx, limit, tenant);
+  if (queued !== undefined) throw new BackpressureError(queued, limit, retryAfterSec);
+}
+
+/**
+ * Whether the deployment's queue (`--max-queued`) is full for new work of `tenant`: READY + PENDING tasks number
+ * `limit` or more, and the tenant's unfinished tasks are at its weight's share of `limit` (its weight over all
+ * tenants') or past it. A tenant under its share still gets work in past the limit, so one tenant filling the queue
+ * never shuts the others out; what they add past it is at most their shares, so the queue stays under about twice
+ * the limit. With one tenant, its share is the whole limit: the limit as it always was. Serialized with other
+ * submissions. Returns the queued count when full, else undefined.
+ */
+export async function queueFullFor(tx: Db, limit: number, tenant: string): Promise<number | undefined> {
   await taskSubmitLock(tx);
   const queued = await taskQueuedCount(tx);
-  if (queued >= limit) throw new BackpressureError(queued, limit, retryAfterSec);
+  if (queued < limit) return undefined;
+  const share = await tenantQueueShare(tx, tenant);
+  return share && share.open < limit * share.weightShare ? undefined : queued;
 }
 
 /** A task a rerun carries over (engine/dag/rerun-changed.ts): inserted completed with this output, from the task that made it. */

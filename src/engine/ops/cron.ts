@@ -16,8 +16,7 @@ import { dagSourceLoad } from '../../dag/load.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { ConflictError, DagValidationError, DagentError, ForbiddenError, InvalidInputError, NotFoundError, tenantUnknownError } from '../../errors.js';
 import { dagCancel } from '../dag/cancel.js';
-import { dagCreateInTx } from '../dag/submit.js';
-import { taskQueuedCount, taskSubmitLock } from '../../db/queries/tasks-intake.js';
+import { dagCreateInTx, queueFullFor } from '../dag/submit.js';
 
 /** With catchup `none`, a fire this late is a missed fire, not a slightly late one. */
 export const MISFIRE_GRACE_SEC = 5;
@@ -124,10 +123,10 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, m
       continue;
     }
     // The backpressure a submit obeys: a schedule is not a way around a full queue.
-    const full = maxQueued === undefined ? undefined : await queueFull(tx, maxQueued);
-    if (full) {
+    const queued = maxQueued === undefined ? undefined : await queueFullFor(tx, maxQueued, row.tenantId);
+    if (queued !== undefined) {
       report.skipped.push(at);
-      skipReasons.push(full);
+      skipReasons.push(`queue full (${queued} ready or pending tasks, limit ${maxQueued})`);
       continue;
     }
     if (row.overlap === 'cancel_previous') {
@@ -153,12 +152,6 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, m
 }
 
 /** Why a fire must wait for the queue to drain, or undefined when it need not. */
-async function queueFull(tx: Db, limit: number): Promise<string | undefined> {
-  await taskSubmitLock(tx);
-  const queued = await taskQueuedCount(tx);
-  return queued >= limit ? `queue full (${queued} ready or pending tasks, limit ${limit})` : undefined;
-}
-
 /** A fire that could not create its DAG: count its due instants as missed, record why, and move on to the next fire. */
 async function scheduleFireFailed(tx: Db, row: ScheduleRow, now: Date, error: unknown, log?: Logger): Promise<FireReport> {
   const due = cronDue(row.cron, row.timezone, row.nextFireAt, now, 1);

@@ -5,6 +5,8 @@ import { taskComplete } from '../../../src/engine/attempt/complete.js';
 import { dagSubmit } from '../../../src/engine/dag/submit.js';
 import { tenantCreate, tenantSet, tenantShares } from '../../../src/engine/ops/tenants.js';
 import { tenantShareCreate } from '../../../src/maintenance/tenant-share.js';
+import { budgetWatchCreate } from '../../../src/maintenance/budget-watch.js';
+import { dagGet } from '../../../src/db/queries/dags.js';
 import { statsGet } from '../../../src/engine/read/inspect.js';
 import { unclaimableList } from '../../../src/engine/ops/priority.js';
 import { testDatabase } from '../../helpers/db.js';
@@ -15,6 +17,10 @@ import { agentCreate, dagSpec, databaseReset, rowsOf } from '../../helpers/facto
 const database = await testDatabase();
 const { db } = database;
 const loop = tenantShareCreate({ db });
+const budgetWatch = budgetWatchCreate({ db });
+const dagState = async (id: string) => { const d = (await dagGet(db, id))!; return [d.status, d.blockedReason]; };
+const blockEvents = async (id: string) => (await rowsOf<{ type: string; reason: string | null }>(db, sql`
+  select type, data->>'reason' as reason from events where dag_id = ${id} and type in ('dag.blocked', 'dag.resumed') order by id`)).map((e) => [e.type, e.reason]);
 
 beforeEach(async () => {
   await databaseReset(db);
@@ -34,7 +40,7 @@ const waitingOf = async (id: string) => (await tenantShares(db)).find((t) => t.i
 
 describe('a tenant\'s money and tokens quotas', () => {
   it('USD per day: past it (spent today, and reserved), its work waits with the reason while the other\'s goes on; raised, it goes', async () => {
-    await submit('team-a', 3);
+    const dagA = await submit('team-a', 3);
     await tenantSet(db, 'team-a', { maxUsdPerDay: 1 });
     // The first task of team-a spends 1.2 USD today: more than its day's quota.
     const [first] = await taskClaim(db, 'w', { limit: 1 });
@@ -46,7 +52,12 @@ describe('a tenant\'s money and tokens quotas', () => {
       select quota_until = ((now() at time zone 'utc')::date + 1)::timestamp at time zone 'utc' as next_day from tenants where id = 'team-a'`))[0]!;
     expect(until.next_day).toBe(true);
 
-    await submit('team-b', 2);
+    const dagB = await submit('team-b', 2);
+    // Its DAG, with work waiting, is blocked with the reason (the budget watch's pass); the other tenant's runs.
+    expect(await budgetWatch.runOnce()).toBe(1);
+    expect(await dagState(dagA)).toEqual(['blocked', 'tenant quota: tenant team-a spent or reserved its USD quota for today (UTC); its tasks wait for the next day or a higher quota']);
+    expect(await blockEvents(dagA)).toEqual([['dag.blocked', 'tenant_quota']]);
+    expect(await dagState(dagB)).toEqual(['running', null]);
     const meanwhile = await taskClaim(db, 'w', { limit: 10 });
     expect(await tenantsOf(meanwhile.map((t) => t.id))).toEqual(['team-b', 'team-b']);
     expect((await statsGet(db, { tenant: 'team-a' })).tenants[0]!.waiting).toMatch(/USD quota/);
@@ -58,12 +69,15 @@ describe('a tenant\'s money and tokens quotas', () => {
     await tenantSet(db, 'team-a', { maxUsdPerDay: 5 });
     await loop.runOnce();
     expect(await waitingOf('team-a')).toBeNull();
+    await budgetWatch.runOnce();
+    expect(await dagState(dagA)).toEqual(['running', null]);
+    expect(await blockEvents(dagA)).toEqual([['dag.blocked', 'tenant_quota'], ['dag.resumed', null]]);
     const after = await taskClaim(db, 'w', { limit: 10 });
     expect(await tenantsOf(after.map((t) => t.id))).toEqual(['team-a', 'team-a']);
   });
 
   it('tokens per minute: the estimated tokens claimed this minute; past it its work waits for the minute to end', async () => {
-    await submit('team-a', 6, 1000);
+    const dagA = await submit('team-a', 6, 1000);
     await submit('team-b', 2, 1000);
     await tenantSet(db, 'team-a', { maxTokensPerMinute: 2000 });
     const agentA = 'only-a';
@@ -74,6 +88,9 @@ describe('a tenant\'s money and tokens quotas', () => {
     await loop.runOnce();
     expect(await waitingOf('team-a')).toBe('tokens quota: 2000 of 2000 tokens claimed this minute; its work waits for the minute to end');
     expect(await taskClaim(db, agentA, { limit: 10 })).toEqual([]);
+    // A wait that ends within its minute is a throttle, like a model's rate limit: it blocks no DAG.
+    await budgetWatch.runOnce();
+    expect(await dagState(dagA)).toEqual(['running', null]);
     // The other tenant is not held back.
     const other = await taskClaim(db, 'w', { limit: 10 });
     expect(await tenantsOf(other.map((t) => t.id))).toEqual(['team-b', 'team-b']);
