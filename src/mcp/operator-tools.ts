@@ -55,7 +55,7 @@ export function operatorToolsRegister(server: McpServer, p: Principal, d: Operat
         spec = await dagFileLoad(real.real, { params, roots: d.fileRoots });
       } else spec = await dagSourceLoad(a.yaml!, 'request.yaml', { params, ...where });
       const results = await dagSubmitOrSchedule(d.db, [spec], {
-        createdBy: by, log: d.log, maxQueued: d.maxQueued, replaceAnySchedule: p.role === 'admin', tenant: tenantForWrite(p, undefined), scoped: !!p.tenants,
+        createdBy: by, log: d.log, maxQueued: d.maxQueued, replaceAnySchedule: p.role === 'admin', tenant: tenantForWrite(p, undefined),
       });
       return { results };
     }));

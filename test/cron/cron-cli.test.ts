@@ -39,7 +39,7 @@ describe('dagent cron', () => {
     const [listed] = (await cli('cron', 'list', '--json')).json();
     expect(listed).toMatchObject({ name: 'hourly-report', cron: '0 * * * *', timezone: 'UTC', enabled: true, fires: 1, skipped: 0, missed: 0, lastDagId: dagId, lastRunStatus: 'running', overlap: 'skip' });
     const human = await cli('cron', 'list');
-    expect(human.stdout).toMatch(new RegExp(`hourly-report\\s+0 \\* \\* \\* \\*\\s+UTC\\s+yes\\s+\\S+\\s+running \\(${dagId}\\)`));
+    expect(human.stdout).toMatch(new RegExp(`hourly-report\\s+default\\s+0 \\* \\* \\* \\*\\s+UTC\\s+yes\\s+\\S+\\s+running \\(${dagId}\\)`));
 
     expect((await cli('cron', 'pause', 'hourly-report')).code).toBe(0);
     expect((await cli('cron', 'list', '--json')).json()[0].enabled).toBe(false);
@@ -80,7 +80,7 @@ describe('three scheduler processes', () => {
     try {
       await eventually('12 fires', async () => (await rows<{ n: number }>(sql`select count(*)::int as n from dags where created_by = 'cron:every-second'`))[0]!.n >= 12, 40_000);
     } finally {
-      await schedulePause(db, 'every-second');
+      await schedulePause(db, { tenant: 'default', name: 'every-second' });
       for (const p of procs) p.child.kill('SIGTERM');
       for (const p of procs) expect(await p.exited).toBe(0);
     }

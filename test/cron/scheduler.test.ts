@@ -8,8 +8,12 @@ import { scheduleFireDue, schedulePause, scheduleRegister, scheduleResume, sched
 import { scheduleGet } from '../../src/db/queries/schedules.js';
 import { schedulerCreate } from '../../src/maintenance/scheduler.js';
 import { dagSubmit } from '../../src/engine/dag/submit.js';
+import { dagCancel } from '../../src/engine/dag/cancel.js';
+import { tenantCreate } from '../../src/engine/ops/tenants.js';
+import { cliWith } from '../helpers/cli.js';
 
-const { db } = await testDatabase();
+const database = await testDatabase();
+const { db } = database;
 const rows = <T>(q: ReturnType<typeof sql>) => rowsOf<T>(db, q);
 beforeEach(() => databaseReset(db));
 
@@ -36,7 +40,7 @@ describe('scheduler', () => {
   it('fires once per instant: the DAG records cron:<name> and its scheduled time; a second tick at the same time adds nothing', async () => {
     const t = manualClock('2026-11-23T10:00:30Z');
     await register(scheduledYaml('tick', '  cron: "* * * * *"'), t.clock);
-    expect((await scheduleGet(db, 'tick'))!.nextFireAt.toISOString()).toBe('2026-11-23T10:01:00.000Z');
+    expect((await scheduleGet(db, { tenant: 'default', name: 'tick' }))!.nextFireAt.toISOString()).toBe('2026-11-23T10:01:00.000Z');
     expect(await scheduleFireDue(db, { clock: t.clock })).toEqual([]);
     t.set('2026-11-23T10:01:00.400Z');
     const [report] = await scheduleFireDue(db, { clock: t.clock });
@@ -46,7 +50,7 @@ describe('scheduler', () => {
     expect(dag).toEqual({ created_by: 'cron:tick', idempotency_key: 'cron:tick:2026-11-23T10:01:00.000Z', params: { scheduled_at: '2026-11-23T10:01:00.000Z' } });
     const [task] = await rows<{ spec: { input: { for: string } } }>(sql`select spec from tasks`);
     expect(task!.spec.input.for).toBe('2026-11-23T10:01:00.000Z');
-    expect((await scheduleGet(db, 'tick'))).toMatchObject({ fires: 1, missed: 0, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+    expect((await scheduleGet(db, { tenant: 'default', name: 'tick' }))).toMatchObject({ fires: 1, missed: 0, nextFireAt: new Date('2026-11-23T10:02:00Z') });
   });
 
   for (const [catchup, expected, missed] of [
@@ -60,7 +64,7 @@ describe('scheduler', () => {
       t.set('2026-11-23T10:05:30Z'); // no scheduler ran over 10:01 … 10:05
       await scheduleFireDue(db, { clock: t.clock });
       expect(await firedAt(`down-${catchup}`)).toEqual(expected);
-      expect(await scheduleGet(db, `down-${catchup}`)).toMatchObject({ missed, nextFireAt: new Date('2026-11-23T10:06:00Z') });
+      expect(await scheduleGet(db, { tenant: 'default', name: `down-${catchup}` })).toMatchObject({ missed, nextFireAt: new Date('2026-11-23T10:06:00Z') });
       t.set('2026-11-23T10:06:01Z');
       await scheduleFireDue(db, { clock: t.clock });
       expect((await firedAt(`down-${catchup}`)).at(-1)).toBe('2026-11-23T10:06:00Z');
@@ -79,7 +83,7 @@ describe('scheduler', () => {
       expect(await scheduleFireDue(db, { clock: t.clock })).toEqual([]);
     }
     expect(await firedAt('late-ticks')).toEqual(lateness.map((_, i) => new Date(Date.parse('2026-11-23T10:01:00Z') + i * 60_000).toISOString().replace('.000', '')));
-    expect(await scheduleGet(db, 'late-ticks')).toMatchObject({ fires: 6, missed: 0 });
+    expect(await scheduleGet(db, { tenant: 'default', name: 'late-ticks' })).toMatchObject({ fires: 6, missed: 0 });
   });
 
   it('catchup all is bounded by catchup_limit: the newest fires run, the rest count as missed', async () => {
@@ -88,7 +92,7 @@ describe('scheduler', () => {
     t.set('2026-11-23T10:05:30Z');
     await scheduleFireDue(db, { clock: t.clock });
     expect(await firedAt('bounded')).toEqual(['2026-11-23T10:03:00Z', '2026-11-23T10:04:00Z', '2026-11-23T10:05:00Z']);
-    expect((await scheduleGet(db, 'bounded'))!.missed).toBe(2);
+    expect((await scheduleGet(db, { tenant: 'default', name: 'bounded' }))!.missed).toBe(2);
   });
 
   for (const [season, from, to, expected] of [
@@ -109,9 +113,45 @@ describe('scheduler', () => {
       expect(fired).toEqual(expected);
       const days = fired.map((f) => new Date(f).toLocaleDateString('en-CA', { timeZone: 'Europe/Berlin' }));
       expect(new Set(days).size).toBe(fired.length);
-      expect((await scheduleGet(db, 'berlin'))!.missed).toBe(0);
+      expect((await scheduleGet(db, { tenant: 'default', name: 'berlin' }))!.missed).toBe(0);
     });
   }
+
+  it('names are per tenant: two tenants\' schedules of one name fire, pause and overlap apart, and the CLI names them with --tenant', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await tenantCreate(db, { id: 'a' });
+    await tenantCreate(db, { id: 'b' });
+    const yaml = scheduledYaml('tick', '  cron: "* * * * *"\n  overlap: skip');
+    for (const tenant of ['a', 'b']) {
+      // A scoped author of b registers a name a has: a schedule of its own, no refusal that would tell it a's exists.
+      const row = await scheduleRegister(db, await dagSpec(yaml), yaml, t.clock, { createdBy: `submit:${tenant}`, replaceAny: false, tenant });
+      expect([row.tenantId, row.name]).toEqual([tenant, 'tick']);
+    }
+    t.set('2026-11-23T10:01:01Z');
+    expect((await scheduleFireDue(db, { clock: t.clock })).map((r) => r.fired.length)).toEqual([1, 1]);
+    const runs = async () => (await rows<{ tenant_id: string; status: string }>(sql`
+      select tenant_id, status from dags where created_by = 'cron:tick' order by tenant_id, scheduled_at`)).map((r) => `${r.tenant_id}:${r.status}`);
+    expect(await runs()).toEqual(['a:running', 'b:running']);
+    // Overlap is per tenant: b's run is over, a's goes on, so b fires and a skips.
+    const [bRun] = await rows<{ id: string }>(sql`select id from dags where tenant_id = 'b'`);
+    await dagCancel(db, bRun!.id, 'test');
+    t.set('2026-11-23T10:02:01Z');
+    await scheduleFireDue(db, { clock: t.clock });
+    expect(await runs()).toEqual(['a:running', 'b:cancelled', 'b:running']);
+    expect(await scheduleGet(db, { tenant: 'a', name: 'tick' })).toMatchObject({ fires: 1, skipped: 1 });
+    expect(await scheduleGet(db, { tenant: 'b', name: 'tick' })).toMatchObject({ fires: 2, skipped: 0 });
+
+    const cli = cliWith({ ...process.env, DATABASE_URL: database.url });
+    expect((await cli('cron', 'pause', 'tick', '--tenant', 'a')).stdout).toBe('paused tick (tenant a)\n');
+    expect(await scheduleGet(db, { tenant: 'a', name: 'tick' })).toMatchObject({ enabled: false });
+    expect(await scheduleGet(db, { tenant: 'b', name: 'tick' })).toMatchObject({ enabled: true });
+    const list = (await cli('cron', 'list', '--json')).json() as Array<{ tenantId: string; name: string; enabled: boolean }>;
+    expect(list.map((r) => [r.tenantId, r.name, r.enabled])).toEqual([['a', 'tick', false], ['b', 'tick', true]]);
+    const none = await cli('cron', 'pause', 'tick');
+    expect([none.code, none.stderr]).toEqual([4, 'error: schedule tick not found\n']);
+    const elsewhere = await cli('cron', 'trigger', 'tick', '--tenant', 'nope');
+    expect([elsewhere.code, elsewhere.stderr]).toEqual([4, 'error: schedule tick (tenant nope) not found\n']);
+  });
 
   it('overlap skip: a fire while the previous run is still going is recorded as skipped', async () => {
     const t = manualClock('2026-11-23T10:00:30Z');
@@ -126,7 +166,7 @@ describe('scheduler', () => {
     t.set('2026-11-23T10:03:01Z');
     await scheduleFireDue(db, { clock: t.clock });
     expect(await firedAt('skipper')).toEqual(['2026-11-23T10:01:00Z', '2026-11-23T10:03:00Z']);
-    expect(await scheduleGet(db, 'skipper')).toMatchObject({ fires: 2, skipped: 1 });
+    expect(await scheduleGet(db, { tenant: 'default', name: 'skipper' })).toMatchObject({ fires: 2, skipped: 1 });
     const [e] = await rows<{ n: number }>(sql`select count(*)::int as n from events where type = 'schedule.skipped'`);
     expect(e!.n).toBe(1);
   });
@@ -145,11 +185,11 @@ describe('scheduler', () => {
   it('a manual trigger creates a run now without moving the schedule', async () => {
     const t = manualClock('2026-11-23T10:00:30Z');
     await register(scheduledYaml('manual', '  cron: "0 9 * * MON"'), t.clock);
-    const before = (await scheduleGet(db, 'manual'))!.nextFireAt;
-    const r = await scheduleTrigger(db, 'manual', t.clock);
+    const before = (await scheduleGet(db, { tenant: 'default', name: 'manual' }))!.nextFireAt;
+    const r = await scheduleTrigger(db, { tenant: 'default', name: 'manual' }, t.clock);
     const [dag] = await rows<{ id: string; created_by: string }>(sql`select id, created_by from dags`);
     expect(dag).toEqual({ id: r.dagId, created_by: 'cron:manual' });
-    expect((await scheduleGet(db, 'manual'))!.nextFireAt).toEqual(before);
+    expect((await scheduleGet(db, { tenant: 'default', name: 'manual' }))!.nextFireAt).toEqual(before);
   });
 
   it('two schedulers ticking at once over the same due fires create each DAG once', async () => {
@@ -183,7 +223,7 @@ describe('scheduler', () => {
     await scheduleFireDue(db, { clock: t.clock });
     expect(await firedAt('healthy')).toEqual(['2026-11-23T10:01:00Z']);
     expect(await firedAt('broken')).toEqual([]);
-    expect(await scheduleGet(db, 'broken')).toMatchObject({ missed: 1, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+    expect(await scheduleGet(db, { tenant: 'default', name: 'broken' })).toMatchObject({ missed: 1, nextFireAt: new Date('2026-11-23T10:02:00Z') });
     const [e] = await rows<{ data: { name: string; error: string } }>(sql`select data from events where type = 'schedule.fire_failed'`);
     expect(e!.data.name).toBe('broken');
     expect(e!.data.error).toMatch(/inline.yaml:1:7 invalid YAML/);
@@ -200,7 +240,7 @@ describe('scheduler', () => {
     await scheduleFireDue(db, { clock: t.clock });
     const dags = await rows<{ status: string }>(sql`select status from dags`);
     expect(dags).toEqual([{ status: 'running' }]);
-    expect(await scheduleGet(db, 'rewound')).toMatchObject({ fires: 1, skipped: 0, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+    expect(await scheduleGet(db, { tenant: 'default', name: 'rewound' })).toMatchObject({ fires: 1, skipped: 0, nextFireAt: new Date('2026-11-23T10:02:00Z') });
   });
 
   it('catchup none still runs a fire that is only slightly late (within the grace)', async () => {
@@ -224,11 +264,11 @@ describe('scheduler', () => {
   it('pause stops fires; resume continues from the next instant without catching up the pause', async () => {
     const t = manualClock('2026-11-23T10:00:30Z');
     await register(scheduledYaml('napping', '  cron: "* * * * *"\n  catchup: all'), t.clock);
-    await schedulePause(db, 'napping');
+    await schedulePause(db, { tenant: 'default', name: 'napping' });
     t.set('2026-11-23T10:05:30Z');
     await scheduleFireDue(db, { clock: t.clock });
     expect(await firedAt('napping')).toEqual([]);
-    await scheduleResume(db, 'napping', t.clock);
+    await scheduleResume(db, { tenant: 'default', name: 'napping' }, t.clock);
     t.set('2026-11-23T10:06:01Z');
     await scheduleFireDue(db, { clock: t.clock });
     expect(await firedAt('napping')).toEqual(['2026-11-23T10:06:00Z']);
@@ -252,7 +292,7 @@ describe('scheduler', () => {
     expect(await firedAt('busy')).toEqual([]);
     const [event] = await rows<{ data: { reason: string } }>(sql`select data from events where type = 'schedule.skipped'`);
     expect(event!.data.reason).toBe('queue full (3 ready or pending tasks, limit 3)');
-    expect(await scheduleGet(db, 'busy')).toMatchObject({ skipped: 1, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+    expect(await scheduleGet(db, { tenant: 'default', name: 'busy' })).toMatchObject({ skipped: 1, nextFireAt: new Date('2026-11-23T10:02:00Z') });
 
     await db.execute(sql`update tasks set status = 'cancelled' where status in ('ready', 'pending')`);
     t.set('2026-11-23T10:02:00.200Z');

@@ -130,7 +130,7 @@ describe('a scheduled DAG that uses a template', () => {
     const { scheduleTrigger } = await import('../../src/engine/ops/cron.js');
     const run = await cli(['submit', rel(path.join(DIR, 'nightly.yaml'))]);
     expect(run.code, run.stderr).toBe(0);
-    const { dagId } = await scheduleTrigger(db, 'nightly-review');
+    const { dagId } = await scheduleTrigger(db, { tenant: 'default', name: 'nightly-review' });
     const tasks = await rowsOf<{ key: string; prompt: string }>(db, sql`select key, spec->>'prompt' as prompt from tasks where dag_id = ${dagId} order by key`);
     expect(tasks.map((t) => t.key)).toEqual(['review/fix', 'review/lint', 'review/test']);
     expect(tasks.find((t) => t.key === 'review/lint')!.prompt).toMatch(/^Lint src \(\d{4}-\d\d-\d\dT/);

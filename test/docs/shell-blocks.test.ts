@@ -85,7 +85,7 @@ const PRINTS: Array<{ by: RegExp; check: (r: ShellResult, m: Made) => boolean }>
   { by: /dagent webhooks remove/, check: (r) => /whk_\w+/.test(r.stdout) },
   { by: /dagent migrate/, check: (r) => r.stdout === 'migrations applied\n' },
   { by: /dagent submit dags\/schedules\//, check: (r) => /^scheduled nightly-dependency-check: next fire /.test(r.stdout) }, // "registers the schedule"
-  { by: /dagent cron list/, check: (r) => /^ name\s+cron\s+timezone\s/.test(r.stdout) },
+  { by: /dagent cron list/, check: (r) => /^ name\s+tenant\s+cron\s+timezone\s/.test(r.stdout) },
   { by: /dagent(\.js)? schema > /, check: (_r, m) => readFileSync(m.files.schema, 'utf8') === readFileSync('docs/dag.schema.json', 'utf8') }, // "docs/dag.schema.json is this output"
 ];
 

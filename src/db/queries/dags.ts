@@ -187,9 +187,9 @@ export function dagRerunsOf(db: Db, dagId: string) {
 }
 
 /** Runs still going (running or blocked) that `createdBy` started: a schedule's overlap check. */
-export async function dagRunningIdsByCreator(db: Db, createdBy: string): Promise<string[]> {
+export async function dagRunningIdsByCreator(db: Db, tenant: string, createdBy: string): Promise<string[]> {
   const rows = await db.select({ id: dags.id }).from(dags)
-    .where(and(eq(dags.createdBy, createdBy), sql`${dags.status} in ('running', 'blocked')`));
+    .where(and(eq(dags.tenantId, tenant), eq(dags.createdBy, createdBy), sql`${dags.status} in ('running', 'blocked')`));
   return rows.map((r) => r.id);
 }
 

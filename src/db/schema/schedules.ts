@@ -1,4 +1,4 @@
-import { boolean, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { boolean, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { sql } from 'drizzle-orm';
 
 /**
@@ -6,10 +6,12 @@ import { sql } from 'drizzle-orm';
  * schedule's params at each fire), when, and what happened so far. The
  * scheduler locks due rows, fires, and advances `next_fire_at` in one
  * transaction; each fire's DAG carries the idempotency key
- * `cron:<name>:<instant>`, so a fire can never create two DAGs.
+ * `cron:<name>:<instant>` (unique in its tenant), so a fire can never create two DAGs.
+ * Names are per tenant: two tenants' schedules of one name are two schedules, and
+ * neither tells the other it exists.
  */
 export const schedules = pgTable('schedules', {
-  name: text('name').primaryKey(),
+  name: text('name').notNull(),
   dagName: text('dag_name').notNull(),
   sourceFile: text('source_file'),
   source: text('source').notNull(),
@@ -35,4 +37,4 @@ export const schedules = pgTable('schedules', {
   createdBy: text('created_by'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
-});
+}, (t) => [primaryKey({ columns: [t.tenantId, t.name] })]);

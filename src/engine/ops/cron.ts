@@ -9,12 +9,14 @@ import { eventInsertMany } from '../../db/queries/events.js';
 import { DEFAULT_TENANT, tenantKnown } from '../../db/queries/tenants.js';
 import {
   dbNow, scheduleAdvance, scheduleDelete, scheduleEnabledSet, scheduleGet, scheduleListAll,
-  scheduleLock, scheduleLockDue, scheduleUpsert, type ScheduleListRow, type ScheduleRow,
+  scheduleLock, scheduleLockDue, scheduleUpsert, type ScheduleKey, type ScheduleListRow, type ScheduleRow,
 } from '../../db/queries/schedules.js';
 import { cronDue, cronNextAfter, cronNextRuns, type DueFires } from '../../dag/cron.js';
 import { dagSourceLoad } from '../../dag/load.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { ConflictError, DagValidationError, DagentError, ForbiddenError, InvalidInputError, NotFoundError, tenantUnknownError } from '../../errors.js';
+
+export type { ScheduleKey };
 import { dagCancel } from '../dag/cancel.js';
 import { dagCreateInTx, queueFullFor } from '../dag/submit.js';
 
@@ -41,12 +43,10 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
       throw tenantUnknownError(author.tenant);
     }
     await fireKeysCheck(spec, source, now);
-    // Locked: a fire in progress commits first, and its advanced next_fire_at is what we keep.
-    const prior = await scheduleLock(tx, s.name);
-    // Schedule names are one namespace for every tenant: a tenant's author (an admin scoped to it too) never replaces another's.
-    if (prior && prior.tenantId !== (author.tenant ?? DEFAULT_TENANT) && author.scoped) {
-      throw new ConflictError(`schedule name ${s.name} is taken; choose another name`, { schedule: s.name });
-    }
+    // Locked: a fire in progress commits first, and its advanced next_fire_at is what we keep. Names are per tenant:
+    // another tenant's schedule of this name is another schedule, neither found nor replaced here.
+    const tenant = author.tenant ?? DEFAULT_TENANT;
+    const prior = await scheduleLock(tx, { tenant, name: s.name });
     if (prior && !author.replaceAny && prior.createdBy !== author.createdBy) {
       throw new ForbiddenError(`schedule ${s.name} was registered by ${prior.createdBy ?? 'an operator'}; only its author or an admin may replace it`, { schedule: s.name });
     }
@@ -55,9 +55,9 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
     const row = await scheduleUpsert(tx, {
       name: s.name, dagName: spec.name, sourceFile: spec.sourceFile ?? null, source, cron: s.cron, timezone: s.timezone,
       catchup: s.catchup, catchupLimit: s.catchupLimit, overlap: s.overlap, enabled: s.enabled, params: s.params, nextFireAt,
-      createdBy: author.createdBy, tenantId: author.tenant ?? DEFAULT_TENANT,
+      createdBy: author.createdBy, tenantId: tenant,
     });
-    await eventInsertMany(tx, [{ type: 'schedule.registered', data: { name: s.name, cron: s.cron, timezone: s.timezone, nextFireAt } }]);
+    await eventInsertMany(tx, [{ type: 'schedule.registered', data: { name: s.name, tenant, cron: s.cron, timezone: s.timezone, nextFireAt } }]);
     return row;
   });
 }
@@ -65,10 +65,8 @@ export async function scheduleRegister(db: Db, spec: DagSpec, source: string, cl
 /** Who registers a schedule, and whether they may replace one someone else registered (admins and the CLI may). */
 export interface ScheduleAuthor {
   createdBy: string; replaceAny: boolean;
-  /** The tenant its DAGs belong to (default the default tenant). */
+  /** The tenant the schedule is named in and its DAGs belong to (default the default tenant). */
   tenant?: string;
-  /** The author's token is scoped to tenants: it may not replace another tenant's schedule of the same name. */
-  scoped?: boolean;
 }
 const OPERATOR: ScheduleAuthor = { createdBy: 'cli', replaceAny: true };
 
@@ -116,7 +114,7 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, m
     const key = `cron:${row.name}:${at.toISOString()}`;
     // Already fired (a tick that ran before, or a registration that raced one): nothing to do, nothing to count.
     if (await dagFindByIdempotencyKey(tx, row.tenantId, key)) continue;
-    const running = await dagRunningIdsByCreator(tx, `cron:${row.name}`);
+    const running = await dagRunningIdsByCreator(tx, row.tenantId, `cron:${row.name}`);
     if (running.length && row.overlap === 'skip') {
       report.skipped.push(at);
       skipReasons.push('previous run still going (overlap: skip)');
@@ -136,29 +134,28 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, m
     const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: key }, { createdBy: `cron:${row.name}`, scheduledAt: at, tenant: row.tenantId });
     report.fired.push({ at, dagId: created.dagId });
   }
-  await scheduleAdvance(tx, row.name, {
+  await scheduleAdvance(tx, keyOf(row), {
     nextFireAt: report.next,
     lastFireAt: report.fired.at(-1)?.at,
     lastDagId: report.fired.at(-1)?.dagId,
     fired: report.fired.length, skipped: report.skipped.length, missed: report.missed,
   });
   await eventInsertMany(tx, [
-    ...report.fired.map((f) => ({ type: 'schedule.fired', dagId: f.dagId, data: { name: row.name, at: f.at } })),
-    ...report.skipped.map((at, i) => ({ type: 'schedule.skipped', data: { name: row.name, at, reason: skipReasons[i] } })),
-    ...(report.missed ? [{ type: 'schedule.missed', data: { name: row.name, count: report.missed, atLeast: due.atLeast, catchup: row.catchup } }] : []),
+    ...report.fired.map((f) => ({ type: 'schedule.fired', dagId: f.dagId, data: { name: row.name, tenant: row.tenantId, at: f.at } })),
+    ...report.skipped.map((at, i) => ({ type: 'schedule.skipped', data: { name: row.name, tenant: row.tenantId, at, reason: skipReasons[i] } })),
+    ...(report.missed ? [{ type: 'schedule.missed', data: { name: row.name, tenant: row.tenantId, count: report.missed, atLeast: due.atLeast, catchup: row.catchup } }] : []),
   ]);
-  log?.info({ schedule: row.name, fired: report.fired.length, skipped: report.skipped.length, missed: report.missed, next: report.next }, 'schedule fired');
+  log?.info({ schedule: row.name, tenant: row.tenantId, fired: report.fired.length, skipped: report.skipped.length, missed: report.missed, next: report.next }, 'schedule fired');
   return report;
 }
 
-/** Why a fire must wait for the queue to drain, or undefined when it need not. */
 /** A fire that could not create its DAG: count its due instants as missed, record why, and move on to the next fire. */
 async function scheduleFireFailed(tx: Db, row: ScheduleRow, now: Date, error: unknown, log?: Logger): Promise<FireReport> {
   const due = cronDue(row.cron, row.timezone, row.nextFireAt, now, 1);
   const next = cronNextAfter(row.cron, row.timezone, now)!;
   const missed = Math.max(1, due.count);
-  await scheduleAdvance(tx, row.name, { nextFireAt: next, missed });
-  await eventInsertMany(tx, [{ type: 'schedule.fire_failed', data: { name: row.name, error: errorMessage(error), due: due.count } }]);
+  await scheduleAdvance(tx, keyOf(row), { nextFireAt: next, missed });
+  await eventInsertMany(tx, [{ type: 'schedule.fire_failed', data: { name: row.name, tenant: row.tenantId, error: errorMessage(error), due: due.count } }]);
   log?.debug({ schedule: row.name }, 'fire failure recorded');
   return { schedule: row.name, fired: [], skipped: [], missed, next };
 }
@@ -211,44 +208,54 @@ async function dagFireLoad(s: Pick<ScheduleRow, 'source' | 'sourceFile' | 'param
   return dagSourceLoad(s.source, s.sourceFile ?? `schedule ${s.name}`, { params: { ...params, scheduled_at: at.toISOString() }, ignoreUndeclaredParams: true, baseDir });
 }
 
+/** A schedule's key: its tenant and name. */
+function keyOf(row: Pick<ScheduleRow, 'tenantId' | 'name'>): ScheduleKey {
+  return { tenant: row.tenantId, name: row.name };
+}
+
+/** Not found, naming the schedule and, outside the default tenant, its tenant. */
+function scheduleNotFound(key: ScheduleKey): NotFoundError {
+  return new NotFoundError('schedule', key.tenant === DEFAULT_TENANT ? key.name : `${key.name} (tenant ${key.tenant})`);
+}
+
 /** Fire now, by hand: a DAG with `created_by: cron:<name>`, whatever the overlap policy; the schedule's timing is unchanged. */
-export async function scheduleTrigger(db: Db, name: string, clock: Clock = dbNow): Promise<{ dagId: string; at: Date }> {
+export async function scheduleTrigger(db: Db, key: ScheduleKey, clock: Clock = dbNow): Promise<{ dagId: string; at: Date }> {
   return withTx(db, async (tx) => {
-    const row = await scheduleLock(tx, name);
-    if (!row) throw new NotFoundError('schedule', name);
+    const row = await scheduleLock(tx, key);
+    if (!row) throw scheduleNotFound(key);
     const at = await clock(tx);
     const spec = await dagFireLoad(row, at);
-    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${name}:manual:${at.toISOString()}` }, { createdBy: `cron:${name}`, scheduledAt: at, tenant: row.tenantId });
-    await scheduleAdvance(tx, name, { nextFireAt: row.nextFireAt, lastFireAt: at, lastDagId: created.dagId, fired: 1 });
-    await eventInsertMany(tx, [{ type: 'schedule.fired', dagId: created.dagId, data: { name, at, manual: true } }]);
+    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: `cron:${row.name}:manual:${at.toISOString()}` }, { createdBy: `cron:${row.name}`, scheduledAt: at, tenant: row.tenantId });
+    await scheduleAdvance(tx, key, { nextFireAt: row.nextFireAt, lastFireAt: at, lastDagId: created.dagId, fired: 1 });
+    await eventInsertMany(tx, [{ type: 'schedule.fired', dagId: created.dagId, data: { name: row.name, tenant: row.tenantId, at, manual: true } }]);
     return { dagId: created.dagId, at };
   });
 }
 
-export async function schedulePause(db: Db, name: string): Promise<void> {
-  if (!(await scheduleEnabledSet(db, name, false))) throw new NotFoundError('schedule', name);
+export async function schedulePause(db: Db, key: ScheduleKey): Promise<void> {
+  if (!(await scheduleEnabledSet(db, key, false))) throw scheduleNotFound(key);
 }
 
 /** Resume from now on: fires that fell in the pause are not caught up (pausing means "do not run"). */
-export async function scheduleResume(db: Db, name: string, clock: Clock = dbNow): Promise<ScheduleRow> {
+export async function scheduleResume(db: Db, key: ScheduleKey, clock: Clock = dbNow): Promise<ScheduleRow> {
   return withTx(db, async (tx) => {
-    const row = await scheduleLock(tx, name);
-    if (!row) throw new NotFoundError('schedule', name);
+    const row = await scheduleLock(tx, key);
+    if (!row) throw scheduleNotFound(key);
     if (row.enabled) return row; // not paused: its due fires stay due
     const next = cronNextAfter(row.cron, row.timezone, await clock(tx))!;
-    await scheduleEnabledSet(tx, name, true, next);
+    await scheduleEnabledSet(tx, key, true, next);
     return { ...row, enabled: true, nextFireAt: next };
   });
 }
 
-export async function scheduleRemove(db: Db, name: string): Promise<void> {
-  if (!(await scheduleDelete(db, name))) throw new NotFoundError('schedule', name);
+export async function scheduleRemove(db: Db, key: ScheduleKey): Promise<void> {
+  if (!(await scheduleDelete(db, key))) throw scheduleNotFound(key);
 }
 
 /** The next `count` fire instants from now (database clock). */
-export async function scheduleNext(db: Db, name: string, count: number, clock: Clock = dbNow): Promise<Date[]> {
-  const row = await scheduleGet(db, name);
-  if (!row) throw new NotFoundError('schedule', name);
+export async function scheduleNext(db: Db, key: ScheduleKey, count: number, clock: Clock = dbNow): Promise<Date[]> {
+  const row = await scheduleGet(db, key);
+  if (!row) throw scheduleNotFound(key);
   return cronNextRuns(row.cron, row.timezone, await clock(db), count);
 }
 

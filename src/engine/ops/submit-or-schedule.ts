@@ -22,7 +22,7 @@ export type IntakeResult = (SubmitResult | { schedule: string; nextFireAt: Date 
  * then it is accepted and each result carries the warnings (judge-check.ts).
  */
 export async function dagSubmitOrSchedule(
-  db: Db, specs: DagSpec[], opts: SubmitOptions & { sourceOf?: (spec: DagSpec) => string; replaceAnySchedule?: boolean; force?: boolean; scoped?: boolean } = {},
+  db: Db, specs: DagSpec[], opts: SubmitOptions & { sourceOf?: (spec: DagSpec) => string; replaceAnySchedule?: boolean; force?: boolean } = {},
 ): Promise<IntakeResult[]> {
   const gaps = await judgeGapsFind(db, specs, opts.tenant ?? DEFAULT_TENANT);
   if (gaps.length && !opts.force) {
@@ -38,9 +38,9 @@ export async function dagSubmitOrSchedule(
 }
 
 async function intake(
-  db: Db, specs: DagSpec[], opts: SubmitOptions & { sourceOf?: (spec: DagSpec) => string; replaceAnySchedule?: boolean; scoped?: boolean },
+  db: Db, specs: DagSpec[], opts: SubmitOptions & { sourceOf?: (spec: DagSpec) => string; replaceAnySchedule?: boolean },
 ): Promise<IntakeResult[]> {
-  const author = { createdBy: opts.createdBy ?? 'api', replaceAny: opts.replaceAnySchedule ?? false, tenant: opts.tenant, scoped: opts.scoped };
+  const author = { createdBy: opts.createdBy ?? 'api', replaceAny: opts.replaceAnySchedule ?? false, tenant: opts.tenant };
   const sourceOf = opts.sourceOf ?? ((spec: DagSpec) => readFileSync(spec.sourceFile!, 'utf8'));
   // Nothing scheduled: dagSubmit's own transaction is the one (no savepoint inside an outer one).
   if (!specs.some((sp) => sp.schedule)) return dagSubmit(db, specs, opts);

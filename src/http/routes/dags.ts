@@ -69,7 +69,7 @@ export function dagRoutes(app: FastifyInstance, d: HttpDeps): void {
     const spec = await dagSourceLoad(source, file, { params, baseDir: path.resolve('.'), roots: d.fileRoots });
     const results = await dagSubmitOrSchedule(d.db, [spec], {
       createdBy: actor(principal), log: d.log, maxQueued: d.maxQueued, sourceOf: () => source, replaceAnySchedule: principal?.role === 'admin' || !principal,
-      force: query.force === 'true', tenant: tenantForWrite(principal, query.tenant), scoped: !!principal?.tenants,
+      force: query.force === 'true', tenant: tenantForWrite(principal, query.tenant),
     });
     reply.status(results.some((r) => 'created' in r && r.created) ? 201 : 200);
     return { results };
