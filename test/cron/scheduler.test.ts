@@ -153,6 +153,21 @@ describe('scheduler', () => {
     expect([elsewhere.code, elsewhere.stderr]).toEqual([4, 'error: schedule tick (tenant nope) not found\n']);
   });
 
+  it('a fire into a tenant at its queued quota is skipped with the reason, and the schedules behind it fire in the same tick', async () => {
+    const t = manualClock('2026-11-23T10:00:30Z');
+    await tenantCreate(db, { id: 'small', maxQueued: 1 });
+    const two = 'name: full\ntasks:\n  a: { type: t }\n  b: { type: t }\nschedule:\n  cron: "* * * * *"\n';
+    await scheduleRegister(db, await dagSpec(two), two, t.clock, { createdBy: 'cli', replaceAny: true, tenant: 'small' });
+    t.set('2026-11-23T10:00:45Z');
+    await register(scheduledYaml('later', '  cron: "* * * * *"'), t.clock);
+    t.set('2026-11-23T10:01:01Z');
+    const reports = await scheduleFireDue(db, { clock: t.clock });
+    expect(reports.map((r) => [r.schedule, r.fired.length, r.skipped.length])).toEqual([['full', 0, 1], ['later', 1, 0]]);
+    const [skip] = await rows<{ reason: string }>(sql`select data->>'reason' as reason from events where type = 'schedule.skipped'`);
+    expect(skip!.reason).toMatch(/^tenant small at its quota: 0 tasks not finished and this submit adds more \(max_queued 1\)/);
+    expect(await scheduleGet(db, { tenant: 'small', name: 'full' })).toMatchObject({ fires: 0, skipped: 1, nextFireAt: new Date('2026-11-23T10:02:00Z') });
+  });
+
   it('overlap skip: a fire while the previous run is still going is recorded as skipped', async () => {
     const t = manualClock('2026-11-23T10:00:30Z');
     await register(scheduledYaml('skipper', '  cron: "* * * * *"\n  overlap: skip'), t.clock);

@@ -14,7 +14,7 @@ import {
 import { cronDue, cronNextAfter, cronNextRuns, type DueFires } from '../../dag/cron.js';
 import { dagSourceLoad } from '../../dag/load.js';
 import type { DagSpec } from '../../dag/spec.js';
-import { ConflictError, DagValidationError, DagentError, ForbiddenError, InvalidInputError, NotFoundError, tenantUnknownError } from '../../errors.js';
+import { BackpressureError, ConflictError, DagValidationError, DagentError, ForbiddenError, InvalidInputError, NotFoundError, tenantUnknownError } from '../../errors.js';
 
 export type { ScheduleKey };
 import { dagCancel } from '../dag/cancel.js';
@@ -131,7 +131,17 @@ async function scheduleFire(tx: Db, row: ScheduleRow, now: Date, log?: Logger, m
       for (const id of running) await dagCancelIfOpen(tx, id, `cron:${row.name}`, `superseded by the fire at ${at.toISOString()}`);
     }
     const spec = await dagFireLoad(row, at);
-    const created = await dagCreateInTx(tx, { ...spec, idempotencyKey: key }, { createdBy: `cron:${row.name}`, scheduledAt: at, tenant: row.tenantId });
+    let created;
+    try {
+      created = await dagCreateInTx(tx, { ...spec, idempotencyKey: key }, { createdBy: `cron:${row.name}`, scheduledAt: at, tenant: row.tenantId });
+    } catch (e) {
+      // Its tenant at its queued quota (refused before anything is written): skipped like a full queue. Thrown, it
+      // would fail the tick, and this schedule, due first again at every tick, would hold up every one behind it.
+      if (!(e instanceof BackpressureError)) throw e;
+      report.skipped.push(at);
+      skipReasons.push(e.message);
+      continue;
+    }
     report.fired.push({ at, dagId: created.dagId });
   }
   await scheduleAdvance(tx, keyOf(row), {
