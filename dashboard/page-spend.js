@@ -97,8 +97,8 @@ function stopsView(rows) {
 
 /**
  * @param {number | null} budget
- * @param {number} spent
- * @param {number} reserved
+ * @param {number | null} spent null: an agent shared with other tenants, for a token scoped to tenants (shown as —)
+ * @param {number | null} reserved
  * @param {number | null} left
  */
 function budgetCells(budget, spent, reserved, left) {

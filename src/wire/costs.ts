@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { USAGE_LIMITS } from '../engine/attempt/usage-limits.js';
 import { COSTS_DEFAULTS } from '../config/index.js';
+import { SHARED_SPEND } from './fleet.js';
 
 /**
  * What GET /api/costs takes and answers (src/http/routes/costs.ts), as sent: the spend report of `dagent costs`
@@ -24,9 +25,9 @@ export const costsAnswerSchema = z.object({
   agents: z.array(z.object({
     id: z.string(),
     budgetUsd: usdOrNone.describe('null: no budget'),
-    spentUsd: usd,
-    reservedUsd: usd.describe('what its claimed and running tasks hold against its budget'),
-    remainingUsd: usdOrNone.describe('budget − spent − reserved; null: no budget'),
+    spentUsd: usdOrNone.describe(SHARED_SPEND),
+    reservedUsd: usdOrNone.describe(`what its claimed and running tasks hold against its budget; ${SHARED_SPEND}`),
+    remainingUsd: usdOrNone.describe(`budget − spent − reserved; null: no budget, or ${SHARED_SPEND}`),
   })).describe('every agent, most spent first'),
   dags: z.array(z.object({
     id: z.string(),

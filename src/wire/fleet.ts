@@ -4,6 +4,9 @@ import { instant } from './instant.js';
 /** What the fleet routes answer (src/http/routes/fleet.ts), as sent: agents and the queue's health (engine/read/inspect.ts statsGet). */
 
 /** A row of `agents` (db/rows.ts AgentRow). */
+/** Why an agent's spend may be null: shown to a token of every tenant, or to one whose tenants are all the agent serves. */
+export const SHARED_SPEND = 'null for a token scoped to tenants when the agent also serves others (its spend is partly theirs)';
+
 export const agentViewSchema = z.object({
   id: z.string(),
   type: z.string(),
@@ -13,10 +16,10 @@ export const agentViewSchema = z.object({
   tenants: z.array(z.string()).nullable().describe('the tenants whose work it takes; null: every tenant\'s'),
   maxConcurrent: z.number(),
   budgetUsd: z.number().nullable(),
-  spentUsd: z.number(),
-  reservedUsd: z.number().describe('what its claimed and running tasks hold against its budget'),
+  spentUsd: z.number().nullable().describe(`what it spent; ${SHARED_SPEND}`),
+  reservedUsd: z.number().nullable().describe(`what its claimed and running tasks hold against its budget; ${SHARED_SPEND}`),
   dailyBudgetUsd: z.number().nullable().describe('most it may spend in one UTC day; null: no cap'),
-  daySpentUsd: z.number().describe('what it spent on spendDay (a figure of an earlier day is no longer counted)'),
+  daySpentUsd: z.number().nullable().describe(`what it spent on spendDay (a figure of an earlier day is no longer counted); ${SHARED_SPEND}`),
   spendDay: z.string().nullable().describe('the UTC date daySpentUsd counts'),
   heartbeatAt: instant,
   registeredAt: instant,

@@ -161,6 +161,13 @@ describe('a token scoped to tenant a reads only tenant a', () => {
     expect(stats.counts).toEqual(ofA.counts);
 
     expect((await listed('/api/agents', 'agents')).map((x) => x.id).sort()).toEqual(['a-runner', 'anywhere']);
+    // An agent that also serves other tenants spent partly for them: a's reader is not shown its spend; a's own agent's it is.
+    await db.execute(sql`update agents set spent_usd = 7.5, day_spent_usd = 2.5, spend_day = (now() at time zone 'utc')::date where id in ('anywhere', 'a-runner')`);
+    const spend = (rows: Array<Record<string, any>>, fields: string[]) => Object.fromEntries(rows.filter((x) => ['a-runner', 'anywhere'].includes(x.id)).map((x) => [x.id, fields.map((f) => x[f])]));
+    expect(spend(await listed('/api/agents', 'agents'), ['spentUsd', 'reservedUsd', 'daySpentUsd'])).toEqual({ 'a-runner': [7.5, 0, 2.5], anywhere: [null, null, null] });
+    expect(spend(await listed('/api/costs', 'agents'), ['spentUsd', 'reservedUsd'])).toEqual({ 'a-runner': [7.5, 0], anywhere: [null, null] });
+    expect(spend((await req('GET', '/api/stats', token)).body.agents, ['spentUsd'])).toEqual({ 'a-runner': [7.5], anywhere: [null] });
+    expect(spend((await http.call('GET', '/api/agents')).body.agents, ['spentUsd'])).toEqual({ 'a-runner': [7.5], anywhere: [7.5] });
 
     // The dashboard's tenant filter: an unscoped reader asks for one tenant's DAGs; a scoped one asking for another's gets none.
     const ofB = (await http.call('GET', '/api/dags?tenant=b')).body.dags as Array<{ id: string; tenantId: string }>;

@@ -6,7 +6,8 @@ import { rowsOf, tenantScopeSql, textArray } from '../statement.js';
 type Tenants = readonly string[] | null;
 
 export interface SpendDay { day: string; costUsd: number; attempts: number }
-export interface SpendAgent { id: string; budgetUsd: number | null; spentUsd: number; reservedUsd: number; remainingUsd: number | null }
+/** An agent's spend; null figures: shown to a token scoped to tenants, of an agent that also serves others. */
+export interface SpendAgent { id: string; budgetUsd: number | null; spentUsd: number | null; reservedUsd: number | null; remainingUsd: number | null }
 export interface SpendDag { id: string; name: string; status: string; budgetUsd: number | null; spentUsd: number; reservedUsd: number; remainingUsd: number | null }
 
 /** Spend per UTC day over the last `days` days, from the attempts that reported it. */
@@ -21,10 +22,13 @@ export function spendByDay(db: Db, days: number, tenants: Tenants = null): Promi
 
 /** Every agent's budget, what it spent, what its current claims reserve, and what is left (scoped: the agents that may serve the tenants). */
 export function spendByAgent(db: Db, tenants: Tenants = null): Promise<SpendAgent[]> {
+  // Scoped: an agent that also serves other tenants (servesBeyond) spent partly for them; its figures are not shown.
+  const mine = tenants ? sql`(tenants is not null and tenants <@ ${textArray(tenants)})` : sql`true`;
   return rowsOf<SpendAgent>(db, sql`
-    select id, budget_usd::float8 as "budgetUsd", spent_usd::float8 as "spentUsd", reserved_usd::float8 as "reservedUsd",
-           (budget_usd - spent_usd - reserved_usd)::float8 as "remainingUsd"
-    from agents ${tenants ? sql`where tenants is null or tenants && ${textArray(tenants)}` : sql``} order by spent_usd desc, id`);
+    select id, budget_usd::float8 as "budgetUsd", case when ${mine} then spent_usd::float8 end as "spentUsd",
+           case when ${mine} then reserved_usd::float8 end as "reservedUsd",
+           case when ${mine} then (budget_usd - spent_usd - reserved_usd)::float8 end as "remainingUsd"
+    from agents ${tenants ? sql`where tenants is null or tenants && ${textArray(tenants)}` : sql``} order by case when ${mine} then spent_usd end desc nulls last, id`);
 }
 
 /** The DAGs that spent or reserved anything, or have a ceiling, most spent first, with what their budget has left. */

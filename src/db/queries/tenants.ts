@@ -175,6 +175,14 @@ function openTasksSql(t: string): SQL {
   return sql`(select coalesce(sum(d.tasks_open), 0)::int from dags d where d.tenant_id = ${sql.raw(t)}.id and d.status in ('running', 'blocked'))`;
 }
 
+/**
+ * Whether an agent serving `agentTenants` (null: every tenant) also serves tenants outside `scope` (a reader's
+ * tenants; null: every tenant): its spend is then partly theirs, and a scoped reader is not shown it.
+ */
+export function servesBeyond(agentTenants: readonly string[] | null, scope: readonly string[] | null): boolean {
+  return scope !== null && (agentTenants === null || agentTenants.some((t) => !scope.includes(t)));
+}
+
 /** The kinds of object a request may name by id, each with the tenant it belongs to (a dead letter's is its task's). */
 export type TenantOwned = 'dag' | 'task' | 'deadLetter';
 

@@ -6,6 +6,7 @@ import { cursorEncode, cursorParse } from '../../db/queries/keyset.js';
 import { deadLetterList } from '../../db/queries/dead-letters.js';
 import { edgeListForDag } from '../../db/queries/edges.js';
 import { loopLeaseList } from '../../db/queries/maintenance-leases.js';
+import { servesBeyond } from '../../db/queries/tenants.js';
 import { modelPauseList, type ModelPauseRow } from '../../db/queries/model-pauses.js';
 import { eventListForTask } from '../../db/queries/events.js';
 import { tenantRequire, tenantShares } from './tenants.js';
@@ -84,7 +85,8 @@ export async function statsGet(db: Db, opts: { tenant?: string; tenants?: readon
     /** Models paused now after a provider's rate limit: no claim hands out a task on them until `until`. */
     // The reason is a provider's answer to some tenant's attempt: not another tenant's to read.
     pausedModels: pauses.filter((p) => p.remainingSec > 0).map((p) => ({ model: p.model, until: p.until, remainingSec: p.remainingSec, reason: scope ? null : p.reason, hits: p.hits })),
-    agents: agents.map((a) => ({ id: a.id, type: a.type, status: a.status, capabilities: a.capabilities, heartbeatAt: a.heartbeatAt, budgetUsd: a.budgetUsd, spentUsd: a.spentUsd })),
+    // An agent that also serves tenants beyond a scoped reader's spent partly for them: its spend is not shown.
+    agents: agents.map((a) => ({ id: a.id, type: a.type, status: a.status, capabilities: a.capabilities, heartbeatAt: a.heartbeatAt, budgetUsd: a.budgetUsd, spentUsd: servesBeyond(a.tenants, scope) ? null : a.spentUsd })),
     /** Which process runs each maintenance loop (`<host>/<pid>/<random>`), since when, when it last ran; `live` false: its holder stopped renewing. */
     loops,
   };

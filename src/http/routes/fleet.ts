@@ -6,6 +6,7 @@ import { statsGet } from '../../engine/read/inspect.js';
 import { agentListAnswerSchema, statsAnswerSchema } from '../../wire/fleet.js';
 import { route } from '../route.js';
 import { tenantsOf } from '../../auth/tenant-reach.js';
+import { servesBeyond } from '../../db/queries/tenants.js';
 import type { HttpDeps } from '../deps.js';
 
 /** The fleet as people see it: the registered agents, and the queue's health. */
@@ -17,8 +18,14 @@ export function fleetRoutes(app: FastifyInstance, d: HttpDeps): void {
   }, async ({ principal }) => {
     const scope = tenantsOf(principal);
     const agents = await agentList(d.db, scope);
-    // A token scoped to tenants sees which of its tenants an agent serves, not the others', nor what the agent says of itself.
-    return { agents: scope ? agents.map((a) => ({ ...a, tenants: a.tenants?.filter((t) => scope.includes(t)) ?? null, metadata: {} })) : agents };
+    // A token scoped to tenants sees which of its tenants an agent serves, not the others', nor what the agent says of
+    // itself, nor the spend of one that also serves other tenants (partly theirs).
+    return {
+      agents: scope ? agents.map((a) => ({
+        ...a, tenants: a.tenants?.filter((t) => scope.includes(t)) ?? null, metadata: {},
+        ...(servesBeyond(a.tenants, scope) ? { spentUsd: null, reservedUsd: null, daySpentUsd: null } : {}),
+      })) : agents,
+    };
   });
 
   route(app, {
