@@ -263,6 +263,8 @@ async function main() {
     try {
       const ms = await tenantClaimLatency(d, BACKLOG, 1000, quick ? 200 : 1000);
       console.log(`claim of 1 in fair-share order with ${fmt(BACKLOG)} READY across 1,000 tenants: p50 ${pct(ms, 50).toFixed(2)} ms, p99 ${pct(ms, 99).toFixed(2)} ms`);
+      const idle = await tenantClaimLatency(d, BACKLOG, 100, quick ? 200 : 1000, 900);
+      console.log(`claim of 1 in fair-share order with ${fmt(BACKLOG)} READY across 100 tenants, 900 more idle: p50 ${pct(idle, 50).toFixed(2)} ms, p99 ${pct(idle, 99).toFixed(2)} ms`);
       for (const weighted of [false, true]) {
         const f = await tenantFairness(d, 10, quick ? 20_000 : 100_000, 8, weighted);
         console.log(`fair share, 10 tenants (tasks of 250 to 2,500 tokens, weights ${weighted ? '1 to 4' : 'equal'}), 8 claimers of 1: Jain's index of tokens served per weight ${f.jain.toFixed(4)} while all had work (${fmt(f.tasks)} tasks in ${f.seconds.toFixed(1)} s)`);

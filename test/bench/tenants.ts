@@ -28,11 +28,20 @@ async function tenantsFresh(d: Database, ids: string[], weight: (i: number) => n
 
 /**
  * Claim of 1 with `total` READY tasks spread over `tenants` tenants (each its own DAG, tasks of 100 to 2,000 estimated
- * tokens), in fair-share order: what a claim costs when it orders 1,000 tenants by virtual time.
+ * tokens), in fair-share order: what a claim costs when it orders 1,000 tenants by virtual time. With `idle`, that many
+ * tenants more had work once and have none now (their groups exist; the share loop lifted them to the lowest vtime).
  */
-export async function tenantClaimLatency(d: Database, total: number, tenants: number, claims: number): Promise<number[]> {
+export async function tenantClaimLatency(d: Database, total: number, tenants: number, claims: number, idle = 0): Promise<number[]> {
   const ids = Array.from({ length: tenants }, (_, i) => `t${i}`);
-  await tenantsFresh(d, ids);
+  const idleIds = Array.from({ length: idle }, (_, i) => `i${i}`);
+  await tenantsFresh(d, [...idleIds, ...ids]);
+  if (idle) {
+    for (const id of idleIds) await dagSubmit(d.db, [{ name: `once-${id}`, params: {}, tasks: [task('k0')] }], { tenant: id });
+    await agentRegister(d.db, { id: 'idle-maker', type: 'bench', capabilities: [], maxConcurrent: 1000 });
+    for (let got = await taskClaim(d.db, 'idle-maker', { limit: 500, capabilities: [] }); got.length; got = await taskClaim(d.db, 'idle-maker', { limit: 500, capabilities: [] })) {
+      await taskCompleteMany(d.db, got.map((t) => ({ taskId: t.id, fence: t.fence, output: null })));
+    }
+  }
   const per = total / tenants;
   for (const id of ids) {
     const tasks = Array.from({ length: per }, (_, j) => task(`k${j}`, [], { estimatedTokens: 100 + ((j * 37) % 1900) }));

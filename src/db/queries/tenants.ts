@@ -65,28 +65,35 @@ export async function tenantList(db: Db): Promise<TenantView[]> {
  * The share loop's step, one statement: what claims logged in tenant_served since the last fold is added to each
  * tenant's served totals and virtual time (tokens / weight), and a tenant with nothing READY is brought up to the
  * lowest virtual time of those that have READY work, so time spent idle earns no credit it could spend later in a
- * burst (start-time fair queuing's rule). Returns how many log rows it folded.
+ * burst (start-time fair queuing's rule). Each tenant's ready_hint says whether it has READY work now: the claim
+ * walks those first. Returns how many log rows it folded.
  */
 export async function tenantServedFold(db: Db): Promise<number> {
   const [r] = await rowsOf<{ folded: number }>(db, sql`
     with folded as (delete from tenant_served returning tenant_id, tokens, tasks),
     sums as (select tenant_id, sum(tokens)::float8 as tokens, sum(tasks)::bigint as tasks, count(*)::int as n from folded group by tenant_id),
+    busy_ids as materialized (
+      select t.id from tenants t
+      where exists (select 1 from capability_groups g where g.tenant_id = t.id
+        and exists (select 1 from tasks k where k.status = 'ready' and k.cap_key = g.cap_key and k.tenant_id = t.id))
+    ),
     served as (
       update tenants t set vtime = t.vtime + s.tokens / t.weight, served_tokens = t.served_tokens + s.tokens::bigint, served_tasks = t.served_tasks + s.tasks,
         -- Its tokens of the minute (a tokens quota's window): a minute that ended starts again with these.
         minute_tokens = case when t.minute_at > now() - ${MINUTE} then t.minute_tokens else 0 end + s.tokens::bigint,
-        minute_at = case when t.minute_at > now() - ${MINUTE} then t.minute_at else now() end
+        minute_at = case when t.minute_at > now() - ${MINUTE} then t.minute_at else now() end,
+        ready_hint = t.id in (select id from busy_ids)
       from sums s where t.id = s.tenant_id
       returning t.id, t.vtime
     ),
-    busy as (
-      select t.id, coalesce((select s.vtime from served s where s.id = t.id), t.vtime) as vtime from tenants t
-      where exists (select 1 from capability_groups g where g.tenant_id = t.id
-        and exists (select 1 from tasks k where k.status = 'ready' and k.cap_key = g.cap_key and k.tenant_id = t.id))
-    ),
+    busy as (select b.id, coalesce((select s.vtime from served s where s.id = b.id), t.vtime) as vtime from busy_ids b join tenants t on t.id = b.id),
+    -- The others (a row is written by one of the two updates only): idle ones lifted, and each one's hint as it is now.
     lifted as (
-      update tenants t set vtime = (select min(vtime) from busy)
-      where t.vtime < (select min(vtime) from busy) and t.id not in (select id from busy) and t.id not in (select id from served)
+      update tenants t set
+        vtime = case when t.id not in (select id from busy) and t.vtime < (select min(vtime) from busy) then (select min(vtime) from busy) else t.vtime end,
+        ready_hint = t.id in (select id from busy)
+      where t.id not in (select id from served)
+        and ((t.id not in (select id from busy) and t.vtime < (select min(vtime) from busy)) or t.ready_hint <> (t.id in (select id from busy)))
       returning t.id
     )
     select coalesce((select sum(n) from sums), 0)::int as folded`);
@@ -139,6 +146,11 @@ export async function tenantQuotaCheck(db: Db): Promise<number> {
     )
     select count(*) filter (where until is not null)::int as waiting from verdict`);
   return r?.waiting ?? 0;
+}
+
+/** New work for a tenant: the fair-share claim walks it among the first again (ready_hint), before the loop's next pass. */
+export async function tenantReadyHintSet(db: Db, id: string): Promise<void> {
+  await db.execute(sql`update tenants set ready_hint = true where id = ${id} and not ready_hint`);
 }
 
 /** How many tenants there are (the claim's fair order matters once there are two). */

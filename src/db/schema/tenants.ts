@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { TENANT_DEFAULTS } from '../../config/index.js';
 import { xid8 } from './column-types.js';
-import { bigint, bigserial, check, doublePrecision, index, integer, numeric, pgTable, real, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, bigserial, boolean, check, doublePrecision, index, integer, numeric, pgTable, real, text, timestamp } from 'drizzle-orm/pg-core';
 
 /** The tenant every DAG, schedule and agent belongs to when none is named: a setup without tenants is this one. */
 export const DEFAULT_TENANT = 'default';
@@ -20,6 +20,12 @@ export const tenants = pgTable('tenants', {
   name: text('name'),
   weight: real('weight').notNull().default(1),
   vtime: doublePrecision('vtime').notNull().default(0),
+  /**
+   * Whether it had READY work at the share loop's last pass (set true again by a submit into it): the fair-share claim
+   * walks these tenants first. An idle tenant's vtime is the lowest of those with work, so in vtime order alone each
+   * claim would first probe every idle tenant (docs/benchmarks.md "Idle tenants": claim of 1 p50 102 ms with 900 idle).
+   */
+  readyHint: boolean('ready_hint').notNull().default(true),
   /** Estimated tokens of the tasks claimed for it, in all (what fair share counted). */
   servedTokens: bigint('served_tokens', { mode: 'number' }).notNull().default(0),
   /** Tasks claimed for it, in all. */

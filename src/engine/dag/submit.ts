@@ -5,7 +5,7 @@ import { dagFindByIdempotencyKey, dagInsert, dagLockGraph } from '../../db/queri
 import { edgeInsertMany } from '../../db/queries/edges.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { taskActivateCreated, taskInsertMany, taskQueuedCount, taskSubmitLock } from '../../db/queries/tasks-intake.js';
-import { DEFAULT_TENANT, tenantQueuedLock, tenantQueueShare, tenantKnown } from '../../db/queries/tenants.js';
+import { DEFAULT_TENANT, tenantQueuedLock, tenantQueueShare, tenantKnown, tenantReadyHintSet } from '../../db/queries/tenants.js';
 import type { DagSpec } from '../../dag/spec.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
 import { BackpressureError, ConflictError, InvalidInputError, tenantUnknownError } from '../../errors.js';
@@ -124,6 +124,7 @@ export async function dagCreateInTx(tx: Db, spec: DagSpec, o: DagCreateOptions):
   if (queued && queued.open + spec.tasks.length - (o.rerun?.carried.size ?? 0) > queued.maxQueued) {
     throw new BackpressureError(queued.open, queued.maxQueued, BACKPRESSURE_RETRY_AFTER_SEC, tenant);
   }
+  await tenantReadyHintSet(tx, tenant);
   const carried = o.rerun?.carried ?? new Map<string, CarriedTask>();
   const dagId = newDagId();
   await dagInsert(tx, {

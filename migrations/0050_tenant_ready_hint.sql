@@ -1,0 +1,1 @@
+ALTER TABLE "tenants" ADD COLUMN "ready_hint" boolean DEFAULT true NOT NULL;
