@@ -11,6 +11,9 @@ export type { DagListFilter, DagRow } from '../rows.js';
 
 export type DagInsert = typeof dags.$inferInsert;
 
+/** How the blocked reason of a DAG its tenant's USD quota holds begins (dagStatusRefresh; dag-status.ts blockedKind). */
+export const TENANT_QUOTA_BLOCKED = 'tenant quota:';
+
 export async function dagInsert(db: Db, row: DagInsert): Promise<void> {
   await db.insert(dags).values(row);
 }
@@ -125,7 +128,7 @@ export function dagStatusRefresh(db: Db, dagIds: string[]): Promise<DagStatusCha
       ) c on true
       -- Its tenant past its USD quota for the day, with work waiting: claims pass the tenant over (tasks-claim/groups.ts).
       left join lateral (
-        select 'tenant quota: tenant ' || tn.id || ' spent or reserved its USD quota for today (UTC); its tasks wait for the next day or a higher quota' as reason
+        select ${TENANT_QUOTA_BLOCKED} || ' tenant ' || tn.id || ' spent or reserved its USD quota for today (UTC); its tasks wait for the next day or a higher quota' as reason
         from tenants tn
         where tn.id = d.tenant_id and ${tenantUsdQuotaWaitSql('tn')}
           and exists (select 1 from tasks t where t.dag_id = d.id and t.status = 'ready')
@@ -158,7 +161,7 @@ export async function dagTenantQuotaIds(db: Db, after: string, limit: number): P
       select d.id from tenants tn join dags d on d.tenant_id = tn.id and d.status in ('running', 'blocked')
       where ${tenantUsdQuotaWaitSql('tn')}
       union
-      select id from dags where status = 'blocked' and starts_with(blocked_reason, 'tenant quota:')
+      select id from dags where status = 'blocked' and starts_with(blocked_reason, ${TENANT_QUOTA_BLOCKED})
     ) x
     where id > ${after} order by id limit ${limit}`);
   return rows.map((r) => r.id);

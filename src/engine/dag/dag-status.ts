@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { withTx } from '../../db/tx.js';
 import type { Db } from '../../db/handle.js';
-import { dagBudgetSet as dagBudgetWrite, dagGet, dagStatusRefresh, type DagStatusChange } from '../../db/queries/dags.js';
+import { dagBudgetSet as dagBudgetWrite, dagGet, dagStatusRefresh, TENANT_QUOTA_BLOCKED, type DagStatusChange } from '../../db/queries/dags.js';
 import { eventInsertMany } from '../../db/queries/events.js';
 import { readyWake } from '../../db/statement.js';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../errors.js';
@@ -29,7 +29,7 @@ export async function dagStatusSync(tx: Db, dagIds: string[]): Promise<DagStatus
 
 /** `budget`, `tenant_quota` or `dead_letter`: what kind of thing holds a blocked DAG, from its reason's text. */
 export function blockedKind(reason: string | null): 'budget' | 'tenant_quota' | 'dead_letter' {
-  return reason?.startsWith('budget:') ? 'budget' : reason?.startsWith('tenant quota:') ? 'tenant_quota' : 'dead_letter';
+  return reason?.startsWith('budget:') ? 'budget' : reason?.startsWith(TENANT_QUOTA_BLOCKED) ? 'tenant_quota' : 'dead_letter';
 }
 
 /**
