@@ -72,6 +72,8 @@ export async function tenantServedFold(db: Db): Promise<number> {
   const [r] = await rowsOf<{ folded: number }>(db, sql`
     with folded as (delete from tenant_served returning tenant_id, tokens, tasks),
     sums as (select tenant_id, sum(tokens)::float8 as tokens, sum(tasks)::bigint as tasks, count(*)::int as n from folded group by tenant_id),
+    -- Hints matter to the fair-share order only: with one tenant they are left as they are (no write on an idle pass).
+    shared as materialized (select count(*) > 1 as yes from tenants),
     busy_ids as materialized (
       select t.id from tenants t
       where exists (select 1 from capability_groups g where g.tenant_id = t.id
@@ -82,7 +84,7 @@ export async function tenantServedFold(db: Db): Promise<number> {
         -- Its tokens of the minute (a tokens quota's window): a minute that ended starts again with these.
         minute_tokens = case when t.minute_at > now() - ${MINUTE} then t.minute_tokens else 0 end + s.tokens::bigint,
         minute_at = case when t.minute_at > now() - ${MINUTE} then t.minute_at else now() end,
-        ready_hint = t.id in (select id from busy_ids)
+        ready_hint = case when (select yes from shared) then t.id in (select id from busy_ids) else t.ready_hint end
       from sums s where t.id = s.tenant_id
       returning t.id, t.vtime
     ),
@@ -91,9 +93,10 @@ export async function tenantServedFold(db: Db): Promise<number> {
     lifted as (
       update tenants t set
         vtime = case when t.id not in (select id from busy) and t.vtime < (select min(vtime) from busy) then (select min(vtime) from busy) else t.vtime end,
-        ready_hint = t.id in (select id from busy)
+        ready_hint = case when (select yes from shared) then t.id in (select id from busy) else t.ready_hint end
       where t.id not in (select id from served)
-        and ((t.id not in (select id from busy) and t.vtime < (select min(vtime) from busy)) or t.ready_hint <> (t.id in (select id from busy)))
+        and ((t.id not in (select id from busy) and t.vtime < (select min(vtime) from busy))
+          or ((select yes from shared) and t.ready_hint <> (t.id in (select id from busy))))
       returning t.id
     )
     select coalesce((select sum(n) from sums), 0)::int as folded`);

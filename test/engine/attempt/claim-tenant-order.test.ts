@@ -60,4 +60,13 @@ describe('the order tenants are walked in', () => {
     await loop.runOnce();
     expect(await hints()).toEqual({ a: false, b: true, c: false });
   });
+
+  it('with one tenant the loop writes no hint: an idle pass changes nothing', async () => {
+    await db.execute(sql`delete from tenants where id in ('a', 'b', 'c')`);
+    await submit('default', 1);
+    while (await claimOne());
+    const before = await rowsOf(db, sql`select * from tenants`);
+    expect(await loop.runOnce()).toBe(0);
+    expect(await rowsOf(db, sql`select * from tenants`)).toEqual(before);
+  });
 });
