@@ -193,8 +193,12 @@ function verdict(run: Run, r: ShellResult, longRunning: boolean, cwd: string): s
   return longRunning ? stopProblem(run.text, r) : undefined;
 }
 
+/** A command without its shell comment (`dagent up   # or: … --no-http …` asks for no flag the comment names). */
+const uncommented = (text: string) => text.replace(/(^|\s)#.*$/gm, '');
+
 /** What `dagent up` and `dagent agent run` print from start to stop, as docs/cli.md shows it; undefined when all is there. */
-function stopProblem(text: string, r: ShellResult): string | undefined {
+function stopProblem(commandText: string, r: ShellResult): string | undefined {
+  const text = uncommented(commandText);
   if (/dagent up\b/.test(text)) {
     const banner = /^dagent up: (.+) running(?:; agents (.+))?; stop with Ctrl-C or SIGTERM$/m.exec(r.stdout);
     const asked = [...text.matchAll(/(?:--agent|-a) (\S+)/g)].length + (/DAGENT_AGENTS=(\S+)/.exec(text)?.[1]!.split(',').length ?? 0);
@@ -226,7 +230,9 @@ async function blockRun(block: DocBlock, env: NodeJS.ProcessEnv, cwd: string): P
       // A slot while it starts, which is what costs; running, it waits for the block's other commands.
       const shell = await slot(async () => {
         const started = new Shell(text, { cwd, env: { ...env, DAGENT_AGENT_INSTANCE: `build${++instance}` } }, true);
-        const ready = /dagent up\b/.test(text) && !/--no-http/.test(text) ? /^dagent up: HTTP API and dashboard on /m : /stop with Ctrl-C or SIGTERM$/m;
+        // Ready with the HTTP line, whose address later commands of the block use, unless the command (not a comment
+        // beside it) says --no-http: else the banner before it passed for ready, and a later command raced the address.
+        const ready = /dagent up\b/.test(text) && !/--no-http/.test(uncommented(text)) ? /^dagent up: HTTP API and dashboard on .*\n/m : /stop with Ctrl-C or SIGTERM\n/m;
         await started.printed(ready).catch((e: Error) => note(run, e.message));
         return started;
       });
