@@ -4,7 +4,7 @@ import { configFromEnv } from '../config/index.js';
 import { InvalidInputError } from '../errors.js';
 import { DEFAULT_TENANT } from '../db/queries/tenants.js';
 import {
-  scheduleList, scheduleNext, schedulePause, scheduleRegister, scheduleRemove, scheduleResume, scheduleTrigger,
+  scheduleLabel, scheduleList, scheduleNext, schedulePause, scheduleRegister, scheduleRemove, scheduleResume, scheduleTrigger,
 } from '../engine/ops/cron.js';
 import { withDatabase, type CommandContext } from './context.js';
 import { positiveInt } from './inspect.js';
@@ -18,7 +18,7 @@ export function cronCommands(program: Command, ctx: CommandContext): void {
   // Schedule names are per tenant: the one of this name in --tenant (default the default tenant).
   const named = (c: Command) => json(c.argument('<name>').option('--tenant <id>', 'the schedule\'s tenant (default the default tenant)'));
   const keyOf = (name: string, opts: { tenant?: string }) => ({ tenant: opts.tenant ?? DEFAULT_TENANT, name });
-  const shown = (name: string, opts: { tenant?: string }) => (opts.tenant && opts.tenant !== DEFAULT_TENANT ? `${name} (tenant ${opts.tenant})` : name);
+  const shown = (name: string, opts: { tenant?: string }) => scheduleLabel(keyOf(name, opts));
 
   json(cron.command('add').description('register (or update) the schedule a DAG file declares in its schedule: block')
     .argument('<file>', 'DAG YAML file with a schedule: block (per-fire param values go in schedule.params)')

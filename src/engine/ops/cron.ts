@@ -223,9 +223,13 @@ function keyOf(row: Pick<ScheduleRow, 'tenantId' | 'name'>): ScheduleKey {
   return { tenant: row.tenantId, name: row.name };
 }
 
-/** Not found, naming the schedule and, outside the default tenant, its tenant. */
+/** A schedule as people read it: its name and, outside the default tenant, its tenant. */
+export function scheduleLabel(key: ScheduleKey): string {
+  return key.tenant === DEFAULT_TENANT ? key.name : `${key.name} (tenant ${key.tenant})`;
+}
+
 function scheduleNotFound(key: ScheduleKey): NotFoundError {
-  return new NotFoundError('schedule', key.tenant === DEFAULT_TENANT ? key.name : `${key.name} (tenant ${key.tenant})`);
+  return new NotFoundError('schedule', scheduleLabel(key));
 }
 
 /** Fire now, by hand: a DAG with `created_by: cron:<name>`, whatever the overlap policy; the schedule's timing is unchanged. */
