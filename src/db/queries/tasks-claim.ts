@@ -157,6 +157,6 @@ function claimSqlOf(v: ClaimParts, opts: ClaimSqlOptions): SQL {
   return sql`
     -- Times are clock_timestamp(): a claim took its tasks after the agent lock's wait, not when its transaction
     -- or its message began (now(), statement_timestamp()).
-    with ${sql.join(ctes, sql`,`)}
+    with ${opts.fair ? sql`recursive ` : sql``}${sql.join(ctes, sql`,`)}
     ${claimResultSql(c)}`;
 }

@@ -7,6 +7,18 @@ import { bigint, bigserial, boolean, check, doublePrecision, index, integer, num
 export const DEFAULT_TENANT = 'default';
 
 /**
+ * Added to the vtime of a tenant not hinted to have READY work (ready_hint false): more than any tenant's vtime (tokens
+ * ÷ weight) reaches, so the claim walks those tenants after every hinted one.
+ */
+export const UNHINTED_AFTER = '1000000000000000000';
+
+/** A tenant's place in the fair-share claim's walk (tenants_claim_order_idx), of the `tenants` row aliased `a` (none: unqualified). */
+export function tenantOrderKey(a?: string): string {
+  const c = (column: string) => (a ? `${a}.${column}` : column);
+  return `(${c('vtime')} + case when ${c('ready_hint')} then 0 else ${UNHINTED_AFTER} end)`;
+}
+
+/**
  * A tenant: a team, or a customer of a product built on dagent. Its DAGs (and their tasks) and schedules belong to
  * it. Among tenants with work ready for an agent, the claim serves them in proportion to their weights, measured in
  * the estimated tokens of the tasks claimed (docs/priority.md, "Tenants and fair share").
@@ -56,6 +68,10 @@ export const tenants = pgTable('tenants', {
 }, (t) => [
   check('tenants_id_ck', sql`${t.id} ~ ${sql.raw(`'${TENANT_DEFAULTS.idPattern.source}'`)}`),
   check('tenants_weight_ck', sql`${t.weight} > 0 and ${t.weight} <= 1000`),
+  // The fair-share claim's walk of tenants, in order of this key (tasks-claim/groups.ts tenantWalkCtes): an index step
+  // per tenant visited, instead of ordering every tenant the agent covers on each claim. The expression is the claim's
+  // (tenantOrderKey): the same expression, its constants of the same types, or PostgreSQL would not use the index for it.
+  index('tenants_claim_order_idx').on(sql.raw(tenantOrderKey()), t.id),
 ]);
 
 /**

@@ -1,6 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { taskClaim } from '../../../src/engine/attempt/claim.js';
+import { taskClaimReadySql } from '../../../src/db/queries/tasks-claim.js';
 import { taskCompleteMany } from '../../../src/engine/attempt/complete.js';
 import { dagSubmit } from '../../../src/engine/dag/submit.js';
 import { tenantCreate } from '../../../src/engine/ops/tenants.js';
@@ -59,6 +60,34 @@ describe('the order tenants are walked in', () => {
     await submit('b', 1);
     await loop.runOnce();
     expect(await hints()).toEqual({ a: false, b: true, c: false });
+  });
+
+  it('what claims served since the loop last folded counts in the order at once, per weight', async () => {
+    // Tasks of 8 tokens; a at vtime 0 and weight 2, b at vtime 10 and weight 1, c with no work. No fold in between:
+    // each claim's place for a is 0 + 8 × (claims of a) ÷ 2, for b 10 + 8 × (claims of b).
+    const tasks = (n: number) => Array.from({ length: n }, (_, i) => `  t${i}: { type: t, spec: { constraints: { estimated_tokens: 8 } } }`).join('\n');
+    for (const id of ['a', 'b']) await dagSubmit(db, [await dagSpec(`name: ${id}\ntasks:\n${tasks(6)}\n`)], { tenant: id });
+    // A first claim (of c's urgent task, c first in either order) meets several tenants' work: claims are in
+    // fair-share order from here, whichever test ran before.
+    await dagSubmit(db, [await dagSpec('name: c\ntasks:\n  t: { type: t, priority: 0 }\n')], { tenant: 'c' });
+    await db.execute(sql`update tenants set vtime = case when id = 'c' then 0 else 100 end`);
+    expect(await claimOne()).toBe('c');
+    await db.execute(sql`update tenants set vtime = 0, weight = 2 where id = 'a'`);
+    await db.execute(sql`update tenants set vtime = 10 where id = 'b'`);
+    const order: string[] = [];
+    for (let i = 0; i < 6; i++) order.push((await claimOne())!);
+    // a 0, 4, 8 (b's 10 not reached), 12 > 10: b; then a 12 < b 18: a; a 16 < 18: a.
+    expect(order).toEqual(['a', 'a', 'a', 'b', 'a', 'a']);
+    expect((await rowsOf<{ n: number }>(db, sql`select count(*)::int as n from tenant_served where tenant_id in ('a', 'b')`))[0]!.n).toBe(6);
+  });
+
+  it('the walk steps through tenants_claim_order_idx: the claim orders tenants by the index\'s own expression', async () => {
+    // Were the claim's key (tenantOrderKey) to drift from the index's (a constant of another type, say), PostgreSQL
+    // would sort every covered tenant on each claim again, and nothing else would notice.
+    await submit('a', 1);
+    await submit('b', 1);
+    const plan = JSON.stringify(await rowsOf(db, sql`explain (format json) ${taskClaimReadySql('w', [], 1, 60, { fair: true })}`));
+    expect(plan).toContain('"Index Name":"tenants_claim_order_idx"');
   });
 
   it('with one tenant the loop writes no hint: an idle pass changes nothing', async () => {

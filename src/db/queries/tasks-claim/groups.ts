@@ -3,6 +3,7 @@ import { fromStates, HELD_STATES } from '../../../model/state-machine.js';
 import { sqlStateList } from '../../statement.js';
 import { spendRemainingSql, spendTodaySql } from '../spend.js';
 import { TENANT_DEFAULTS } from '../../../config/index.js';
+import { tenantOrderKey } from '../../schema/tenants.js';
 import { rateModelSql } from './agent.js';
 import { inOrder, type ClaimShape } from './shape.js';
 
@@ -20,9 +21,6 @@ export function brokeCte(): SQL {
     )`;
 }
 
-/** Added to the vtime of a tenant not hinted to have READY work: more than any tenant's vtime (tokens ÷ weight) reaches. */
-const UNHINTED_AFTER = 1e18;
-
 /**
  * CTE `groups`: the claim groups (capability_groups: a task's required capabilities and the models it accepts, per
  * tenant) the agent covers, as asked for (`caps`) within what it registered and of the tenants it serves; none when
@@ -35,7 +33,8 @@ export function groupsCte(c: ClaimShape): SQL {
       select g.cap_key, g.tenant_id from capability_groups g
       where g.capabilities <@ ${v.caps} and ${v.caps} <@ (select capabilities from agent)
         -- The tenants whose work the agent takes (null: all).
-        and (select a.tenants is null or g.tenant_id = any(a.tenants) from agent a)
+        -- Read once (InitPlans): as a subquery of agent naming g.tenant_id it ran once per group (1,000 at 1,000 tenants).
+        and ((select tenants from agent) is null or g.tenant_id = any((select tenants from agent)::text[]))
         -- A group that names models: the agent has one of them that is not paused (itself or its provider).
         and (cardinality(g.models) = 0 or (select case when cardinality(a.paused) = 0 then a.models && g.models or '*' = any(a.models)
           else exists (select 1 from unnest(g.models) m where (m = any(a.models) or '*' = any(a.models))
@@ -117,30 +116,13 @@ export function pickedCte(c: ClaimShape): SQL {
         limit ${v.limit}
         for update of t skip locked`;
   const take = sql`least(${v.limit}::int, greatest(0, (select slots from agent)))`;
-  // Fair share (more than one tenant in the groups): tenants in order of virtual time (tenants.vtime, and what claims
-  // logged since the share loop's last fold, per weight), each one's groups merged in claim order; the walk stops once
-  // it has enough, so the tenants after are never visited. Within a tenant, effective priority decides as always.
-  // The tenants' order: the covered tenants with what claims logged since the last fold, summed in one grouped pass (a
-  // few rows). A sum per tenant (a correlated subquery) made tenant_order 10 ms of a claim of 1 at 1,000 tenants
-  // (EXPLAIN ANALYZE); joining the groups with tenants, ~3.5 ms, planned as a primary-key probe per group (the
-  // materialized groups are estimated at one row). So tenants is scanned once and filtered by a hashed subplan of the
-  // groups, `is true` keeping the planner from turning the IN back into that join: ~1 ms. Claim of 1 at 100,000 READY
-  // across 1,000 tenants, alternating runs: p99 10.2–17.0 → 6.7–11.0 ms (docs/benchmarks.md "Tenants and fair share").
-  // Tenants that had READY work at the share loop's last pass (ready_hint) are walked first: an idle tenant's vtime is
-  // the lowest of those with work, so in vtime order alone a claim probed every idle tenant before one with work
-  // (100,000 READY across 100 tenants, 900 more idle: claim of 1 p50 102 → 6.4 ms, npm run bench -- --tenants). The others still follow, so work of
-  // a tenant the loop has not seen yet is claimed when the hinted ones have none for this agent.
+  // Fair share (more than one tenant in the groups): tenants in order of virtual time (tenantWalkCtes), each one's groups
+  // merged in claim order; the walk stops once it has enough, so the tenants after are never visited. Within a tenant,
+  // effective priority decides as always.
   const walked = opts.fair ? sql`
-    pending as materialized (select tenant_id, sum(tokens) as tokens from tenant_served group by tenant_id),
-    tenant_order as materialized (
-      -- Tenants without READY work at the loop's last pass sort after every other (they were lifted to the lowest
-      -- vtime of those with work, so among themselves they tie anyway): one float key, as cheap to sort as vtime alone.
-      select tn.id, tn.vtime + coalesce(p.tokens, 0) / tn.weight + case when tn.ready_hint then 0 else ${sql.raw(String(UNHINTED_AFTER))} end as vtime
-      from tenants tn left join pending p on p.tenant_id = tn.id
-      where (tn.id in (select tenant_id from groups)) is true
-    ),
+    ${tenantWalkCtes()},
     walked as (
-      select c.* from (select id from tenant_order order by vtime, id) o cross join lateral (
+      select c.* from tenant_walk o cross join lateral (
         select w.* from groups g cross join lateral (${walk('g')}) w
         where g.tenant_id = o.id
         order by ${inOrder('w')}
@@ -164,5 +146,50 @@ export function pickedCte(c: ClaimShape): SQL {
         and (w.tenant_id <> all(select id from tenant_room)
           or (select count(*) from walked b where b.tenant_id = w.tenant_id and (b.effective_priority, b.ready_at, b.id) < (w.effective_priority, w.ready_at, w.id))
             < (select r.room from tenant_room r where r.id = w.tenant_id))
+    )`;
+}
+
+/**
+ * CTEs `pending`, `pending_order` and `tenant_walk` (the statement is WITH RECURSIVE): the tenants of the agent's
+ * groups in fair-share order, one at a time, as the walk asks for them. A tenant's place is its virtual time
+ * (tenants.vtime) plus what claims logged for it since the share loop's last fold (tenant_served), per weight; a
+ * tenant without READY work at the loop's last pass (ready_hint false) comes after every other (tenantOrderKey).
+ * - `pending_order`: the few tenants with tokens logged since the last fold, with their place.
+ * - `tenant_walk`: each step takes the next tenant after the last one, the smaller of the next in
+ *   tenants_claim_order_idx (a tenant without logged tokens, whose place is its key) and the next of `pending_order`:
+ *   two ordered streams merged, one index step per tenant visited.
+ * Before, every claim ordered all the tenants it covered (a join with what was logged, then a sort): claim of 1 at
+ * 100,000 READY across 1,000 tenants, the statement's median 3.0 ms a run in psql (generic plan, rolled back), 2.2
+ * with this walk, which usually visits one tenant; npm run bench -- --tenants p99 8.0–10.2 → 5.6–7.2 ms
+ * (docs/benchmarks.md "The tenants walked in an index"). An idle tenant's vtime is the lowest of those with work, so without the
+ * hint each claim would visit every idle tenant first (900 idle: p50 102 ms, docs/benchmarks.md "Idle tenants"); the
+ * others are still visited after the hinted ones, so work of a tenant the loop has not seen yet is claimed when the
+ * hinted ones have none for this agent.
+ */
+function tenantWalkCtes(): SQL {
+  const key = sql.raw(tenantOrderKey('tn'));
+  const covered = (id: string) => sql.raw(`(${id} in (select tenant_id from groups)) is true`);
+  const next = (after: boolean) => sql`
+        select x.id, x.key from (
+          (select tn.id, ${key} as key from tenants tn
+            where ${covered('tn.id')} and (tn.id in (select id from pending_order)) is not true
+              ${after ? sql`and (${key}, tn.id) > (w.key, w.id)` : sql``}
+            order by ${key}, tn.id limit 1)
+          union all
+          (select p.id, p.key from pending_order p ${after ? sql`where (p.key, p.id) > (w.key, w.id)` : sql``} order by p.key, p.id limit 1)
+        ) x
+        order by x.key, x.id limit 1`;
+  return sql`
+    pending as materialized (select tenant_id, sum(tokens) as tokens from tenant_served group by tenant_id),
+    -- A primary-key probe per tenant logged (a few): as a join, PostgreSQL hashed all of tenants for them (~0.3 ms).
+    pending_order as materialized (
+      select p.tenant_id as id, (select ${key} + p.tokens::float8 / tn.weight from tenants tn where tn.id = p.tenant_id) as key
+      from pending p
+      where ${covered('p.tenant_id')}
+    ),
+    tenant_walk(id, key) as (
+      (${next(false)})
+      union all
+      (select n.id, n.key from tenant_walk w cross join lateral (${next(true)}) n)
     )`;
 }

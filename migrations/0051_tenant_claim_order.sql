@@ -1,0 +1,1 @@
+CREATE INDEX "tenants_claim_order_idx" ON "tenants" USING btree ((vtime + case when ready_hint then 0 else 1000000000000000000 end),"id");
