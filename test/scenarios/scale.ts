@@ -295,7 +295,10 @@ async function main() {
       from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) order by total_exec_time desc limit 15`)).rows as Array<{ calls: number; ms: number; query: string }>;
     const all = (await d.db.execute(sql`select sum(calls)::bigint as calls, sum(total_exec_time) as ms from pg_stat_statements
       where dbid = (select oid from pg_database where datname = current_database())`)).rows[0] as { calls: number; ms: number };
-    console.log(`statements at PostgreSQL: ${(Number(all.calls) / done).toFixed(1)} per task, ${(all.ms / done).toFixed(2)} ms server time per task`);
+    // The claim statement is the one with the agent's reservation (tasks-claim/update.ts agentClaimedCte), in either shape.
+    const claims = (await d.db.execute(sql`select coalesce(sum(calls), 0)::bigint as calls from pg_stat_statements
+      where dbid = (select oid from pg_database where datname = current_database()) and query like '%agent_claimed as (%'`)).rows[0] as { calls: number };
+    console.log(`statements at PostgreSQL: ${(Number(all.calls) / done).toFixed(1)} per task, ${(all.ms / done).toFixed(2)} ms server time per task; claims: ${(Number(claims.calls) / done).toFixed(2)} per task`);
     for (const t of top) console.log(`  ${(Number(t.calls) / done).toFixed(2).padStart(6)}/task ${(t.ms / Number(t.calls)).toFixed(3).padStart(7)} ms ${((100 * t.ms) / all.ms).toFixed(1).padStart(5)} %  ${t.query}`);
     console.log(`node CPU profiles in ${PROFILE_DIR}`);
   }
