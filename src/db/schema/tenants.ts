@@ -10,7 +10,7 @@ export const DEFAULT_TENANT = 'default';
  * Added to the vtime of a tenant not hinted to have READY work (ready_hint false): more than any tenant's vtime (tokens
  * ÷ weight) reaches, so the claim walks those tenants after every hinted one.
  */
-export const UNHINTED_AFTER = '1000000000000000000';
+const UNHINTED_AFTER = '1000000000000000000';
 
 /** A tenant's place in the fair-share claim's walk (tenants_claim_order_idx), of the `tenants` row aliased `a` (none: unqualified). */
 export function tenantOrderKey(a?: string): string {

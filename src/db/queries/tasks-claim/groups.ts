@@ -161,10 +161,10 @@ export function pickedCte(c: ClaimShape): SQL {
  * Before, every claim ordered all the tenants it covered (a join with what was logged, then a sort): claim of 1 at
  * 100,000 READY across 1,000 tenants, the statement's median 3.0 ms a run in psql (generic plan, rolled back), 2.2
  * with this walk, which usually visits one tenant; npm run bench -- --tenants p99 8.0–10.2 → 5.6–7.2 ms
- * (docs/benchmarks.md "The tenants walked in an index"). An idle tenant's vtime is the lowest of those with work, so without the
- * hint each claim would visit every idle tenant first (900 idle: p50 102 ms, docs/benchmarks.md "Idle tenants"); the
- * others are still visited after the hinted ones, so work of a tenant the loop has not seen yet is claimed when the
- * hinted ones have none for this agent.
+ * (docs/benchmarks.md "The tenants walked in an index").
+ * An idle tenant's vtime is the lowest of those with work, so without the hint each claim would visit every idle
+ * tenant first (900 idle: p50 102 ms, docs/benchmarks.md "Idle tenants"); the others are still visited after the
+ * hinted ones, so work of a tenant the loop has not seen yet is claimed when the hinted ones have none for this agent.
  */
 function tenantWalkCtes(): SQL {
   const key = sql.raw(tenantOrderKey('tn'));
