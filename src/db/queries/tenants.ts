@@ -62,6 +62,12 @@ export async function tenantList(db: Db): Promise<TenantView[]> {
 }
 
 /**
+ * Whether more than one tenant exists: fair share and its bookkeeping (the claim's log, the loop's ready hints) apply
+ * only then. Reads at most two rows of tenants.
+ */
+export const TENANTS_SEVERAL_SQL = sql`((select count(*) from (select 1 from tenants limit 2) x) > 1)`;
+
+/**
  * The share loop's step, one statement: what claims logged in tenant_served since the last fold is added to each
  * tenant's served totals and virtual time (tokens / weight), and a tenant with nothing READY is brought up to the
  * lowest virtual time of those that have READY work, so time spent idle earns no credit it could spend later in a
@@ -73,7 +79,7 @@ export async function tenantServedFold(db: Db): Promise<number> {
     with folded as (delete from tenant_served returning tenant_id, tokens, tasks),
     sums as (select tenant_id, sum(tokens)::float8 as tokens, sum(tasks)::bigint as tasks, count(*)::int as n from folded group by tenant_id),
     -- Hints matter to the fair-share order only: with one tenant they are left as they are (no write on an idle pass).
-    shared as materialized (select count(*) > 1 as yes from tenants),
+    shared as materialized (select ${TENANTS_SEVERAL_SQL} as yes),
     busy_ids as materialized (
       select t.id from tenants t
       where exists (select 1 from capability_groups g where g.tenant_id = t.id

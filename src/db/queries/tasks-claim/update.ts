@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { leaseSql } from '../tasks-lifecycle.js';
 import { spendReserveAgentSet } from '../spend.js';
+import { TENANTS_SEVERAL_SQL } from '../tenants.js';
 import type { ClaimShape } from './shape.js';
 
 /** CTE `agent_claimed`: the agent's reservation, and its stamp (claim_writer) when this claim took anything. */
@@ -73,7 +74,7 @@ export function tenantLoggedCte(): SQL {
     tenant_logged as (
       insert into tenant_served (tenant_id, tokens, tasks)
       select w.tenant_id, sum(w.share_tokens), count(*) from claimed c join walked w on w.id = c.id
-      where (select count(*) from (select 1 from tenants limit 2) x) > 1 or exists (select 1 from tenants where max_tokens_per_minute is not null)
+      where ${TENANTS_SEVERAL_SQL} or exists (select 1 from tenants where max_tokens_per_minute is not null)
       group by w.tenant_id
     )`;
 }
