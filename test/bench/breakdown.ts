@@ -57,10 +57,12 @@ function kindOf(query: string): string {
 /** Per statement kind and per task, over `run` (which returns the tasks done and the seconds it took), in `database`. */
 async function perStatement(d: Database, clusterDir: string, label: string, database: string, run: () => Promise<{ tasks: number; seconds: number }>): Promise<string[]> {
   await d.db.execute(sql`select pg_stat_statements_reset()`);
+  const lsn0 = await walInsertLsn(d);
   const [node0, server0] = [process.cpuUsage(), serverCpuSeconds(clusterDir)];
   const { tasks, seconds } = await run();
   const node = process.cpuUsage(node0);
   const server = (serverCpuSeconds(clusterDir) - server0) * 1000;
+  const wal = await walByRecord(d, lsn0, await walInsertLsn(d), tasks);
   const { rows } = await d.db.execute(sql`
     select query, calls::text, total_exec_time as exec, total_plan_time as plan, rows::text, wal_bytes::text as wal,
       (shared_blks_hit + shared_blks_read)::text as blocks
@@ -79,11 +81,43 @@ async function perStatement(d: Database, clusterDir: string, label: string, data
     `${label}: ${fmt(tasks / seconds)} tasks/s; per task: wall ${us(seconds * 1000)} µs, Node CPU ${us((node.user + node.system) / 1000)} µs, ` +
       `PostgreSQL CPU (all its processes) ${us(server)} µs, of which statements executing ${us(all.exec)} µs and planning ${us(all.plan)} µs`,
   ];
+  out.push(...wal);
   const sorted = [...kinds.entries()].sort((a, b) => b[1].exec - a[1].exec).filter(([, v]) => v.exec / tasks > 0.0005);
   for (const [k, v] of sorted.slice(0, 6)) {
     out.push(`  ${k}: ${fmt(v.calls)} calls; per task: execution ${us(v.exec)} µs, planning ${us(v.plan)} µs, WAL ${(v.wal / tasks).toFixed(0)} bytes, buffers ${(v.blocks / tasks).toFixed(1)}; per call ${(v.exec / v.calls).toFixed(2)} ms`);
   }
   return out;
+}
+
+async function walInsertLsn(d: Database): Promise<string> {
+  const { rows } = await d.db.execute(sql`select pg_current_wal_insert_lsn()::text as lsn`);
+  return (rows[0] as { lsn: string }).lsn;
+}
+
+interface WalStatRow { record: string; relation: string; count: string; bytes: string; fpi: string }
+
+/**
+ * The WAL the cluster wrote between two points, per task, by record type and relation (pg_walinspect): every
+ * process's, so commit records, the checkpointer's and full-page images count, which pg_stat_statements'
+ * per-statement bytes do not all show. The relation is the record's first block's (a heap or an index).
+ */
+async function walByRecord(d: Database, from: string, to: string, tasks: number): Promise<string[]> {
+  const { rows } = await d.db.execute(sql`
+    with r as (
+      select resource_manager || '/' || record_type as record, record_length, fpi_length,
+        (regexp_match(block_ref, 'rel [0-9]+/[0-9]+/([0-9]+)'))[1]::oid as node
+      from pg_get_wal_records_info(${from}::pg_lsn, ${to}::pg_lsn))
+    select record, coalesce(c.relname, '-') as relation, count(*)::text as count, sum(record_length)::text as bytes,
+      sum(fpi_length)::text as fpi
+    from r left join pg_class c on c.relfilenode = r.node group by 1, 2`);
+  const all = (rows as unknown as WalStatRow[]).map((r) => ({ ...r, count: Number(r.count), bytes: Number(r.bytes), fpi: Number(r.fpi) }));
+  const total = all.reduce((a, r) => a + r.bytes, 0);
+  const fpi = all.reduce((a, r) => a + r.fpi, 0);
+  const top = all.sort((a, b) => b.bytes - a.bytes).slice(0, 12);
+  return [
+    `  WAL (the cluster's, pg_walinspect): ${(total / tasks).toFixed(0)} bytes per task, of which full-page images ${(fpi / tasks).toFixed(0)}; the largest, per task (record on relation: bytes ×records):`,
+    `    ${top.map((r) => `${r.record} on ${r.relation} ${(r.bytes / tasks).toFixed(0)} ×${(r.count / tasks).toFixed(2)}`).join(' · ')}`,
+  ];
 }
 
 /** The bench loop (workload.ts) over what `load` queued, after the statistics are fresh. */
@@ -205,6 +239,7 @@ export async function breakdownBench(quick: boolean, handOff: boolean): Promise<
     server = await embeddedServerStart({ dataDir, database: 'bench' });
     d = await databaseOpen({ url: server.url, poolSize: 20 });
     await d.db.execute(sql`create extension if not exists pg_stat_statements`);
+    await d.db.execute(sql`create extension if not exists pg_walinspect`);
     const flat = quick ? 4_000 : 20_000;
     const chains = quick ? 40 : 200;
     // Not measured: the first runs compile the hot paths (JIT) and prepare the statements on each pooled connection,

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Logger, makeWorkerUtils, run as graphileRun, type RunnerOptions, type Task } from 'graphile-worker';
 import PgBoss from 'pg-boss';
+import { serverCostDuring } from './server-cost.js';
 
 /**
  * The peers, through their public APIs only, on the same server as dagent (each
@@ -150,7 +151,7 @@ async function graphileDatabaseCreate(adminUrl: string): Promise<string> {
   return url;
 }
 
-export async function graphileBench(adminUrl: string, sizes: { flat: number; backlog: number; chains: number; chainLength: number; dispatch: number }): Promise<PeerFigures[]> {
+export async function graphileBench(adminUrl: string, sizes: { flat: number; backlog: number; chains: number; chainLength: number; dispatch: number }, clusterDir: string): Promise<PeerFigures[]> {
   const url = await graphileDatabaseCreate(adminUrl);
   const out: PeerFigures[] = [];
   for (const mode of ['default', 'batched'] as const) {
@@ -158,7 +159,9 @@ export async function graphileBench(adminUrl: string, sizes: { flat: number; bac
     for (const slots of [10, 32]) {
       await graphileReset(url);
       await graphileEnqueue(url, 'noop', sizes.flat);
-      f[`flat${slots}`] = await graphileFlat(url, mode, slots, sizes.flat);
+      const { result, cost } = await serverCostDuring(url, clusterDir, sizes.flat, () => graphileFlat(url, mode, slots, sizes.flat));
+      f[`flat${slots}`] = result;
+      if (slots === 32) [f.flatWalBytes, f.flatServerCpuUs] = [cost.walBytesPerTask, cost.cpuUsPerTask];
     }
     await graphileReset(url);
     await graphileEnqueue(url, 'noop', sizes.backlog + sizes.flat);

@@ -43,6 +43,7 @@ import { barChartSvg, plotWrite } from './plot.js';
 import { streamsBench } from './streams.js';
 import { durableStepsBench } from './steps.js';
 import { tenantClaimLatency, tenantFairness } from './tenants.js';
+import { serverCostDuring, serverCostText } from './server-cost.js';
 import { taskClaim } from '../../src/engine/attempt/claim.js';
 import { textArray } from '../../src/db/statement.js';
 
@@ -154,6 +155,9 @@ const PLOTS = [
   { key: 'flat32', title: 'flat no-op throughput, 32 slots', unit: 'tasks/s' },
   // graphile-worker batched's own figure is flat32 at its local queue of 500: dagent's at that batch beside it.
   { key: 'flat32PeerBatch', title: `flat no-op throughput, 32 slots, dagent at batch ${GRAPHILE_LOCAL_QUEUE}`, unit: 'tasks/s' },
+  // What the server does per flat task (32 slots; dagent at its batch): "Performance, third pass" item 1's two figures.
+  { key: 'flatWalBytes', title: 'WAL per flat no-op task, 32 slots (the cluster\'s)', unit: 'bytes' },
+  { key: 'flatServerCpuUs', title: 'PostgreSQL CPU per flat no-op task, 32 slots (all its processes)', unit: 'µs' },
   { key: 'flatBacklog', title: 'flat throughput behind a 100,000 backlog, 32 slots', unit: 'tasks/s' },
   { key: 'chains', title: 'DAG throughput: 200 chains x 50', unit: 'tasks/s' },
   { key: 'flowChains', title: 'DAG throughput: dagent chains vs pg-boss flow()', unit: 'tasks/s' },
@@ -167,13 +171,13 @@ const PLOTS = [
 ] as const;
 
 /** Run the peers on the same server and work, print a table with ratios, and write one SVG per figure. */
-async function peersCompare(adminUrl: string, mine: Record<string, number>) {
+async function peersCompare(adminUrl: string, clusterDir: string, mine: Record<string, number>) {
   const sizes = {
     flat: FLAT_TASKS, backlog: BACKLOG, chains: CHAINS, chainLength: CHAIN_LENGTH, dispatch: quick ? 50 : 200,
     layerDags: LAYER_DAGS, layerDepth: LAYER_DEPTH, layerWidth: LAYER_WIDTH,
   };
   console.log('\npeers (same server, same work):');
-  const peers = [...(await graphileBench(adminUrl, sizes)), await pgBossBench(adminUrl, sizes)];
+  const peers = [...(await graphileBench(adminUrl, sizes, clusterDir)), await pgBossBench(adminUrl, sizes)];
   // pg-boss's flow() chains are compared with dagent's chains: the same work, its DAG mechanism.
   const dagent: { name: string; figures: Record<string, number | string> } = { name: 'dagent', figures: { flat32PeerBatch: mine.flat32!, ...mine, flowChains: mine.chains! } };
   // The peers' flat figure stands beside dagent's at either batch.
@@ -228,6 +232,7 @@ async function main() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dagent-bench-'));
   chmodSync(dataDir, 0o755);
   const server = await embeddedServerStart({ dataDir, database: 'bench', ephemeral: EPHEMERAL });
+  const clusterDir = path.join(dataDir, 'pg');
   // Before the pool connects: its connections bind the driver's query method as they open.
   const counter = statementCounter();
   const d = await databaseOpen({ url: server.url, poolSize: 20 });
@@ -291,9 +296,10 @@ async function main() {
       await reset(d);
       await submitFlat(d, FLAT_TASKS);
       await analyze(d);
-      const r = await runAgent(d, slots, FLAT_TASKS);
+      const { result: r, cost } = await serverCostDuring(server.url, clusterDir, FLAT_TASKS, () => runAgent(d, slots, FLAT_TASKS));
       mine[`flat${slots}`] = r.tasks / r.seconds;
-      lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks, ${slots} slots: ${fmt(r.tasks / r.seconds)} tasks/s (${r.seconds.toFixed(2)} s)`);
+      if (slots === 32) [mine.flatWalBytes, mine.flatServerCpuUs] = [cost.walBytesPerTask, cost.cpuUsPerTask];
+      lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks, ${slots} slots: ${fmt(r.tasks / r.seconds)} tasks/s (${r.seconds.toFixed(2)} s); per task: ${serverCostText(cost)}`);
       console.log(lines.at(-1));
     }
     // Like with like: graphile-worker batched takes jobs GRAPHILE_LOCAL_QUEUE at a time; dagent's flat at that batch too.
@@ -301,9 +307,9 @@ async function main() {
       await reset(d);
       await submitFlat(d, FLAT_TASKS);
       await analyze(d);
-      const r = await runAgent(d, 32, FLAT_TASKS, GRAPHILE_LOCAL_QUEUE);
+      const { result: r, cost } = await serverCostDuring(server.url, clusterDir, FLAT_TASKS, () => runAgent(d, 32, FLAT_TASKS, GRAPHILE_LOCAL_QUEUE));
       mine.flat32PeerBatch = r.tasks / r.seconds;
-      lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks, 32 slots, claim/complete batch ${GRAPHILE_LOCAL_QUEUE} (graphile-worker batched's local queue): ${fmt(mine.flat32PeerBatch)} tasks/s (${r.seconds.toFixed(2)} s)`);
+      lines.push(`flat ${fmt(FLAT_TASKS)} no-op tasks, 32 slots, claim/complete batch ${GRAPHILE_LOCAL_QUEUE} (graphile-worker batched's local queue): ${fmt(mine.flat32PeerBatch)} tasks/s (${r.seconds.toFixed(2)} s); per task: ${serverCostText(cost)}`);
       console.log(lines.at(-1));
     }
     await reset(d);
@@ -417,7 +423,7 @@ async function main() {
       lines.push(line);
       console.log(line);
     }
-    if (PEERS) await peersCompare(server.url, mine);
+    if (PEERS) await peersCompare(server.url, clusterDir, mine);
   } finally {
     await d.close();
     await server.stop();
