@@ -2,7 +2,7 @@
 // out, so the published declarations never load drizzle's (schema/rows-match.ts fails to compile
 // when a column changes and these do not), with the other shapes the engine's functions take and give.
 import type { TaskState } from '../model/state-machine.js';
-import type { TaskOrigin } from '../dag/spec.js';
+import type { RetryPolicy, TaskOrigin } from '../dag/spec.js';
 
 /** A row of `tasks`. */
 export interface TaskRow {
@@ -58,7 +58,7 @@ export interface TaskRow {
   maxAttempts: number;
   attemptsResetFence: number;
   claimLapses: number;
-  retryPolicy: unknown;
+  retryPolicy: RetryPolicy;
   outputSpec: unknown;
   output: unknown;
   tags: string[];

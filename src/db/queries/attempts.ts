@@ -48,7 +48,7 @@ export async function attemptCountsForDag(db: Db, dagId: string): Promise<{ comp
            count(*) filter (where outcome = 'failed')::int as failed,
            count(*) filter (where outcome = 'failed' and exists (
              select 1 from attempts later where later.task_id = a.task_id and later.fence > a.fence))::int as retried
-    from attempts a where dag_id = ${dagId}`);
+    from attempts a where a.task_id in (select id from tasks where dag_id = ${dagId})`);
   return r ?? { completed: 0, failed: 0, retried: 0 };
 }
 

@@ -195,7 +195,7 @@ export async function retentionPreview(db: Db, olderThanSec: number): Promise<Re
     select
       (select count(*)::int from doomed) as dags,
       (select count(*)::int from tasks t where t.dag_id in (select id from doomed)) as tasks,
-      (select count(*)::int from attempts a where a.dag_id in (select id from doomed)) as attempts,
+      (select count(*)::int from attempts a join tasks t on t.id = a.task_id where t.dag_id in (select id from doomed)) as attempts,
       (select count(*)::int from attempt_logs l join tasks t on t.id = l.task_id where t.dag_id in (select id from doomed)) as "logLines",
       (select count(*)::int from events e where e.dag_id in (select id from doomed))
         + (select count(*)::int from events e where e.dag_id is null and e.at < now() - ${age}) as events,

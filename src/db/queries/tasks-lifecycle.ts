@@ -11,6 +11,8 @@ import { spendSettleCtes, spendSql } from './spend.js';
 import type { AttemptSpend, FailureInput, RefusedRow } from '../rows.js';
 import { usageOfAttemptSql } from './usage.js';
 import { taskUnstartedSql } from './task-hold.js';
+import { retryPolicyOf } from '../schema/column-types.js';
+import type { RetryPolicy } from '../../dag/spec.js';
 
 export type { FailureInput } from '../rows.js';
 
@@ -57,7 +59,7 @@ export interface FailedRow {
   type: string;
   attempts: number;
   maxAttempts: number;
-  retryPolicy: Record<string, unknown>;
+  retryPolicy: RetryPolicy;
   agentId: string | null;
   attemptsResetFence: number;
   costUsd: number;
@@ -107,7 +109,7 @@ export async function taskFailMark(db: Db, f: FailureInput): Promise<{ failed: F
       from failed) f on true`);
   if (r?.id) {
     const { refused: _, ...failed } = r;
-    return { failed: failed as FailedRow };
+    return { failed: { ...failed, retryPolicy: retryPolicyOf(failed.retryPolicy) } as FailedRow };
   }
   return { refused: r?.refused ? refusedRowOf(r.refused) : null };
 }

@@ -4,13 +4,15 @@ import { fromStates } from '../../model/state-machine.js';
 import { rowsOf, textArray } from '../statement.js';
 import { MAP_WAIT_PREFIX } from './signals.js';
 import { taskDepsAddSet } from './task-deps.js';
+import { retryPolicyOf } from '../schema/column-types.js';
+import type { RetryPolicy } from '../../dag/spec.js';
 
 /** A for_each task as its children are made from it: the columns a child copies. */
 export interface MapParentRow {
   id: string; dagId: string; key: string; fence: number; type: string; title: string | null;
   spec: Record<string, unknown>; requiredCapabilities: string[]; maxCostUsd: number | null; maxTokens: number | null; estimatedTokens: number | null;
   maxDurationSec: number | null; heartbeatSec: number | null; priority: number; boostPerMinute: number; estimateSec: number;
-  deadline: string | null; maxAttempts: number; retryPolicy: Record<string, unknown>; outputSpec: Record<string, unknown> | null;
+  deadline: string | null; maxAttempts: number; retryPolicy: RetryPolicy; outputSpec: Record<string, unknown> | null;
   tags: string[]; origin: string; concKey: string | null; concLimit: number | null;
 }
 
@@ -32,7 +34,7 @@ export async function taskMapLock(db: Db, id: string, fence: number): Promise<Ma
       heartbeat_sec as "heartbeatSec", priority, boost_per_minute::float8 as "boostPerMinute", estimate_sec::float8 as "estimateSec",
       deadline::text as deadline, max_attempts as "maxAttempts", retry_policy as "retryPolicy", output_spec as "outputSpec",
       tags, origin, conc_key as "concKey", conc_limit as "concLimit"`);
-  return r ?? null;
+  return r ? { ...r, retryPolicy: retryPolicyOf(r.retryPolicy) } : null;
 }
 
 /** How many children a for_each task has, how many are not completed, and their outputs' size as JSON text. */

@@ -61,7 +61,7 @@ export async function timelineEdges(db: Db, dagId: string): Promise<Array<{ upst
 export async function timelineCostByModel(db: Db, dagId: string): Promise<Array<{ model: string | null; costUsd: number; tokensIn: number; tokensOut: number; attempts: number }>> {
   const rows = await rowsOf<Record<string, unknown>>(db, sql`
     select model, sum(cost_usd)::float8 as cost_usd, sum(tokens_in)::bigint as tokens_in, sum(tokens_out)::bigint as tokens_out, count(*)::int as attempts
-    from attempts where dag_id = ${dagId} group by model order by sum(cost_usd) desc, model nulls last`);
+    from attempts where task_id in (select id from tasks where dag_id = ${dagId}) group by model order by sum(cost_usd) desc, model nulls last`);
   return rows.map((r) => ({
     model: r.model as string | null, costUsd: Number(r.cost_usd), tokensIn: Number(r.tokens_in), tokensOut: Number(r.tokens_out), attempts: Number(r.attempts),
   }));

@@ -1,4 +1,4 @@
-import { bigint, index, integer, jsonb, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, integer, jsonb, numeric, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 
 /**
  * One row per finished attempt, written when the attempt ends (completed, failed,
@@ -32,8 +32,7 @@ export const attempts = pgTable(
     replayedCostUsdUnused: numeric('replayed_cost_usd', { mode: 'number' }).notNull().default(0),
     details: jsonb('details'),
   },
-  (t) => [
-    primaryKey({ name: 'attempts_pkey', columns: [t.taskId, t.fence] }),
-    index('attempts_dag_idx').on(t.dagId),
-  ],
+  // No index on dag_id: a DAG's attempts are found through its tasks ((dag_id, key), then this key), and an index
+  // entry per attempt was 80 bytes of a flat task's WAL (migration 0053, docs/benchmarks.md "What a task writes").
+  (t) => [primaryKey({ name: 'attempts_pkey', columns: [t.taskId, t.fence] })],
 );

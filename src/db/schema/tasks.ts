@@ -3,6 +3,7 @@ import {
   bigint, boolean, check, doublePrecision, index, integer, jsonb, numeric, pgTable, real, smallint, text, timestamp, uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import { dags } from './dags.js';
+import { retryPolicyColumn } from './column-types.js';
 import { EXPIRING_LEASE_STATES, HELD_STATES, TASK_STATES } from '../../model/state-machine.js';
 import { TASK_ORIGINS } from '../../dag/spec.js';
 
@@ -99,7 +100,8 @@ export const tasks = pgTable(
     attemptsResetFence: integer('attempts_reset_fence').notNull().default(0),
     /** Leases that lapsed before the agent showed any sign of life (a lost claim reply): not attempts, up to LEASE_DEFAULTS.claimLapsesMax. */
     claimLapses: integer('claim_lapses').notNull().default(0),
-    retryPolicy: jsonb('retry_policy').notNull(),
+    /** Stored as its difference from the defaults (column-types.ts retryPolicyStored); read back whole. */
+    retryPolicy: retryPolicyColumn('retry_policy').notNull(),
     idempotencyKey: text('idempotency_key'),
     outputSpec: jsonb('output_spec'),
     output: jsonb('output'),

@@ -8,7 +8,6 @@ import { eventInsertMany } from '../../db/queries/events.js';
 import { rateLimitPauseKey } from '../../db/queries/rate-limits.js';
 import { modelPause } from '../../db/queries/model-pauses.js';
 import { taskDeadLetterMark, taskFailMark, taskRateLimitedInARow, taskRateLimitedMark, taskRetrySchedule } from '../../db/queries/tasks-lifecycle.js';
-import type { RetryPolicy } from '../../dag/spec.js';
 import { RATE_LIMIT_DEFAULTS } from '../../config/index.js';
 import { newDeadLetterId } from '../../ids.js';
 import { attemptsEndedEmit, engineEvents } from '../../observability/engine-events.js';
@@ -58,7 +57,7 @@ export async function taskFail(db: Db, f: Failure, opts: { log?: Logger; reapCon
     // row is held as a DAG row first, after the task's (docs/architecture.md, "Lock order").
     await dagsLock(tx, [failed.dagId]);
     const stats = await attemptFailureStats(tx, failed.id, failed.attemptsResetFence);
-    const decision = retryDecide(failed.retryPolicy as unknown as RetryPolicy, {
+    const decision = retryDecide(failed.retryPolicy, {
       errorClass: f.errorClass, attempt: failed.attempts, maxAttempts: failed.maxAttempts,
       failures: stats.failures, distinctAgents: stats.agents, retryable: f.retryable, retryAfterSec: f.retryAfterSec,
     }, opts.random);

@@ -6,7 +6,7 @@ import { taskMapChildren, taskMapChildrenSize, taskMapLock, taskMapWait, taskMap
 import { dagLockGraph } from '../../db/queries/dags.js';
 import { DagentError } from '../../errors.js';
 import { LIMITS, limitEnvName } from '../../config/index.js';
-import type { ForEachSpec, RetryPolicy, TaskBody, TaskOrigin, TaskSpec } from '../../dag/spec.js';
+import type { ForEachSpec, TaskBody, TaskOrigin, TaskSpec } from '../../dag/spec.js';
 import { contextResolve } from '../attempt/claim.js';
 import { completionInput, completionWrite, outputProblem } from '../attempt/completion-write.js';
 import { taskFail } from '../attempt/fail.js';
@@ -137,7 +137,7 @@ function childSpec(p: MapParentRow, item: unknown, index: number, origin: TaskOr
     ...(p.deadline !== null ? { deadline: { at: p.deadline } } : {}),
     dependsOn: [],
     maxAttempts: p.maxAttempts,
-    retry: p.retryPolicy as unknown as RetryPolicy,
+    retry: p.retryPolicy,
     ...(p.outputSpec !== null ? { output: p.outputSpec } : {}),
     tags: p.tags,
     origin,

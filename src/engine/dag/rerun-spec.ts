@@ -1,4 +1,4 @@
-import type { DagSpec, ForEachSpec, RetryPolicy, SpawnPolicy, TaskBody, TaskSpec } from '../../dag/spec.js';
+import type { DagSpec, ForEachSpec, SpawnPolicy, TaskBody, TaskSpec } from '../../dag/spec.js';
 import type { ApprovalStep } from '../../validation/steps/approval.js';
 import type { DagRow, TaskRow } from '../../db/rows.js';
 import { APPROVAL_WAIT_PREFIX, MAP_WAIT_PREFIX } from '../../db/queries/signals.js';
@@ -90,7 +90,7 @@ function taskSpecOf(r: TaskRow, dependsOn: string[], dagCreatedMs: number): Task
     ...(r.deadline ? { deadline: { inSeconds: Math.max(0, (r.deadline.getTime() - dagCreatedMs) / 1000) } } : {}),
     dependsOn,
     maxAttempts: r.maxAttempts,
-    retry: r.retryPolicy as RetryPolicy,
+    retry: r.retryPolicy,
     ...(r.outputSpec ? { output: r.outputSpec as Record<string, unknown> } : {}),
     tags: r.tags,
     origin: r.origin as TaskSpec['origin'],
