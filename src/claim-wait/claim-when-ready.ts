@@ -29,8 +29,16 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
   if (!waiters.enter(p.who.agentId)) return [];
   const deadline = Date.now() + p.waitSec * 1000;
   let since = p.since;
+  // Is READY work this agent covers there? Noted when not, so the node's next long poll of this reach waits
+  // without a claim statement until a hint says otherwise (waiters.nothingReadyFor).
+  const readyThere = async () => {
+    const before = await waiters.mark();
+    const ready = await readyForReach(db, p.reach.capabilities, p.reach.models, p.reach.tenants ?? null);
+    if (!ready) waiters.noteNothingReady(p.reach, before);
+    return ready;
+  };
   try {
-    let blocked = await readyForReach(db, p.reach.capabilities, p.reach.models, p.reach.tenants ?? null);
+    let blocked = waiters.nothingReadyFor(p.reach) ? false : await readyThere();
     for (;;) {
       const left = deadline - Date.now();
       const recheck = CLAIM_WAIT_DEFAULTS.blockedRecheckSec * 1000 * (0.8 + Math.random() * 0.4);
@@ -42,7 +50,7 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
       }
       if (!end.woken) {
         // A recheck: claim only if what blocked it is still READY (another agent may have taken it meanwhile).
-        blocked = await readyForReach(db, p.reach.capabilities, p.reach.models, p.reach.tenants ?? null);
+        blocked = await readyThere();
         if (!blocked) continue;
       }
       if (p.stillAllowed && !(await p.stillAllowed())) {
@@ -58,7 +66,7 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
         if (end.woken) handOnIfReady(waiters, db, log, p.who, end.wake);
       }
       if (tasks.length > 0) return tasks;
-      blocked = await readyForReach(db, p.reach.capabilities, p.reach.models, p.reach.tenants ?? null);
+      blocked = await readyThere();
     }
   } finally {
     waiters.leave(p.who.agentId);

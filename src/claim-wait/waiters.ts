@@ -2,9 +2,12 @@ import type { Logger } from 'pino';
 import { READY_CHANNEL } from '../db/statement.js';
 import { readyHintParse, type ReadyHint } from '../db/ready-hint-payload.js';
 import { ReadyListener } from '../db/ready-listener.js';
+import { CLAIM_WAIT_DEFAULTS } from '../config/index.js';
 
 /** How many of the latest hints are kept for claims that were running when they came. */
 const RECENT_MAX = 256;
+/** How many reaches the node remembers finding nothing READY for (nothingReadyFor); past it, it forgets them all. */
+const NOTHING_READY_MAX = 4096;
 
 /**
  * What a waiting claim can take: the agent's capabilities (within its token's grant), models, and the tenants it serves
@@ -45,6 +48,8 @@ export class ClaimWaiters {
   /** Hints heard so far, and the latest RECENT_MAX of them: a claim checks those that came while it ran. */
   private heard = 0;
   private readonly recent: Array<{ seq: number; wake: Wake }> = [];
+  /** Per reach (reachKey): the mark taken before a READY probe that found nothing it may take, and when. */
+  private readonly nothingReady = new Map<string, { since: number; at: number }>();
   private listener: ReadyListener | undefined;
   private own = false;
   private starting: Promise<void> | undefined;
@@ -122,6 +127,31 @@ export class ClaimWaiters {
     if (wake.hint?.group) this.dispatch({ hint: { ...wake.hint, count: 1 }, tried: wake.tried });
   }
 
+  /** A READY probe found nothing `reach` may take; `since` is a mark taken before it. */
+  noteNothingReady(reach: WaiterReach, since: number): void {
+    if (this.nothingReady.size >= NOTHING_READY_MAX) this.nothingReady.clear();
+    this.nothingReady.set(reachKey(reach), { since, at: Date.now() });
+  }
+
+  /**
+   * True when this node knows that nothing is READY for `reach`: a probe found nothing (noteNothingReady), and no
+   * hint it may take has come since, nor more hints than are kept, nor a reconnect (a hint without a group), and
+   * for at most CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec. Every task that becomes READY sends a hint, so a long
+   * poll can then wait without running a claim first: an idle fleet's renewed polls cost no claim statement each
+   * (docs/benchmarks.md, "A fleet on several nodes").
+   */
+  nothingReadyFor(reach: WaiterReach): boolean {
+    const key = reachKey(reach);
+    const noted = this.nothingReady.get(key);
+    if (noted === undefined || this.closed) return false;
+    const { since, at } = noted;
+    const trusted = Date.now() - at < CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec * 1000;
+    const quiet = trusted && (since >= this.heard || (this.recent.length > 0 && this.recent[0]!.seq <= since + 1
+      && !this.recent.some((r) => r.seq > since && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))));
+    if (!quiet) this.nothingReady.delete(key);
+    return quiet;
+  }
+
   /** True once the node is shutting down: a long poll answers with what it has, and waits no more. */
   get closing(): boolean {
     return this.closed;
@@ -172,6 +202,11 @@ export class ClaimWaiters {
       left--;
     }
   }
+}
+
+/** One key per reach: the same capabilities, models and tenants in any order. */
+function reachKey(reach: WaiterReach): string {
+  return JSON.stringify([[...reach.capabilities].sort(), [...reach.models].sort(), reach.tenants ? [...reach.tenants].sort() : null]);
 }
 
 /**

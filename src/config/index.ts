@@ -232,6 +232,12 @@ export const CLAIM_WAIT_DEFAULTS = {
    * a row another claim held) claims again this often (± 20 %): nothing announces when that changes.
    */
   blockedRecheckSec: 2,
+  /**
+   * How long a node goes on trusting that nothing is READY for an agent's reach (a probe found nothing and no hint it
+   * covers came since) before a long poll of that reach runs its claim again anyway: the net under a change to READY
+   * that sent no hint, as the agent runtime's idle poll is.
+   */
+  nothingReadyTrustSec: 30,
   waitingPerAgent: 4,
   waitingMax: 10_000,
 } as const;

@@ -114,14 +114,17 @@ export function agentProtocolRoutes(app: FastifyInstance, d: HttpDeps): void {
       // A token granted tenants claims their work only, in the statement, whoever registered the agent and for whom.
       grant: grant ? { maxHeld: grantMaxHeld(grant), budgetUsd: grant.budgetUsd, tenants: principal!.tenants } : undefined,
     });
-    // A waiting claim listens before its first claim statement, so no hint can fall between the two.
-    const since = body?.wait_sec ? await d.claimWaiters.mark() : 0;
-    let tasks = await claim();
-    if (tasks.length === 0 && body?.wait_sec) {
-      const granted = principal?.role === 'agent' ? principal.tenants : null;
-      const tenants = granted ? agent!.tenants?.filter((t) => granted.includes(t)) ?? [...granted] : agent!.tenants;
-      const reach = { capabilities: capabilities ?? agent!.capabilities, models: agent!.models, tenants };
-      tasks = await claimWhenReady(d, { who: { agentId: params.id! }, reach, since, waitSec: body.wait_sec, tokenId: principal?.tokenId, reply, claim });
+    const granted = principal?.role === 'agent' ? principal.tenants : null;
+    const reach = body?.wait_sec ? {
+      capabilities: capabilities ?? agent!.capabilities, models: agent!.models,
+      tenants: granted ? agent!.tenants?.filter((t) => granted.includes(t)) ?? [...granted] : agent!.tenants,
+    } : undefined;
+    // A waiting claim listens before its first claim statement, so no hint can fall between the two. When the node
+    // knows nothing is READY for this agent (a probe found nothing, and no hint since), it waits without that claim.
+    const since = reach ? await d.claimWaiters.mark() : 0;
+    let tasks = reach && d.claimWaiters.nothingReadyFor(reach) ? [] : await claim();
+    if (tasks.length === 0 && reach) {
+      tasks = await claimWhenReady(d, { who: { agentId: params.id! }, reach, since, waitSec: body!.wait_sec!, tokenId: principal?.tokenId, reply, claim });
     }
     // One task claimed: its attempt's trace context also as the W3C header, for clients that propagate headers.
     if (tasks.length === 1) reply.header('traceparent', tasks[0]!.traceparent);
