@@ -1,5 +1,5 @@
 /**
- * npm run scale [-- --nodes 3] [-- --agents 1000] [-- --tasks 100000] [-- --rate 200] [-- --dag-size 100] [-- --max-sec 900] [-- --no-faults] [-- --ephemeral] [-- --profile DIR]
+ * npm run scale [-- --nodes 3] [-- --agents 1000] [-- --tasks 100000] [-- --rate 200] [-- --dag-size 100] [-- --max-sec 900] [-- --idle-sec 20] [-- --no-faults] [-- --ephemeral] [-- --profile DIR]
  *
  * A fleet on loopback, bounded in time (submitting stops at 60 % of --max-sec, and what was submitted has until
  * --max-sec to complete): N `dagent up` nodes (the compiled CLI,
@@ -11,12 +11,16 @@
  *
  * PostgreSQL keeps its durable settings (fsync on) unless --ephemeral.
  *
+ * Before any work is submitted, the fleet idles for --idle-sec with every agent long-polling: what each waiting agent
+ * costs its node in memory and sockets, and the CPU the idle fleet takes (long polls expire and are renewed), so a
+ * deployment can be sized from them.
+ *
  * Prints throughput, dispatch (READY to claimed) p50/p99, connections held at PostgreSQL, CPU of PostgreSQL and per node, how long the
  * loops took to leave the killed node and how long completions stopped across the restart; then checks that every
  * task completed, none twice, and no DAG spent past its budget. Exits 1 when a check fails. Not part of `npm test`.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -35,6 +39,7 @@ const TASKS = arg('--tasks', 100_000);
 const RATE = arg('--rate', 200);
 const MAX_SEC = arg('--max-sec', 900);
 const DAG_SIZE = arg('--dag-size', 100);
+const IDLE_SEC = arg('--idle-sec', 20);
 const FAULTS = !process.argv.includes('--no-faults');
 /** fsync and the other durability settings off, as the test clusters run; by default the server is durable, as in production. */
 const EPHEMERAL = process.argv.includes('--ephemeral');
@@ -44,6 +49,16 @@ const TASK_COST = 0.001;
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
 interface Node { i: number; child: ChildProcess; url: string; alive: boolean; cpuSec: number }
+
+/** A process's resident memory (KiB) and open sockets, from /proc. */
+function memoryAndSockets(pid: number): { rssKb: number; sockets: number } {
+  const rssKb = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+  let sockets = 0;
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try { if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) sockets++; } catch { /* closed meanwhile */ }
+  }
+  return { rssKb, sockets };
+}
 
 async function nodeStart(i: number, databaseUrl: string): Promise<Node> {
   const child = spawn(process.execPath, [...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : []), path.join(ROOT, 'bin/dagent.js'), 'up'], {
@@ -110,6 +125,7 @@ async function main() {
     }
   };
 
+  const before = nodes.map((n) => memoryAndSockets(n.child.pid!));
   for (let a = 0; a < AGENTS; a++) {
     const r = await call(a, '/api/agents', { id: `sim-${a}`, type: 'sim', capabilities: ['sim'], max_concurrent: 1 });
     if (r.status !== 201) throw new Error(`register sim-${a}: ${r.status} ${JSON.stringify(r.body)}`);
@@ -121,7 +137,8 @@ async function main() {
   let fenced = 0;
   const agentState: string[] = Array.from({ length: AGENTS }, () => 'idle');
   const agentLoops = Array.from({ length: AGENTS }, async (_, a) => {
-    let beatAt = performance.now();
+    // Each agent's beats at its own phase, as agents started at different times would: not all 10,000 at once.
+    let beatAt = performance.now() - Math.random() * 30_000;
     while (!stopping) {
       // A heartbeat every 30 s, as agents are asked to (the Python agent beats every 10 s).
       if (performance.now() - beatAt > 30_000) {
@@ -154,12 +171,42 @@ async function main() {
         const r = await d.db.execute(sql`select count(*)::int as n from pg_stat_activity where backend_type = 'client backend'`);
         peakConnections = Math.max(peakConnections, (r.rows[0] as { n: number }).n);
       } catch { /* restarting */ }
-      for (const n of nodes) if (n.alive) n.cpuSec = cpuSeconds(n.child.pid!) - cpuAtStart[n.i]!;
+      for (const n of nodes) {
+        const cpu = n.alive ? cpuSeconds(n.child.pid!) : NaN; // NaN: gone (killed, or stopped at the end)
+        if (Number.isFinite(cpu)) n.cpuSec = cpu - cpuAtStart[n.i]!;
+      }
       const serverCpu = serverCpuSeconds(path.join(dataDir, 'pg'));
       if (Number.isFinite(serverCpu)) serverCpuNow = serverCpu;
       await sleep(1000);
     }
   })();
+
+  // The fleet idle: every agent long-polling, nothing to claim.
+  if (IDLE_SEC > 0) {
+    const waiting = async () => {
+      let n = 0;
+      for (const node of nodes) {
+        const m = await fetch(`${node.url}/metrics`, { headers }).then((r) => r.text());
+        n += Number(/^dagent_claims_waiting (\d+)/m.exec(m)?.[1] ?? 0);
+      }
+      return n;
+    };
+    const until = performance.now() + 60_000;
+    while ((await waiting()) < AGENTS && performance.now() < until) await sleep(500);
+    const idle = nodes.map((n) => memoryAndSockets(n.child.pid!));
+    const [nodeCpu0, serverCpu0, script0] = [nodes.map((n) => cpuSeconds(n.child.pid!)), serverCpuSeconds(path.join(dataDir, 'pg')), process.cpuUsage()];
+    await sleep(IDLE_SEC * 1000);
+    const nodeCores = nodes.map((n, i) => (cpuSeconds(n.child.pid!) - nodeCpu0[i]!) / IDLE_SEC);
+    const serverCores = (serverCpuSeconds(path.join(dataDir, 'pg')) - serverCpu0) / IDLE_SEC;
+    const scriptCores = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(script0)) / IDLE_SEC;
+    const perAgent = AGENTS / NODES;
+    const rssKb = idle.reduce((a, m, i) => a + m.rssKb - before[i]!.rssKb, 0) / AGENTS;
+    const sockets = idle.reduce((a, m, i) => a + m.sockets - before[i]!.sockets, 0) / AGENTS;
+    console.log(`idle fleet, ${AGENTS} agents long-polling (${await waiting()} claims waiting, about ${Math.round(perAgent)} a node):`);
+    console.log(`  per node: ${idle.map((m, i) => `node ${i} ${(m.rssKb / 1024).toFixed(0)} MiB, ${m.sockets} sockets (before the agents ${(before[i]!.rssKb / 1024).toFixed(0)} MiB, ${before[i]!.sockets})`).join('; ')}`);
+    console.log(`  per waiting agent, at its node: ${rssKb.toFixed(1)} KiB of memory, ${sockets.toFixed(2)} sockets`);
+    console.log(`  CPU while idle, ${IDLE_SEC} s: nodes ${nodeCores.map((c) => c.toFixed(3)).join(' + ')} cores, PostgreSQL ${serverCores.toFixed(3)}, this script ${scriptCores.toFixed(3)}`);
+  }
 
   // The work, submitted at RATE through the nodes; the faults on the way.
   const started = performance.now();
