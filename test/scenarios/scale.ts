@@ -338,7 +338,7 @@ async function main() {
   }
   if (PROFILE_DIR) {
     const done = total - tasksOpen;
-    const top = (await d.db.execute(sql`select calls::bigint as calls, total_exec_time as ms, left(regexp_replace(query, '\s+', ' ', 'g'), 90) as query
+    const top = (await d.db.execute(sql`select calls::bigint as calls, total_exec_time as ms, left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 90) as query
       from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) order by total_exec_time desc limit 15`)).rows as Array<{ calls: number; ms: number; query: string }>;
     const all = (await d.db.execute(sql`select sum(calls)::bigint as calls, sum(total_exec_time) as ms from pg_stat_statements
       where dbid = (select oid from pg_database where datname = current_database())`)).rows[0] as { calls: number; ms: number };
