@@ -144,10 +144,8 @@ export class ClaimWaiters {
     const key = reachKey(reach);
     const noted = this.nothingReady.get(key);
     if (noted === undefined || this.closed) return false;
-    const { since, at } = noted;
-    const trusted = Date.now() - at < CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec * 1000;
-    const quiet = trusted && (since >= this.heard || (this.recent.length > 0 && this.recent[0]!.seq <= since + 1
-      && !this.recent.some((r) => r.seq > since && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))));
+    const quiet = Date.now() - noted.at < CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec * 1000
+      && this.heardSince(noted.since, undefined, reach) === undefined;
     if (!quiet) this.nothingReady.delete(key);
     return quiet;
   }
@@ -181,11 +179,12 @@ export class ClaimWaiters {
     return this.starting;
   }
 
-  private heardSince(since: number, who: Claimant, reach: WaiterReach): Wake | undefined {
+  /** A hint heard since `since` that `reach` may take and `who` (if given) has not tried; a null hint when some were not kept. */
+  private heardSince(since: number, who: Claimant | undefined, reach: WaiterReach): Wake | undefined {
     if (since >= this.heard) return undefined;
     // More hints than are kept came meanwhile: one of them may have been for this agent.
     if (this.recent.length === 0 || this.recent[0]!.seq > since + 1) return { hint: null, tried: new WeakSet() };
-    return this.recent.find((r) => r.seq > since && !r.wake.tried.has(who) && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))?.wake;
+    return this.recent.find((r) => r.seq > since && !(who && r.wake.tried.has(who)) && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))?.wake;
   }
 
   /**
