@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Database } from './db/handle.js';
 import { ReadyListener } from './db/ready-listener.js';
+import { groupProbe } from './claim-wait/claim-when-ready.js';
 import { ClaimWaiters } from './claim-wait/waiters.js';
 import { CLAIM_WAIT_DEFAULTS } from './config/index.js';
 import { EVENTS_CHANNEL, READY_CHANNEL, REVOKED_CHANNEL, STREAM_CHANNEL } from './db/statement.js';
@@ -98,7 +99,7 @@ export async function nodeStart(o: NodeOptions): Promise<DagentNode> {
     : undefined;
   // One place to wait for work, on that connection, for the agents' idle claim loops, HTTP long polls and MCP sessions.
   const waiters = listener
-    ? new ClaimWaiters({ databaseUrl: o.database.sessionUrl, log: o.log, listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax })
+    ? new ClaimWaiters({ databaseUrl: o.database.sessionUrl, log: o.log, listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax, readyInGroup: groupProbe(o.database.db) })
     : undefined;
   const fleet = members.length > 0 ? new AgentFleet(o.database, members, { log: o.log, listener, waiters, instance: o.instance, pollIntervalMs: o.pollIntervalMs, workspaces: o.workspaces }) : undefined;
   let http: HttpServer | undefined;

@@ -63,7 +63,7 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
         tasks = await p.claim();
       } finally {
         // Whatever this claim took (or if it failed), work of the hint's group may be left for the next in line.
-        if (end.woken) handOnIfReady(waiters, db, log, p.who, end.wake);
+        if (end.woken) handOnIfReady(waiters, db, log, p.who, end.wake, tasks.length > 0);
       }
       if (tasks.length > 0) return tasks;
       blocked = await readyThere();
@@ -76,12 +76,21 @@ export async function claimWhenReady<T>(waiters: ClaimWaiters, db: Db, log: Logg
 /**
  * A woken claim is done with its hint: if tasks of the hint's group are still READY (this agent could not take
  * them, or took another group's), the turn goes to the next waiting claim that covers it. When they are gone, the
- * hint ends here, so one READY task never walks every waiting agent.
+ * hint ends here, so one READY task never walks every waiting agent. A claim that `took` tasks of a hint other
+ * processes shared asks a moment later (waiters.lookAgainMs): their woken claims, running as this
+ * one did, would still show their tasks READY, and each would cost a claim here that finds nothing.
  */
-export function handOnIfReady(waiters: ClaimWaiters, db: Db, log: Logger | undefined, who: Claimant, wake: Wake): void {
+export function handOnIfReady(waiters: ClaimWaiters, db: Db, log: Logger | undefined, who: Claimant, wake: Wake, took = false): void {
   const key = wake.hint?.group?.key;
   if (key === undefined) return;
-  void readyInGroup(db, key).then((ready) => {
+  const probe = () => void readyInGroup(db, key).then((ready) => {
     if (ready) waiters.passOn(who, wake);
   }).catch((err: unknown) => log?.warn({ err, agentId: who.agentId }, 'READY probe failed; the hint goes no further'));
+  if (took && wake.shared) setTimeout(probe, waiters.lookAgainMs).unref();
+  else probe();
+}
+
+/** ClaimWaiters' `readyInGroup` over `db`: with it, a process wakes only its part of each READY hint. */
+export function groupProbe(db: Db): (capKey: string) => Promise<boolean> {
+  return (capKey) => readyInGroup(db, capKey);
 }

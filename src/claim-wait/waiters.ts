@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { READY_CHANNEL } from '../db/statement.js';
 import { readyHintParse, type ReadyHint } from '../db/ready-hint-payload.js';
 import { ReadyListener } from '../db/ready-listener.js';
+import type { ListenerRoster } from '../db/queries/listener-roster.js';
 import { CLAIM_WAIT_DEFAULTS } from '../config/index.js';
 
 /** How many of the latest hints are kept for claims that were running when they came. */
@@ -16,8 +17,12 @@ const NOTHING_READY_MAX = 4096;
  */
 export interface WaiterReach { capabilities: readonly string[]; models: readonly string[]; tenants?: readonly string[] | null }
 
-/** A hint on its way through the waiters: who has tried it already (each waiting claim tries a hint once). */
-export interface Wake { hint: ReadyHint | null; tried: WeakSet<Claimant> }
+/**
+ * A hint on its way through this node's waiters: who has tried it already (each waiting claim tries a hint once), and
+ * how many claims that were running when it came may still take it (`owed`: this node's part of the hint that no
+ * waiter took; unbounded when the node takes hints whole), and whether other processes took parts of it (`shared`).
+ */
+export interface Wake { hint: ReadyHint | null; tried: WeakSet<Claimant>; owed: number; shared: boolean }
 
 /** Why a wait ended: a hint woke it, or time ran out, or the caller gave up. */
 export type WaitEnd = { woken: true; wake: Wake } | { woken: false };
@@ -36,10 +41,13 @@ interface Waiter {
  * Waiting for work, one way for the whole node: the agent runtime's idle claim loops, HTTP long polls
  * (`POST /api/agents/:id/claim` with `wait_sec`) and MCP's `next_task` that found nothing wait here, on the
  * node's one LISTEN connection, for a READY hint naming work their agent may take. A hint names a claim group
- * and how many of its tasks became READY; it wakes that many of the waiters whose agent covers the group,
- * oldest first, so one READY task costs one claim statement, not one per waiting agent. Once a woken waiter's
- * claim is done, its turn may go on to the next (`passOn`, through handOnIfReady). A hint without a group, and
- * every reconnect of the LISTEN connection (hints sent meanwhile are lost), wakes everyone.
+ * and how many of its tasks became READY. Every listening process hears it; each wakes its part of the count
+ * (hintShare: the parts of all processes add up to the count) among the waiters whose agent covers the group,
+ * oldest first, so one READY task costs one claim statement, not one per waiting agent or per node. Once a woken
+ * waiter's claim is done, its turn may go on to the next (`passOn`, through handOnIfReady), so a part that a
+ * process had no waiter for is taken by another's chain; a process whose part is nothing looks a moment later
+ * whether the group is still READY, and wakes one if so. A hint without a group, and every reconnect of the
+ * LISTEN connection (hints sent meanwhile are lost), wakes everyone.
  */
 export class ClaimWaiters {
   private readonly waiting = new Set<Waiter>();
@@ -59,8 +67,19 @@ export class ClaimWaiters {
   /**
    * `listener`: the process's LISTEN connection; without one, a connection of its own is opened at the first wait.
    * `perAgent`, `max`: how many claims may wait at once, for one agent and in all.
+   * `readyInGroup`: whether a claim group has READY tasks (claim-when-ready.ts, groupProbe). With it, the process
+   * wakes only its part of a hint (hintShare); without it, the whole count, as if no other process listened.
+   * `lookAgainMs`: CLAIM_WAIT_DEFAULTS.shareLookAgainMs unless given (a test that checks who claims, not how soon).
    */
-  constructor(private readonly o: { databaseUrl: string; log?: Logger; listener?: ReadyListener; perAgent: number; max: number }) {}
+  constructor(private readonly o: {
+    databaseUrl: string; log?: Logger; listener?: ReadyListener; perAgent: number; max: number;
+    readyInGroup?: (capKey: string) => Promise<boolean>; lookAgainMs?: number;
+  }) {}
+
+  /** How long after a shared hint a process looks again whether its group is still READY (hintShare). */
+  get lookAgainMs(): number {
+    return this.o.lookAgainMs ?? CLAIM_WAIT_DEFAULTS.shareLookAgainMs;
+  }
 
   /** Long polls (HTTP, MCP) under way on this node: waiting, or claiming between two waits. */
   get size(): number {
@@ -104,8 +123,11 @@ export class ClaimWaiters {
   async wait(who: Claimant, reach: WaiterReach, since: number, ms: number, signal?: AbortSignal): Promise<WaitEnd> {
     await this.listen();
     if (signal?.aborted || this.closed) return { woken: false };
-    const missed = this.heardSince(since, who, reach);
-    if (missed) return { woken: true, wake: missed };
+    const missed = this.heardSince(since, who, reach, true);
+    if (missed) {
+      missed.owed--;
+      return { woken: true, wake: missed };
+    }
     return new Promise((resolve) => {
       const done = (end: WaitEnd) => {
         clearTimeout(timer);
@@ -121,10 +143,13 @@ export class ClaimWaiters {
     });
   }
 
-  /** `who` was woken by `wake` and is done with it: the turn goes to the next waiter covering the group that has not tried it. */
+  /**
+   * `who` was woken by `wake` and is done with it, and the group is still READY: the turn goes to the next waiter
+   * covering the group that has not tried it, or to the next claim that was running when the hint came.
+   */
   passOn(who: Claimant, wake: Wake): void {
     wake.tried.add(who);
-    if (wake.hint?.group) this.dispatch({ hint: { ...wake.hint, count: 1 }, tried: wake.tried });
+    if (wake.hint?.group) this.handOn(wake);
   }
 
   /** A READY probe found nothing `reach` may take; `since` is a mark taken before it. */
@@ -145,7 +170,7 @@ export class ClaimWaiters {
     const noted = this.nothingReady.get(key);
     if (noted === undefined || this.closed) return false;
     const quiet = Date.now() - noted.at < CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec * 1000
-      && this.heardSince(noted.since, undefined, reach) === undefined;
+      && this.heardSince(noted.since, undefined, reach, false) === undefined;
     if (!quiet) this.nothingReady.delete(key);
     return quiet;
   }
@@ -168,39 +193,108 @@ export class ClaimWaiters {
     this.starting ??= (async () => {
       this.own = !this.o.listener;
       this.listener = this.o.listener ?? new ReadyListener({ url: this.o.databaseUrl, log: this.o.log, channels: [READY_CHANNEL] });
+      if (this.o.readyInGroup) this.listener.rosterKeep();
       this.unsubscribe = this.listener.subscribe((payload) => {
-        const wake: Wake = { hint: payload === undefined ? null : readyHintParse(payload), tried: new WeakSet() };
+        const wake: Wake = { hint: payload === undefined ? null : readyHintParse(payload), tried: new WeakSet(), owed: Infinity, shared: false };
         this.recent.push({ seq: ++this.heard, wake });
         if (this.recent.length > RECENT_MAX) this.recent.shift();
-        this.dispatch(wake);
+        this.heardDispatch(wake, payload ?? '');
       }, READY_CHANNEL);
       if (this.own) await this.listener.start();
     })();
     return this.starting;
   }
 
-  /** A hint heard since `since` that `reach` may take and `who` (if given) has not tried; a null hint when some were not kept. */
-  private heardSince(since: number, who: Claimant | undefined, reach: WaiterReach): Wake | undefined {
+  /**
+   * A hint heard since `since` that `reach` may take and `who` (if given) has not tried, and (`owedOnly`) that this
+   * node still owes a claim; a null hint when some were not kept.
+   */
+  private heardSince(since: number, who: Claimant | undefined, reach: WaiterReach, owedOnly: boolean): Wake | undefined {
     if (since >= this.heard) return undefined;
     // More hints than are kept came meanwhile: one of them may have been for this agent.
-    if (this.recent.length === 0 || this.recent[0]!.seq > since + 1) return { hint: null, tried: new WeakSet() };
-    return this.recent.find((r) => r.seq > since && !(who && r.wake.tried.has(who)) && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))?.wake;
+    if (this.recent.length === 0 || this.recent[0]!.seq > since + 1) return { hint: null, tried: new WeakSet(), owed: Infinity, shared: false };
+    return this.recent.find((r) => r.seq > since && !(who && r.wake.tried.has(who)) && !(owedOnly && r.wake.owed <= 0)
+      && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))?.wake;
   }
 
   /**
-   * Wake `count` waiters covering the hint's group that have not tried it, oldest first; a hint
-   * without a group (a reconnect, a payload naming none) wakes all of them.
+   * A hint from the LISTEN connection: its whole count when the process takes hints whole (no `readyInGroup`, or no
+   * other process listens, or it names no group); else this process's part (hintShare). Whatever part found no
+   * waiter is owed to the claims running now (wait's `missed`). A process whose part is nothing looks again after
+   * its turn in the fallback order, in case the processes given the hint had no waiter for it.
    */
-  private dispatch(wake: Wake): void {
+  private heardDispatch(wake: Wake, payload: string): void {
     const group = wake.hint?.group;
-    let left = group ? wake.hint!.count : Infinity;
+    const roster = this.listener?.roster;
+    if (!group || !this.o.readyInGroup || !roster || roster.members <= 1) {
+      this.dispatch(wake, group ? wake.hint!.count : Infinity);
+      return;
+    }
+    const share = hintShare(wake.hint!.count, roster, payloadSeed(payload));
+    wake.shared = true;
+    wake.owed = share.wake - this.dispatch(wake, share.wake);
+    if (share.wake > 0) return;
+    const timer = setTimeout(() => this.lookAgain(wake), share.lookAgainStep * this.lookAgainMs);
+    timer.unref();
+  }
+
+  /**
+   * The part of a hint this process was not given may have gone to one with no waiter for it: if a waiter here
+   * covers the group, ask whether it is still READY (one probe) and hand it on if so; if none does, owe it to the
+   * claims running now instead, for free.
+   */
+  private lookAgain(wake: Wake): void {
+    const group = wake.hint!.group!;
+    if (this.closed) return;
+    if (![...this.waiting].some((w) => covers(w.reach, group) && !wake.tried.has(w.who))) {
+      wake.owed++;
+      return;
+    }
+    void this.o.readyInGroup!(group.key).then((ready) => {
+      if (ready) this.handOn(wake);
+    }).catch((err: unknown) => this.o.log?.warn({ err, group: group.key }, 'READY probe failed; the hint goes no further here'));
+  }
+
+  /** One more of the hint's group is READY for this node: the next waiter that has not tried it, or a running claim. */
+  private handOn(wake: Wake): void {
+    if (this.dispatch(wake, 1) === 0) wake.owed++;
+  }
+
+  /**
+   * Wake up to `count` waiters covering the hint's group that have not tried it, oldest first (a hint without a group,
+   * a reconnect or a payload naming none, wakes all of them); returns how many woke.
+   */
+  private dispatch(wake: Wake, count: number): number {
+    const group = wake.hint?.group;
+    let woken = 0;
     for (const w of [...this.waiting]) {
-      if (left <= 0) break;
+      if (woken >= count) break;
       if (group && (!covers(w.reach, group) || wake.tried.has(w.who))) continue;
       w.wake(wake);
-      left--;
+      woken++;
     }
+    return woken;
   }
+}
+
+/**
+ * This process's part of a hint that `count` tasks became READY, when `roster.members` processes hear it: the count
+ * dealt round the roster from a place the hint's own text decides (`seed`), so every process, reading the same roster
+ * and payload, takes a different part and the parts add up to the count. A process whose part is nothing gets its
+ * step in the order of those that look again (1, 2, …): the nearest looks first.
+ */
+export function hintShare(count: number, roster: ListenerRoster, seed: number): { wake: number; lookAgainStep: number } {
+  const n = roster.members;
+  const place = (((roster.rank - seed) % n) + n) % n;
+  const wake = Math.floor(count / n) + (place < count % n ? 1 : 0);
+  return { wake, lookAgainStep: wake > 0 ? 0 : place - (count % n) + 1 };
+}
+
+/** A number every process derives alike from a hint's payload (it carries the clock in µs, so hints differ). */
+function payloadSeed(payload: string): number {
+  let h = 0;
+  for (let i = 0; i < payload.length; i++) h = (Math.imul(h, 31) + payload.charCodeAt(i)) | 0;
+  return h >>> 0;
 }
 
 /** One key per reach: the same capabilities, models and tenants in any order. */

@@ -13,9 +13,10 @@ export function mcpCommand(program: Command, ctx: CommandContext): void {
     .action(async (opts: { token?: string }) => {
       const token = opts.token ?? ctx.io.env.DAGENT_TOKEN;
       if (!token) throw new InvalidInputError('--token (or DAGENT_TOKEN) is required: an agent token from dagent tokens create --role agent');
-      const [{ StdioServerTransport }, { mcpSessionCreate }, { tokenVerify }, { packageVersion }, { ClaimWaiters }, { TokenRevocations }, { ReadyListener }, { READY_CHANNEL, REVOKED_CHANNEL }] = await Promise.all([
+      const [{ StdioServerTransport }, { mcpSessionCreate }, { tokenVerify }, { packageVersion }, { ClaimWaiters }, { TokenRevocations }, { ReadyListener }, { READY_CHANNEL, REVOKED_CHANNEL }, { groupProbe }] = await Promise.all([
         import('@modelcontextprotocol/sdk/server/stdio.js'), import('../mcp/server.js'), import('../auth/tokens.js'), import('../package-root.js'),
         import('../claim-wait/waiters.js'), import('../auth/revocations.js'), import('../db/ready-listener.js'), import('../db/statement.js'),
+        import('../claim-wait/claim-when-ready.js'),
       ]);
       const cfg = configFromEnv(ctx.io.env);
       await withDatabase(ctx, async (d) => {
@@ -25,7 +26,7 @@ export function mcpCommand(program: Command, ctx: CommandContext): void {
         // next_task waits for work as every waiting claim does, and the token's revocation is heard, on a LISTEN connection of this process's own.
         const listener = new ReadyListener({ url: d.sessionUrl, log: ctx.log, channels: [READY_CHANNEL, REVOKED_CHANNEL] });
         await listener.start();
-        const waiters = new ClaimWaiters({ databaseUrl: d.sessionUrl, log: ctx.log, listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax });
+        const waiters = new ClaimWaiters({ databaseUrl: d.sessionUrl, log: ctx.log, listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax, readyInGroup: groupProbe(d.db) });
         const revocations = new TokenRevocations({ db: d.db, databaseUrl: d.sessionUrl, log: ctx.log, listener });
         const session = mcpSessionCreate(d.db, principal, { log: ctx.log, version: packageVersion(), fileRoots: cfg.fileRoots, maxQueued: cfg.maxQueued, waiters });
         const transport = new StdioServerTransport();

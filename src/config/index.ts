@@ -238,6 +238,13 @@ export const CLAIM_WAIT_DEFAULTS = {
    * that sent no hint, as the agent runtime's idle poll is.
    */
   nothingReadyTrustSec: 30,
+  /**
+   * A process given no part of a READY hint (waiters.ts, hintShare) looks whether its group is still READY this long
+   * after it came, times its place in the order: long enough for a woken claim elsewhere to have taken the task (a
+   * claim takes a few ms on a machine with room), short beside the wait it saves when the process given the part had
+   * no waiter for it.
+   */
+  shareLookAgainMs: 25,
   waitingPerAgent: 4,
   waitingMax: 10_000,
 } as const;
@@ -279,6 +286,11 @@ export const LISTENER_DEFAULTS = {
    * never answers a LISTEN after a reconnect would otherwise leave the node on its polling fallback for good.
    */
   statementTimeoutMs: 5_000,
+  /**
+   * How often a process whose claims wait for work reads how many processes listen (db/queries/listener-roster.ts):
+   * a process that joins or leaves changes every one's part of a READY hint within this long.
+   */
+  rosterIntervalMs: 5_000,
 } as const;
 
 /** Lease and timing defaults for the task lifecycle, in seconds. */

@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { LISTENER_DEFAULTS } from '../config/index.js';
 import { READY_CHANNEL } from './statement.js';
+import { LISTENER_ROSTER_ALONE, listenerRosterRead, type ListenerRoster } from './queries/listener-roster.js';
 
 /** The application_name of a listener's connection: how to find it in pg_stat_activity. */
 export const LISTENER_APPLICATION_NAME = 'dagent-listener';
@@ -40,14 +41,19 @@ export class ReadyListener {
   private connectedOnce = false;
   /** This listener's own channel for its health-check pings. */
   private readonly pingChannel = `dagent_ping_${Math.random().toString(36).slice(2, 12)}`;
+  /** Whether the roster is kept (rosterKeep), its latest reading, and what reads it again on the live connection. */
+  private rosterKept = false;
+  private rosterLast: ListenerRoster = LISTENER_ROSTER_ALONE;
+  private rosterRefresh: (() => void) | undefined;
 
   /**
    * `channels`: what to LISTEN to. Default: the READY channel only. The health check's timings and the statement
-   * timeout: LISTENER_DEFAULTS unless given (a test that checks what a half-open connection does, not how soon).
+   * timeout, and how often the roster is read: LISTENER_DEFAULTS unless given (a test that checks what a half-open
+   * connection does, or who the roster holds, not how soon).
    */
   constructor(private readonly o: {
     url: string; log?: Logger; channels?: string[];
-    healthIntervalMs?: number; healthTimeoutMs?: number; statementTimeoutMs?: number;
+    healthIntervalMs?: number; healthTimeoutMs?: number; statementTimeoutMs?: number; rosterIntervalMs?: number;
   }) {}
 
   /** The channels this connection LISTENs to. */
@@ -86,6 +92,22 @@ export class ReadyListener {
     return this.client !== undefined;
   }
 
+  /**
+   * The database's listening processes and this one's rank among them (db/queries/listener-roster.ts), as last
+   * read: every LISTENER_DEFAULTS.rosterIntervalMs once rosterKeep was called, and at every (re)connect. Alone until
+   * the first reading, and while the connection is down.
+   */
+  get roster(): ListenerRoster {
+    return this.client === undefined ? LISTENER_ROSTER_ALONE : this.rosterLast;
+  }
+
+  /** Keep the roster from now on (the node's waiting claims share READY hints by it); one statement per interval. */
+  rosterKeep(): void {
+    if (this.rosterKept) return;
+    this.rosterKept = true;
+    this.rosterRefresh?.();
+  }
+
   private notifyAll(channel?: string, payload?: string): void {
     for (const s of this.subscribers) if (channel === undefined || s.channel === undefined || s.channel === channel) s.fn(payload);
   }
@@ -100,11 +122,16 @@ export class ReadyListener {
     const healthTimeoutMs = this.o.healthTimeoutMs ?? LISTENER_DEFAULTS.healthTimeoutMs;
     let lost = false;
     let health: NodeJS.Timeout | undefined;
+    let rosterTimer: NodeJS.Timeout | undefined;
+    let rosterStart: (() => void) | undefined;
     let pingSentAt: number | undefined;
     const onLost = (err?: Error) => {
       if (lost) return;
       lost = true;
       clearInterval(health);
+      clearInterval(rosterTimer);
+      if (rosterStart !== undefined && this.rosterRefresh === rosterStart) this.rosterRefresh = undefined;
+      this.rosterLast = LISTENER_ROSTER_ALONE;
       if (this.client === client) this.client = undefined;
       // A half-open connection never answers a Terminate: cut the socket instead of waiting for end().
       (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
@@ -140,6 +167,18 @@ export class ReadyListener {
       client.query(`notify ${this.pingChannel}`).catch((err: Error) => onLost(err));
     }, healthIntervalMs);
     health.unref();
+    // A reading that fails keeps the last one: the health check, not the roster, decides that the connection is lost.
+    const rosterRead = () => void listenerRosterRead(client, LISTENER_APPLICATION_NAME)
+      .then((r) => { if (!lost) this.rosterLast = r; })
+      .catch((err: Error) => this.o.log?.debug({ err: err.message }, 'listener roster not read; the last reading stands'));
+    rosterStart = () => {
+      if (rosterTimer !== undefined || lost) return;
+      rosterRead();
+      rosterTimer = setInterval(rosterRead, this.o.rosterIntervalMs ?? LISTENER_DEFAULTS.rosterIntervalMs);
+      rosterTimer.unref();
+    };
+    this.rosterRefresh = rosterStart;
+    if (this.rosterKept) rosterStart();
     this.client = client;
     this.failures = 0;
     if (this.connectedOnce) {

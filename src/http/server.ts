@@ -5,6 +5,7 @@ import { CLAIM_WAIT_DEFAULTS, CONFIG_DEFAULTS, LIMITS } from '../config/index.js
 import { errorMessage, isConnectionLost, isTransientConflict } from '../db/pg-errors.js';
 import type { Db } from '../db/handle.js';
 import type { ReadyListener } from '../db/ready-listener.js';
+import { groupProbe } from '../claim-wait/claim-when-ready.js';
 import { ClaimWaiters } from '../claim-wait/waiters.js';
 import type { Socket } from 'node:net';
 import {
@@ -80,7 +81,7 @@ export async function httpServerCreate(o: HttpOptions): Promise<HttpServer> {
   const streams = new StreamFeeds({ db: o.db, databaseUrl: o.databaseUrl, log, listener: o.listener, pollMs: o.streamPollMs });
   const metrics = new MetricsCollector(o.db);
   const claimWaiters = o.claimWaiters ?? new ClaimWaiters({
-    databaseUrl: o.databaseUrl, log, listener: o.listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
+    databaseUrl: o.databaseUrl, log, listener: o.listener, perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax, readyInGroup: groupProbe(o.db),
   });
   const revocations = new TokenRevocations({ db: o.db, databaseUrl: o.databaseUrl, log, listener: o.listener });
   const closing = new AbortController();

@@ -17,7 +17,7 @@ import { CompletionBatcher } from './completion-batcher.js';
 import type { AgentDefinition } from './define-agent.js';
 import { UNREACHABLE_RETRY_MAX_MS, UNREACHABLE_RETRY_MIN_MS } from './until-reachable.js';
 import { ReadyListener } from '../db/ready-listener.js';
-import { handOnIfReady } from '../claim-wait/claim-when-ready.js';
+import { groupProbe, handOnIfReady } from '../claim-wait/claim-when-ready.js';
 import { ClaimWaiters, type Claimant, type Wake, type WaiterReach } from '../claim-wait/waiters.js';
 import { CLAIM_WAIT_DEFAULTS } from '../config/index.js';
 import { TaskRun } from './task-run.js';
@@ -149,7 +149,7 @@ export class AgentRunner {
     this.ownsWaiters = !o.waiters;
     this.waiters = o.waiters ?? new ClaimWaiters({
       databaseUrl: o.database.sessionUrl ?? o.database.url, log: this.log, listener: this.listener,
-      perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
+      perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax, readyInGroup: groupProbe(o.database.db),
     });
     this.claimant = { agentId: this.agentId };
     this.reach = { capabilities: def.capabilities, models: def.models ?? [], tenants: def.tenants ?? null };

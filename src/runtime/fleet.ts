@@ -3,6 +3,7 @@ import type { Db } from '../db/handle.js';
 import { AgentRunner, type AgentRunnerOptions } from './agent-runner.js';
 import type { AgentDefinition } from './define-agent.js';
 import { ReadyListener } from '../db/ready-listener.js';
+import { groupProbe } from '../claim-wait/claim-when-ready.js';
 import { ClaimWaiters } from '../claim-wait/waiters.js';
 import { CLAIM_WAIT_DEFAULTS } from '../config/index.js';
 import { DagentError } from '../errors.js';
@@ -35,7 +36,7 @@ export class AgentFleet {
     this.ownsWaiters = !opts.waiters;
     this.waiters = opts.waiters ?? new ClaimWaiters({
       databaseUrl: database.sessionUrl ?? database.url, log: opts.log, listener: this.listener,
-      perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax,
+      perAgent: CLAIM_WAIT_DEFAULTS.waitingPerAgent, max: CLAIM_WAIT_DEFAULTS.waitingMax, readyInGroup: groupProbe(database.db),
     });
     // The same module twice in one process gets distinct ids as it starts (`shell-host`, `shell-host-2`): start is in order.
     this.runners = members.map((m) => new AgentRunner(m.def, {

@@ -1,0 +1,25 @@
+// The listening processes of a database, as a LISTEN connection sees them. Plain pg, no drizzle: the listener
+// (db/ready-listener.ts) runs it on its own connection, and the agent runtime's published declarations read that.
+import type pg from 'pg';
+
+/**
+ * How many processes listen to this database (their LISTEN connections' `application_name`), and where this one
+ * stands among them: `rank` is how many have a lower backend pid. Every process reads the same list, so each can
+ * take its own part of a READY hint's wake-ups without asking the others (claim-wait/waiters.ts, hintShare).
+ */
+export interface ListenerRoster { members: number; rank: number }
+
+/** A process that knows of no other: it takes a hint's wake-ups whole. */
+export const LISTENER_ROSTER_ALONE: ListenerRoster = { members: 1, rank: 0 };
+
+/**
+ * The roster as `client` (a LISTEN connection named `applicationName`) sees it: one scan of pg_stat_activity, whose
+ * pid and application_name every role may read. Run every LISTENER_DEFAULTS.rosterIntervalMs per process.
+ */
+export async function listenerRosterRead(client: pg.Client, applicationName: string): Promise<ListenerRoster> {
+  const { rows } = await client.query<{ members: number; rank: number }>(`
+    select count(*)::int as members, (count(*) filter (where pid < pg_backend_pid()))::int as rank
+    from pg_stat_activity where datname = current_database() and application_name = $1`, [applicationName]);
+  const r = rows[0];
+  return r && r.members > 0 ? { members: r.members, rank: r.rank } : LISTENER_ROSTER_ALONE;
+}
