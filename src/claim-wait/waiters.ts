@@ -123,7 +123,7 @@ export class ClaimWaiters {
   async wait(who: Claimant, reach: WaiterReach, since: number, ms: number, signal?: AbortSignal): Promise<WaitEnd> {
     await this.listen();
     if (signal?.aborted || this.closed) return { woken: false };
-    const missed = this.heardSince(since, who, reach, true);
+    const missed = this.heardSince(since, who, reach);
     if (missed) {
       missed.owed--;
       return { woken: true, wake: missed };
@@ -159,18 +159,21 @@ export class ClaimWaiters {
   }
 
   /**
-   * True when this node knows that nothing is READY for `reach`: a probe found nothing (noteNothingReady), and no
-   * hint it may take has come since, nor more hints than are kept, nor a reconnect (a hint without a group), and
-   * for at most CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec. Every task that becomes READY sends a hint, so a long
-   * poll can then wait without running a claim first: an idle fleet's renewed polls cost no claim statement each
-   * (docs/benchmarks.md, "A fleet on several nodes").
+   * True when this node knows that nothing is READY for `reach` that no claim has been woken for: a probe found
+   * nothing (noteNothingReady), and no hint it may take has come since that this node still owes a claim (a part no
+   * waiter took, a turn handed on with no one to take it, a whole hint of a node that takes hints whole), nor more
+   * hints than are kept, nor a reconnect (a hint without a group), and for at most
+   * CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec. Every task that becomes READY sends a hint, and every part of it goes
+   * to a woken claim or is owed, so a long poll can then wait without running a claim first: an idle fleet's
+   * renewed polls, and a busy one's agents coming back while the work is already being claimed, cost no claim
+   * statement each (docs/benchmarks.md, "A fleet on several nodes").
    */
   nothingReadyFor(reach: WaiterReach): boolean {
     const key = reachKey(reach);
     const noted = this.nothingReady.get(key);
     if (noted === undefined || this.closed) return false;
     const quiet = Date.now() - noted.at < CLAIM_WAIT_DEFAULTS.nothingReadyTrustSec * 1000
-      && this.heardSince(noted.since, undefined, reach, false) === undefined;
+      && this.heardSince(noted.since, undefined, reach) === undefined;
     if (!quiet) this.nothingReady.delete(key);
     return quiet;
   }
@@ -206,14 +209,14 @@ export class ClaimWaiters {
   }
 
   /**
-   * A hint heard since `since` that `reach` may take and `who` (if given) has not tried, and (`owedOnly`) that this
-   * node still owes a claim; a null hint when some were not kept.
+   * A hint heard since `since` that `reach` may take, that `who` (if given) has not tried and that this node still
+   * owes a claim; a null hint when some were not kept.
    */
-  private heardSince(since: number, who: Claimant | undefined, reach: WaiterReach, owedOnly: boolean): Wake | undefined {
+  private heardSince(since: number, who: Claimant | undefined, reach: WaiterReach): Wake | undefined {
     if (since >= this.heard) return undefined;
     // More hints than are kept came meanwhile: one of them may have been for this agent.
     if (this.recent.length === 0 || this.recent[0]!.seq > since + 1) return { hint: null, tried: new WeakSet(), owed: Infinity, shared: false };
-    return this.recent.find((r) => r.seq > since && !(who && r.wake.tried.has(who)) && !(owedOnly && r.wake.owed <= 0)
+    return this.recent.find((r) => r.seq > since && !(who && r.wake.tried.has(who)) && r.wake.owed > 0
       && (!r.wake.hint?.group || covers(reach, r.wake.hint.group)))?.wake;
   }
 

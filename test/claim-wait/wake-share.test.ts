@@ -156,4 +156,49 @@ describe('a process that shares READY hints with others', () => {
     expect(end.woken).toBe(true);
     await waiters.close();
   });
+
+  it('a node that noted nothing READY keeps trusting it while each shared hint went to woken claims, and not once one is owed', async () => {
+    const roster = { members: 2, rank: 0 };
+    const { listener, waiters, waitFor } = setup(roster, () => true);
+    waiters.noteNothingReady(SHELL, await waiters.mark());
+    expect(waiters.nothingReadyFor(SHELL)).toBe(true);
+    // A hint whose part here woke a waiting claim: that claim takes it, so an agent coming in need not claim first.
+    const { ends } = await waitFor(1);
+    listener.hint(payloadWith(2, roster, (part) => part === 1));
+    expect(await woken(ends)).toBe(1);
+    expect(waiters.nothingReadyFor(SHELL)).toBe(true);
+    // A part no waiter took is owed: the next agent coming in claims.
+    listener.hint(payloadWith(2, roster, (part) => part === 1));
+    expect(waiters.nothingReadyFor(SHELL)).toBe(false);
+    await waiters.close();
+  });
+
+  it('a hint given to another process keeps the trust while looking again finds it taken, and ends it when no waiter here could look', async () => {
+    const roster = { members: 2, rank: 0 };
+    const { listener, waiters, probes, waitFor } = setup(roster, () => false);
+    waiters.noteNothingReady(SHELL, await waiters.mark());
+    const { ends } = await waitFor(1);
+    listener.hint(payloadWith(1, roster, (part) => part === 0));
+    await new Promise((r) => setTimeout(r, CLAIM_WAIT_DEFAULTS.shareLookAgainMs * 2 + 50));
+    // The waiter here looked (one probe): taken elsewhere, nothing owed.
+    expect(probes).toHaveLength(1);
+    expect(waiters.nothingReadyFor(SHELL)).toBe(true);
+    expect(await woken(ends)).toBe(0);
+    // No waiter here now: looking again costs no probe, and owes the hint to whoever comes in next.
+    listener.hint(payloadWith(1, roster, (part) => part === 0));
+    await new Promise((r) => setTimeout(r, CLAIM_WAIT_DEFAULTS.shareLookAgainMs * 2 + 50));
+    expect(probes).toHaveLength(1);
+    expect(waiters.nothingReadyFor(SHELL)).toBe(false);
+    await waiters.close();
+  });
+
+  it('alone on the roster, any hint it may take ends the trust, as before', async () => {
+    const { listener, waiters, waitFor } = setup({ members: 1, rank: 0 }, () => true);
+    waiters.noteNothingReady(SHELL, await waiters.mark());
+    const { ends } = await waitFor(1);
+    listener.hint(payload(1, 9));
+    expect(await woken(ends)).toBe(1);
+    expect(waiters.nothingReadyFor(SHELL)).toBe(false);
+    await waiters.close();
+  });
 });
