@@ -237,7 +237,8 @@ export class ClaimWaiters {
     wake.shared = true;
     wake.owed = share.wake - this.dispatch(wake, share.wake);
     if (share.wake > 0) return;
-    const timer = setTimeout(() => this.lookAgain(wake), share.lookAgainStep * this.lookAgainMs);
+    const turn = Math.min(share.lookAgainStep, CLAIM_WAIT_DEFAULTS.shareLookAgainTurnsMax);
+    const timer = setTimeout(() => this.lookAgain(wake), turn * this.lookAgainMs);
     timer.unref();
   }
 

@@ -245,6 +245,12 @@ export const CLAIM_WAIT_DEFAULTS = {
    * no waiter for it.
    */
   shareLookAgainMs: 25,
+  /**
+   * The latest turn to look again: with many processes given no part (agent processes beside the nodes), those past
+   * it look together rather than one after another, so a task whose part went to a busy process waits at most this
+   * many turns.
+   */
+  shareLookAgainTurnsMax: 4,
   waitingPerAgent: 4,
   waitingMax: 10_000,
 } as const;

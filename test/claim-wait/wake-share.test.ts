@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ClaimWaiters, hintShare, type Claimant, type WaitEnd } from '../../src/claim-wait/waiters.js';
 import type { ReadyListener } from '../../src/db/ready-listener.js';
 import type { ListenerRoster } from '../../src/db/queries/listener-roster.js';
@@ -54,14 +54,20 @@ const SHELL = { capabilities: ['shell'], models: [] };
 /** The payload of `count` shell tasks becoming READY; `µs` tells hints apart, as the clock does. */
 const payload = (count: number, µs: number) => `${count}/${µs}/default shell`;
 /** A payload whose part (of `count`) for a process of `rank` among `members` is `wake`. */
-function payloadWith(count: number, roster: ListenerRoster, wake: (part: number) => boolean): string {
+function payloadWith(count: number, roster: ListenerRoster, wake: (part: number, payload: string) => boolean): string {
   for (let µs = 1; ; µs++) {
     const p = payload(count, µs);
-    let h = 0;
-    for (let i = 0; i < p.length; i++) h = (Math.imul(h, 31) + p.charCodeAt(i)) | 0;
-    if (wake(hintShare(count, roster, h >>> 0).wake)) return p;
+    if (wake(hintShare(count, roster, seedOf(p)).wake, p)) return p;
   }
 }
+/** The seed every process derives from a payload (waiters.ts payloadSeed). */
+function seedOf(p: string): number {
+  let h = 0;
+  for (let i = 0; i < p.length; i++) h = (Math.imul(h, 31) + p.charCodeAt(i)) | 0;
+  return h >>> 0;
+}
+/** Its turn to look again, for a process given no part of `payload`. */
+const hintTurn = (count: number, roster: ListenerRoster, p: string) => hintShare(count, roster, seedOf(p)).lookAgainStep;
 
 function setup(roster: ListenerRoster, ready: () => boolean) {
   const listener = new ScriptedListener();
@@ -200,5 +206,25 @@ describe('a process that shares READY hints with others', () => {
     expect(await woken(ends)).toBe(1);
     expect(waiters.nothingReadyFor(SHELL)).toBe(false);
     await waiters.close();
+  });
+
+  it(`with many processes given no part, those past the ${CLAIM_WAIT_DEFAULTS.shareLookAgainTurnsMax}th turn look together, not one after another`, async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const roster = { members: 10, rank: 0 };
+      const { listener, waiters, probes, waitFor } = setup(roster, () => true);
+      const { ends } = await waitFor(1);
+      // A single task whose turn here would be the 9th.
+      listener.hint(payloadWith(1, roster, (part, p) => part === 0 && hintTurn(1, roster, p) === 9));
+      const turns = CLAIM_WAIT_DEFAULTS.shareLookAgainTurnsMax;
+      await vi.advanceTimersByTimeAsync(turns * CLAIM_WAIT_DEFAULTS.shareLookAgainMs - 1);
+      expect(probes).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(probes).toEqual(['shell']);
+      expect((await ends[0])!.woken).toBe(true);
+      await waiters.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
