@@ -2,10 +2,15 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { LISTENER_DEFAULTS } from '../config/index.js';
 import { READY_CHANNEL } from './statement.js';
-import { LISTENER_ROSTER_ALONE, listenerRosterRead, type ListenerRoster } from './queries/listener-roster.js';
+import { LISTENER_ROSTER_ALONE, listenerRosterJoinSql, listenerRosterRead, type ListenerRoster } from './queries/listener-roster.js';
 
 /** The application_name of a listener's connection: how to find it in pg_stat_activity. */
 export const LISTENER_APPLICATION_NAME = 'dagent-listener';
+/**
+ * The application_name of a listener whose process's claims wait for work (rosterKeep): the roster counts these, so
+ * a listener for events or revocations only is no member given a part of READY hints it has no claim to wake for.
+ */
+export const ROSTER_APPLICATION_NAME = `${LISTENER_APPLICATION_NAME} claims`;
 
 let reconnectsTotal = 0;
 /** Reconnects of every listener in this process since it started (the metric dagent_listener_reconnects_total). */
@@ -101,7 +106,10 @@ export class ReadyListener {
     return this.client === undefined ? LISTENER_ROSTER_ALONE : this.rosterLast;
   }
 
-  /** Keep the roster from now on (the node's waiting claims share READY hints by it); one statement per interval. */
+  /**
+   * Join the roster and keep it from now on (the process's waiting claims share READY hints by it): the connection
+   * takes ROSTER_APPLICATION_NAME, and reads the roster once per interval.
+   */
   rosterKeep(): void {
     if (this.rosterKept) return;
     this.rosterKept = true;
@@ -113,8 +121,9 @@ export class ReadyListener {
   }
 
   private async connect(): Promise<void> {
+    const joined = this.rosterKept;
     const client = new pg.Client({
-      connectionString: this.o.url, application_name: LISTENER_APPLICATION_NAME,
+      connectionString: this.o.url, application_name: joined ? ROSTER_APPLICATION_NAME : LISTENER_APPLICATION_NAME,
       keepAlive: true, keepAliveInitialDelayMillis: LISTENER_DEFAULTS.keepaliveDelayMs, connectionTimeoutMillis: LISTENER_DEFAULTS.connectTimeoutMs,
       query_timeout: this.o.statementTimeoutMs ?? LISTENER_DEFAULTS.statementTimeoutMs,
     });
@@ -168,11 +177,13 @@ export class ReadyListener {
     }, healthIntervalMs);
     health.unref();
     // A reading that fails keeps the last one: the health check, not the roster, decides that the connection is lost.
-    const rosterRead = () => void listenerRosterRead(client, LISTENER_APPLICATION_NAME)
+    const rosterRead = () => void listenerRosterRead(client, ROSTER_APPLICATION_NAME)
       .then((r) => { if (!lost) this.rosterLast = r; })
       .catch((err: Error) => this.o.log?.debug({ err: err.message }, 'listener roster not read; the last reading stands'));
     rosterStart = () => {
       if (rosterTimer !== undefined || lost) return;
+      // Joined at connect when it was kept before; else now, and read once it has (one connection runs in order).
+      if (!joined) client.query(listenerRosterJoinSql, [ROSTER_APPLICATION_NAME]).catch(() => {});
       rosterRead();
       rosterTimer = setInterval(rosterRead, this.o.rosterIntervalMs ?? LISTENER_DEFAULTS.rosterIntervalMs);
       rosterTimer.unref();

@@ -50,7 +50,7 @@ describe('a half-open LISTEN connection', () => {
   it('an idle agent process (no polling) whose LISTEN connection goes half-open still claims new work within seconds', async () => {
     const agent = await agentProcess('test/fixtures/agents/alpha.ts', 'half-open', ['--poll-ms', '600000']);
     await eventually('the agent listens', async () => (await rowsOf<{ n: number }>(db, sql`
-      select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'dagent-listener'`))[0]!.n >= 1);
+      select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'dagent-listener%'`))[0]!.n >= 1);
     proxy.freezeListening();
     const dagId = await dagCreate(db, 'name: half-open\ntasks:\n  a: { type: t, spec: { constraints: { capabilities: [alpha] } } }\n');
     await eventually('completed', async () => (await rowsOf<{ status: string }>(db, sql`select status from tasks where dag_id = ${dagId}`))[0]!.status === 'completed', 15_000)

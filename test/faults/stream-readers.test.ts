@@ -21,7 +21,7 @@ const { db } = database;
 const proxy = await faultProxy(database.url);
 /** The node's pool (DAGENT_DB_POOL): what it may hold at PostgreSQL besides its one LISTEN connection. */
 const POOL = 4;
-/** The node's pool connections carry this application_name (PGAPPNAME); its LISTEN connection is LISTENER_APPLICATION_NAME. */
+/** The node's pool connections carry this application_name (PGAPPNAME); its LISTEN connection's begins with LISTENER_APPLICATION_NAME. */
 const NODE_APP = 'stream-readers-node';
 /**
  * What the node lets one attempt's streams hold (DAGENT_LIMIT_STREAM_BYTES_PER_ATTEMPT), above the default 8 MiB: the
@@ -61,7 +61,7 @@ const chunkReads = () => proxy.sent().map(frontendRead)
 async function nodeConnections(): Promise<{ pool: number; listen: number }> {
   const [r] = await rowsOf<{ pool: number; listen: number }>(db, sql`
     select count(*) filter (where application_name = ${NODE_APP})::int as pool,
-      count(*) filter (where application_name = ${LISTENER_APPLICATION_NAME})::int as listen
+      count(*) filter (where application_name like ${`${LISTENER_APPLICATION_NAME}%`})::int as listen
     from pg_stat_activity where datname = current_database()`);
   return r!;
 }

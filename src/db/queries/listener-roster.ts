@@ -3,14 +3,17 @@
 import type pg from 'pg';
 
 /**
- * How many processes listen to this database (their LISTEN connections' `application_name`), and where this one
- * stands among them: `rank` is how many have a lower backend pid. Every process reads the same list, so each can
+ * How many processes wait for work on this database (their LISTEN connections' `application_name`, the roster's),
+ * and where this one stands among them: `rank` is how many have a lower backend pid. Every process reads the same list, so each can
  * take its own part of a READY hint's wake-ups without asking the others (claim-wait/waiters.ts, hintShare).
  */
 export interface ListenerRoster { members: number; rank: number }
 
 /** A process that knows of no other: it takes a hint's wake-ups whole. */
 export const LISTENER_ROSTER_ALONE: ListenerRoster = { members: 1, rank: 0 };
+
+/** A listener joins the roster by taking its application_name (the roster's, `$1`). */
+export const listenerRosterJoinSql = `select set_config('application_name', $1, false)`;
 
 /**
  * The roster as `client` (a LISTEN connection named `applicationName`) sees it: one scan of pg_stat_activity, whose
