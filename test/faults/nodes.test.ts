@@ -4,12 +4,13 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { testDatabase } from '../helpers/db.js';
-import { rowsOf } from '../helpers/factories.js';
+import { dagCreate, rowsOf } from '../helpers/factories.js';
+import { textArray } from '../../src/db/statement.js';
 import { CLI_COMPILED, cliWith } from '../helpers/cli.js';
 import { leash } from '../helpers/child-leash.js';
 import { eventually } from '../helpers/wait.js';
 import { tokenCreate } from '../../src/auth/tokens.js';
-import { LOOP_LEASE_DEFAULTS } from '../../src/config/index.js';
+import { LISTENER_DEFAULTS, LOOP_LEASE_DEFAULTS } from '../../src/config/index.js';
 import { LOOPS_ELECTED } from '../../src/maintenance/index.js';
 
 // Several `dagent up` nodes on one database: each maintenance loop runs on one node, another takes it over when
@@ -147,5 +148,49 @@ describe('several dagent up nodes on one database', () => {
     } finally {
       receiver.close();
     }
+  });
+
+  it('a node killed while its part of READY hints is still dealt to it: the other node\'s waiting agents claim every task, once', async () => {
+    const { token } = await tokenCreate(db, { role: 'admin', name: 'nodes-share' });
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const [c, d] = [await nodeStart(), await nodeStart()];
+    /** An agent registered through `node`, then its long poll there: the ids it claimed (null: the node did not answer). */
+    const poll = async (node: Node, id: string): Promise<{ claimed: Promise<string[] | null> }> => {
+      expect((await fetch(`${node.url}/api/agents`, { method: 'POST', headers, body: JSON.stringify({ id, type: 'w', capabilities: ['share'], max_concurrent: 1 }) })).status).toBe(201);
+      const claimed = fetch(`${node.url}/api/agents/${id}/claim`, { method: 'POST', headers, body: JSON.stringify({ wait_sec: 20 }) })
+        .then(async (r) => ((await r.json()) as { tasks: Array<{ id: string }> }).tasks.map((t) => t.id), () => null);
+      return { claimed };
+    };
+    const waitingAt = async (node: Node) => Number(/^dagent_claims_waiting (\d+)$/m.exec(await (await fetch(`${node.url}/metrics`, { headers })).text())?.[1] ?? 0);
+    const rosterOf = async () => (await rowsOf<{ n: number }>(db, sql`
+      select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'dagent-listener claims'`))[0]!.n;
+    const before = await rosterOf();
+    // A poll on d puts d's listener on the roster; eight on c wait for the work.
+    const lost = (await poll(d, 'share-d')).claimed;
+    const polls = await Promise.all(Array.from({ length: 8 }, (_, i) => poll(c, `share-c${i}`)));
+    await eventually('the polls waiting', async () => (await waitingAt(c)) === 8 && (await waitingAt(d)) === 1);
+    await eventually('both nodes on the roster', async () => (await rosterOf()) === before + 2);
+    // c reads the roster every LISTENER_DEFAULTS.rosterIntervalMs: after one more reading c counts d, and d stays in
+    // c's roster for up to that long after the kill, so single tasks dealt to d (each with even odds) are left to c's
+    // agents looking again.
+    await new Promise((r) => setTimeout(r, LISTENER_DEFAULTS.rosterIntervalMs + 500));
+    d.child.kill('SIGKILL');
+    await d.exited;
+    expect(await lost).toBeNull();
+    // One at a time, each claimed before the next is READY: a task dealt to d has no claim on c whose hand-on could
+    // take it, only c looking again.
+    let answered = 0;
+    for (const p of polls) void p.claimed.then(() => answered++);
+    const dagIds: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      dagIds.push(await dagCreate(db, `name: dealt-${i}\ntasks:\n  only: { type: w, spec: { constraints: { capabilities: [share] } } }\n`));
+      await eventually(`task ${i + 1} claimed, well within the polls' wait`, async () => answered === i + 1, 10_000);
+    }
+    const got = await Promise.all(polls.map(async (p) => (await p.claimed) ?? []));
+    expect(got.every((ids) => ids.length === 1)).toBe(true);
+    const taken = await rowsOf<{ id: string; claimed_by: string; attempts: number }>(db, sql`
+      select t.id, t.claimed_by, t.attempts from tasks t where t.dag_id = any(${textArray(dagIds)}) order by t.id`);
+    expect(taken.map((t) => t.id).sort()).toEqual(got.flat().sort());
+    expect(taken.every((t) => t.attempts === 1 && t.claimed_by.startsWith('share-c'))).toBe(true);
   });
 });
