@@ -233,7 +233,7 @@ export class ClaimWaiters {
       this.dispatch(wake, group ? wake.hint!.count : Infinity);
       return;
     }
-    const share = hintShare(wake.hint!.count, roster, payloadSeed(payload));
+    const share = hintShare(wake.hint!.count, roster, hintSeed(payload));
     wake.shared = true;
     wake.owed = share.wake - this.dispatch(wake, share.wake);
     if (share.wake > 0) return;
@@ -295,7 +295,7 @@ export function hintShare(count: number, roster: ListenerRoster, seed: number): 
 }
 
 /** A number every process derives alike from a hint's payload (it carries the clock in µs, so hints differ). */
-function payloadSeed(payload: string): number {
+export function hintSeed(payload: string): number {
   let h = 0;
   for (let i = 0; i < payload.length; i++) h = (Math.imul(h, 31) + payload.charCodeAt(i)) | 0;
   return h >>> 0;

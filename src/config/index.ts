@@ -293,7 +293,7 @@ export const LISTENER_DEFAULTS = {
    */
   statementTimeoutMs: 5_000,
   /**
-   * How often a process whose claims wait for work reads how many processes listen (db/queries/listener-roster.ts):
+   * How often a process whose claims wait for work reads how many processes' claims do (db/queries/listener-roster.ts):
    * a process that joins or leaves changes every one's part of a READY hint within this long.
    */
   rosterIntervalMs: 5_000,

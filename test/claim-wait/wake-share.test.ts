@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { ClaimWaiters, hintShare, type Claimant, type WaitEnd } from '../../src/claim-wait/waiters.js';
+import { ClaimWaiters, hintSeed, hintShare, type Claimant, type WaitEnd } from '../../src/claim-wait/waiters.js';
 import type { ReadyListener } from '../../src/db/ready-listener.js';
 import type { ListenerRoster } from '../../src/db/queries/listener-roster.js';
 import { CLAIM_WAIT_DEFAULTS } from '../../src/config/index.js';
@@ -57,17 +57,11 @@ const payload = (count: number, µs: number) => `${count}/${µs}/default shell`;
 function payloadWith(count: number, roster: ListenerRoster, wake: (part: number, payload: string) => boolean): string {
   for (let µs = 1; ; µs++) {
     const p = payload(count, µs);
-    if (wake(hintShare(count, roster, seedOf(p)).wake, p)) return p;
+    if (wake(hintShare(count, roster, hintSeed(p)).wake, p)) return p;
   }
 }
-/** The seed every process derives from a payload (waiters.ts payloadSeed). */
-function seedOf(p: string): number {
-  let h = 0;
-  for (let i = 0; i < p.length; i++) h = (Math.imul(h, 31) + p.charCodeAt(i)) | 0;
-  return h >>> 0;
-}
 /** Its turn to look again, for a process given no part of `payload`. */
-const hintTurn = (count: number, roster: ListenerRoster, p: string) => hintShare(count, roster, seedOf(p)).lookAgainStep;
+const hintTurn = (count: number, roster: ListenerRoster, p: string) => hintShare(count, roster, hintSeed(p)).lookAgainStep;
 
 function setup(roster: ListenerRoster, ready: () => boolean) {
   const listener = new ScriptedListener();

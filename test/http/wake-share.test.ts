@@ -6,7 +6,7 @@ import { eventually } from '../helpers/wait.js';
 import { dagCreate, databaseReset } from '../helpers/factories.js';
 import { ReadyListener } from '../../src/db/ready-listener.js';
 import { EVENTS_CHANNEL, READY_CHANNEL, REVOKED_CHANNEL, STREAM_CHANNEL } from '../../src/db/statement.js';
-import { ClaimWaiters, hintShare } from '../../src/claim-wait/waiters.js';
+import { ClaimWaiters, hintSeed, hintShare } from '../../src/claim-wait/waiters.js';
 import { groupProbe } from '../../src/claim-wait/claim-when-ready.js';
 
 // Two nodes on one database, each with its one LISTEN connection as `dagent up` has: every READY hint reaches both,
@@ -95,11 +95,7 @@ describe('two nodes share each READY hint', () => {
       await eventually('both nodes see two listeners', async () => listeners.every((l) => l.roster.members === 2));
       const idle = listeners[1]!.roster;
       /** The hint's part went to node 1, where no agent waits. */
-      const toIdle = (payload: string) => {
-        let h = 0;
-        for (let i = 0; i < payload.length; i++) h = (Math.imul(h, 31) + payload.charCodeAt(i)) | 0;
-        return hintShare(1, idle, h >>> 0).wake === 1;
-      };
+      const toIdle = (payload: string) => hintShare(1, idle, hintSeed(payload)).wake === 1;
       // Until one hint went to node 1 (each does with even odds): each single task is claimed by node 0's agent all the same.
       for (let i = 0; i < 30 && !hints.some(toIdle); i++) {
         const poll = poller(nodes[0]!, 10);

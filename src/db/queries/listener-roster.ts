@@ -1,11 +1,12 @@
-// The listening processes of a database, as a LISTEN connection sees them. Plain pg, no drizzle: the listener
+// The processes whose claims wait for work on a database, as a LISTEN connection sees them. Plain pg, no drizzle: the listener
 // (db/ready-listener.ts) runs it on its own connection, and the agent runtime's published declarations read that.
 import type pg from 'pg';
 
 /**
  * How many processes wait for work on this database (their LISTEN connections' `application_name`, the roster's),
- * and where this one stands among them: `rank` is how many have a lower backend pid. Every process reads the same list, so each can
- * take its own part of a READY hint's wake-ups without asking the others (claim-wait/waiters.ts, hintShare).
+ * and where this one stands among them: `rank` is how many have a lower backend pid. Every process reads the same
+ * list, so each can take its own part of a READY hint's wake-ups without asking the others (claim-wait/waiters.ts,
+ * hintShare).
  */
 export interface ListenerRoster { members: number; rank: number }
 
@@ -16,8 +17,9 @@ export const LISTENER_ROSTER_ALONE: ListenerRoster = { members: 1, rank: 0 };
 export const listenerRosterJoinSql = `select set_config('application_name', $1, false)`;
 
 /**
- * The roster as `client` (a LISTEN connection named `applicationName`) sees it: one scan of pg_stat_activity, whose
- * pid and application_name every role may read. Run every LISTENER_DEFAULTS.rosterIntervalMs per process.
+ * The roster of the connections named `applicationName`, as `client` (one of them) sees it: one scan of
+ * pg_stat_activity, whose pid and application_name every role may read. Run every LISTENER_DEFAULTS.rosterIntervalMs
+ * per process.
  */
 export async function listenerRosterRead(client: pg.Client, applicationName: string): Promise<ListenerRoster> {
   const { rows } = await client.query<{ members: number; rank: number }>(`
