@@ -1,6 +1,9 @@
-// The processes whose claims wait for work on a database, as a LISTEN connection sees them. Plain pg, no drizzle: the listener
-// (db/ready-listener.ts) runs it on its own connection, and the agent runtime's published declarations read that.
-import type pg from 'pg';
+// The processes whose claims wait for work on a database, as a LISTEN connection sees them. Plain SQL on the
+// listener's own connection (db/ready-listener.ts), no drizzle; and no pg type in what it exports: the agent
+// runtime's published declarations read this file, and a user's project need not have @types/pg.
+
+/** What the roster needs of a connection (pg's Client is one). */
+export interface RosterConnection { query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> }
 
 /**
  * How many processes wait for work on this database (their LISTEN connections' `application_name`, the roster's),
@@ -21,10 +24,10 @@ export const listenerRosterJoinSql = `select set_config('application_name', $1, 
  * pg_stat_activity, whose pid and application_name every role may read. Run every LISTENER_DEFAULTS.rosterIntervalMs
  * per process.
  */
-export async function listenerRosterRead(client: pg.Client, applicationName: string): Promise<ListenerRoster> {
-  const { rows } = await client.query<{ members: number; rank: number }>(`
+export async function listenerRosterRead(client: RosterConnection, applicationName: string): Promise<ListenerRoster> {
+  const { rows } = await client.query(`
     select count(*)::int as members, (count(*) filter (where pid < pg_backend_pid()))::int as rank
     from pg_stat_activity where datname = current_database() and application_name = $1`, [applicationName]);
-  const r = rows[0];
+  const r = rows[0] as ListenerRoster | undefined;
   return r && r.members > 0 ? { members: r.members, rank: r.rank } : LISTENER_ROSTER_ALONE;
 }
