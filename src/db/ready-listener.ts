@@ -98,9 +98,9 @@ export class ReadyListener {
   }
 
   /**
-   * The database's listening processes and this one's rank among them (db/queries/listener-roster.ts), as last
-   * read: every LISTENER_DEFAULTS.rosterIntervalMs once rosterKeep was called, and at every (re)connect. Alone until
-   * the first reading, and while the connection is down.
+   * How many processes of the database have claims waiting for work, and this one's rank among them
+   * (db/queries/listener-roster.ts), as last read: every LISTENER_DEFAULTS.rosterIntervalMs once rosterKeep was
+   * called, and at every (re)connect. Alone until the first reading, and while the connection is down.
    */
   get roster(): ListenerRoster {
     return this.client === undefined ? LISTENER_ROSTER_ALONE : this.rosterLast;
