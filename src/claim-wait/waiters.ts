@@ -250,13 +250,20 @@ export class ClaimWaiters {
   private lookAgain(wake: Wake): void {
     const group = wake.hint!.group!;
     if (this.closed) return;
-    if (![...this.waiting].some((w) => covers(w.reach, group) && !wake.tried.has(w.who))) {
+    if (!this.waiterFor(wake)) {
       wake.owed++;
       return;
     }
     void this.o.readyInGroup!(group.key).then((ready) => {
       if (ready) this.handOn(wake);
     }).catch((err: unknown) => this.o.log?.warn({ err, group: group.key }, 'READY probe failed; the hint goes no further here'));
+  }
+
+  /** Whether a waiter here covers the hint's group and has not tried it (read in place: waking none, it copies nothing). */
+  private waiterFor(wake: Wake): boolean {
+    const group = wake.hint!.group!;
+    for (const w of this.waiting) if (covers(w.reach, group) && !wake.tried.has(w.who)) return true;
+    return false;
   }
 
   /** One more of the hint's group is READY for this node: the next waiter that has not tried it, or a running claim. */
